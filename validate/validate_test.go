@@ -1,0 +1,98 @@
+package validate
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/bluesky-social/indigo/atproto/syntax"
+)
+
+type vector struct {
+	Name       string          `json:"name"`
+	Collection string          `json:"collection"`
+	URI        *string         `json:"uri"`
+	Record     json.RawMessage `json:"record"`
+	Valid      bool            `json:"valid"`
+	Path       string          `json:"path"`
+	Contains   string          `json:"contains"`
+}
+
+func TestVectors(t *testing.T) {
+	raw, err := os.ReadFile("testdata/cases.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []vector
+	if err := json.Unmarshal(raw, &cases); err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) < 50 {
+		t.Fatalf("only %d vectors", len(cases))
+	}
+	v := Default()
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			var self *syntax.ATURI
+			if c.URI != nil {
+				u, err := syntax.ParseATURI(*c.URI)
+				if err != nil {
+					t.Fatal(err)
+				}
+				self = &u
+			}
+			err := v.JSON(c.Record, c.Collection, self)
+			if c.Valid {
+				if err != nil {
+					t.Fatalf("want valid, got %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("want invalid (%s: %s), got valid", c.Path, c.Contains)
+			}
+			if !errors.Is(err, ErrInvalidRecord) {
+				t.Fatalf("error does not wrap ErrInvalidRecord: %v", err)
+			}
+			var ve *Error
+			if !errors.As(err, &ve) {
+				t.Fatalf("not *Error: %T", err)
+			}
+			for _, p := range ve.Problems {
+				if p.Path == c.Path && strings.Contains(p.Msg, c.Contains) {
+					return
+				}
+			}
+			t.Fatalf("no problem at %q containing %q; got %v", c.Path, c.Contains, ve.Problems)
+		})
+	}
+}
+
+func TestUnknownFieldsPreserved(t *testing.T) {
+	// Validation never mutates: the map keeps unknown fields and layouts.
+	rec := map[string]any{"$type": "app.bulleted.node", "text": "x", "sortKey": "a", "createdAt": "2026-07-30T09:30:00.000Z", "layout": "kanban", "x-future": "keep"}
+	if err := Default().Record(rec, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if rec["layout"] != "kanban" || rec["x-future"] != "keep" {
+		t.Fatal("record mutated")
+	}
+}
+
+func TestWithPrefix(t *testing.T) {
+	e := &Error{Collection: "app.bulleted.node", Problems: []Problem{{Path: "text", Msg: "m"}, {Path: "", Msg: "n"}}}
+	p := e.WithPrefix("nodes[0]")
+	if p.Problems[0].String() != "nodes[0].text: m" || p.Problems[1].String() != "nodes[0]: n" {
+		t.Fatal(p.Problems)
+	}
+}
+
+func TestCount(t *testing.T) {
+	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 2341: "2,341", 1000001: "1,000,001"} {
+		if got := Count(n); got != want {
+			t.Errorf("Count(%d)=%q want %q", n, got, want)
+		}
+	}
+}
