@@ -1,0 +1,548 @@
+package order
+
+import (
+	"errors"
+	"sort"
+	"strings"
+)
+
+// Alphabet is the set of bytes generated keys use, in byte order.
+const Alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// MaxKey is Bulleted's limit on a sortKey in bytes.
+const MaxKey = 512
+
+// Threshold is the longest key Place generates before it renormalises.
+const Threshold = 24
+
+// jump is how far a biased choice moves from zero on a fresh level.
+const jump = 62 * 62
+
+// ErrNoRoom is returned by Between when no key of the alphabet fits strictly
+// between the bounds (equal bounds, or bounds that differ only in bytes
+// outside the alphabet); Place resolves it by renormalising.
+var ErrNoRoom = errors.New("no key fits between the neighbours")
+
+// Bias says where in a gap to place a key.
+type Bias int
+
+const (
+	// Mid places the key in the middle of the gap.
+	Mid Bias = iota
+	// NearLo places the key just above the lower neighbour.
+	NearLo
+	// NearHi places the key just below the upper neighbour.
+	NearHi
+)
+
+// BiasFor returns the bias for inserting before sibs[at], given the indices
+// of the newest and second-newest siblings (-1 when there are none; record
+// keys are TIDs, so the snapshot says which they are). When the newest
+// sibling borders the gap and the second newest is next to it, an edit run is
+// under way (typing down a list, inserting again after the same bullet,
+// zig-zagging between the two newest): the key goes next to the older
+// neighbour, so the gap the next edit will use stays wide. Otherwise Mid.
+func BiasFor(at, newest, second int) Bias {
+	switch {
+	case newest >= 0 && newest == at-1 && (second == at-2 || second == at):
+		return NearHi
+	case newest >= 0 && newest == at && (second == at-1 || second == at+1):
+		return NearLo
+	}
+	return Mid
+}
+
+// Valid reports whether k is acceptable as a stored sortKey (1..512 bytes).
+func Valid(k string) bool { return len(k) > 0 && len(k) <= MaxKey }
+
+// Generated reports whether k is made only of Alphabet bytes.
+func Generated(k string) bool {
+	for i := 0; i < len(k); i++ {
+		if !isDigit(k[i]) {
+			return false
+		}
+	}
+	return len(k) > 0
+}
+
+func isDigit(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')
+}
+
+func digitVal(c byte) int64 {
+	switch {
+	case c >= '0' && c <= '9':
+		return int64(c - '0')
+	case c >= 'A' && c <= 'Z':
+		return int64(c-'A') + 10
+	case c >= 'a' && c <= 'z':
+		return int64(c-'a') + 36
+	}
+	return -1
+}
+
+const maxDigits = 10 // 62^10 < 2^63
+
+var pow62 = func() (p [maxDigits + 1]int64) {
+	p[0] = 1
+	for i := 1; i <= maxDigits; i++ {
+		p[i] = p[i-1] * 62
+	}
+	return p
+}()
+
+// Smallest and largest integers an element can hold.
+var (
+	minInt = -pow62[maxDigits]
+	maxInt = pow62[maxDigits] - 1
+)
+
+// enc writes n as one element.
+func enc(n int64) string {
+	var d int
+	var v int64
+	var head byte
+	if n >= 0 {
+		d = 1
+		for n >= pow62[d] {
+			d++
+		}
+		v = n
+		head = byte('a' + d - 1)
+	} else {
+		m := -n
+		d = 1
+		for m > pow62[d] {
+			d++
+		}
+		v = pow62[d] - m
+		head = byte('Z' - (d - 1))
+	}
+	b := make([]byte, d+1)
+	b[0] = head
+	for i := d; i >= 1; i-- {
+		b[i] = Alphabet[v%62]
+		v /= 62
+	}
+	return string(b)
+}
+
+// dec reads one element at the start of s.
+func dec(s string) (n int64, size int, ok bool) {
+	if s == "" {
+		return 0, 0, false
+	}
+	h := s[0]
+	var d int
+	neg := false
+	switch {
+	case h >= 'a' && h <= 'z':
+		d = int(h-'a') + 1
+	case h >= 'A' && h <= 'Z':
+		d = int('Z'-h) + 1
+		neg = true
+	default:
+		return 0, 0, false
+	}
+	if d > maxDigits || len(s) < d+1 {
+		return 0, 0, false
+	}
+	var v int64
+	for i := 1; i <= d; i++ {
+		x := digitVal(s[i])
+		if x < 0 {
+			return 0, 0, false
+		}
+		v = v*62 + x
+	}
+	if !neg {
+		if d > 1 && v < pow62[d-1] {
+			return 0, 0, false
+		}
+		return v, d + 1, true
+	}
+	m := pow62[d] - v
+	if d > 1 && m <= pow62[d-1] {
+		return 0, 0, false
+	}
+	return -m, d + 1, true
+}
+
+// floorInt returns the largest n with enc(n) <= s, or false if none.
+func floorInt(s string) (int64, bool) {
+	if enc(minInt) > s {
+		return 0, false
+	}
+	lo, hi := minInt, maxInt // invariant: enc(lo) <= s
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if enc(mid) <= s {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo, true
+}
+
+// ceilInt returns the smallest n with enc(n) >= s, or false if none.
+func ceilInt(s string) (int64, bool) {
+	if enc(maxInt) < s {
+		return 0, false
+	}
+	lo, hi := minInt, maxInt // invariant: enc(hi) >= s
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if enc(mid) >= s {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return hi, true
+}
+
+// Between returns a key strictly between lo and hi ("" means an open end).
+func Between(lo, hi string, bias Bias) (string, error) {
+	if lo != "" && hi != "" && lo >= hi {
+		return "", ErrNoRoom
+	}
+	if bias == Mid && lo != "" && hi != "" {
+		// A memoryless midpoint is the best choice for random edits.
+		if k, err := midKey(lo, hi); err == nil && inside(lo, hi, k) && Generated(k) {
+			return k, nil
+		}
+	}
+	if k, ok := structured(lo, hi, lo == "", hi == "", bias, true, 0); ok && inside(lo, hi, k) {
+		return k, nil
+	}
+	k, err := raw(lo, hi)
+	if err == nil && !inside(lo, hi, k) {
+		return "", ErrNoRoom
+	}
+	return k, err
+}
+
+func inside(lo, hi, k string) bool {
+	return (lo == "" || lo < k) && (hi == "" || k < hi)
+}
+
+func structured(lo, hi string, loOpen, hiOpen bool, bias Bias, top bool, depth int) (string, bool) {
+	if depth > MaxKey/2 {
+		return "", false
+	}
+	aInf, bInf := loOpen, hiOpen
+	var a, b int64
+	if !loOpen {
+		var ok bool
+		if a, ok = floorInt(lo); !ok {
+			aInf = true
+		}
+	}
+	if !hiOpen {
+		var ok bool
+		if b, ok = ceilInt(hi); !ok {
+			bInf = true
+		}
+	}
+	var m int64
+	switch {
+	case aInf && bInf:
+		switch {
+		case top:
+			m = 0
+		case bias == NearLo:
+			m = -jump
+		case bias == NearHi:
+			m = jump
+		default:
+			m = 0
+		}
+	case aInf:
+		if b <= minInt {
+			return "", false
+		}
+		m = b - 1
+		if !top && bias == NearLo && m > -jump {
+			m = -jump
+		}
+	case bInf:
+		if a >= maxInt {
+			return "", false
+		}
+		m = a + 1
+		if !top && bias == NearHi && m < jump {
+			m = jump
+		}
+	case b-a >= 2:
+		switch bias {
+		case NearLo:
+			m = a + 1
+		case NearHi:
+			m = b - 1
+		default:
+			m = a + (b-a)/2
+		}
+	default:
+		e := enc(a)
+		if loOpen || !strings.HasPrefix(lo, e) {
+			return "", false
+		}
+		restLo := lo[len(e):]
+		restHi, restHiOpen := "", true
+		if !hiOpen && strings.HasPrefix(hi, e) {
+			restHi, restHiOpen = hi[len(e):], false
+		}
+		sub, ok := structured(restLo, restHi, restLo == "", restHiOpen, bias, false, depth+1)
+		if !ok {
+			return "", false
+		}
+		return e + sub, true
+	}
+	return enc(m), true
+}
+
+// raw finds a short alphabet key strictly between lo and hi byte by byte.
+func raw(lo, hi string) (string, error) {
+	var out []byte
+	hiBound := hi != ""
+	loBound := true
+	for i := 0; i <= MaxKey; i++ {
+		cl := -1
+		if loBound && i < len(lo) {
+			cl = int(lo[i])
+		}
+		ch := 256
+		if hiBound && i < len(hi) {
+			ch = int(hi[i])
+		} else if hiBound {
+			// hi is a prefix of our output so far: nothing can be smaller
+			return "", ErrNoRoom
+		}
+		// candidates: alphabet bytes c with cl < c < ch
+		var cands []byte
+		for j := 0; j < len(Alphabet); j++ {
+			c := int(Alphabet[j])
+			if c > cl && c < ch {
+				cands = append(cands, Alphabet[j])
+			}
+		}
+		if len(cands) > 0 {
+			pick := cands[len(cands)/2]
+			if cl >= 0 && !hiBound {
+				pick = cands[0] // just above lo keeps appends short
+			}
+			return string(append(out, pick)), nil
+		}
+		// follow lo (or hi) one byte deeper
+		switch {
+		case cl >= 0 && isDigit(byte(cl)):
+			out = append(out, byte(cl))
+			if cl < ch {
+				hiBound = false
+			}
+		case cl < 0 && ch < 256 && isDigit(byte(ch)):
+			out = append(out, byte(ch))
+			loBound = false
+		default:
+			return "", ErrNoRoom
+		}
+		if !loBound && !hiBound {
+			return string(append(out, Alphabet[len(Alphabet)/2])), nil
+		}
+	}
+	return "", ErrNoRoom
+}
+
+// Spread returns n keys, strictly increasing, strictly between lo and hi,
+// short and evenly spread.
+func Spread(lo, hi string, n int) ([]string, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	if lo != "" && hi != "" && lo >= hi {
+		return nil, ErrNoRoom
+	}
+	if ks, ok := spreadLevel(lo, hi, n); ok {
+		return ks, nil
+	}
+	mid, err := Between(lo, hi, Mid)
+	if err != nil {
+		return nil, err
+	}
+	left, err := Spread(lo, mid, (n-1)/2)
+	if err != nil {
+		return nil, err
+	}
+	right, err := Spread(mid, hi, n-1-(n-1)/2)
+	if err != nil {
+		return nil, err
+	}
+	out := append(left, mid)
+	return append(out, right...), nil
+}
+
+// spreadLevel places n keys as single elements when the first level has room.
+func spreadLevel(lo, hi string, n int) ([]string, bool) {
+	aInf, bInf := lo == "", hi == ""
+	var a, b int64
+	if !aInf {
+		var ok bool
+		if a, ok = floorInt(lo); !ok {
+			aInf = true
+		}
+	}
+	if !bInf {
+		var ok bool
+		if b, ok = ceilInt(hi); !ok {
+			bInf = true
+		}
+	}
+	N := int64(n)
+	var first, step int64 = 0, 1
+	switch {
+	case aInf && bInf:
+		first = -N / 2
+	case aInf:
+		first = b - N
+		if first <= minInt {
+			return nil, false
+		}
+	case bInf:
+		first = a + 1
+		if a+N >= maxInt {
+			return nil, false
+		}
+	default:
+		if b-a-1 < N {
+			return nil, false
+		}
+		step = (b - a) / (N + 1)
+		first = a + step
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = enc(first + int64(i)*step)
+	}
+	// guard: the first level may not bracket foreign bounds exactly
+	if (lo != "" && out[0] <= lo) || (hi != "" && out[n-1] >= hi) {
+		return nil, false
+	}
+	return out, true
+}
+
+// Respace is an existing sibling whose key must change.
+type Respace struct {
+	Index int    // index in the sibling list given to Place
+	Key   string // its new key
+}
+
+// Plan is the outcome of Place: keys for the new items, in order, and the
+// siblings to rewrite (renormalisation), each an update.
+type Plan struct {
+	Keys    []string
+	Respace []Respace
+}
+
+// Place chooses keys for n new items inserted before sibs[at] (at == len(sibs)
+// appends). sibs are the sibling keys in display order (sortKey bytes, then
+// record key). bias is used for a single insert; see BiasFor.
+func Place(sibs []string, at, n int, bias Bias) (Plan, error) {
+	if at < 0 || at > len(sibs) || n < 0 {
+		return Plan{}, errors.New("order: position out of range")
+	}
+	if n == 0 {
+		return Plan{}, nil
+	}
+	lo, okLo := bound(sibs, at-1)
+	hi, okHi := bound(sibs, at)
+	if okLo && okHi {
+		var keys []string
+		var err error
+		if n == 1 {
+			var k string
+			k, err = Between(lo, hi, bias)
+			keys = []string{k}
+		} else {
+			keys, err = Spread(lo, hi, n)
+		}
+		if err == nil && fits(keys) {
+			return Plan{Keys: keys}, nil
+		}
+	}
+	// renormalise a window [a, b) around at, doubling
+	for w := 1; ; w *= 2 {
+		a, b := at-w, at+w
+		if a < 0 {
+			a = 0
+		}
+		if b > len(sibs) {
+			b = len(sibs)
+		}
+		lo, okLo := bound(sibs, a-1)
+		hi, okHi := bound(sibs, b)
+		whole := a == 0 && b == len(sibs)
+		if okLo && okHi {
+			keys, err := Spread(lo, hi, (b-a)+n)
+			if err == nil && fits(keys) {
+				p := Plan{}
+				// assign: siblings a..at-1, then new, then at..b-1
+				idx := 0
+				for i := a; i < at; i++ {
+					if sibs[i] != keys[idx] {
+						p.Respace = append(p.Respace, Respace{Index: i, Key: keys[idx]})
+					}
+					idx++
+				}
+				p.Keys = append([]string(nil), keys[idx:idx+n]...)
+				idx += n
+				for i := at; i < b; i++ {
+					if sibs[i] != keys[idx] {
+						p.Respace = append(p.Respace, Respace{Index: i, Key: keys[idx]})
+					}
+					idx++
+				}
+				return p, nil
+			}
+		}
+		if whole {
+			return Plan{}, errors.New("order: cannot place keys even across the whole list") // unreachable
+		}
+	}
+}
+
+// bound returns sibs[i] as a bound ("" for an open end), and false when the
+// key cannot serve as one (invalid: empty or over 512 bytes).
+func bound(sibs []string, i int) (string, bool) {
+	if i < 0 || i >= len(sibs) {
+		return "", true
+	}
+	if !Valid(sibs[i]) {
+		return "", false
+	}
+	return sibs[i], true
+}
+
+func fits(keys []string) bool {
+	for _, k := range keys {
+		if len(k) > Threshold || !Generated(k) {
+			return false
+		}
+	}
+	return true
+}
+
+// Sorted reports whether keys are in strictly increasing byte order.
+func Sorted(keys []string) bool {
+	return sort.SliceIsSorted(keys, func(i, j int) bool { return keys[i] < keys[j] }) && strictly(keys)
+}
+
+func strictly(keys []string) bool {
+	for i := 1; i < len(keys); i++ {
+		if keys[i-1] >= keys[i] {
+			return false
+		}
+	}
+	return true
+}
+
