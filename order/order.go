@@ -545,4 +545,3 @@ func strictly(keys []string) bool {
 	}
 	return true
 }
-

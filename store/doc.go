@@ -1,0 +1,18 @@
+// Package store defines the repository interface the outline engine writes
+// through, and its embedded implementation: a real AT Protocol repository
+// (MST and signed commits, built with indigo's repo package) kept on local
+// disk, so the server works offline on a fresh machine.
+//
+// Data flow: the engine reads one Snapshot (every app.bulleted.* record with
+// the repository's commit CID and rev), plans writes against it, and calls
+// Apply with the snapshot's commit as swapCommit. Apply is atomic: either all
+// writes become one new signed commit, or nothing changes. If the repository
+// has moved on since the snapshot, Apply fails with ErrConflict (a PDS's
+// InvalidSwap) and the engine re-reads and re-plans.
+//
+// The embedded store keeps blocks in a CID-keyed map, appended to an on-disk
+// block log (CAR sections) that is fsynced before the HEAD file is replaced
+// by rename, so a crash mid-commit leaves the previous commit intact. Export
+// writes a CARv1 (header then blocks); import ingests a CAR, for example one
+// downloaded with com.atproto.sync.getRepo.
+package store

@@ -1,0 +1,483 @@
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/bluesky-social/indigo/atproto/atcrypto"
+	"github.com/bluesky-social/indigo/atproto/atdata"
+	"github.com/bluesky-social/indigo/atproto/syntax"
+	legacy "github.com/bluesky-social/indigo/repo"
+	blocks "github.com/ipfs/go-block-format"
+	"github.com/ipfs/go-cid"
+	cbor "github.com/ipfs/go-ipld-cbor"
+)
+
+// Prefix of the collections this server reads.
+const Prefix = "app.bulleted."
+
+// memBlocks is a CID-keyed block store that remembers blocks added since the
+// last flush.
+type memBlocks struct {
+	m       map[cid.Cid]blocks.Block
+	pending []blocks.Block
+}
+
+func (b *memBlocks) Get(_ context.Context, c cid.Cid) (blocks.Block, error) {
+	if blk, ok := b.m[c]; ok {
+		return blk, nil
+	}
+	return nil, fmt.Errorf("block %s not found", c)
+}
+
+func (b *memBlocks) Put(_ context.Context, blk blocks.Block) error {
+	if _, ok := b.m[blk.Cid()]; ok {
+		return nil
+	}
+	b.m[blk.Cid()] = blk
+	b.pending = append(b.pending, blk)
+	return nil
+}
+
+var _ cbor.IpldBlockstore = (*memBlocks)(nil)
+
+// rawRecord hands already-encoded DAG-CBOR to the legacy repo.
+type rawRecord []byte
+
+func (r rawRecord) MarshalCBOR(w io.Writer) error { _, err := w.Write(r); return err }
+
+// Local is the embedded repository.
+type Local struct {
+	mu      sync.Mutex
+	dir     string
+	key     *atcrypto.PrivateKeyK256
+	did     syntax.DID
+	bs      *memBlocks
+	root    cid.Cid
+	rev     string
+	records map[string]Record // "collection/rkey"
+	log     *os.File
+}
+
+// OpenLocal opens (or creates) the embedded repository in dir.
+func OpenLocal(dir string) (*Local, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	key, err := loadKey(filepath.Join(dir, "signing.key"))
+	if err != nil {
+		return nil, err
+	}
+	pub, err := key.PublicKey()
+	if err != nil {
+		return nil, err
+	}
+	did, err := syntax.ParseDID(pub.DIDKey())
+	if err != nil {
+		return nil, err
+	}
+	l := &Local{dir: dir, key: key, did: did, bs: &memBlocks{m: map[cid.Cid]blocks.Block{}}}
+	if err := l.load(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func loadKey(path string) (*atcrypto.PrivateKeyK256, error) {
+	raw, err := os.ReadFile(path)
+	if err == nil {
+		return atcrypto.ParsePrivateBytesK256(raw)
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	k, err := atcrypto.GeneratePrivateKeyK256()
+	if err != nil {
+		return nil, err
+	}
+	if err := writeAtomic(path, k.Bytes(), 0o600); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+func writeAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func (l *Local) logPath() string  { return filepath.Join(l.dir, "blocks.log") }
+func (l *Local) headPath() string { return filepath.Join(l.dir, "HEAD") }
+
+// load reads the block log (dropping a torn tail) and HEAD.
+func (l *Local) load() error {
+	f, err := os.OpenFile(l.logPath(), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	good, err := readSections(bufio.NewReader(f), func(c cid.Cid, data []byte) error {
+		blk, err := blocks.NewBlockWithCid(data, c)
+		if err != nil {
+			return err
+		}
+		l.bs.m[c] = blk
+		return nil
+	})
+	if err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Truncate(good); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Seek(good, io.SeekStart); err != nil {
+		f.Close()
+		return err
+	}
+	l.log = f
+	head, err := os.ReadFile(l.headPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return l.initEmpty()
+	}
+	if err != nil {
+		return err
+	}
+	c, err := cid.Decode(strings.TrimSpace(string(head)))
+	if err != nil {
+		return fmt.Errorf("HEAD: %w", err)
+	}
+	return l.setRoot(context.Background(), c)
+}
+
+func (l *Local) initEmpty() error {
+	ctx := context.Background()
+	r := legacy.NewRepo(ctx, l.did.String(), l.bs)
+	root, _, err := r.Commit(ctx, l.sign)
+	if err != nil {
+		return err
+	}
+	if err := l.persist(root); err != nil {
+		return err
+	}
+	return l.setRoot(ctx, root)
+}
+
+func (l *Local) sign(_ context.Context, _ string, b []byte) ([]byte, error) {
+	return l.key.HashAndSign(b)
+}
+
+// setRoot loads the record index of the commit at root.
+func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
+	r, err := legacy.OpenRepo(ctx, l.bs, root)
+	if err != nil {
+		return err
+	}
+	recs := map[string]Record{}
+	err = r.ForEach(ctx, Prefix, func(k string, v cid.Cid) error {
+		if !strings.HasPrefix(k, Prefix) {
+			return nil
+		}
+		blk, err := l.bs.Get(ctx, v)
+		if err != nil {
+			return err
+		}
+		val, err := atdata.UnmarshalCBOR(blk.RawData())
+		if err != nil {
+			return fmt.Errorf("record %s: %w", k, err)
+		}
+		coll, rkey, _ := strings.Cut(k, "/")
+		recs[k] = Record{Collection: coll, RKey: rkey, CID: v.String(), Value: val}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return err
+	}
+	l.root, l.rev, l.records = root, r.SignedCommit().Rev, recs
+	return nil
+}
+
+var errStop = errors.New("stop")
+
+// persist appends pending blocks to the log, syncs, then replaces HEAD.
+func (l *Local) persist(root cid.Cid) error {
+	var buf bytes.Buffer
+	for _, blk := range l.bs.pending {
+		writeSection(&buf, blk.Cid(), blk.RawData())
+	}
+	if _, err := l.log.Write(buf.Bytes()); err != nil {
+		return err
+	}
+	if err := l.log.Sync(); err != nil {
+		return err
+	}
+	l.bs.pending = nil
+	return writeAtomic(l.headPath(), []byte(root.String()+"\n"), 0o600)
+}
+
+// DID implements Repository.
+func (l *Local) DID() syntax.DID { return l.did }
+
+// Snapshot implements Repository.
+func (l *Local) Snapshot(_ context.Context) (*Snapshot, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := &Snapshot{DID: l.did, Commit: l.root.String(), Rev: l.rev, Records: make([]Record, 0, len(l.records))}
+	for _, r := range l.records {
+		s.Records = append(s.Records, r)
+	}
+	sort.Slice(s.Records, func(i, j int) bool {
+		a, b := s.Records[i], s.Records[j]
+		if a.Collection != b.Collection {
+			return a.Collection < b.Collection
+		}
+		return a.RKey < b.RKey
+	})
+	return s, nil
+}
+
+// Apply implements Repository.
+func (l *Local) Apply(ctx context.Context, swapCommit string, writes []Write) (*Result, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(writes) > MaxBatch {
+		return nil, fmt.Errorf("%w: %d > %d", ErrTooManyWrites, len(writes), MaxBatch)
+	}
+	if swapCommit != "" && swapCommit != l.root.String() {
+		return nil, ErrConflict
+	}
+	seen := map[string]bool{}
+	for _, w := range writes {
+		path := w.Collection + "/" + w.RKey
+		if seen[path] {
+			return nil, fmt.Errorf("two writes to %s in one batch", path)
+		}
+		seen[path] = true
+		_, exists := l.records[path]
+		switch w.Op {
+		case Create:
+			if exists {
+				return nil, fmt.Errorf("%w: %s", ErrRecordExists, path)
+			}
+		case Update, Delete:
+			if !exists {
+				return nil, fmt.Errorf("%w: %s", ErrRecordMissing, path)
+			}
+		default:
+			return nil, fmt.Errorf("unknown op %q", w.Op)
+		}
+	}
+	r, err := legacy.OpenRepo(ctx, l.bs, l.root)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Result, error) {
+		// drop unreferenced blocks of the failed attempt
+		for _, b := range l.bs.pending {
+			delete(l.bs.m, b.Cid())
+		}
+		l.bs.pending = nil
+		return nil, err
+	}
+	res := &Result{}
+	type change struct {
+		path string
+		rec  *Record
+	}
+	var changes []change
+	for _, w := range writes {
+		path := w.Collection + "/" + w.RKey
+		uri := "at://" + l.did.String() + "/" + path
+		if w.Op == Delete {
+			if err := r.DeleteRecord(ctx, path); err != nil {
+				return fail(err)
+			}
+			res.Results = append(res.Results, WriteResult{URI: uri})
+			changes = append(changes, change{path, nil})
+			continue
+		}
+		val := w.Value
+		if val == nil {
+			return fail(fmt.Errorf("%s %s without a value", w.Op, path))
+		}
+		raw, err := atdata.MarshalCBOR(val)
+		if err != nil {
+			return fail(fmt.Errorf("encoding %s: %w", path, err))
+		}
+		var c cid.Cid
+		if w.Op == Create {
+			c, err = r.PutRecord(ctx, path, rawRecord(raw))
+		} else {
+			c, err = r.UpdateRecord(ctx, path, rawRecord(raw))
+		}
+		if err != nil {
+			return fail(err)
+		}
+		dec, err := atdata.UnmarshalCBOR(raw)
+		if err != nil {
+			return fail(err)
+		}
+		res.Results = append(res.Results, WriteResult{URI: uri, CID: c.String()})
+		changes = append(changes, change{path, &Record{Collection: w.Collection, RKey: w.RKey, CID: c.String(), Value: dec}})
+	}
+	root, rev, err := r.Commit(ctx, l.sign)
+	if err != nil {
+		return fail(err)
+	}
+	if err := l.persist(root); err != nil {
+		return fail(err)
+	}
+	for _, ch := range changes {
+		if ch.rec == nil {
+			delete(l.records, ch.path)
+		} else {
+			l.records[ch.path] = *ch.rec
+		}
+	}
+	l.root, l.rev = root, rev
+	res.Commit, res.Rev = root.String(), rev
+	return res, nil
+}
+
+// Close releases the block log.
+func (l *Local) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.log.Close()
+}
+
+// ExportCAR writes the repository as a CARv1: header (root = commit), then
+// every block of the log.
+func (l *Local) ExportCAR(w io.Writer) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	hdr, err := cbor.DumpObject(map[string]any{"roots": []cid.Cid{l.root}, "version": 1})
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(w)
+	var lb [binary.MaxVarintLen64]byte
+	bw.Write(lb[:binary.PutUvarint(lb[:], uint64(len(hdr)))])
+	bw.Write(hdr)
+	// commit first, then the rest in a stable order
+	keys := make([]cid.Cid, 0, len(l.bs.m))
+	for c := range l.bs.m {
+		keys = append(keys, c)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].KeyString() < keys[j].KeyString() })
+	var buf bytes.Buffer
+	writeSection(&buf, l.root, l.bs.m[l.root].RawData())
+	for _, c := range keys {
+		if c == l.root {
+			continue
+		}
+		writeSection(&buf, c, l.bs.m[c].RawData())
+	}
+	bw.Write(buf.Bytes())
+	return bw.Flush()
+}
+
+// ImportCAR replaces the repository's content with a CAR's records,
+// re-committed under this store's key and DID.
+func (l *Local) ImportCAR(ctx context.Context, r io.Reader) (int, error) {
+	src, err := legacy.ReadRepoFromCar(ctx, r)
+	if err != nil {
+		return 0, fmt.Errorf("reading CAR: %w", err)
+	}
+	var writes []Write
+	err = src.ForEach(ctx, Prefix, func(k string, v cid.Cid) error {
+		if !strings.HasPrefix(k, Prefix) {
+			return errStop
+		}
+		_, raw, err := src.GetRecordBytes(ctx, k)
+		if err != nil {
+			return err
+		}
+		val, err := atdata.UnmarshalCBOR(*raw)
+		if err != nil {
+			return err
+		}
+		coll, rkey, _ := strings.Cut(k, "/")
+		writes = append(writes, Write{Op: Create, Collection: coll, RKey: rkey, Value: val})
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return 0, err
+	}
+	// delete what is here, then create in batches
+	snap, err := l.Snapshot(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var dels []Write
+	for _, rec := range snap.Records {
+		dels = append(dels, Write{Op: Delete, Collection: rec.Collection, RKey: rec.RKey})
+	}
+	all := append(dels, writes...)
+	for len(all) > 0 {
+		n := min(len(all), MaxBatch)
+		if _, err := l.Apply(ctx, "", all[:n]); err != nil {
+			return 0, err
+		}
+		all = all[n:]
+	}
+	return len(writes), nil
+}
+
+func writeSection(buf *bytes.Buffer, c cid.Cid, data []byte) {
+	cb := c.Bytes()
+	var lb [binary.MaxVarintLen64]byte
+	buf.Write(lb[:binary.PutUvarint(lb[:], uint64(len(cb)+len(data)))])
+	buf.Write(cb)
+	buf.Write(data)
+}
+
+// readSections reads CAR sections until EOF; a torn tail is not an error:
+// it returns the offset of the end of the last whole section.
+func readSections(r *bufio.Reader, fn func(cid.Cid, []byte) error) (int64, error) {
+	var off int64
+	for {
+		n, err := binary.ReadUvarint(r)
+		if err != nil {
+			return off, nil
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return off, nil
+		}
+		cl, c, err := cid.CidFromBytes(body)
+		if err != nil {
+			return off, nil
+		}
+		if err := fn(c, body[cl:]); err != nil {
+			return off, err
+		}
+		var lb [binary.MaxVarintLen64]byte
+		off += int64(binary.PutUvarint(lb[:], n)) + int64(n)
+	}
+}

@@ -1,0 +1,129 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/bulleted-mcp/bulleted-mcp/store"
+	"github.com/bulleted-mcp/bulleted-mcp/store/storetest"
+)
+
+func openLocal(t *testing.T) *store.Local {
+	t.Helper()
+	l, err := store.OpenLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func TestLocalSuite(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Repository { return openLocal(t) })
+}
+
+func nodeW(rk, text string) store.Write {
+	return store.Write{Op: store.Create, Collection: "app.bulleted.node", RKey: rk, Value: map[string]any{"$type": "app.bulleted.node", "text": text, "sortKey": "a0", "createdAt": "2026-07-30T09:30:00.000Z"}}
+}
+
+func TestLocalReopenAndTornLog(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	l, err := store.OpenLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Apply(ctx, "", []store.Write{nodeW("3kaaaaaaaaaa2", "one")}); err != nil {
+		t.Fatal(err)
+	}
+	s1, _ := l.Snapshot(ctx)
+	did := l.DID()
+	l.Close()
+	// simulate a crash mid-commit: garbage appended to the log, HEAD untouched
+	f, _ := os.OpenFile(filepath.Join(dir, "blocks.log"), os.O_APPEND|os.O_WRONLY, 0)
+	f.Write([]byte{0x80, 0x05, 1, 2, 3})
+	f.Close()
+	l2, err := store.OpenLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	s2, _ := l2.Snapshot(ctx)
+	if s2.Commit != s1.Commit || len(s2.Records) != 1 || l2.DID() != did {
+		t.Fatalf("reopen: %v %v", s2.Commit, s1.Commit)
+	}
+	if _, err := l2.Apply(ctx, s2.Commit, []store.Write{nodeW("3kbbbbbbbbbb2", "two")}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestExportImportCAR(t *testing.T) {
+	ctx := context.Background()
+	a := openLocal(t)
+	if _, err := a.Apply(ctx, "", []store.Write{nodeW("3kaaaaaaaaaa2", "one"), nodeW("3kbbbbbbbbbb2", "two")}); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := a.ExportCAR(&buf); err != nil {
+		t.Fatal(err)
+	}
+	b := openLocal(t)
+	n, err := b.ImportCAR(ctx, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := a.Snapshot(ctx)
+	sb, _ := b.Snapshot(ctx)
+	if n != 2 || len(sb.Records) != 2 {
+		t.Fatalf("imported %d, have %d", n, len(sb.Records))
+	}
+	for i := range sa.Records {
+		if sa.Records[i].CID != sb.Records[i].CID {
+			t.Fatalf("record %d differs after round trip", i)
+		}
+	}
+}
+
+func BenchmarkLocalSingleCommits(b *testing.B) {
+	ctx := context.Background()
+	l, _ := store.OpenLocal(b.TempDir())
+	defer l.Close()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rk := tidN(i)
+		if _, err := l.Apply(ctx, "", []store.Write{nodeW(rk, "x")}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
+}
+
+func BenchmarkLocal200WriteCommit(b *testing.B) {
+	ctx := context.Background()
+	l, _ := store.OpenLocal(b.TempDir())
+	defer l.Close()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ws := make([]store.Write, 200)
+		for j := range ws {
+			ws[j] = nodeW(tidN(i*200+j), "x")
+		}
+		if _, err := l.Apply(ctx, "", ws); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
+}
+
+func tidN(i int) string {
+	const alpha = "234567abcdefghijklmnopqrstuvwxyz"
+	b := []byte("3kaaaaaaaaaa2")
+	for p := 11; p > 1 && i > 0; p-- {
+		b[p] = alpha[i%32]
+		i /= 32
+	}
+	return string(b)
+}

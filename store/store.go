@@ -1,0 +1,97 @@
+package store
+
+import (
+	"context"
+	"errors"
+
+	"github.com/bluesky-social/indigo/atproto/syntax"
+)
+
+// MaxBatch is the most writes one Apply accepts (the reference PDS's limit).
+const MaxBatch = 200
+
+var (
+	// ErrConflict means the repository's commit is no longer swapCommit:
+	// somebody else wrote since the snapshot. Re-read and re-plan.
+	ErrConflict = errors.New("repository changed since the snapshot (InvalidSwap)")
+	// ErrTooManyWrites means a batch exceeded MaxBatch.
+	ErrTooManyWrites = errors.New("too many writes in one batch")
+	// ErrRecordExists means a create named a record key already in use.
+	ErrRecordExists = errors.New("record already exists")
+	// ErrRecordMissing means an update or delete named a record that is absent.
+	ErrRecordMissing = errors.New("record does not exist")
+)
+
+// Record is one stored record. Value is AT Protocol data as decoded by atdata
+// (maps, strings, int64, atdata.Blob …) and includes $type.
+type Record struct {
+	Collection string         `json:"collection"`
+	RKey       string         `json:"rkey"`
+	CID        string         `json:"cid"`
+	Value      map[string]any `json:"value"`
+}
+
+// Snapshot is every app.bulleted.* record of one repository at one commit.
+type Snapshot struct {
+	DID     syntax.DID
+	Commit  string // CID of the signed commit
+	Rev     string
+	Records []Record
+}
+
+// Op is a write's kind.
+type Op string
+
+const (
+	Create Op = "create"
+	Update Op = "update"
+	Delete Op = "delete"
+)
+
+// Write is one create, update or delete.
+type Write struct {
+	Op         Op             `json:"op"`
+	Collection string         `json:"collection"`
+	RKey       string         `json:"rkey"`
+	Value      map[string]any `json:"value,omitempty"`
+}
+
+// WriteResult is what one write produced.
+type WriteResult struct {
+	URI string `json:"uri"`
+	CID string `json:"cid,omitempty"`
+}
+
+// Result is a committed batch.
+type Result struct {
+	Commit  string        `json:"cid"`
+	Rev     string        `json:"rev"`
+	Results []WriteResult `json:"results"`
+}
+
+// Repository is what the engine needs from a backend.
+type Repository interface {
+	// DID of the repository this server writes to.
+	DID() syntax.DID
+	// Snapshot returns all app.bulleted.* records at the current commit.
+	Snapshot(ctx context.Context) (*Snapshot, error)
+	// Apply commits writes atomically if the current commit is swapCommit
+	// (empty swapCommit: no guard). At most MaxBatch writes.
+	Apply(ctx context.Context, swapCommit string, writes []Write) (*Result, error)
+}
+
+// Cost is the write budget price of writes: create 3, update 2, delete 1.
+func Cost(writes []Write) int {
+	n := 0
+	for _, w := range writes {
+		switch w.Op {
+		case Create:
+			n += 3
+		case Update:
+			n += 2
+		case Delete:
+			n++
+		}
+	}
+	return n
+}
