@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/bluesky-social/indigo/atproto/syntax"
+
 	"github.com/bulleted-mcp/bulleted-mcp/store"
 	"github.com/bulleted-mcp/bulleted-mcp/store/storetest"
 )
@@ -118,12 +120,6 @@ func BenchmarkLocal200WriteCommit(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
 }
 
-func tidN(i int) string {
-	const alpha = "234567abcdefghijklmnopqrstuvwxyz"
-	b := []byte("3kaaaaaaaaaa2")
-	for p := 11; p > 1 && i > 0; p-- {
-		b[p] = alpha[i%32]
-		i /= 32
-	}
-	return string(b)
-}
+var clock = syntax.NewTIDClock(0)
+
+func tidN(_ int) string { return clock.Next().String() }
