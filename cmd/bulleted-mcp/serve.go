@@ -1,0 +1,292 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/bulleted-mcp/bulleted-mcp/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/server"
+	"github.com/bulleted-mcp/bulleted-mcp/store"
+)
+
+func defaultStore() string {
+	if d := os.Getenv("BULLETED_MCP_STORE"); d != "" {
+		return d
+	}
+	if d, err := os.UserConfigDir(); err == nil {
+		return filepath.Join(d, "bulleted-mcp", "store")
+	}
+	return ".bulleted-mcp"
+}
+
+func newFlags(name, usage string, stderr io.Writer) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("store", defaultStore(), "data directory of the embedded repository (env BULLETED_MCP_STORE)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), usage+"\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	return fs, dir
+}
+
+func parse(fs *flag.FlagSet, args []string) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	return 0, true
+}
+
+func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs, dir := newFlags("serve", "Usage: bulleted-mcp serve [--store DIR] [--http ADDR] [--read-only]\n\nRuns the MCP server on the embedded repository: over stdio (default), or\nstreamable HTTP on ADDR at /mcp. Off loopback, HTTP requires the bearer\ntoken in BULLETED_MCP_TOKEN; with a token set, every request must carry it.", stderr)
+	httpAddr := fs.String("http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8080) instead of stdio")
+	readOnly := fs.Bool("read-only", false, "expose only the read-only tools")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	repo, err := store.OpenLocal(*dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "bulleted-mcp: opening store %s: %v\n", *dir, err)
+		return 1
+	}
+	defer repo.Close()
+	s := server.New(outline.New(repo), *readOnly)
+	if *httpAddr == "" {
+		if err := mcpserver.ServeStdio(s); err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	token := os.Getenv("BULLETED_MCP_TOKEN")
+	if err := server.CheckHTTP(*httpAddr, token); err != nil {
+		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
+		return 2
+	}
+	fmt.Fprintf(stderr, "bulleted-mcp: serving %s on http://%s/mcp\n", repo.DID(), *httpAddr)
+	if err := http.ListenAndServe(*httpAddr, server.HTTPHandler(s, token)); err != nil {
+		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// callTool runs one tool through an in-process MCP client: the same code
+// path as an agent's call.
+func callTool(ctx context.Context, repo store.Repository, name, argJSON string) (*mcp.CallToolResult, error) {
+	s := server.New(outline.New(repo), false)
+	c, err := client.NewInProcessClient(s)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if err := c.Start(ctx); err != nil {
+		return nil, err
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "bulleted-mcp call", Version: server.Version}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		return nil, err
+	}
+	var args map[string]any
+	if strings.TrimSpace(argJSON) != "" {
+		if err := json.Unmarshal([]byte(argJSON), &args); err != nil {
+			return nil, fmt.Errorf("arguments are not a JSON object: %w", err)
+		}
+	}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	return c.CallTool(ctx, req)
+}
+
+func printResult(w io.Writer, res *mcp.CallToolResult, asJSON bool) {
+	if asJSON && res.StructuredContent != nil {
+		b, _ := json.MarshalIndent(res.StructuredContent, "", "  ")
+		fmt.Fprintln(w, string(b))
+		return
+	}
+	for _, c := range res.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			fmt.Fprintln(w, strings.TrimRight(tc.Text, "\n"))
+		}
+	}
+}
+
+func runCall(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs, dir := newFlags("call", "Usage: bulleted-mcp call [--store DIR] [--json] TOOL [JSON]\n\nCalls one tool with JSON arguments (\"-\" reads them from standard input)\nthrough the same MCP code path an agent uses, and prints the result.\nExit status: 0 ok, 1 the tool reported an error, 2 usage error.", stderr)
+	asJSON := fs.Bool("json", false, "print the structured result as JSON instead of the text summary")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() < 1 || fs.NArg() > 2 {
+		fs.Usage()
+		return 2
+	}
+	argJSON := ""
+	if fs.NArg() == 2 {
+		argJSON = fs.Arg(1)
+		if argJSON == "-" {
+			b, _ := io.ReadAll(stdin)
+			argJSON = string(b)
+		}
+	}
+	repo, err := store.OpenLocal(*dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "bulleted-mcp: opening store %s: %v\n", *dir, err)
+		return 1
+	}
+	defer repo.Close()
+	res, err := callTool(context.Background(), repo, fs.Arg(0), argJSON)
+	if err != nil {
+		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
+		return 2
+	}
+	if res.IsError {
+		printResult(stderr, res, false)
+		return 1
+	}
+	printResult(stdout, res, *asJSON)
+	return 0
+}
+
+// demoNodes is the guide's worked example (the mirror points at another
+// identity's subtree).
+const demoNodes = `{"nodes":[{"text":"Groceries","children":[
+ {"text":"Eggs","layout":"todo","note":"Jumbo, if they have them"},
+ {"text":"Bread","layout":"todo","completed":true}]}]}`
+
+func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	keep := fs.String("store", "", "seed this data directory instead of a throwaway one")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: bulleted-mcp demo [--store DIR]\n\nSeeds a throwaway embedded repository with the guide's worked example\n(Groceries: Eggs with a note, Bread ticked, a mirror of another identity's\nrecipes) and prints read_outline. Works offline.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	dir := *keep
+	if dir == "" {
+		d, err := os.MkdirTemp("", "bulleted-demo-")
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	repo, err := store.OpenLocal(dir)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer repo.Close()
+	ctx := context.Background()
+	res, err := callTool(ctx, repo, "insert_after", demoNodes)
+	if err != nil || res.IsError {
+		fmt.Fprintln(stderr, "seeding failed:", err)
+		printResult(stderr, res, false)
+		return 1
+	}
+	sc, _ := json.Marshal(res.StructuredContent)
+	var created struct {
+		Created []struct{ RKey string } `json:"created"`
+	}
+	json.Unmarshal(sc, &created)
+	if len(created.Created) > 0 {
+		m := fmt.Sprintf(`{"original":"at://did:plc:other/app.bulleted.node/3krecipes","parent":%q}`, created.Created[0].RKey)
+		if r, err := callTool(ctx, repo, "add_mirror", m); err != nil || r.IsError {
+			fmt.Fprintln(stderr, "mirror failed")
+			return 1
+		}
+	}
+	fmt.Fprintf(stdout, "Demo repository %s (store %s):\n\n", repo.DID(), dir)
+	res, err = callTool(ctx, repo, "read_outline", "")
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	printResult(stdout, res, false)
+	fmt.Fprintln(stdout, "\nTry: bulleted-mcp call --store DIR insert_after '{\"text\":\"Milk\",\"layout\":\"todo\",\"parent\":\"<Groceries key>\"}'")
+	return 0
+}
+
+func runExport(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs, dir := newFlags("export", "Usage: bulleted-mcp export [--store DIR] [FILE]\n\nWrites the embedded repository as a CAR file (standard output without FILE).", stderr)
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	repo, err := store.OpenLocal(*dir)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer repo.Close()
+	w := stdout
+	if fs.NArg() == 1 {
+		f, err := os.Create(fs.Arg(0))
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer f.Close()
+		w = f
+	}
+	if err := repo.ExportCAR(w); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+func runImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs, dir := newFlags("import", "Usage: bulleted-mcp import [--store DIR] FILE\n\nReplaces the embedded repository's app.bulleted records with those of a CAR\nfile (\"-\" = standard input), e.g. one from com.atproto.sync.getRepo.", stderr)
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return 2
+	}
+	var r io.Reader = stdin
+	if fs.Arg(0) != "-" {
+		f, err := os.Open(fs.Arg(0))
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+		defer f.Close()
+		r = f
+	}
+	repo, err := store.OpenLocal(*dir)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer repo.Close()
+	n, err := repo.ImportCAR(context.Background(), r)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "imported %d record(s) into %s\n", n, repo.DID())
+	return 0
+}

@@ -1,0 +1,616 @@
+package outline
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
+	"github.com/bulleted-mcp/bulleted-mcp/order"
+)
+
+// Position is where new or moved bullets go: after a sibling, or first/last
+// under a parent. Parent "" keeps the default (top level for inserts, the
+// current parent for moves); "top" is the top level.
+type Position struct {
+	Parent string
+	After  string
+	Where  string // "first" | "last" (default)
+}
+
+// NewNode is one bullet to insert, with its nested children.
+type NewNode struct {
+	Text      string    `json:"text"`
+	Layout    string    `json:"layout,omitempty"`
+	Display   string    `json:"display,omitempty"`
+	Completed bool      `json:"completed,omitempty"`
+	Note      string    `json:"note,omitempty"`
+	Children  []NewNode `json:"children,omitempty"`
+}
+
+// target resolves a position to (parent item or nil, sibling list, index).
+func (p *Planner) target(pos Position, current *Item, exclude map[*Item]bool) (*Item, []*Item, int, error) {
+	t := p.t
+	parent := current
+	switch strings.TrimSpace(pos.Parent) {
+	case "":
+	case "top":
+		parent = nil
+	default:
+		it, err := t.Resolve(pos.Parent)
+		if err != nil {
+			if e, ok := err.(*Error); ok && e.Kind == ErrNodeNotFound {
+				return nil, nil, 0, fail(ErrParentMissing, e.Next, "parent %s does not exist", pos.Parent)
+			}
+			return nil, nil, 0, err
+		}
+		if it.Mirror {
+			return nil, nil, 0, fail(ErrInvalidInput, "use a node as parent, not a mirror", "%s is a mirror; bullets cannot hang under a mirror", it.Key())
+		}
+		if it.Detached != "" {
+			p.Note("parent %s is itself detached (%s)", it.Key(), it.Detached)
+		}
+		parent = it
+	}
+	var sibs []*Item
+	for _, s := range t.ChildrenOf(parent) {
+		if !exclude[s] {
+			sibs = append(sibs, s)
+		}
+	}
+	if pos.After != "" {
+		if pos.Where != "" {
+			return nil, nil, 0, fail(ErrInvalidInput, "pass either after or position", "after and position both given")
+		}
+		a, err := t.Resolve(pos.After)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		for i, s := range sibs {
+			if s == a {
+				return parent, sibs, i + 1, nil
+			}
+		}
+		return nil, nil, 0, fail(ErrAnchorMissing, nextChildren(t, parent, sibs), "anchor %s is not a child of %s", a.Key(), parentName(parent))
+	}
+	switch pos.Where {
+	case "", "last":
+		return parent, sibs, len(sibs), nil
+	case "first":
+		return parent, sibs, 0, nil
+	}
+	return nil, nil, 0, fail(ErrInvalidInput, "use position first or last, or after=<sibling>", "unknown position %q", pos.Where)
+}
+
+func parentName(parent *Item) string {
+	if parent == nil {
+		return "the top level"
+	}
+	return parent.Key()
+}
+
+func nextChildren(t *Tree, parent *Item, sibs []*Item) string {
+	if len(sibs) == 0 {
+		return fmt.Sprintf("%s has no children; use position first or last", parentName(parent))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "its children are: ")
+	for i, s := range sibs {
+		if i == 8 {
+			fmt.Fprintf(&b, "… (%d more)", len(sibs)-8)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %q", s.Key(), clip(s.Str("text"), 30))
+	}
+	if parent != nil {
+		fmt.Fprintf(&b, "; call read_outline with node=%s to see them", parent.Key())
+	}
+	return b.String()
+}
+
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}
+
+// place chooses keys for n items at index at of sibs, adding updates for
+// any renormalised siblings.
+func (p *Planner) place(sibs []*Item, at, n int) ([]string, error) {
+	keys := make([]string, len(sibs))
+	newest, second := -1, -1
+	for i, s := range sibs {
+		keys[i] = s.SortKey()
+		if newest < 0 || s.Key() > sibs[newest].Key() {
+			second = newest
+			newest = i
+		} else if second < 0 || s.Key() > sibs[second].Key() {
+			second = i
+		}
+	}
+	bias := order.BiasFor(at, newest, second)
+	plan, err := order.Place(keys, at, n, bias)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range plan.Respace {
+		s := sibs[r.Index]
+		v := Copy(s.Rec.Value)
+		v["sortKey"] = r.Key
+		p.Update(s.Rec, v, "")
+	}
+	if len(plan.Respace) > 0 {
+		p.Note("respaced %d sibling sortKey(s) to make room (%d extra update(s))", len(plan.Respace), len(plan.Respace))
+	}
+	return plan.Keys, nil
+}
+
+func (p *Planner) parentURI(parent *Item) string {
+	if parent == nil {
+		return ""
+	}
+	return p.t.NodeURI(parent.Key())
+}
+
+// Insert plans new bullets (nested) at pos.
+func (p *Planner) Insert(pos Position, nodes []NewNode) error {
+	if len(nodes) == 0 {
+		return fail(ErrInvalidInput, "pass text, or nodes: [{text: …}]", "nothing to insert")
+	}
+	parent, sibs, at, err := p.target(pos, nil, nil)
+	if err != nil {
+		return err
+	}
+	keys, err := p.place(sibs, at, len(nodes))
+	if err != nil {
+		return err
+	}
+	count := 0
+	var walk func(parentURI string, ns []NewNode, keys []string, label string) error
+	walk = func(parentURI string, ns []NewNode, keys []string, label string) error {
+		for i, n := range ns {
+			lab := fmt.Sprintf("%s[%d]", label, i)
+			rk := p.NewKey()
+			count++
+			v := map[string]any{"$type": lexicon.Node, "text": n.Text, "sortKey": keys[i], "createdAt": p.Now()}
+			if parentURI != "" {
+				v["parent"] = parentURI
+			}
+			if n.Layout != "" {
+				v["layout"] = n.Layout
+			}
+			if n.Display != "" {
+				v["display"] = n.Display
+			}
+			if n.Completed {
+				if n.Layout == "" {
+					v["layout"] = "todo"
+				} else if n.Layout != "todo" {
+					p.Note("%s: completed applies to todos; layout %s kept, completedAt set", lab, n.Layout)
+				}
+				v["completedAt"] = p.Now()
+			}
+			p.facets(v, n.Text)
+			p.Create(lexicon.Node, rk, v, lab)
+			p.Touch(rk)
+			if n.Note != "" {
+				nv := map[string]any{"$type": lexicon.Note, "subject": p.t.NodeURI(rk), "text": n.Note, "createdAt": p.Now()}
+				p.facets(nv, n.Note)
+				p.Create(lexicon.Note, rk, nv, lab+".note")
+			}
+			if len(n.Children) > 0 {
+				ck, err := order.Spread("", "", len(n.Children))
+				if err != nil {
+					return err
+				}
+				if err := walk(p.t.NodeURI(rk), n.Children, ck, lab+".children"); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk(p.parentURI(parent), nodes, keys, "nodes"); err != nil {
+		return err
+	}
+	p.Summary("insert %d bullet(s) under %s", count, parentName(parent))
+	return nil
+}
+
+// Move plans moving refs (a run of siblings, kept in display order) to pos.
+func (p *Planner) Move(refs []string, pos Position) error {
+	if len(refs) == 0 {
+		return fail(ErrInvalidInput, "pass node or nodes", "nothing to move")
+	}
+	var items []*Item
+	set := map[*Item]bool{}
+	for _, r := range refs {
+		it, err := p.t.Resolve(r)
+		if err != nil {
+			return err
+		}
+		if set[it] {
+			continue
+		}
+		set[it] = true
+		items = append(items, it)
+	}
+	cur := items[0].Parent
+	for _, it := range items[1:] {
+		if it.Parent != cur || (it.Detached != "") != (items[0].Detached != "") {
+			return fail(ErrInvalidInput, "move bullets with different parents in separate calls", "%s and %s are not siblings", items[0].Key(), it.Key())
+		}
+	}
+	// display order
+	sortItems(items)
+	if pos.Parent == "" && items[0].Detached != "" {
+		return fail(ErrParentMissing, "pass parent=<node> or parent=top to re-attach it", "%s is detached (%s)", items[0].Key(), items[0].Detached)
+	}
+	parent, sibs, at, err := p.target(pos, cur, set)
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		if parent != nil && IsAncestor(it, parent) {
+			return fail(ErrCycle, "choose a parent outside the moved bullet's subtree", "cannot move %s into its own subtree (under %s)", it.Key(), parent.Key())
+		}
+	}
+	keys, err := p.place(sibs, at, len(items))
+	if err != nil {
+		return err
+	}
+	for i, it := range items {
+		v := Copy(it.Rec.Value)
+		v["sortKey"] = keys[i]
+		if parent == nil {
+			delete(v, "parent")
+		} else {
+			v["parent"] = p.t.NodeURI(parent.Key())
+		}
+		p.Update(it.Rec, v, fmt.Sprintf("nodes[%d]", i))
+		p.Touch(it.Key())
+		if it.Detached != "" {
+			p.Note("re-attached %s (was: %s)", it.Key(), it.Detached)
+		}
+	}
+	p.Summary("move %d bullet(s) under %s", len(items), parentName(parent))
+	return nil
+}
+
+// Edit is an update of a bullet's own fields; nil fields are left alone.
+type Edit struct {
+	Text    *string
+	Layout  *string
+	Display *string
+	Note    *string // "" removes the note
+}
+
+// Edit plans an edit of one node.
+func (p *Planner) Edit(ref string, ed Edit) error {
+	it, err := p.node(ref)
+	if err != nil {
+		return err
+	}
+	if ed.Text == nil && ed.Layout == nil && ed.Display == nil && ed.Note == nil {
+		return fail(ErrInvalidInput, "pass text, layout, display or note", "nothing to change")
+	}
+	v := Copy(it.Rec.Value)
+	changed := false
+	if ed.Text != nil {
+		v["text"] = *ed.Text
+		delete(v, "facets")
+		p.facets(v, *ed.Text)
+		changed = true
+	}
+	for f, val := range map[string]*string{"layout": ed.Layout, "display": ed.Display} {
+		if val == nil {
+			continue
+		}
+		if *val == "" {
+			delete(v, f)
+		} else {
+			v[f] = *val
+		}
+		changed = true
+	}
+	if changed {
+		p.Update(it.Rec, v, "")
+	}
+	if ed.Note != nil {
+		switch {
+		case *ed.Note == "" && it.Note != nil:
+			p.Delete(*it.Note, "note")
+		case *ed.Note == "":
+			p.Note("%s has no note to remove", it.Key())
+		case it.Note != nil:
+			nv := Copy(it.Note.Value)
+			nv["text"] = *ed.Note
+			delete(nv, "facets")
+			p.facets(nv, *ed.Note)
+			p.Update(*it.Note, nv, "note")
+		default:
+			nv := map[string]any{"$type": lexicon.Note, "subject": p.t.NodeURI(it.Key()), "text": *ed.Note, "createdAt": p.Now()}
+			p.facets(nv, *ed.Note)
+			p.Create(lexicon.Note, it.Key(), nv, "note")
+		}
+	}
+	p.Touch(it.Key())
+	p.Summary("update %s", it.Key())
+	return nil
+}
+
+func (p *Planner) node(ref string) (*Item, error) {
+	it, err := p.t.Resolve(ref)
+	if err != nil {
+		return nil, err
+	}
+	if it.Mirror {
+		return nil, fail(ErrInvalidInput, "edit the original in its own repository", "%s is a mirror, not a bullet", it.Key())
+	}
+	return it, nil
+}
+
+// Complete plans ticking (or unticking) a todo.
+func (p *Planner) Complete(ref string, done bool) error {
+	it, err := p.node(ref)
+	if err != nil {
+		return err
+	}
+	v := Copy(it.Rec.Value)
+	if l, _ := v["layout"].(string); l != "todo" {
+		v["layout"] = "todo"
+		p.Note("%s was a %s; it is now a todo", it.Key(), orDefault(l, "bullet"))
+	}
+	_, had := v["completedAt"]
+	if done {
+		if had {
+			p.Note("%s was already complete", it.Key())
+		} else {
+			v["completedAt"] = p.Now()
+		}
+	} else {
+		delete(v, "completedAt")
+	}
+	p.Update(it.Rec, v, "")
+	p.Touch(it.Key())
+	if done {
+		p.Summary("complete %s", it.Key())
+	} else {
+		p.Summary("reopen %s", it.Key())
+	}
+	return nil
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// Delete plans deleting a bullet; children: refuse | lift | subtree.
+func (p *Planner) DeleteNode(ref, children string) error {
+	it, err := p.t.Resolve(ref)
+	if err != nil {
+		return err
+	}
+	kids := it.Children
+	switch children {
+	case "", "refuse":
+		if len(kids) > 0 {
+			return fail(ErrHasChildren, "pass children=lift to move them up into its place, or children=subtree to delete them too", "%s has %d child(ren); nothing cascades", it.Key(), len(kids))
+		}
+	case "lift":
+		if len(kids) > 0 {
+			parent := it.Parent
+			var sibs []*Item
+			at := 0
+			for _, s := range p.t.ChildrenOf(parent) {
+				if s == it {
+					at = len(sibs)
+					continue
+				}
+				sibs = append(sibs, s)
+			}
+			keys, err := p.place(sibs, at, len(kids))
+			if err != nil {
+				return err
+			}
+			for i, k := range kids {
+				v := Copy(k.Rec.Value)
+				v["sortKey"] = keys[i]
+				if parent == nil {
+					delete(v, "parent")
+				} else {
+					v["parent"] = p.t.NodeURI(parent.Key())
+				}
+				p.Update(k.Rec, v, "")
+				p.Touch(k.Key())
+			}
+		}
+	case "subtree":
+		for _, d := range Subtree(it)[1:] {
+			p.Delete(d.Rec, "")
+			if d.Note != nil {
+				p.Delete(*d.Note, "")
+			}
+		}
+	default:
+		return fail(ErrInvalidInput, "use refuse, lift or subtree", "unknown children policy %q", children)
+	}
+	p.Delete(it.Rec, "")
+	if it.Note != nil {
+		p.Delete(*it.Note, "")
+	}
+	if pol, ok := p.t.Policies[it.Key()]; ok && !it.Mirror {
+		p.Delete(pol, "")
+		p.Note("its comment policy was deleted with it")
+	}
+	p.Summary("delete %s (children: %s)", it.Key(), orDefault(children, "refuse"))
+	return nil
+}
+
+// SetPolicy plans a comment policy for the repo (root "") or a subtree.
+func (p *Planner) SetPolicy(root string, allow []string, remove bool) error {
+	rkey := "self"
+	var rootURI string
+	if root != "" {
+		it, err := p.t.Resolve(root)
+		if err != nil {
+			if e, ok := err.(*Error); ok && e.Kind == ErrCrossRepo {
+				return fail(ErrNotOwner, "a policy can only govern your own bullets", "%s is not your bullet", root)
+			}
+			return err
+		}
+		if it.Mirror {
+			return fail(ErrNotOwner, "set the policy on a node you own", "%s is a mirror", it.Key())
+		}
+		rkey, rootURI = it.Key(), p.t.NodeURI(it.Key())
+	}
+	old, exists := p.t.Policies[rkey]
+	if remove {
+		if !exists {
+			return fail(ErrNodeNotFound, "", "no comment policy for %s", orDefault(root, "the repository"))
+		}
+		p.Delete(old, "")
+		p.Summary("remove the comment policy of %s", orDefault(root, "the repository"))
+		return nil
+	}
+	if allow == nil {
+		allow = []string{}
+	}
+	list := make([]any, len(allow))
+	for i, a := range allow {
+		list[i] = a
+	}
+	if exists {
+		v := Copy(old.Value)
+		v["allow"] = list
+		p.Update(old, v, "")
+	} else {
+		v := map[string]any{"$type": lexicon.CommentPolicy, "allow": list, "createdAt": p.Now()}
+		if rootURI != "" {
+			v["root"] = rootURI
+		}
+		p.Create(lexicon.CommentPolicy, rkey, v, "")
+	}
+	if len(allow) == 0 {
+		p.Note("an empty allow list closes comments at this level")
+	}
+	p.Summary("set the comment policy of %s to %v", orDefault(root, "the repository"), allow)
+	return nil
+}
+
+// Mirror plans a mirror of original (any identity's node) at pos.
+func (p *Planner) Mirror(original string, pos Position) error {
+	u, err := syntax.ParseATURI(original)
+	if err != nil || u.Collection().String() != lexicon.Node || u.RecordKey() == "" {
+		if !strings.HasPrefix(original, "at://") {
+			if it, err2 := p.t.Resolve(original); err2 == nil && !it.Mirror {
+				u, _ = syntax.ParseATURI(p.t.NodeURI(it.Key()))
+				err = nil
+			}
+		}
+		if err != nil || u.Collection().String() != lexicon.Node {
+			return fail(ErrInvalidInput, "pass at://DID/app.bulleted.node/RKEY or a record key of your own", "%q is not a node reference", original)
+		}
+	}
+	parent, sibs, at, err := p.target(pos, nil, nil)
+	if err != nil {
+		return err
+	}
+	if u.Authority().String() == p.t.DID.String() {
+		orig := p.t.Nodes[u.RecordKey().String()]
+		if orig == nil {
+			return fail(ErrNodeNotFound, "", "original %s does not exist", u.RecordKey())
+		}
+		if parent != nil && IsAncestor(orig, parent) {
+			return fail(ErrCycle, "mirror it somewhere outside its own subtree", "mirroring %s under its own descendant %s would render forever", orig.Key(), parent.Key())
+		}
+	}
+	keys, err := p.place(sibs, at, 1)
+	if err != nil {
+		return err
+	}
+	rk := p.NewKey()
+	v := map[string]any{"$type": lexicon.Mirror, "original": u.String(), "sortKey": keys[0], "createdAt": p.Now()}
+	if parent != nil {
+		v["parent"] = p.t.NodeURI(parent.Key())
+	}
+	p.Create(lexicon.Mirror, rk, v, "")
+	p.Touch(rk)
+	p.Summary("mirror %s under %s", u, parentName(parent))
+	return nil
+}
+
+// Comment plans a comment on subject (any identity's node), in this repo.
+func (p *Planner) Comment(subject, text string) error {
+	uri := subject
+	if !strings.HasPrefix(subject, "at://") {
+		it, err := p.node(subject)
+		if err != nil {
+			return err
+		}
+		uri = p.t.NodeURI(it.Key())
+	}
+	v := map[string]any{"$type": lexicon.Comment, "subject": uri, "text": text, "createdAt": p.Now()}
+	p.facets(v, text)
+	p.Create(lexicon.Comment, p.NewKey(), v, "")
+	p.Note("a comment renders only where the bullet owner's comment policy allows it")
+	p.Summary("comment on %s", uri)
+	return nil
+}
+
+// SetOutline plans the title/description of the repo (root "") or a subtree.
+func (p *Planner) SetOutline(root string, title, description *string) error {
+	rkey := "self"
+	var rootURI string
+	if root != "" {
+		it, err := p.node(root)
+		if err != nil {
+			return err
+		}
+		rkey, rootURI = it.Key(), p.t.NodeURI(it.Key())
+	}
+	old, exists := p.t.Outlines[rkey]
+	var v map[string]any
+	if exists {
+		v = Copy(old.Value)
+	} else {
+		v = map[string]any{"$type": lexicon.Outline, "createdAt": p.Now()}
+		if rootURI != "" {
+			v["root"] = rootURI
+		}
+	}
+	for f, val := range map[string]*string{"title": title, "description": description} {
+		if val == nil {
+			continue
+		}
+		if *val == "" {
+			delete(v, f)
+		} else {
+			v[f] = *val
+		}
+	}
+	if exists {
+		p.Update(old, v, "")
+	} else {
+		p.Create(lexicon.Outline, rkey, v, "")
+	}
+	p.Summary("set the outline title/description of %s", orDefault(root, "the repository"))
+	return nil
+}
+
+// Run helpers for callers that do not need a custom PlanFunc.
+
+// Do runs a planner method under the engine.
+func (e *Engine) Do(ctx context.Context, dryRun bool, fn func(p *Planner) error) (*Outcome, error) {
+	return e.Run(ctx, func(_ context.Context, _ *Tree, p *Planner) error { return fn(p) }, dryRun)
+}

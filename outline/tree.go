@@ -1,0 +1,262 @@
+package outline
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
+	"github.com/bulleted-mcp/bulleted-mcp/store"
+	"github.com/bulleted-mcp/bulleted-mcp/validate"
+)
+
+// Item is a node or a mirror in the tree.
+type Item struct {
+	Rec      store.Record
+	Mirror   bool
+	Parent   *Item // nil at the top level or when detached
+	Children []*Item
+	Note     *store.Record
+	Detached string // why the item does not hang in the tree ("" if it does)
+	Invalid  string // validation problem, if any (kept, never dropped)
+}
+
+// Key is the item's record key.
+func (it *Item) Key() string { return it.Rec.RKey }
+
+// SortKey of the item.
+func (it *Item) SortKey() string { s, _ := it.Rec.Value["sortKey"].(string); return s }
+
+// Str returns a string field of the record.
+func (it *Item) Str(f string) string { s, _ := it.Rec.Value[f].(string); return s }
+
+// Tree is the forest built from one snapshot.
+type Tree struct {
+	DID      syntax.DID
+	Commit   string
+	Rev      string
+	Roots    []*Item
+	Nodes    map[string]*Item // by record key
+	Mirrors  map[string]*Item
+	Notes    map[string]store.Record
+	Policies map[string]store.Record
+	Outlines map[string]store.Record
+	Comments []store.Record
+	Detached []*Item
+	Count    int // all app.bulleted records
+	Snap     *store.Snapshot
+}
+
+func (t *Tree) uri(coll, rkey string) string {
+	return "at://" + t.DID.String() + "/" + coll + "/" + rkey
+}
+
+// NodeURI is the AT-URI of a node of this repository.
+func (t *Tree) NodeURI(rkey string) string { return t.uri(lexicon.Node, rkey) }
+
+// Build makes the tree. Nothing is dropped: invalid records are flagged, and
+// items whose parent is missing, in another repo, not a node, or part of a
+// cycle are listed as detached.
+func Build(s *store.Snapshot) *Tree {
+	t := &Tree{DID: s.DID, Commit: s.Commit, Rev: s.Rev, Nodes: map[string]*Item{}, Mirrors: map[string]*Item{},
+		Notes: map[string]store.Record{}, Policies: map[string]store.Record{}, Outlines: map[string]store.Record{}, Count: len(s.Records), Snap: s}
+	v := validate.Default()
+	var items []*Item
+	for _, r := range s.Records {
+		switch r.Collection {
+		case lexicon.Node, lexicon.Mirror:
+			it := &Item{Rec: r, Mirror: r.Collection == lexicon.Mirror}
+			if u, err := syntax.ParseATURI(t.uri(r.Collection, r.RKey)); err == nil {
+				if err := v.Data(r.Value, r.Collection, &u); err != nil {
+					it.Invalid = err.Error()
+				}
+			}
+			if it.Mirror {
+				t.Mirrors[r.RKey] = it
+			} else {
+				t.Nodes[r.RKey] = it
+			}
+			items = append(items, it)
+		case lexicon.Note:
+			t.Notes[r.RKey] = r
+		case lexicon.CommentPolicy:
+			t.Policies[r.RKey] = r
+		case lexicon.Outline:
+			t.Outlines[r.RKey] = r
+		case lexicon.Comment:
+			t.Comments = append(t.Comments, r)
+		}
+	}
+	for rk, n := range t.Notes {
+		if it := t.Nodes[rk]; it != nil {
+			nn := n
+			it.Note = &nn
+		}
+	}
+	for _, it := range items {
+		p := it.Str("parent")
+		if p == "" {
+			continue
+		}
+		u, err := syntax.ParseATURI(p)
+		switch {
+		case err != nil:
+			it.Detached = "parent is not a valid AT-URI"
+		case u.Authority().String() != t.DID.String():
+			it.Detached = "parent is in another repository"
+		case u.Collection().String() != lexicon.Node:
+			it.Detached = "parent is not an app.bulleted.node"
+		default:
+			par := t.Nodes[u.RecordKey().String()]
+			if par == nil {
+				it.Detached = "parent " + u.RecordKey().String() + " does not exist"
+			} else {
+				it.Parent = par
+			}
+		}
+	}
+	// cycles: walk up with a step bound
+	for _, it := range items {
+		seen := map[*Item]bool{}
+		for p := it.Parent; p != nil; p = p.Parent {
+			if seen[p] || p == it {
+				it.Detached = "part of a parent cycle"
+				break
+			}
+			seen[p] = true
+		}
+	}
+	for _, it := range items {
+		if it.Detached != "" {
+			it.Parent = nil
+			t.Detached = append(t.Detached, it)
+			continue
+		}
+		if it.Parent == nil {
+			t.Roots = append(t.Roots, it)
+		} else {
+			it.Parent.Children = append(it.Parent.Children, it)
+		}
+	}
+	sortItems(t.Roots)
+	for _, it := range items {
+		sortItems(it.Children)
+	}
+	sortItems(t.Detached)
+	return t
+}
+
+func sortItems(xs []*Item) {
+	sort.Slice(xs, func(i, j int) bool { return less(xs[i], xs[j]) })
+}
+
+// less is sibling order: sortKey bytes, then record key, then nodes first.
+func less(a, b *Item) bool {
+	if ka, kb := a.SortKey(), b.SortKey(); ka != kb {
+		return ka < kb
+	}
+	if a.Key() != b.Key() {
+		return a.Key() < b.Key()
+	}
+	return !a.Mirror && b.Mirror
+}
+
+// ChildrenOf returns the sibling list under parent (nil: the top level).
+func (t *Tree) ChildrenOf(parent *Item) []*Item {
+	if parent == nil {
+		return t.Roots
+	}
+	return parent.Children
+}
+
+// IsAncestor reports whether a is an ancestor of (or equal to) b.
+func IsAncestor(a, b *Item) bool {
+	for p := b; p != nil; p = p.Parent {
+		if p == a {
+			return true
+		}
+	}
+	return false
+}
+
+// Subtree returns it and its descendants, parents before children.
+func Subtree(it *Item) []*Item {
+	out := []*Item{it}
+	for i := 0; i < len(out); i++ {
+		out = append(out, out[i].Children...)
+	}
+	return out
+}
+
+// Resolve turns a reference (record key or at:// URI) into a node or mirror
+// of this repository.
+func (t *Tree) Resolve(ref string) (*Item, error) {
+	ref = strings.TrimSpace(ref)
+	if ref == "" {
+		return nil, fail(ErrInvalidInput, "", "empty node reference")
+	}
+	if strings.HasPrefix(ref, "at://") {
+		u, err := syntax.ParseATURI(ref)
+		if err != nil {
+			return nil, fail(ErrInvalidInput, "pass a record key or at://DID/app.bulleted.node/RKEY", "%q is not a valid AT-URI", ref)
+		}
+		if u.Authority().String() != t.DID.String() {
+			return nil, fail(ErrCrossRepo, "only bullets of "+t.DID.String()+" can be used here", "%s is in another repository", ref)
+		}
+		switch u.Collection().String() {
+		case lexicon.Node:
+			if it := t.Nodes[u.RecordKey().String()]; it != nil {
+				return it, nil
+			}
+		case lexicon.Mirror:
+			if it := t.Mirrors[u.RecordKey().String()]; it != nil {
+				return it, nil
+			}
+		default:
+			return nil, fail(ErrInvalidInput, "", "%s is not a node or mirror", ref)
+		}
+		ref = u.RecordKey().String()
+	} else if it := t.Nodes[ref]; it != nil {
+		return it, nil
+	} else if it := t.Mirrors[ref]; it != nil {
+		return it, nil
+	}
+	return nil, fail(ErrNodeNotFound, "call read_outline to see the bullets and their record keys", "no bullet with record key %s in %s", ref, t.DID)
+}
+
+// Applied returns the snapshot with writes applied in memory (CIDs of changed
+// records are left empty): the basis of previews and of batches whose later
+// operations must see the earlier ones.
+func Applied(s *store.Snapshot, writes []store.Write) *store.Snapshot {
+	idx := map[string]int{}
+	out := &store.Snapshot{DID: s.DID, Commit: s.Commit, Rev: s.Rev, Records: append([]store.Record(nil), s.Records...)}
+	for i, r := range out.Records {
+		idx[r.Collection+"/"+r.RKey] = i
+	}
+	for _, w := range writes {
+		path := w.Collection + "/" + w.RKey
+		switch w.Op {
+		case store.Create, store.Update:
+			rec := store.Record{Collection: w.Collection, RKey: w.RKey, Value: w.Value}
+			if i, ok := idx[path]; ok {
+				out.Records[i] = rec
+			} else {
+				idx[path] = len(out.Records)
+				out.Records = append(out.Records, rec)
+			}
+		case store.Delete:
+			if i, ok := idx[path]; ok {
+				out.Records[i].Collection = "" // tombstone
+			}
+		}
+	}
+	live := out.Records[:0]
+	for _, r := range out.Records {
+		if r.Collection != "" {
+			live = append(live, r)
+		}
+	}
+	out.Records = live
+	return out
+}

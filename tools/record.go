@@ -1,0 +1,47 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/bluesky-social/indigo/atproto/syntax"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/bulleted-mcp/bulleted-mcp/validate"
+)
+
+func recordTools() []Tool {
+	t := Tool{Name: "validate_record", Title: "Validate a record", ReadOnly: true, Idempotent: true,
+		Description: "Check an app.bulleted.* record against the lexicons and record-level rules without writing it. Problems come back with field paths.",
+		Schema: obj(map[string]any{
+			"record":     map[string]any{"type": "object", "description": "The record, with $type."},
+			"collection": str("Collection NSID (default: the record's $type)."),
+			"uri":        str("The record's own at:// URI, if known (enables co-key and root rules)."),
+		}, "record")}
+	t.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
+		var rec map[string]any
+		if _, err := a.Decode("record", &rec); err != nil || rec == nil {
+			return badArgs("record must be a JSON object")
+		}
+		var self *syntax.ATURI
+		if u := a.Str("uri"); u != "" {
+			p, err := syntax.ParseATURI(u)
+			if err != nil {
+				return badArgs("uri %q is not an AT-URI", u)
+			}
+			self = &p
+		}
+		raw, _ := json.Marshal(rec)
+		err := validate.Default().JSON(raw, a.Str("collection"), self)
+		if err == nil {
+			return mcp.NewToolResultStructured(map[string]any{"valid": true, "problems": []validate.Problem{}}, "valid"), nil
+		}
+		var ve *validate.Error
+		if errors.As(err, &ve) {
+			return mcp.NewToolResultStructured(map[string]any{"valid": false, "problems": ve.Problems}, ve.Error()), nil
+		}
+		return nil, err
+	}
+	return []Tool{t}
+}
