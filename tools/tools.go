@@ -38,7 +38,7 @@ type Tool struct {
 // MCP returns the mcp-go tool with all four annotations set explicitly.
 func (t Tool) MCP() mcp.Tool {
 	raw, _ := json.Marshal(t.Schema)
-	return mcp.NewTool(t.Name,
+	m := mcp.NewTool(t.Name,
 		mcp.WithDescription(t.Description),
 		mcp.WithRawInputSchema(raw),
 		mcp.WithTitleAnnotation(t.Title),
@@ -47,6 +47,8 @@ func (t Tool) MCP() mcp.Tool {
 		mcp.WithIdempotentHintAnnotation(t.Idempotent),
 		mcp.WithOpenWorldHintAnnotation(t.OpenWorld),
 	)
+	m.InputSchema = mcp.ToolInputSchema{} // the raw schema is the schema
+	return m
 }
 
 // All returns every tool, sorted by name.

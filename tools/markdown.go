@@ -1,0 +1,23 @@
+package tools
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Markdown is the README's tool list, generated from the tool definitions.
+func Markdown() string {
+	var b strings.Builder
+	b.WriteString("| tool | read-only | destructive | what it does |\n|---|---|---|---|\n")
+	for _, t := range All() {
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", t.Name, yes(t.ReadOnly), yes(t.Destructive), strings.ReplaceAll(t.Description, "|", "\\|"))
+	}
+	return b.String()
+}
+
+func yes(v bool) string {
+	if v {
+		return "yes"
+	}
+	return "no"
+}

@@ -1,0 +1,272 @@
+package tools_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/bulleted-mcp/bulleted-mcp/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/server"
+	"github.com/bulleted-mcp/bulleted-mcp/store"
+	"github.com/bulleted-mcp/bulleted-mcp/tools"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata snapshots and the README tool list")
+
+func newClient(t *testing.T, readOnly bool) *client.Client {
+	t.Helper()
+	l, err := store.OpenLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	c, err := client.NewInProcessClient(server.New(outline.New(l), readOnly))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func call(t *testing.T, c *client.Client, name string, args map[string]any) (*mcp.CallToolResult, map[string]any) {
+	t.Helper()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	res, err := c.CallTool(context.Background(), req)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var sc map[string]any
+	b, _ := json.Marshal(res.StructuredContent)
+	json.Unmarshal(b, &sc)
+	return res, sc
+}
+
+func text(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func createdKeys(sc map[string]any) []string {
+	var out []string
+	cs, _ := sc["created"].([]any)
+	for _, c := range cs {
+		out = append(out, c.(map[string]any)["rkey"].(string))
+	}
+	return out
+}
+
+func TestToolsEndToEndInProcess(t *testing.T) {
+	c := newClient(t, false)
+	res, sc := call(t, c, "insert_after", map[string]any{"nodes": `[{"text":"Groceries","children":[{"text":"Eggs","layout":"todo","note":"Jumbo"},{"text":"Bread","layout":"todo"}]}]`})
+	if res.IsError {
+		t.Fatal(text(res))
+	}
+	keys := createdKeys(sc)
+	if len(keys) != 3 {
+		t.Fatalf("created %v", keys)
+	}
+	g, eggs, bread := keys[0], keys[1], keys[2]
+	// move Bread before Eggs; complete Eggs (as a string boolean)
+	if res, _ := call(t, c, "move_node", map[string]any{"node": bread, "position": "first"}); res.IsError {
+		t.Fatal(text(res))
+	}
+	if res, _ := call(t, c, "complete_todo", map[string]any{"node": eggs, "completed": "true"}); res.IsError {
+		t.Fatal(text(res))
+	}
+	res, _ = call(t, c, "read_outline", map[string]any{"node": g, "depth": "2"})
+	out := text(res)
+	if !strings.Contains(out, "- [ ] Bread ·"+bread+"\n  - [x] Eggs [note] ·"+eggs) {
+		t.Fatalf("outline:\n%s", out)
+	}
+	// json format uses getOutline field names
+	_, sc = call(t, c, "read_outline", map[string]any{"format": "json"})
+	nodes := sc["nodes"].([]any)
+	row := nodes[0].(map[string]any)
+	for _, f := range []string{"uri", "cid", "rkey", "did", "sortKey", "text", "childCount", "children"} {
+		if _, ok := row[f]; !ok {
+			t.Fatalf("json row lacks %s: %v", f, row)
+		}
+	}
+	// dry run writes nothing
+	_, before := call(t, c, "read_outline", map[string]any{"format": "json"})
+	res, sc = call(t, c, "delete_node", map[string]any{"node": g, "children": "subtree", "dry_run": true})
+	if res.IsError || sc["dryRun"] != true || sc["after"] == nil {
+		t.Fatalf("dry run: %s", text(res))
+	}
+	_, after := call(t, c, "read_outline", map[string]any{"format": "json"})
+	if !jsonEqual(before, after) {
+		t.Fatal("dry run changed the outline")
+	}
+	// undo the completion
+	if res, _ := call(t, c, "undo", nil); res.IsError {
+		t.Fatal(text(res))
+	}
+	res, _ = call(t, c, "read_outline", nil)
+	if !strings.Contains(text(res), "[ ] Eggs") {
+		t.Fatalf("undo failed:\n%s", text(res))
+	}
+	// apply_batch: later ops see earlier ones
+	res, sc = call(t, c, "apply_batch", map[string]any{"ops": []any{
+		map[string]any{"tool": "insert_after", "args": map[string]any{"text": "Milk", "parent": g}},
+		map[string]any{"tool": "set_comment_policy", "args": map[string]any{"allow": []any{"mentioned"}}},
+	}})
+	if res.IsError || len(createdKeys(sc)) != 1 {
+		t.Fatalf("batch: %s", text(res))
+	}
+}
+
+func jsonEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+func TestToolErrors(t *testing.T) {
+	c := newClient(t, false)
+	_, sc := call(t, c, "insert_after", map[string]any{"nodes": []any{map[string]any{"text": "A", "children": []any{map[string]any{"text": "a1"}}}, map[string]any{"text": "B"}}})
+	k := createdKeys(sc)
+	a, a1, b := k[0], k[1], k[2]
+	cases := []struct {
+		name string
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"anchor not a child", "insert_after", map[string]any{"text": "x", "parent": a, "after": b}, "call read_outline with node=" + a},
+		{"unknown node", "move_node", map[string]any{"node": "3kzzzzzzzzzz2"}, "call read_outline"},
+		{"cycle", "move_node", map[string]any{"node": a, "parent": a1}, "own subtree"},
+		{"has children", "delete_node", map[string]any{"node": a}, "children=lift"},
+		{"bad children policy", "delete_node", map[string]any{"node": a, "children": "cascade"}, "refuse, lift or subtree"},
+		{"text too long", "insert_after", map[string]any{"text": strings.Repeat("é", 2001)}, "nodes[0].text: 2,001 graphemes, the limit is 2,000"},
+		{"unknown rule", "set_comment_policy", map[string]any{"allow": []any{"everyone"}}, "mentioned"},
+		{"both text and nodes", "insert_after", map[string]any{"text": "x", "nodes": []any{}}, "either text or nodes"},
+		{"bad position", "insert_after", map[string]any{"text": "x", "position": "middle"}, "first or last"},
+		{"cross repo parent", "insert_after", map[string]any{"text": "x", "parent": "at://did:plc:other/app.bulleted.node/3kaaaaaaaaaa2"}, "another repository"},
+		{"mirror own ancestor", "add_mirror", map[string]any{"original": a, "parent": a1}, "own descendant"},
+		{"undo too far", "undo", map[string]any{"steps": 5}, "can be undone"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, _ := call(t, c, tc.tool, tc.args)
+			if !res.IsError || !strings.Contains(text(res), tc.want) {
+				t.Fatalf("isError=%v text=%q want %q", res.IsError, text(res), tc.want)
+			}
+		})
+	}
+}
+
+func TestReadOnlyExposesOnlyReadTools(t *testing.T) {
+	c := newClient(t, true)
+	lt, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range lt.Tools {
+		if tl.Annotations.ReadOnlyHint == nil || !*tl.Annotations.ReadOnlyHint {
+			t.Fatalf("%s exposed in read-only mode", tl.Name)
+		}
+	}
+	if len(lt.Tools) != 3 {
+		t.Fatalf("%d tools", len(lt.Tools))
+	}
+}
+
+// TestSchemaSnapshots checks every tool's schema and annotations against
+// testdata/NAME.json (go test ./tools -update rewrites them).
+func TestSchemaSnapshots(t *testing.T) {
+	for _, tl := range tools.All() {
+		m := tl.MCP()
+		a := m.Annotations
+		if a.ReadOnlyHint == nil || a.DestructiveHint == nil || a.IdempotentHint == nil || a.OpenWorldHint == nil {
+			t.Fatalf("%s: all four annotations must be set", tl.Name)
+		}
+		got, _ := json.MarshalIndent(m, "", "  ")
+		path := filepath.Join("testdata", tl.Name+".json")
+		if *update {
+			os.WriteFile(path, append(got, '\n'), 0o644)
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%s: %v (run go test ./tools -update)", tl.Name, err)
+		}
+		if strings.TrimSpace(string(want)) != strings.TrimSpace(string(got)) {
+			t.Fatalf("%s: schema changed; review and run go test ./tools -update", tl.Name)
+		}
+	}
+}
+
+// TestREADMEToolList checks the README's tool list is the one generated from
+// the code.
+func TestREADMEToolList(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const begin, end = "<!-- tools:begin -->\n", "<!-- tools:end -->"
+	s := string(readme)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		t.Fatal("README lacks the tools markers")
+	}
+	gen := tools.Markdown()
+	if *update {
+		s = s[:i+len(begin)] + gen + s[j:]
+		os.WriteFile("../README.md", []byte(s), 0o644)
+		return
+	}
+	if s[i+len(begin):j] != gen {
+		t.Fatal("README tool list is stale; run go test ./tools -update")
+	}
+}
+
+func BenchmarkTextVsListRecords(b *testing.B) {
+	// bytes handed to the model per bullet: text format vs raw listRecords JSON
+	l, _ := store.OpenLocal(b.TempDir())
+	defer l.Close()
+	e := outline.New(l)
+	ctx := context.Background()
+	var ns []outline.NewNode
+	for j := 0; j < 200; j++ {
+		ns = append(ns, outline.NewNode{Text: "Buy groceries for the week", Layout: "todo"})
+	}
+	e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) })
+	tr, _ := e.Tree(ctx)
+	txt := tr.Read(nil, 3).Text()
+	type rec struct {
+		URI   string         `json:"uri"`
+		CID   string         `json:"cid"`
+		Value map[string]any `json:"value"`
+	}
+	var recs []rec
+	for _, r := range tr.Snap.Records {
+		recs = append(recs, rec{"at://" + tr.DID.String() + "/" + r.Collection + "/" + r.RKey, r.CID, r.Value})
+	}
+	raw, _ := json.Marshal(map[string]any{"records": recs, "cursor": "x"})
+	b.ReportMetric(float64(len(txt))/200, "textB/bullet")
+	b.ReportMetric(float64(len(raw))/200, "listRecordsB/bullet")
+	b.ReportMetric(float64(len(txt))/float64(len(raw))*100, "pct")
+}
