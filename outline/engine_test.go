@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/bulleted-mcp/bulleted-mcp/order"
@@ -174,7 +175,7 @@ func TestNotesPoliciesCompleteUnknownFields(t *testing.T) {
 	if err == nil || !errors.Is(err, outline.ErrInvalidInput) {
 		t.Fatalf("want invalid, got %v", err)
 	}
-	if want := "nodes[1].text"; !contains(err.Error(), want) {
+	if want := "nodes[1].text"; !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %q lacks %q", err, want)
 	}
 }

@@ -267,21 +267,27 @@ func (p *Planner) Move(refs []string, pos Position) error {
 		return err
 	}
 	for i, it := range items {
-		v := Copy(it.Rec.Value)
-		v["sortKey"] = keys[i]
-		if parent == nil {
-			delete(v, "parent")
-		} else {
-			v["parent"] = p.t.NodeURI(parent.Key())
-		}
-		p.Update(it.Rec, v, fmt.Sprintf("nodes[%d]", i))
-		p.Touch(it.Key())
+		p.reparent(it, parent, keys[i], fmt.Sprintf("nodes[%d]", i))
 		if it.Detached != "" {
 			p.Note("re-attached %s (was: %s)", it.Key(), it.Detached)
 		}
 	}
 	p.Summary("move %d bullet(s) under %s", len(items), parentName(parent))
 	return nil
+}
+
+// reparent plans one update putting it under parent (nil: top) at sortKey,
+// keeping every other field.
+func (p *Planner) reparent(it, parent *Item, sortKey, label string) {
+	v := Copy(it.Rec.Value)
+	v["sortKey"] = sortKey
+	if parent == nil {
+		delete(v, "parent")
+	} else {
+		v["parent"] = p.t.NodeURI(parent.Key())
+	}
+	p.Update(it.Rec, v, label)
+	p.Touch(it.Key())
 }
 
 // Edit is an update of a bullet's own fields; nil fields are left alone.
@@ -424,15 +430,7 @@ func (p *Planner) DeleteNode(ref, children string) error {
 				return err
 			}
 			for i, k := range kids {
-				v := Copy(k.Rec.Value)
-				v["sortKey"] = keys[i]
-				if parent == nil {
-					delete(v, "parent")
-				} else {
-					v["parent"] = p.t.NodeURI(parent.Key())
-				}
-				p.Update(k.Rec, v, "")
-				p.Touch(k.Key())
+				p.reparent(k, parent, keys[i], "")
 			}
 		}
 	case "subtree":

@@ -10,11 +10,6 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/outline"
 )
 
-// argError is a bad argument: reported as isError, never a Go error.
-type argError struct{ msg string }
-
-func (e argError) Error() string { return e.msg }
-
 func argErr(format string, a ...any) error {
 	return &outline.Error{Kind: outline.ErrInvalidInput, Msg: fmt.Sprintf(format, a...), Next: "see the tool's input schema"}
 }
