@@ -81,6 +81,15 @@ func (e *Engine) Tree(ctx context.Context) (*Tree, error) {
 }
 
 func (e *Engine) tree(ctx context.Context) (*Tree, error) {
+	if e.cache != nil {
+		head, _, err := e.Repo.Head(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if head == e.cache.Commit {
+			return e.cache, nil
+		}
+	}
 	s, err := e.Repo.Snapshot(ctx)
 	if err != nil {
 		return nil, err
@@ -88,7 +97,7 @@ func (e *Engine) tree(ctx context.Context) (*Tree, error) {
 	if e.cache != nil && e.cache.Commit == s.Commit {
 		return e.cache, nil
 	}
-	e.cache = Build(s)
+	e.cache = Rebuild(s, e.cache)
 	return e.cache, nil
 }
 
@@ -356,7 +365,7 @@ func (p *Planner) Advance() {
 		base = p.t
 		p.base = p.t
 	}
-	nt := Build(Applied(base.Snap, ws))
+	nt := Rebuild(Applied(base.Snap, ws), base)
 	nt.Commit = base.Commit
 	p.t = nt
 }

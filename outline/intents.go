@@ -54,10 +54,13 @@ func (p *Planner) target(pos Position, current *Item, exclude map[*Item]bool) (*
 		}
 		parent = it
 	}
-	var sibs []*Item
-	for _, s := range t.ChildrenOf(parent) {
-		if !exclude[s] {
-			sibs = append(sibs, s)
+	sibs := t.ChildrenOf(parent)
+	if len(exclude) > 0 {
+		sibs = make([]*Item, 0, len(sibs))
+		for _, s := range t.ChildrenOf(parent) {
+			if !exclude[s] {
+				sibs = append(sibs, s)
+			}
 		}
 	}
 	if pos.After != "" {

@@ -1,7 +1,7 @@
 package outline
 
 import (
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
@@ -20,13 +20,64 @@ type Item struct {
 	Note     *store.Record
 	Detached string // why the item does not hang in the tree ("" if it does)
 	Invalid  string // validation problem, if any (kept, never dropped)
+
+	sortKey string // cached: the record's sortKey
+	mark    uint8  // cycle detection state while building
+	pkey    string // parent's record key when the parent field names a node of this repo
+	pwhy    string // why the parent field cannot hang here ("" if it can)
+	parsed  bool   // pkey and pwhy are set
+}
+
+// check validates a record of this repository ("" if valid).
+func (t *Tree) check(v *validate.Validator, r store.Record) string {
+	u, err := syntax.ParseATURI(t.uri(r.Collection, r.RKey))
+	if err != nil {
+		return err.Error()
+	}
+	if err := v.Data(r.Value, r.Collection, &u); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// parentKey reads a parent field: the record key of a node of this
+// repository, or why it cannot be one.
+func (t *Tree) parentKey(p string) (key, why string) {
+	if p == "" {
+		return "", ""
+	}
+	u, err := syntax.ParseATURI(p)
+	switch {
+	case err != nil:
+		return "", "parent is not a valid AT-URI"
+	case u.Authority().String() != t.DID.String():
+		return "", "parent is in another repository"
+	case u.Collection().String() != lexicon.Node:
+		return "", "parent is not an app.bulleted.node"
+	}
+	return u.RecordKey().String(), ""
+}
+
+// item returns prev's item for the same record at the same CID, or nil.
+func (t *Tree) item(r store.Record) *Item {
+	if t == nil || r.CID == "" {
+		return nil
+	}
+	m := t.Nodes
+	if r.Collection == lexicon.Mirror {
+		m = t.Mirrors
+	}
+	if old := m[r.RKey]; old != nil && old.Rec.CID == r.CID {
+		return old
+	}
+	return nil
 }
 
 // Key is the item's record key.
 func (it *Item) Key() string { return it.Rec.RKey }
 
 // SortKey of the item.
-func (it *Item) SortKey() string { s, _ := it.Rec.Value["sortKey"].(string); return s }
+func (it *Item) SortKey() string { return it.sortKey }
 
 // Str returns a string field of the record.
 func (it *Item) Str(f string) string { s, _ := it.Rec.Value[f].(string); return s }
@@ -58,7 +109,15 @@ func (t *Tree) NodeURI(rkey string) string { return t.uri(lexicon.Node, rkey) }
 // Build makes the tree. Nothing is dropped: invalid records are flagged, and
 // items whose parent is missing, in another repo, not a node, or part of a
 // cycle are listed as detached.
-func Build(s *store.Snapshot) *Tree {
+func Build(s *store.Snapshot) *Tree { return Rebuild(s, nil) }
+
+// Rebuild is Build reusing what prev (an earlier tree of the same repository,
+// or nil) already knows about records whose CID is unchanged, so that only
+// new and changed records are validated again.
+func Rebuild(s *store.Snapshot, prev *Tree) *Tree {
+	if prev != nil && prev.DID != s.DID {
+		prev = nil
+	}
 	t := &Tree{DID: s.DID, Commit: s.Commit, Rev: s.Rev, Nodes: map[string]*Item{}, Mirrors: map[string]*Item{},
 		Notes: map[string]store.Record{}, Policies: map[string]store.Record{}, Outlines: map[string]store.Record{}, Count: len(s.Records), Snap: s}
 	v := validate.Default()
@@ -67,10 +126,13 @@ func Build(s *store.Snapshot) *Tree {
 		switch r.Collection {
 		case lexicon.Node, lexicon.Mirror:
 			it := &Item{Rec: r, Mirror: r.Collection == lexicon.Mirror}
-			if u, err := syntax.ParseATURI(t.uri(r.Collection, r.RKey)); err == nil {
-				if err := v.Data(r.Value, r.Collection, &u); err != nil {
-					it.Invalid = err.Error()
-				}
+			if old := prev.item(r); old != nil {
+				it.sortKey = old.sortKey
+				it.Invalid = old.Invalid
+				it.pkey, it.pwhy, it.parsed = old.pkey, old.pwhy, old.parsed
+			} else {
+				it.sortKey, _ = r.Value["sortKey"].(string)
+				it.Invalid = t.check(v, r)
 			}
 			if it.Mirror {
 				t.Mirrors[r.RKey] = it
@@ -95,36 +157,51 @@ func Build(s *store.Snapshot) *Tree {
 		}
 	}
 	for _, it := range items {
-		p := it.Str("parent")
-		if p == "" {
-			continue
+		if !it.parsed {
+			it.pkey, it.pwhy = t.parentKey(it.Str("parent"))
+			it.parsed = true
 		}
-		u, err := syntax.ParseATURI(p)
 		switch {
-		case err != nil:
-			it.Detached = "parent is not a valid AT-URI"
-		case u.Authority().String() != t.DID.String():
-			it.Detached = "parent is in another repository"
-		case u.Collection().String() != lexicon.Node:
-			it.Detached = "parent is not an app.bulleted.node"
+		case it.pwhy != "":
+			it.Detached = it.pwhy
+		case it.pkey == "":
 		default:
-			par := t.Nodes[u.RecordKey().String()]
-			if par == nil {
-				it.Detached = "parent " + u.RecordKey().String() + " does not exist"
-			} else {
+			if par := t.Nodes[it.pkey]; par != nil {
 				it.Parent = par
+			} else {
+				it.Detached = "parent " + it.pkey + " does not exist"
 			}
 		}
 	}
-	// cycles: walk up with a step bound
+	// cycles: each item is visited once; an upward walk that meets an item
+	// of the walk itself (or one already known to loop) never reaches the
+	// top, so the whole walk is part of, or hangs below, a parent cycle.
+	const (
+		visiting = 1
+		rooted   = 2
+		looping  = 3
+	)
+	var path []*Item
 	for _, it := range items {
-		seen := map[*Item]bool{}
-		for p := it.Parent; p != nil; p = p.Parent {
-			if seen[p] || p == it {
-				it.Detached = "part of a parent cycle"
+		path = path[:0]
+		end := uint8(rooted)
+		for p := it; p != nil; p = p.Parent {
+			if p.mark == visiting {
+				end = looping
 				break
 			}
-			seen[p] = true
+			if p.mark != 0 {
+				end = p.mark
+				break
+			}
+			p.mark = visiting
+			path = append(path, p)
+		}
+		for _, p := range path {
+			p.mark = end
+			if end == looping {
+				p.Detached = "part of a parent cycle"
+			}
 		}
 	}
 	for _, it := range items {
@@ -148,7 +225,21 @@ func Build(s *store.Snapshot) *Tree {
 }
 
 func sortItems(xs []*Item) {
-	sort.Slice(xs, func(i, j int) bool { return less(xs[i], xs[j]) })
+	slices.SortFunc(xs, func(a, b *Item) int {
+		if c := strings.Compare(a.sortKey, b.sortKey); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Rec.RKey, b.Rec.RKey); c != 0 {
+			return c
+		}
+		switch {
+		case a.Mirror == b.Mirror:
+			return 0
+		case !a.Mirror:
+			return -1
+		}
+		return 1
+	})
 }
 
 // less is sibling order: sortKey bytes, then record key, then nodes first.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -66,6 +67,7 @@ type Local struct {
 	root    cid.Cid
 	rev     string
 	records map[string]Record // "collection/rkey"
+	snap    *Snapshot         // sorted snapshot of the current commit, built on demand
 	log     *os.File
 }
 
@@ -243,10 +245,20 @@ func (l *Local) persist(root cid.Cid) error {
 // DID implements Repository.
 func (l *Local) DID() syntax.DID { return l.did }
 
-// Snapshot implements Repository.
+// Head implements Repository.
+func (l *Local) Head(_ context.Context) (string, string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.root.String(), l.rev, nil
+}
+
+// Snapshot implements Repository. It is built once per commit and shared.
 func (l *Local) Snapshot(_ context.Context) (*Snapshot, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.snap != nil && l.snap.Commit == l.root.String() {
+		return l.snap, nil
+	}
 	s := &Snapshot{DID: l.did, Commit: l.root.String(), Rev: l.rev, Records: make([]Record, 0, len(l.records))}
 	for _, r := range l.records {
 		s.Records = append(s.Records, r)
@@ -258,6 +270,7 @@ func (l *Local) Snapshot(_ context.Context) (*Snapshot, error) {
 		}
 		return a.RKey < b.RKey
 	})
+	l.snap = s
 	return s, nil
 }
 
@@ -358,6 +371,31 @@ func (l *Local) Apply(ctx context.Context, swapCommit string, writes []Write) (*
 		} else {
 			l.records[ch.path] = *ch.rec
 		}
+	}
+	if l.snap != nil && l.snap.Commit == l.root.String() {
+		// carry the sorted snapshot forward instead of re-sorting everything
+		next := &Snapshot{DID: l.did, Commit: root.String(), Rev: rev, Records: slices.Clone(l.snap.Records)}
+		for _, w := range writes {
+			if !strings.HasPrefix(w.Collection, Prefix) {
+				continue
+			}
+			i, found := slices.BinarySearchFunc(next.Records, w, func(r Record, w Write) int {
+				if c := strings.Compare(r.Collection, w.Collection); c != 0 {
+					return c
+				}
+				return strings.Compare(r.RKey, w.RKey)
+			})
+			rec, live := l.records[w.Collection+"/"+w.RKey]
+			switch {
+			case live && found:
+				next.Records[i] = rec
+			case live:
+				next.Records = slices.Insert(next.Records, i, rec)
+			case found:
+				next.Records = slices.Delete(next.Records, i, i+1)
+			}
+		}
+		l.snap = next
 	}
 	l.root, l.rev = root, rev
 	res.Commit, res.Rev = root.String(), rev

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
@@ -123,3 +124,49 @@ func BenchmarkLocal200WriteCommit(b *testing.B) {
 var clock = syntax.NewTIDClock(0)
 
 func tidN(_ int) string { return clock.Next().String() }
+
+// The snapshot carried forward across commits equals a freshly loaded one.
+func TestLocalSnapshotCarriedForward(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	l, err := store.OpenLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := func(text string) map[string]any {
+		return map[string]any{"$type": "app.bulleted.node", "text": text, "sortKey": "a", "createdAt": "2026-01-01T00:00:00Z"}
+	}
+	if _, err := l.Snapshot(ctx); err != nil { // prime the cache
+		t.Fatal(err)
+	}
+	steps := [][]store.Write{
+		{{Op: store.Create, Collection: "app.bulleted.node", RKey: "3kaaaaaaaaa2b", Value: node("b")},
+			{Op: store.Create, Collection: "app.bulleted.node", RKey: "3kaaaaaaaaa2a", Value: node("a")},
+			{Op: store.Create, Collection: "app.bulleted.note", RKey: "3kaaaaaaaaa2a", Value: map[string]any{"$type": "app.bulleted.note", "text": "n", "createdAt": "2026-01-01T00:00:00Z"}}},
+		{{Op: store.Update, Collection: "app.bulleted.node", RKey: "3kaaaaaaaaa2b", Value: node("b2")},
+			{Op: store.Create, Collection: "app.bulleted.node", RKey: "3kaaaaaaaaa2c", Value: node("c")}},
+		{{Op: store.Delete, Collection: "app.bulleted.node", RKey: "3kaaaaaaaaa2a"}},
+	}
+	for _, ws := range steps {
+		if _, err := l.Apply(ctx, "", ws); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Snapshot(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := l.Snapshot(ctx)
+	l.Close()
+	r, err := store.OpenLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	want, _ := r.Snapshot(ctx)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("carried-forward snapshot differs from a reload:\n%+v\n%+v", got, want)
+	}
+	if len(got.Records) != 3 {
+		t.Fatalf("want 3 records, got %d", len(got.Records))
+	}
+}

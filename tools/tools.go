@@ -175,7 +175,7 @@ func writeResult(out *outline.Outcome) *mcp.CallToolResult {
 
 // preview renders the touched part of the outline before and after a plan.
 func preview(before *outline.Tree, p *outline.Plan) (string, string) {
-	after := outline.Build(outline.Applied(before.Snap, p.Writes))
+	after := outline.Rebuild(outline.Applied(before.Snap, p.Writes), before)
 	render := func(t *outline.Tree) string {
 		var root *outline.Item
 		for _, k := range p.Touched {
