@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,6 +66,9 @@ type Engine struct {
 	clock   *syntax.TIDClock
 	cache   *Tree
 	journal []journalEntry
+
+	journalPath string // where the journal is kept ("" = memory only)
+	warn        string // a problem to report with the current outcome
 }
 
 // New returns an engine over repo.
@@ -141,6 +145,10 @@ func (e *Engine) Run(ctx context.Context, fn PlanFunc, dryRun bool) (*Outcome, e
 			return nil, err
 		}
 		e.record(plan.Summary, plan, commits)
+		if e.warn != "" {
+			plan.Diagnostics = append(plan.Diagnostics, e.warn)
+			e.warn = ""
+		}
 		return out, nil
 	}
 }
@@ -171,8 +179,11 @@ func (e *Engine) record(summary string, plan *Plan, commits []store.Result) {
 		}
 	}
 	e.journal = append(e.journal, journalEntry{summary: summary, inverse: plan.Inverse, after: after})
-	if len(e.journal) > 100 {
+	if len(e.journal) > JournalSize {
 		e.journal = e.journal[1:]
+	}
+	if err := e.saveJournal(); err != nil {
+		e.warn = "the undo journal could not be saved (" + err.Error() + "); undo works until the server stops"
 	}
 }
 
@@ -185,7 +196,7 @@ func (e *Engine) Undo(ctx context.Context, steps int, dryRun bool) (*Outcome, er
 		steps = 1
 	}
 	if steps > len(e.journal) {
-		return nil, fail(ErrInvalidInput, "", "only %d operation(s) can be undone in this session", len(e.journal))
+		return nil, fail(ErrInvalidInput, "", "only %d operation(s) can be undone", len(e.journal))
 	}
 	s, err := e.Repo.Snapshot(ctx)
 	if err != nil {
@@ -223,7 +234,7 @@ func (e *Engine) Undo(ctx context.Context, steps int, dryRun bool) (*Outcome, er
 			touched[path] = true
 			plan.Writes = append(plan.Writes, w)
 		}
-		plan.Summary += "undid: " + ent.summary + ". "
+		plan.Summary += "undid: " + strings.TrimSuffix(ent.summary, ".") + ". "
 	}
 	if len(changed) > 0 {
 		return nil, fail(ErrConflict, "read the outline and fix it by hand with the edit tools", "cannot undo: %d record(s) changed since (%v)", len(changed), changed)
@@ -247,6 +258,9 @@ func (e *Engine) Undo(ctx context.Context, steps int, dryRun bool) (*Outcome, er
 		return out, err
 	}
 	e.journal = e.journal[:len(e.journal)-steps]
+	if err := e.saveJournal(); err != nil {
+		out.Plan.Diagnostics = append(out.Plan.Diagnostics, "the undo journal could not be saved: "+err.Error())
+	}
 	return out, nil
 }
 

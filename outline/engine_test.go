@@ -370,3 +370,111 @@ func BenchmarkRebuild10k(b *testing.B) {
 		outline.Rebuild(tr.Snap, tr)
 	}
 }
+
+// The undo journal survives a restart when kept on disk, and a journal of
+// another repository is ignored.
+func TestJournalKeptAcrossRestart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := dir + "/undo.json"
+	l, err := store.OpenLocal(dir + "/repo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := outline.New(l)
+	if err := e.KeepJournal(path); err != nil {
+		t.Fatal(err)
+	}
+	keys := insert(t, e, outline.Position{}, "one", "two")
+	if _, err := e.Do(ctx, false, func(p *outline.Planner) error {
+		return p.Edit(keys[0], outline.Edit{Text: ptr("ONE"), Note: ptr("a note")})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := l.Snapshot(ctx)
+	l.Close()
+
+	l2, err := store.OpenLocal(dir + "/repo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	e2 := outline.New(l2)
+	if err := e2.KeepJournal(path); err != nil {
+		t.Fatal(err)
+	}
+	if got := texts(t, e2, ""); !reflect.DeepEqual(got, []string{"ONE", "two"}) {
+		t.Fatalf("reopened outline: %v (snapshot had %d records)", got, len(before.Records))
+	}
+	if _, err := e2.Undo(ctx, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := texts(t, e2, ""); !reflect.DeepEqual(got, []string{"one", "two"}) {
+		t.Fatalf("after undo across restart: %v", got)
+	}
+	tr, _ := e2.Tree(ctx)
+	if len(tr.Notes) != 0 {
+		t.Fatalf("undo left %d note(s)", len(tr.Notes))
+	}
+	if _, err := e2.Undo(ctx, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := texts(t, e2, ""); len(got) != 0 {
+		t.Fatalf("second undo: %v", got)
+	}
+
+	// another repository's engine starts with an empty journal
+	other, err := store.OpenLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	e3 := outline.New(other)
+	insert(t, e2, outline.Position{}, "three")
+	if err := e3.KeepJournal(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e3.Undo(ctx, 1, true); !errors.Is(err, outline.ErrInvalidInput) {
+		t.Fatalf("undo with another repository's journal: %v", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// A bullet whose parent no longer resolves is listed as detached and can be
+// re-attached by a move that names a parent; without one the move refuses.
+func TestReattachDetached(t *testing.T) {
+	ctx := context.Background()
+	l, err := store.OpenLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	e := outline.New(l)
+	home := insert(t, e, outline.Position{}, "home")[0]
+	orphan := "3kaaaaaaaaa2o"
+	if _, err := l.Apply(ctx, "", []store.Write{{Op: store.Create, Collection: "app.bulleted.node", RKey: orphan, Value: map[string]any{
+		"$type": "app.bulleted.node", "text": "orphan", "sortKey": "a", "createdAt": "2026-01-01T00:00:00Z",
+		"parent": "at://" + l.DID().String() + "/app.bulleted.node/3kaaaaaaaaa2x"}}}); err != nil {
+		t.Fatal(err)
+	}
+	tr, _ := e.Tree(ctx)
+	if len(tr.Detached) != 1 || tr.Detached[0].Key() != orphan {
+		t.Fatalf("detached: %v", tr.Detached)
+	}
+	_, err = e.Do(ctx, false, func(p *outline.Planner) error { return p.Move([]string{orphan}, outline.Position{}) })
+	if !errors.Is(err, outline.ErrParentMissing) {
+		t.Fatalf("move without parent: %v", err)
+	}
+	out, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Move([]string{orphan}, outline.Position{Parent: home}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(out.Plan.Diagnostics, " "), "re-attached") {
+		t.Fatalf("diagnostics: %v", out.Plan.Diagnostics)
+	}
+	tr, _ = e.Tree(ctx)
+	if len(tr.Detached) != 0 || !reflect.DeepEqual(texts(t, e, home), []string{"orphan"}) {
+		t.Fatalf("after re-attach: detached %d, children %v", len(tr.Detached), texts(t, e, home))
+	}
+}

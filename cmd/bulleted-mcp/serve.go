@@ -65,7 +65,12 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer repo.Close()
-	s := server.New(outline.New(repo), *readOnly)
+	eng, err := newEngine(repo, *dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
+		return 1
+	}
+	s := server.New(eng, *readOnly)
 	if *httpAddr == "" {
 		if err := mcpserver.ServeStdio(s); err != nil && !errors.Is(err, context.Canceled) {
 			fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
@@ -86,10 +91,20 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// newEngine is the engine over repo with its undo journal kept in dir, so
+// that undo works across restarts and between `call` invocations.
+func newEngine(repo store.Repository, dir string) (*outline.Engine, error) {
+	e := outline.New(repo)
+	if err := e.KeepJournal(filepath.Join(dir, "undo.json")); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
 // callTool runs one tool through an in-process MCP client: the same code
 // path as an agent's call.
-func callTool(ctx context.Context, repo store.Repository, name, argJSON string) (*mcp.CallToolResult, error) {
-	s := server.New(outline.New(repo), false)
+func callTool(ctx context.Context, eng *outline.Engine, name, argJSON string) (*mcp.CallToolResult, error) {
+	s := server.New(eng, false)
 	c, err := client.NewInProcessClient(s)
 	if err != nil {
 		return nil, err
@@ -153,7 +168,12 @@ func runCall(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer repo.Close()
-	res, err := callTool(context.Background(), repo, fs.Arg(0), argJSON)
+	eng, err := newEngine(repo, *dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
+		return 1
+	}
+	res, err := callTool(context.Background(), eng, fs.Arg(0), argJSON)
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 2
@@ -200,7 +220,12 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer repo.Close()
 	ctx := context.Background()
-	res, err := callTool(ctx, repo, "insert_after", demoNodes)
+	eng, err := newEngine(repo, dir)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	res, err := callTool(ctx, eng, "insert_after", demoNodes)
 	if err != nil || res.IsError {
 		fmt.Fprintln(stderr, "seeding failed:", err)
 		printResult(stderr, res, false)
@@ -213,13 +238,13 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	json.Unmarshal(sc, &created)
 	if len(created.Created) > 0 {
 		m := fmt.Sprintf(`{"original":"at://did:plc:other/app.bulleted.node/3krecipes","parent":%q}`, created.Created[0].RKey)
-		if r, err := callTool(ctx, repo, "add_mirror", m); err != nil || r.IsError {
+		if r, err := callTool(ctx, eng, "add_mirror", m); err != nil || r.IsError {
 			fmt.Fprintln(stderr, "mirror failed")
 			return 1
 		}
 	}
 	fmt.Fprintf(stdout, "Demo repository %s (store %s):\n\n", repo.DID(), dir)
-	res, err = callTool(ctx, repo, "read_outline", "")
+	res, err = callTool(ctx, eng, "read_outline", "")
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
