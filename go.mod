@@ -9,6 +9,7 @@ require (
 	github.com/ipfs/go-ipld-cbor v0.1.0
 	github.com/mark3labs/mcp-go v1.2.1
 	github.com/rivo/uniseg v0.4.7
+	golang.org/x/time v0.16.0
 )
 
 require (
@@ -76,7 +77,6 @@ require (
 	golang.org/x/crypto v0.21.0 // indirect
 	golang.org/x/sys v0.22.0 // indirect
 	golang.org/x/text v0.14.0 // indirect
-	golang.org/x/time v0.16.0 // indirect
 	golang.org/x/xerrors v0.0.0-20231012003039-104605ab7028 // indirect
 	google.golang.org/protobuf v1.33.0 // indirect
 	lukechampine.com/blake3 v1.2.1 // indirect
