@@ -20,14 +20,6 @@ func newEngine(t testing.TB) *outline.Engine {
 	return outline.New(l)
 }
 
-
-
-
-
-
-
-
-
 func BenchmarkPlanInsert10k(b *testing.B) {
 	ctx := context.Background()
 	e := newEngine(b)
@@ -169,7 +161,6 @@ func TestJournalKeptAcrossRestart(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
 
 func TestEngineSuite(t *testing.T) {
 	enginetest.Run(t, func(t testing.TB) store.Repository {
