@@ -96,6 +96,17 @@ func New(path string) (*Ledger, error) {
 	return l, nil
 }
 
+// SetBurst changes how many points the pacer lets through at once
+// (Limit: no pacing beyond the rolling-hour bound).
+func (l *Ledger) SetBurst(points int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pacer.SetBurstAt(l.Now(), points)
+	l.pacer.SetLimitAt(l.Now(), rate.Limit(float64(l.Limit)/Window.Seconds()))
+	// refill: a new burst starts full
+	l.pacer = rate.NewLimiter(rate.Limit(float64(l.Limit)/Window.Seconds()), points)
+}
+
 // prune drops entries older than the window (caller holds mu).
 func (l *Ledger) prune(now time.Time) {
 	i := 0

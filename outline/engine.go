@@ -5,19 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
+	"github.com/bulleted-mcp/bulleted-mcp/budget"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 	"github.com/bulleted-mcp/bulleted-mcp/store"
 	"github.com/bulleted-mcp/bulleted-mcp/validate"
 )
 
-// Retries is how many times a plan is re-made after a swapCommit conflict.
-const Retries = 3
+// Retries is how many times a plan is re-made after a swapCommit conflict;
+// between attempts the engine waits a growing, jittered pause so that two
+// writers racing on one repository do not keep colliding.
+const Retries = 6
 
 // Created names a record a plan creates.
 type Created struct {
@@ -43,6 +47,9 @@ type Outcome struct {
 	Commits []store.Result `json:"commits,omitempty"`
 	DryRun  bool           `json:"dryRun"`
 	Before  *Tree          `json:"-"`
+	// BudgetLeft is the write budget left after the outcome (-1: the
+	// repository has no budget).
+	BudgetLeft int `json:"budgetLeft"`
 }
 
 // Resolver turns a handle into a DID for mention facets.
@@ -126,18 +133,36 @@ func (e *Engine) Run(ctx context.Context, fn PlanFunc, dryRun bool) (*Outcome, e
 		if err != nil {
 			return nil, err
 		}
-		out := &Outcome{Plan: plan, DryRun: dryRun, Before: t}
+		out := &Outcome{Plan: plan, DryRun: dryRun, Before: t, BudgetLeft: e.budgetLeft()}
 		if dryRun || len(plan.Writes) == 0 {
+			if dryRun {
+				if err := e.checkBudget(plan.Cost); err != nil {
+					plan.Diagnostics = append(plan.Diagnostics, err.Error())
+				}
+			}
 			return out, nil
 		}
+		if err := e.checkBudget(plan.Cost); err != nil {
+			return nil, err
+		}
 		commits, err := e.apply(ctx, t.Commit, plan.Writes)
+		out.BudgetLeft = e.budgetLeft()
 		if errors.Is(err, store.ErrConflict) && len(commits) == 0 && attempt < Retries {
+			backoff := time.Duration(attempt+1) * time.Duration(5+rand.IntN(20)) * time.Millisecond
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(backoff):
+			}
 			continue
 		}
 		out.Commits = commits
 		if err != nil {
 			if len(commits) > 0 {
 				return out, fmt.Errorf("%d of %d batches committed, then: %w", len(commits), (len(plan.Writes)+store.MaxBatch-1)/store.MaxBatch, err)
+			}
+			if errors.Is(err, budget.ErrBudget) {
+				return nil, budgetError(err)
 			}
 			if errors.Is(err, store.ErrConflict) {
 				return nil, fail(ErrConflict, "read the outline again and retry", "the repository kept changing while planning (%d attempts)", attempt+1)
@@ -151,6 +176,39 @@ func (e *Engine) Run(ctx context.Context, fn PlanFunc, dryRun bool) (*Outcome, e
 		}
 		return out, nil
 	}
+}
+
+// budgetLeft is the points left in the repository's budget, or -1.
+func (e *Engine) budgetLeft() int {
+	if l, ok := e.Repo.(store.Limited); ok && l.Ledger() != nil {
+		return l.Ledger().Left()
+	}
+	return -1
+}
+
+// checkBudget refuses a plan whose whole cost does not fit, before any write.
+func (e *Engine) checkBudget(cost int) error {
+	l, ok := e.Repo.(store.Limited)
+	if !ok || l.Ledger() == nil {
+		return nil
+	}
+	return budgetError(l.Ledger().Check(cost))
+}
+
+// budgetError turns a budget refusal into an *Error the model can act on.
+func budgetError(err error) error {
+	var ex *budget.Exceeded
+	if errors.As(err, &ex) {
+		next := "split the work into smaller plans"
+		if !ex.FreeAt.IsZero() {
+			next = "wait until then, or do less now (dry_run shows a plan's cost)"
+		}
+		return &Error{Kind: ErrBudget, Msg: ex.Error(), Next: next}
+	}
+	if errors.Is(err, budget.ErrBudget) {
+		return &Error{Kind: ErrBudget, Msg: err.Error(), Next: "wait a minute and retry"}
+	}
+	return err
 }
 
 func (e *Engine) apply(ctx context.Context, swap string, writes []store.Write) ([]store.Result, error) {
@@ -249,13 +307,18 @@ func (e *Engine) Undo(ctx context.Context, steps int, dryRun bool) (*Outcome, er
 	plan.Writes = ws
 	plan.Cost = store.Cost(ws)
 	out := &Outcome{Plan: plan, DryRun: dryRun}
+	out.BudgetLeft = e.budgetLeft()
 	if dryRun {
 		return out, nil
 	}
+	if err := e.checkBudget(plan.Cost); err != nil {
+		return nil, err
+	}
 	commits, err := e.apply(ctx, s.Commit, ws)
 	out.Commits = commits
+	out.BudgetLeft = e.budgetLeft()
 	if err != nil {
-		return out, err
+		return out, budgetError(err)
 	}
 	e.journal = e.journal[:len(e.journal)-steps]
 	if err := e.saveJournal(); err != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/bulleted-mcp/bulleted-mcp/budget"
 )
 
 // MaxBatch is the most writes one Apply accepts (the reference PDS's limit).
@@ -82,6 +84,13 @@ type Repository interface {
 	// Apply commits writes atomically if the current commit is swapCommit
 	// (empty swapCommit: no guard). At most MaxBatch writes.
 	Apply(ctx context.Context, swapCommit string, writes []Write) (*Result, error)
+}
+
+// Limited is implemented by repositories whose writes spend a budget (the
+// PDS backend). The engine checks a whole plan against it before the first
+// write; Apply paces and records each batch.
+type Limited interface {
+	Ledger() *budget.Ledger
 }
 
 // Cost is the write budget price of writes: create 3, update 2, delete 1.

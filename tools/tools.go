@@ -116,16 +116,19 @@ func badArgs(format string, args ...any) (*mcp.CallToolResult, error) {
 
 // WriteResult is the structured result of every write tool.
 type WriteResult struct {
-	Summary     string            `json:"summary"`
-	DryRun      bool              `json:"dryRun"`
-	Created     []outline.Created `json:"created,omitempty"`
-	Commit      *Commit           `json:"commit,omitempty"`
-	Commits     int               `json:"commits,omitempty"`
-	Cost        int               `json:"cost"`
-	Writes      []store.Write     `json:"writes,omitempty"`
-	Diagnostics []string          `json:"diagnostics,omitempty"`
-	Before      string            `json:"before,omitempty"`
-	After       string            `json:"after,omitempty"`
+	Summary string            `json:"summary"`
+	DryRun  bool              `json:"dryRun"`
+	Created []outline.Created `json:"created,omitempty"`
+	Commit  *Commit           `json:"commit,omitempty"`
+	Commits int               `json:"commits,omitempty"`
+	Cost    int               `json:"cost"`
+	// BudgetRemaining is the write budget left in the rolling hour
+	// (absent when the repository has no budget, as the embedded store).
+	BudgetRemaining *int          `json:"budgetRemaining,omitempty"`
+	Writes          []store.Write `json:"writes,omitempty"`
+	Diagnostics     []string      `json:"diagnostics,omitempty"`
+	Before          string        `json:"before,omitempty"`
+	After           string        `json:"after,omitempty"`
 }
 
 // Commit names the repository commit a write made.
@@ -137,6 +140,10 @@ type Commit struct {
 func writeResult(out *outline.Outcome) *mcp.CallToolResult {
 	p := out.Plan
 	r := WriteResult{Summary: p.Summary, DryRun: out.DryRun, Created: p.Created, Cost: p.Cost, Diagnostics: p.Diagnostics}
+	if out.BudgetLeft >= 0 {
+		left := out.BudgetLeft
+		r.BudgetRemaining = &left
+	}
 	if n := len(out.Commits); n > 0 {
 		last := out.Commits[n-1]
 		r.Commit = &Commit{CID: last.Commit, Rev: last.Rev}
@@ -153,6 +160,9 @@ func writeResult(out *outline.Outcome) *mcp.CallToolResult {
 		b.WriteString("Dry run, nothing written: ")
 	}
 	fmt.Fprintf(&b, "%s. %d write(s), cost %d point(s)", p.Summary, len(p.Writes), p.Cost)
+	if r.BudgetRemaining != nil {
+		fmt.Fprintf(&b, " (%d left this hour)", *r.BudgetRemaining)
+	}
 	if r.Commit != nil {
 		fmt.Fprintf(&b, ", committed %s (rev %s)", r.Commit.CID, r.Commit.Rev)
 	}

@@ -1,0 +1,450 @@
+package pds
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bluesky-social/indigo/atproto/atclient"
+	"github.com/bluesky-social/indigo/atproto/atdata"
+	atrepo "github.com/bluesky-social/indigo/atproto/repo"
+	"github.com/bluesky-social/indigo/atproto/syntax"
+	"github.com/ipfs/go-cid"
+	car "github.com/ipld/go-car"
+	"github.com/multiformats/go-multihash"
+
+	"github.com/bulleted-mcp/bulleted-mcp/budget"
+	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
+	"github.com/bulleted-mcp/bulleted-mcp/store"
+)
+
+// ListPage is listRecords' largest page.
+const ListPage = 100
+
+// Attempts bounds how often one batch is sent after ambiguous failures.
+const Attempts = 3
+
+// Stats counts requests, for tests and benchmarks.
+type Stats struct {
+	Heads, CARs, ListPages, Writes, Ambiguous, RateLimited atomic.Int64
+}
+
+// Repo is one repository on a PDS. Reading works for any repository; Apply
+// needs an authenticated client of the repository's owner.
+type Repo struct {
+	c   *atclient.APIClient
+	did syntax.DID
+
+	// Budget is the owner's write budget (nil: unlimited).
+	Budget *budget.Ledger
+	// ListOnly makes Snapshot page through listRecords instead of
+	// downloading the CAR (the fallback path, selectable for tests).
+	ListOnly bool
+	// Sleep waits (tests replace it).
+	Sleep func(ctx context.Context, d time.Duration) error
+	Stats Stats
+
+	mu   sync.Mutex
+	snap *store.Snapshot
+}
+
+// New returns the repository did served by c's host.
+func New(c *atclient.APIClient, did syntax.DID) *Repo {
+	return &Repo{c: c, did: did, Sleep: sleep}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Ledger implements store.Limited.
+func (r *Repo) Ledger() *budget.Ledger { return r.Budget }
+
+// DID implements store.Repository.
+func (r *Repo) DID() syntax.DID { return r.did }
+
+// Client is the XRPC client.
+func (r *Repo) Client() *atclient.APIClient { return r.c }
+
+// Head implements store.Repository with com.atproto.sync.getLatestCommit.
+func (r *Repo) Head(ctx context.Context) (string, string, error) {
+	var out struct {
+		CID string `json:"cid"`
+		Rev string `json:"rev"`
+	}
+	r.Stats.Heads.Add(1)
+	if err := call(ctx, r.c, http.MethodGet, "com.atproto.sync.getLatestCommit", url.Values{"did": {r.did.String()}}, nil, &out, nil); err != nil {
+		return "", "", fmt.Errorf("getLatestCommit: %w", err)
+	}
+	return out.CID, out.Rev, nil
+}
+
+// Snapshot implements store.Repository: the cached snapshot while the head
+// is unchanged, else a fresh one.
+func (r *Repo) Snapshot(ctx context.Context) (*store.Snapshot, error) {
+	r.mu.Lock()
+	cached := r.snap
+	r.mu.Unlock()
+	if cached != nil {
+		head, _, err := r.Head(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if head == cached.Commit {
+			return cached, nil
+		}
+	}
+	var s *store.Snapshot
+	var err error
+	if r.ListOnly {
+		s, err = r.SnapshotList(ctx)
+	} else {
+		s, err = r.SnapshotCAR(ctx)
+		var ae *atclient.APIError
+		if errors.As(err, &ae) && (ae.StatusCode == http.StatusNotFound || ae.StatusCode == http.StatusNotImplemented) {
+			s, err = r.SnapshotList(ctx)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.snap = s
+	r.mu.Unlock()
+	return s, nil
+}
+
+// SnapshotCAR reads the whole repository as one CAR (com.atproto.sync.getRepo).
+func (r *Repo) SnapshotCAR(ctx context.Context) (*store.Snapshot, error) {
+	var raw []byte
+	r.Stats.CARs.Add(1)
+	if err := call(ctx, r.c, http.MethodGet, "com.atproto.sync.getRepo", url.Values{"did": {r.did.String()}}, nil, nil, &raw); err != nil {
+		return nil, fmt.Errorf("getRepo: %w", err)
+	}
+	return ParseCAR(ctx, raw, r.did)
+}
+
+// ParseCAR turns a repository CAR into a snapshot of its app.bulleted.*
+// records.
+func ParseCAR(ctx context.Context, raw []byte, did syntax.DID) (*store.Snapshot, error) {
+	hdr, err := car.ReadHeader(bufio.NewReader(bytes.NewReader(raw)))
+	if err != nil {
+		return nil, fmt.Errorf("reading CAR header: %w", err)
+	}
+	if len(hdr.Roots) == 0 {
+		return nil, errors.New("CAR has no root")
+	}
+	commit, repo, err := atrepo.LoadRepoFromCAR(ctx, bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("reading CAR: %w", err)
+	}
+	if commit.DID != did.String() {
+		return nil, fmt.Errorf("CAR is the repository of %s, not %s", commit.DID, did)
+	}
+	s := &store.Snapshot{DID: did, Commit: hdr.Roots[0].String(), Rev: commit.Rev}
+	err = repo.MST.Walk(func(key []byte, val cid.Cid) error {
+		k := string(key)
+		if !strings.HasPrefix(k, store.Prefix) {
+			return nil
+		}
+		blk, err := repo.RecordStore.Get(ctx, val)
+		if err != nil {
+			return fmt.Errorf("record %s: %w", k, err)
+		}
+		v, err := atdata.UnmarshalCBOR(blk.RawData())
+		if err != nil {
+			return fmt.Errorf("record %s: %w", k, err)
+		}
+		coll, rkey, _ := strings.Cut(k, "/")
+		s.Records = append(s.Records, store.Record{Collection: coll, RKey: rkey, CID: val.String(), Value: v})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortRecords(s.Records)
+	return s, nil
+}
+
+func sortRecords(rs []store.Record) {
+	slices.SortFunc(rs, func(a, b store.Record) int {
+		if c := strings.Compare(a.Collection, b.Collection); c != 0 {
+			return c
+		}
+		return strings.Compare(a.RKey, b.RKey)
+	})
+}
+
+// SnapshotList pages through com.atproto.repo.listRecords for every
+// app.bulleted collection, between two reads of the head; if the head moved
+// meanwhile it starts again (bounded).
+func (r *Repo) SnapshotList(ctx context.Context) (*store.Snapshot, error) {
+	for attempt := 0; attempt < 5; attempt++ {
+		head, rev, err := r.Head(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s := &store.Snapshot{DID: r.did, Commit: head, Rev: rev}
+		for _, coll := range lexicon.Collections {
+			cursor := ""
+			for {
+				params := url.Values{"repo": {r.did.String()}, "collection": {coll}, "limit": {fmt.Sprint(ListPage)}}
+				if cursor != "" {
+					params.Set("cursor", cursor)
+				}
+				var out struct {
+					Cursor  string `json:"cursor"`
+					Records []struct {
+						URI   string          `json:"uri"`
+						CID   string          `json:"cid"`
+						Value json.RawMessage `json:"value"`
+					} `json:"records"`
+				}
+				r.Stats.ListPages.Add(1)
+				if err := call(ctx, r.c, http.MethodGet, "com.atproto.repo.listRecords", params, nil, &out, nil); err != nil {
+					return nil, fmt.Errorf("listRecords %s: %w", coll, err)
+				}
+				for _, rec := range out.Records {
+					u, err := syntax.ParseATURI(rec.URI)
+					if err != nil {
+						return nil, fmt.Errorf("listRecords: %w", err)
+					}
+					v, err := atdata.UnmarshalJSON(rec.Value)
+					if err != nil {
+						return nil, fmt.Errorf("record %s: %w", rec.URI, err)
+					}
+					s.Records = append(s.Records, store.Record{Collection: coll, RKey: u.RecordKey().String(), CID: rec.CID, Value: v})
+				}
+				// a cursor comes back even after the last, partial page
+				if len(out.Records) < ListPage || out.Cursor == "" {
+					break
+				}
+				cursor = out.Cursor
+			}
+		}
+		again, _, err := r.Head(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if again == head {
+			sortRecords(s.Records)
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: the repository kept changing while listing records", store.ErrConflict)
+}
+
+// wire structs for com.atproto.repo.applyWrites
+type applyWrite struct {
+	Type       string         `json:"$type"`
+	Collection string         `json:"collection"`
+	RKey       string         `json:"rkey"`
+	Value      map[string]any `json:"value,omitempty"`
+}
+
+type applyInput struct {
+	Repo       string       `json:"repo"`
+	Writes     []applyWrite `json:"writes"`
+	SwapCommit string       `json:"swapCommit,omitempty"`
+}
+
+type applyOutput struct {
+	Commit struct {
+		CID string `json:"cid"`
+		Rev string `json:"rev"`
+	} `json:"commit"`
+	Results []struct {
+		URI string `json:"uri"`
+		CID string `json:"cid"`
+	} `json:"results"`
+}
+
+// Apply implements store.Repository with one com.atproto.repo.applyWrites.
+func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Write) (*store.Result, error) {
+	if len(writes) > store.MaxBatch {
+		return nil, fmt.Errorf("%w: %d > %d", store.ErrTooManyWrites, len(writes), store.MaxBatch)
+	}
+	in := applyInput{Repo: r.did.String(), SwapCommit: swapCommit}
+	for _, w := range writes {
+		aw := applyWrite{Type: "com.atproto.repo.applyWrites#" + string(w.Op), Collection: w.Collection, RKey: w.RKey}
+		if w.Op != store.Delete {
+			aw.Value = w.Value
+		}
+		in.Writes = append(in.Writes, aw)
+	}
+	cost := store.Cost(writes)
+	for attempt := 1; ; attempt++ {
+		if r.Budget != nil {
+			wait, err := r.Budget.Wait(cost)
+			if err != nil {
+				return nil, err
+			}
+			if err := r.Sleep(ctx, wait); err != nil {
+				return nil, err
+			}
+		}
+		var out applyOutput
+		r.Stats.Writes.Add(1)
+		err := call(ctx, r.c, http.MethodPost, "com.atproto.repo.applyWrites", nil, in, &out, nil)
+		if err == nil {
+			return r.committed(cost, out.Commit.CID, out.Commit.Rev, out.Results)
+		}
+		if isErrorName(err, http.StatusBadRequest, "InvalidSwap") {
+			return nil, fmt.Errorf("%w: %v", store.ErrConflict, err)
+		}
+		var rl *RateLimited
+		if errors.As(err, &rl) {
+			r.Stats.RateLimited.Add(1)
+			if r.Budget != nil {
+				r.Budget.Pause(rl.Until)
+				if attempt < Attempts && time.Until(rl.Until) <= budget.MaxWait {
+					continue // Wait sleeps through the pause
+				}
+			}
+			return nil, fmt.Errorf("%w: %v", budget.ErrBudget, err)
+		}
+		if !ambiguous(err) {
+			return nil, fmt.Errorf("applyWrites: %w", err)
+		}
+		// Unknown whether it committed: look before sending it again.
+		r.Stats.Ambiguous.Add(1)
+		res, landed, rerr := r.landed(ctx, swapCommit, writes)
+		if rerr != nil {
+			return nil, fmt.Errorf("applyWrites failed (%v), and reading the repository back failed: %w", err, rerr)
+		}
+		if landed {
+			return r.committed(cost, res.Commit, res.Rev, nil, res.Results...)
+		}
+		if res == nil { // head unchanged: nothing landed; was the batch possible at all?
+			if perr := r.precondition(ctx, swapCommit, writes); perr != nil {
+				return nil, perr
+			}
+		}
+		if res != nil { // the head moved and the writes are not there
+			return nil, fmt.Errorf("%w: after an ambiguous failure (%v) the repository had moved on", store.ErrConflict, err)
+		}
+		if attempt >= Attempts {
+			return nil, fmt.Errorf("applyWrites failed %d times, nothing was committed: %w", attempt, err)
+		}
+		if err := r.Sleep(ctx, time.Duration(attempt)*250*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (r *Repo) committed(cost int, commit, rev string, results []struct {
+	URI string `json:"uri"`
+	CID string `json:"cid"`
+}, extra ...store.WriteResult) (*store.Result, error) {
+	if r.Budget != nil {
+		r.Budget.Spend(cost)
+	}
+	res := &store.Result{Commit: commit, Rev: rev}
+	for _, x := range results {
+		res.Results = append(res.Results, store.WriteResult{URI: x.URI, CID: x.CID})
+	}
+	res.Results = append(res.Results, extra...)
+	return res, nil
+}
+
+// precondition checks writes against the snapshot at swapCommit: a create
+// of an existing record or an update/delete of a missing one (which the
+// reference PDS answers with HTTP 500, not a 4xx) will never succeed.
+func (r *Repo) precondition(ctx context.Context, swapCommit string, writes []store.Write) error {
+	s, err := r.Snapshot(ctx)
+	if err != nil || s.Commit != swapCommit {
+		return nil // cannot tell; let the retry decide
+	}
+	have := map[string]bool{}
+	for _, rec := range s.Records {
+		have[rec.Collection+"/"+rec.RKey] = true
+	}
+	for _, w := range writes {
+		path := w.Collection + "/" + w.RKey
+		switch {
+		case w.Op == store.Create && have[path]:
+			return fmt.Errorf("%w: %s", store.ErrRecordExists, path)
+		case w.Op != store.Create && !have[path]:
+			return fmt.Errorf("%w: %s", store.ErrRecordMissing, path)
+		}
+	}
+	return nil
+}
+
+// landed decides, after an ambiguous failure, whether writes committed.
+// It returns (result, true) if they all did; (nil, false) if the head is
+// still swapCommit (nothing committed, safe to send again); and
+// (non-nil, false) if the head moved without them.
+func (r *Repo) landed(ctx context.Context, swapCommit string, writes []store.Write) (*store.Result, bool, error) {
+	head, _, err := r.Head(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	if swapCommit != "" && head == swapCommit {
+		return nil, false, nil
+	}
+	s, err := r.Snapshot(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	have := map[string]string{}
+	for _, rec := range s.Records {
+		have[rec.Collection+"/"+rec.RKey] = rec.CID
+	}
+	res := &store.Result{Commit: s.Commit, Rev: s.Rev}
+	for _, w := range writes {
+		path := w.Collection + "/" + w.RKey
+		uri := "at://" + r.did.String() + "/" + path
+		got, ok := have[path]
+		if w.Op == store.Delete {
+			if ok {
+				return res, false, nil
+			}
+			res.Results = append(res.Results, store.WriteResult{URI: uri})
+			continue
+		}
+		want, err := RecordCID(w.Value)
+		if err != nil {
+			return nil, false, err
+		}
+		if !ok || got != want {
+			return res, false, nil
+		}
+		res.Results = append(res.Results, store.WriteResult{URI: uri, CID: want})
+	}
+	return res, true, nil
+}
+
+// RecordCID is the CID a record value gets in a repository (DAG-CBOR,
+// SHA-256).
+func RecordCID(v map[string]any) (string, error) {
+	raw, err := atdata.MarshalCBOR(v)
+	if err != nil {
+		return "", err
+	}
+	c, err := cid.NewPrefixV1(cid.DagCBOR, multihash.SHA2_256).Sum(raw)
+	if err != nil {
+		return "", err
+	}
+	return c.String(), nil
+}

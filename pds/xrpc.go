@@ -1,0 +1,125 @@
+package pds
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/bluesky-social/indigo/atproto/atclient"
+	"github.com/bluesky-social/indigo/atproto/syntax"
+)
+
+// RateLimited is a 429 answer; Until is when the server lets writes in again.
+type RateLimited struct {
+	Until time.Time
+	Err   *atclient.APIError
+}
+
+func (e *RateLimited) Error() string {
+	return fmt.Sprintf("rate limited by the PDS until %s: %v", e.Until.UTC().Format(time.RFC3339), e.Err)
+}
+
+func (e *RateLimited) Unwrap() error { return e.Err }
+
+// call sends one XRPC request through atclient's Do (which keeps the
+// response headers that Get and Post drop). A nil out with a non-nil raw
+// returns the body bytes instead of decoding JSON.
+func call(ctx context.Context, c *atclient.APIClient, method, nsid string, params url.Values, body any, out any, raw *[]byte) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req := atclient.NewAPIRequest(method, syntax.NSID(nsid), rd)
+	if params != nil {
+		req.QueryParams = params
+	}
+	if body != nil {
+		req.Headers.Set("Content-Type", "application/json")
+	}
+	if raw == nil {
+		req.Headers.Set("Accept", "application/json")
+	}
+	resp, err := c.Do(ctx, req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		var eb atclient.ErrorBody
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+		_ = json.Unmarshal(b, &eb)
+		apiErr := &atclient.APIError{StatusCode: resp.StatusCode, Name: eb.Name, Message: eb.Message}
+		if resp.StatusCode == http.StatusTooManyRequests {
+			return &RateLimited{Until: retryAfter(resp.Header, time.Now()), Err: apiErr}
+		}
+		return apiErr
+	}
+	if raw != nil {
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		*raw = b
+		return nil
+	}
+	if out == nil {
+		_, err := io.Copy(io.Discard, resp.Body)
+		return err
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// retryAfter reads Retry-After (seconds or an HTTP date), else the
+// RateLimit-Reset epoch seconds the reference PDS sends, else one minute.
+func retryAfter(h http.Header, now time.Time) time.Time {
+	if v := h.Get("Retry-After"); v != "" {
+		if s, err := strconv.Atoi(v); err == nil {
+			return now.Add(time.Duration(s) * time.Second)
+		}
+		if t, err := http.ParseTime(v); err == nil {
+			return t
+		}
+	}
+	if v := h.Get("RateLimit-Reset"); v != "" {
+		if s, err := strconv.ParseInt(v, 10, 64); err == nil {
+			if s > 1_000_000_000 {
+				return time.Unix(s, 0)
+			}
+			return now.Add(time.Duration(s) * time.Second)
+		}
+	}
+	return now.Add(time.Minute)
+}
+
+// ambiguous reports whether err leaves it unknown if a write committed:
+// transport failures and 5xx answers.
+func ambiguous(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ae *atclient.APIError
+	if errors.As(err, &ae) {
+		return ae.StatusCode >= 500
+	}
+	var rl *RateLimited
+	if errors.As(err, &rl) {
+		return false
+	}
+	return !errors.Is(err, context.Canceled)
+}
+
+func isErrorName(err error, status int, name string) bool {
+	var ae *atclient.APIError
+	return errors.As(err, &ae) && ae.StatusCode == status && ae.Name == name
+}
