@@ -211,8 +211,22 @@ func budgetError(err error) error {
 	return err
 }
 
+// Progress is told after each committed batch of a plan: commits done of
+// total, and writes done of all writes.
+type Progress func(commitsDone, commitsTotal, writesDone, writesTotal int)
+
+type progressKey struct{}
+
+// WithProgress returns a context whose multi-batch plans report progress.
+func WithProgress(ctx context.Context, fn Progress) context.Context {
+	return context.WithValue(ctx, progressKey{}, fn)
+}
+
 func (e *Engine) apply(ctx context.Context, swap string, writes []store.Write) ([]store.Result, error) {
 	var commits []store.Result
+	progress, _ := ctx.Value(progressKey{}).(Progress)
+	total := (len(writes) + store.MaxBatch - 1) / store.MaxBatch
+	all, done := len(writes), 0
 	for len(writes) > 0 {
 		n := min(len(writes), store.MaxBatch)
 		res, err := e.Repo.Apply(ctx, swap, writes[:n])
@@ -222,6 +236,10 @@ func (e *Engine) apply(ctx context.Context, swap string, writes []store.Write) (
 		commits = append(commits, *res)
 		swap = res.Commit
 		writes = writes[n:]
+		done += n
+		if progress != nil && total > 1 {
+			progress(len(commits), total, done, all)
+		}
 	}
 	return commits, nil
 }

@@ -26,13 +26,17 @@ type Row struct {
 	Mirror      *MirrorRef     `json:"mirror,omitempty"`
 	ReadOnly    bool           `json:"readOnly,omitempty"`
 	Detached    string         `json:"detached,omitempty"`
+	Comments    []CommentRow   `json:"comments,omitempty"`
 	Children    []*Row         `json:"children,omitempty"`
 	Extra       map[string]any `json:"-"`
 }
 
 // MirrorRef marks a mirror row.
 type MirrorRef struct {
-	Original string `json:"original"`
+	Original   string `json:"original"`
+	Text       string `json:"text,omitempty"`       // the original's text, read live
+	ChildCount int    `json:"childCount,omitempty"` // the original's children
+	Missing    bool   `json:"missing,omitempty"`    // the original does not exist (any more)
 }
 
 // View is a rendered part of the outline.
@@ -158,12 +162,22 @@ func line(b *strings.Builder, r *Row, d int) {
 	b.WriteString("- ")
 	b.WriteString(marker(r))
 	if r.Mirror != nil {
-		b.WriteString("mirror of " + r.Mirror.Original)
+		switch {
+		case r.Mirror.Text != "":
+			fmt.Fprintf(b, "%q (mirror of %s, read-only)", r.Mirror.Text, r.Mirror.Original)
+		case r.Mirror.Missing:
+			b.WriteString("mirror of " + r.Mirror.Original + " (original missing)")
+		default:
+			b.WriteString("mirror of " + r.Mirror.Original)
+		}
 	} else {
 		b.WriteString(strings.ReplaceAll(r.Text, "\n", " "))
 	}
 	if r.Note != "" {
 		b.WriteString(" [note]")
+	}
+	if n := len(r.Comments); n > 0 {
+		fmt.Fprintf(b, " [%d comment(s)]", n)
 	}
 	if r.ChildCount > 0 && len(r.Children) == 0 && d > 0 {
 		fmt.Fprintf(b, " (+%d)", r.ChildCount)

@@ -26,12 +26,17 @@ const Version = "0.1.0"
 // New returns the MCP server over engine; readOnly exposes only read-only
 // tools.
 func New(engine *outline.Engine, readOnly bool) *mcpserver.MCPServer {
+	return NewWith(&tools.Env{Engine: engine}, readOnly)
+}
+
+// NewWith is New with a full tool environment (the PDS backend adds a reader
+// of other identities' repositories).
+func NewWith(env *tools.Env, readOnly bool) *mcpserver.MCPServer {
 	s := mcpserver.NewMCPServer("bulleted-mcp", Version,
 		mcpserver.WithToolCapabilities(false),
 		mcpserver.WithInstructions(Instructions),
 		mcpserver.WithRecovery(),
 	)
-	env := &tools.Env{Engine: engine}
 	for _, t := range tools.All() {
 		if readOnly && !t.ReadOnly {
 			continue
@@ -42,10 +47,30 @@ func New(engine *outline.Engine, readOnly bool) *mcpserver.MCPServer {
 			if args == nil {
 				args = tools.Args{}
 			}
+			if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+				ctx = outline.WithProgress(ctx, progressNotifier(ctx, req.Params.Meta.ProgressToken))
+			}
 			return t.Handle(ctx, env, args)
 		})
 	}
 	return s
+}
+
+// progressNotifier sends notifications/progress for a request that asked
+// for them (a multi-commit plan reports after each commit).
+func progressNotifier(ctx context.Context, token mcp.ProgressToken) outline.Progress {
+	srv := mcpserver.ServerFromContext(ctx)
+	return func(done, total, writes, allWrites int) {
+		if srv == nil {
+			return
+		}
+		_ = srv.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
+			"progressToken": token,
+			"progress":      done,
+			"total":         total,
+			"message":       fmt.Sprintf("committed %d of %d batches (%d of %d writes)", done, total, writes, allWrites),
+		})
+	}
 }
 
 // ErrNeedToken: an HTTP listener off loopback needs BULLETED_MCP_TOKEN.

@@ -14,7 +14,7 @@ func readTools() []Tool {
 	read := Tool{Name: "read_outline", Title: "Read the outline", ReadOnly: true, Idempotent: true,
 		Description: "Read the outline, or zoom to one bullet (node), to a depth (default 3). format text (default) is compact: one line per bullet ending with ·RKEY, the record key to use in other tools; json gives app.bulleted.getOutline-style rows nested with children; markdown and opml for export.",
 		Schema: obj(map[string]any{
-			"repo":   str("Handle or DID of the repository to read (default: your own; this build reads only your own)."),
+			"repo":   str("Handle or DID of the repository to read (default: your own). Other identities' outlines need the PDS backend."),
 			"node":   str("Zoom to this bullet (" + refDesc + ")."),
 			"depth":  map[string]any{"type": "integer", "minimum": 1, "maximum": 50, "description": "Levels below the root to show (default 3)."},
 			"format": enum("Output format (default text).", "text", "json", "markdown", "opml"),
@@ -31,8 +31,13 @@ func readTools() []Tool {
 		if err != nil {
 			return nil, err
 		}
-		if r := a.Str("repo"); r != "" && r != t.DID.String() {
-			return mcp.NewToolResultError(fmt.Sprintf("reading %s is not available in this build (only your own repository, %s); omit repo", r, t.DID)), nil
+		if r := strings.TrimPrefix(a.Str("repo"), "@"); r != "" && r != t.DID.String() {
+			if env.Others == nil {
+				return mcp.NewToolResultError(fmt.Sprintf("reading %s needs the PDS backend (bulleted-mcp serve --pds URL); offline only your own repository (%s) can be read; omit repo", r, t.DID)), nil
+			}
+			if t, err = env.Others(ctx, r); err != nil {
+				return mcp.NewToolResultError(fmt.Sprintf("cannot read %s: %v; check the handle or DID", r, err)), nil
+			}
 		}
 		var root *outline.Item
 		if n := a.Str("node"); n != "" {
@@ -41,9 +46,18 @@ func readTools() []Tool {
 			}
 		}
 		v := t.Read(root, depth)
+		var other outline.Trees
+		if env.Others != nil {
+			other = func(did string) (*outline.Tree, error) { return env.Others(ctx, did) }
+		}
+		problems := v.Enrich(t, other)
 		switch a.Str("format") {
 		case "", "text":
-			return mcp.NewToolResultStructured(map[string]any{"did": v.DID, "text": v.Text(), "truncated": v.Truncated, "stop": v.Stop}, v.Text()), nil
+			txt := v.Text()
+			for _, p := range problems {
+				txt += "Note: " + p + "\n"
+			}
+			return mcp.NewToolResultStructured(map[string]any{"did": v.DID, "text": txt, "truncated": v.Truncated, "stop": v.Stop}, txt), nil
 		case "json":
 			return mcp.NewToolResultStructured(v, fmt.Sprintf("%d bullet(s) of %s (stop: %s)", v.Total, v.DID, v.Stop)), nil
 		case "markdown":

@@ -18,6 +18,10 @@ import (
 // Env is what handlers work with.
 type Env struct {
 	Engine *outline.Engine
+	// Others reads another identity's repository (a handle or DID) as a
+	// tree; nil when offline (the embedded store), where only the user's own
+	// repository can be read.
+	Others func(ctx context.Context, ident string) (*outline.Tree, error)
 }
 
 // Tool is one MCP tool: its contract and handler.

@@ -19,6 +19,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/server"
 	"github.com/bulleted-mcp/bulleted-mcp/store"
+	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
 
 func defaultStore() string {
@@ -32,14 +33,20 @@ func defaultStore() string {
 }
 
 func newFlags(name, usage string, stderr io.Writer) (*flag.FlagSet, *string) {
+	fs, dir, _ := newFlagsRemote(name, usage, stderr)
+	return fs, dir
+}
+
+func newFlagsRemote(name, usage string, stderr io.Writer) (*flag.FlagSet, *string, remoteFlags) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("store", defaultStore(), "data directory of the embedded repository (env BULLETED_MCP_STORE)")
+	dir := fs.String("store", defaultStore(), "data directory: the embedded repository, or with --pds the session, budget ledger and undo journal (env BULLETED_MCP_STORE)")
+	rf := addRemoteFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), usage+"\n\nFlags:")
 		fs.PrintDefaults()
 	}
-	return fs, dir
+	return fs, dir, rf
 }
 
 func parse(fs *flag.FlagSet, args []string) (int, bool) {
@@ -53,24 +60,20 @@ func parse(fs *flag.FlagSet, args []string) (int, bool) {
 }
 
 func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs, dir := newFlags("serve", "Usage: bulleted-mcp serve [--store DIR] [--http ADDR] [--read-only]\n\nRuns the MCP server on the embedded repository: over stdio (default), or\nstreamable HTTP on ADDR at /mcp. Off loopback, HTTP requires the bearer\ntoken in BULLETED_MCP_TOKEN; with a token set, every request must carry it.", stderr)
+	fs, dir, rf := newFlagsRemote("serve", "Usage: bulleted-mcp serve [--store DIR] [--pds URL --identifier HANDLE] [--http ADDR] [--read-only]\n\nRuns the MCP server on the embedded repository (default) or your PDS\n(--pds, app password in BULLETED_APP_PASSWORD): over stdio (default), or\nstreamable HTTP on ADDR at /mcp. Off loopback, HTTP requires the bearer\ntoken in BULLETED_MCP_TOKEN; with a token set, every request must carry it.", stderr)
 	httpAddr := fs.String("http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8080) instead of stdio")
 	readOnly := fs.Bool("read-only", false, "expose only the read-only tools")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
-	repo, err := store.OpenLocal(*dir)
-	if err != nil {
-		fmt.Fprintf(stderr, "bulleted-mcp: opening store %s: %v\n", *dir, err)
-		return 1
-	}
-	defer repo.Close()
-	eng, err := newEngine(repo, *dir)
+	be, err := openBackend(context.Background(), *dir, rf)
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 1
 	}
-	s := server.New(eng, *readOnly)
+	defer be.close()
+	repo := be.repo
+	s := server.NewWith(be.env, *readOnly)
 	if *httpAddr == "" {
 		if err := mcpserver.ServeStdio(s); err != nil && !errors.Is(err, context.Canceled) {
 			fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
@@ -103,8 +106,8 @@ func newEngine(repo store.Repository, dir string) (*outline.Engine, error) {
 
 // callTool runs one tool through an in-process MCP client: the same code
 // path as an agent's call.
-func callTool(ctx context.Context, eng *outline.Engine, name, argJSON string) (*mcp.CallToolResult, error) {
-	s := server.New(eng, false)
+func callTool(ctx context.Context, env *tools.Env, name, argJSON string) (*mcp.CallToolResult, error) {
+	s := server.NewWith(env, false)
 	c, err := client.NewInProcessClient(s)
 	if err != nil {
 		return nil, err
@@ -145,7 +148,7 @@ func printResult(w io.Writer, res *mcp.CallToolResult, asJSON bool) {
 }
 
 func runCall(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs, dir := newFlags("call", "Usage: bulleted-mcp call [--store DIR] [--json] TOOL [JSON]\n\nCalls one tool with JSON arguments (\"-\" reads them from standard input)\nthrough the same MCP code path an agent uses, and prints the result.\nExit status: 0 ok, 1 the tool reported an error, 2 usage error.", stderr)
+	fs, dir, rf := newFlagsRemote("call", "Usage: bulleted-mcp call [--store DIR] [--pds URL --identifier HANDLE] [--json] TOOL [JSON]\n\nCalls one tool with JSON arguments (\"-\" reads them from standard input)\nthrough the same MCP code path an agent uses, and prints the result.\nExit status: 0 ok, 1 the tool reported an error, 2 usage error.", stderr)
 	asJSON := fs.Bool("json", false, "print the structured result as JSON instead of the text summary")
 	if code, ok := parse(fs, args); !ok {
 		return code
@@ -162,18 +165,13 @@ func runCall(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			argJSON = string(b)
 		}
 	}
-	repo, err := store.OpenLocal(*dir)
-	if err != nil {
-		fmt.Fprintf(stderr, "bulleted-mcp: opening store %s: %v\n", *dir, err)
-		return 1
-	}
-	defer repo.Close()
-	eng, err := newEngine(repo, *dir)
+	be, err := openBackend(context.Background(), *dir, rf)
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 1
 	}
-	res, err := callTool(context.Background(), eng, fs.Arg(0), argJSON)
+	defer be.close()
+	res, err := callTool(context.Background(), be.env, fs.Arg(0), argJSON)
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 2
@@ -225,7 +223,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	res, err := callTool(ctx, eng, "insert_after", demoNodes)
+	res, err := callTool(ctx, &tools.Env{Engine: eng}, "insert_after", demoNodes)
 	if err != nil || res.IsError {
 		fmt.Fprintln(stderr, "seeding failed:", err)
 		printResult(stderr, res, false)
@@ -238,13 +236,13 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	json.Unmarshal(sc, &created)
 	if len(created.Created) > 0 {
 		m := fmt.Sprintf(`{"original":"at://did:plc:other/app.bulleted.node/3krecipes","parent":%q}`, created.Created[0].RKey)
-		if r, err := callTool(ctx, eng, "add_mirror", m); err != nil || r.IsError {
+		if r, err := callTool(ctx, &tools.Env{Engine: eng}, "add_mirror", m); err != nil || r.IsError {
 			fmt.Fprintln(stderr, "mirror failed")
 			return 1
 		}
 	}
 	fmt.Fprintf(stdout, "Demo repository %s (store %s):\n\n", repo.DID(), dir)
-	res, err = callTool(ctx, eng, "read_outline", "")
+	res, err = callTool(ctx, &tools.Env{Engine: eng}, "read_outline", "")
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/bulleted-mcp/bulleted-mcp/budget"
+	"github.com/bulleted-mcp/bulleted-mcp/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/store"
+	"github.com/bulleted-mcp/bulleted-mcp/tools"
+)
+
+// remoteFlags select the PDS backend instead of the embedded store.
+type remoteFlags struct {
+	pds, identifier, plc *string
+}
+
+func addRemoteFlags(fs *flag.FlagSet) remoteFlags {
+	return remoteFlags{
+		pds:        fs.String("pds", os.Getenv("BULLETED_PDS"), "URL of your PDS: use it instead of the embedded store (env BULLETED_PDS); the app password comes from "+pds.PasswordEnv),
+		identifier: fs.String("identifier", os.Getenv("BULLETED_IDENTIFIER"), "your handle or DID on the PDS (env BULLETED_IDENTIFIER); with it alone the PDS is found from your identity"),
+		plc:        fs.String("plc", os.Getenv("BULLETED_PLC_URL"), "PLC directory URL for identity resolution (env BULLETED_PLC_URL; default the public directory)"),
+	}
+}
+
+func (f remoteFlags) remote() bool { return *f.pds != "" || *f.identifier != "" }
+
+// backend is the opened repository and what goes with it.
+type backend struct {
+	env   *tools.Env
+	repo  store.Repository
+	close func()
+}
+
+// openBackend opens the embedded store in dir, or, with --pds/--identifier,
+// logs in to the PDS (session, budget ledger and undo journal kept in dir).
+func openBackend(ctx context.Context, dir string, f remoteFlags) (*backend, error) {
+	if !f.remote() {
+		l, err := store.OpenLocal(dir)
+		if err != nil {
+			return nil, fmt.Errorf("opening store %s: %w", dir, err)
+		}
+		eng, err := newEngine(l, dir)
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		return &backend{env: &tools.Env{Engine: eng}, repo: l, close: func() { l.Close() }}, nil
+	}
+	if *f.identifier == "" {
+		return nil, fmt.Errorf("--pds needs --identifier (your handle or DID)")
+	}
+	directory := pds.Directory(*f.plc)
+	c, did, err := pds.Login{PDS: *f.pds, Identifier: *f.identifier, Password: os.Getenv(pds.PasswordEnv), Dir: dir, Directory: directory}.Open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := pds.New(c, did)
+	ledger, err := budget.New(filepath.Join(dir, "budget-"+strings.ReplaceAll(did.String(), ":", "_")+".json"))
+	if err != nil {
+		return nil, err
+	}
+	r.Budget = ledger
+	eng, err := newEngine(r, dir)
+	if err != nil {
+		return nil, err
+	}
+	resolver := &pds.Resolver{Client: c, Directory: directory}
+	eng.Resolver = resolver
+	others := &pds.Others{Resolver: resolver}
+	return &backend{env: &tools.Env{Engine: eng, Others: others.Tree}, repo: r, close: func() {}}, nil
+}
+
+var _ outline.Resolver = (*pds.Resolver)(nil)
