@@ -211,8 +211,10 @@ func budgetError(err error) error {
 	return err
 }
 
-// Progress is told after each committed batch of a plan: commits done of
-// total, and writes done of all writes.
+// Progress is told before each batch of a multi-batch plan is sent: how
+// many batches of total are committed so far, and writes likewise. (Before,
+// not after: a report after the last batch could reach the client after the
+// result, when it is no longer listening.)
 type Progress func(commitsDone, commitsTotal, writesDone, writesTotal int)
 
 type progressKey struct{}
@@ -229,6 +231,9 @@ func (e *Engine) apply(ctx context.Context, swap string, writes []store.Write) (
 	all, done := len(writes), 0
 	for len(writes) > 0 {
 		n := min(len(writes), store.MaxBatch)
+		if progress != nil && total > 1 {
+			progress(len(commits), total, done, all)
+		}
 		res, err := e.Repo.Apply(ctx, swap, writes[:n])
 		if err != nil {
 			return commits, err
@@ -237,9 +242,6 @@ func (e *Engine) apply(ctx context.Context, swap string, writes []store.Write) (
 		swap = res.Commit
 		writes = writes[n:]
 		done += n
-		if progress != nil && total > 1 {
-			progress(len(commits), total, done, all)
-		}
 	}
 	return commits, nil
 }

@@ -57,7 +57,7 @@ func NewWith(env *tools.Env, readOnly bool) *mcpserver.MCPServer {
 }
 
 // progressNotifier sends notifications/progress for a request that asked
-// for them (a multi-commit plan reports after each commit).
+// for them (a multi-commit plan reports before each commit).
 func progressNotifier(ctx context.Context, token mcp.ProgressToken) outline.Progress {
 	srv := mcpserver.ServerFromContext(ctx)
 	return func(done, total, writes, allWrites int) {
@@ -68,7 +68,7 @@ func progressNotifier(ctx context.Context, token mcp.ProgressToken) outline.Prog
 			"progressToken": token,
 			"progress":      done,
 			"total":         total,
-			"message":       fmt.Sprintf("committed %d of %d batches (%d of %d writes)", done, total, writes, allWrites),
+			"message":       fmt.Sprintf("committing batch %d of %d (%d of %d writes committed so far)", done+1, total, writes, allWrites),
 		})
 	}
 }

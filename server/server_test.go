@@ -42,7 +42,7 @@ func initialize(t *testing.T, c *client.Client) {
 }
 
 // A plan of 450 creates is three commits; a request with a progress token
-// gets a notification after each.
+// gets a notification before each.
 func TestProgressNotifications(t *testing.T) {
 	c, err := client.NewInProcessClient(server.New(engine(t), false))
 	if err != nil {
@@ -77,10 +77,10 @@ func TestProgressNotifications(t *testing.T) {
 		t.Fatalf("want 3 progress notifications, got %d: %v", len(got), got)
 	}
 	for i, n := range got {
-		if n["progressToken"] != "tok-1" || n["total"] != float64(3) && n["total"] != 3 {
+		if n["progressToken"] != "tok-1" || n["total"] != float64(3) && n["total"] != 3 || n["progress"] != float64(i) && n["progress"] != i {
 			t.Fatalf("notification %d: %v", i, n)
 		}
-		if !strings.Contains(n["message"].(string), "batches") {
+		if !strings.Contains(n["message"].(string), "batch") {
 			t.Fatalf("notification %d message: %v", i, n["message"])
 		}
 	}

@@ -1,0 +1,107 @@
+// An end-to-end session with the official MCP TypeScript SDK client (a
+// client this project did not write): it starts `bulleted-mcp serve` over
+// stdio, lists the tools, inserts, moves, completes, reads the outline back
+// and checks it, and asks for progress on a multi-commit insert.
+//
+// Usage: node client.mjs BINARY [serve flags...]
+// Exits 0 and prints `OK {...figures}` when every check passed.
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
+
+const [bin, ...serveArgs] = process.argv.slice(2)
+const fail = (msg) => {
+  console.error('FAIL ' + msg)
+  process.exit(1)
+}
+const check = (cond, msg) => cond || fail(msg)
+
+const transport = new StdioClientTransport({
+  command: bin,
+  args: ['serve', ...serveArgs],
+  env: process.env,
+  stderr: 'inherit',
+})
+const client = new Client({ name: 'bulleted-e2e', version: '1.0.0' })
+await client.connect(transport)
+
+const call = async (name, args, extra) => {
+  const res = await client.callTool({ name, arguments: args }, undefined, extra)
+  if (res.isError) fail(`${name} ${JSON.stringify(args)}: ${res.content?.[0]?.text}`)
+  return res
+}
+
+// tools and their annotations
+const { tools } = await client.listTools()
+const names = tools.map((t) => t.name)
+for (const want of ['read_outline', 'insert_after', 'move_node', 'complete_todo', 'set_comment_policy', 'undo', 'apply_batch']) {
+  check(names.includes(want), `tool ${want} missing from ${names}`)
+}
+for (const t of tools) {
+  const a = t.annotations ?? {}
+  for (const k of ['readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint']) {
+    check(typeof a[k] === 'boolean', `${t.name} does not set ${k}`)
+  }
+}
+
+// insert the worked example, nested, with a note and a ticked todo
+const ins = await call('insert_after', {
+  nodes: [{ text: 'Groceries', children: [
+    { text: 'Eggs', layout: 'todo', note: 'Jumbo, if they have them' },
+    { text: 'Bread', layout: 'todo', completed: true },
+    { text: 'Milk', layout: 'todo' },
+  ] }],
+})
+const created = ins.structuredContent.created
+check(created.length === 4, `created ${JSON.stringify(created)}`)
+const [groceries, eggs, bread, milk] = created.map((c) => c.rkey)
+
+// a client mistake the server accepts: nodes sent as a JSON string
+await call('insert_after', { parent: groceries, position: 'first', nodes: JSON.stringify([{ text: 'Coffee' }]) })
+
+// move Milk before Eggs (after Coffee), tick Eggs
+const coffeeOutline = await call('read_outline', { node: groceries, format: 'json' })
+const coffee = coffeeOutline.structuredContent.nodes[0].rkey
+await call('move_node', { node: milk, after: coffee })
+await call('complete_todo', { node: eggs })
+
+// read back and check order, state, note
+const read = await call('read_outline', { format: 'json', depth: 3 })
+const top = read.structuredContent.nodes
+check(top.length === 1 && top[0].text === 'Groceries', `top ${JSON.stringify(top)}`)
+const kids = top[0].children
+check(JSON.stringify(kids.map((k) => k.text)) === JSON.stringify(['Coffee', 'Milk', 'Eggs', 'Bread']), `order ${kids.map((k) => k.text)}`)
+const byText = Object.fromEntries(kids.map((k) => [k.text, k]))
+check(!!byText.Eggs.completedAt && byText.Eggs.note === 'Jumbo, if they have them', `eggs ${JSON.stringify(byText.Eggs)}`)
+check(!!byText.Bread.completedAt && !byText.Milk.completedAt, 'todo states')
+check(byText.Eggs.rkey === eggs && byText.Bread.rkey === bread, 'record keys kept')
+
+const text = await call('read_outline', {})
+check(text.content[0].text.includes('[x] Eggs [note] ·' + eggs), `text view:\n${text.content[0].text}`)
+
+// an error the model can act on: anchor not a child of the parent
+const bad = await client.callTool({ name: 'move_node', arguments: { node: milk, parent: groceries, after: groceries } })
+check(bad.isError && /read_outline/.test(bad.content[0].text), `bad anchor: ${JSON.stringify(bad)}`)
+
+// dry run writes nothing
+const dry = await call('delete_node', { node: groceries, children: 'subtree', dry_run: true })
+check(dry.structuredContent.dryRun === true && dry.structuredContent.cost > 0, 'dry run')
+const again = await call('read_outline', { format: 'json' })
+check(again.structuredContent.nodes[0].children.length === 4, 'dry run wrote')
+
+// a multi-commit insert reports progress
+const progress = []
+const many = Array.from({ length: 250 }, (_, i) => ({ text: `item ${i}` }))
+const big = await call('insert_after', { parent: groceries, nodes: many }, {
+  onprogress: (p) => progress.push(p),
+  timeout: 120000,
+})
+check(big.structuredContent.commits === 2, `commits ${big.structuredContent.commits}`)
+check(progress.length === 2 && progress[1].progress === 1 && progress[1].total === 2, `progress ${JSON.stringify(progress)}`)
+
+// undo the big insert
+await call('undo', {})
+const afterUndo = await call('read_outline', { node: groceries, format: 'json' })
+check(afterUndo.structuredContent.nodes.length === 4, `after undo ${afterUndo.structuredContent.nodes.length}`)
+
+await client.close()
+console.log('OK ' + JSON.stringify({ tools: names.length, progress: progress.length }))

@@ -1,0 +1,6 @@
+// Package e2e holds the end-to-end tests that run real third-party peers
+// against the built binary: the official MCP TypeScript SDK client
+// (client.mjs) driving `bulleted-mcp serve` over stdio, on the embedded store
+// and on the reference PDS (pds.mjs). The Node.js parts are pinned by
+// package-lock.json and installed by setup.sh on first use.
+package e2e

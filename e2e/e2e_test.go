@@ -1,0 +1,61 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bulleted-mcp/bulleted-mcp/pds/pdstest"
+)
+
+// build compiles the server binary once per test.
+func build(t *testing.T) string {
+	t.Helper()
+	root, err := pdstest.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "bulleted-mcp")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/bulleted-mcp")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runClient runs the SDK client script against `bin serve args...`.
+func runClient(t *testing.T, env []string, bin string, args ...string) {
+	t.Helper()
+	dir, node, err := pdstest.Setup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, append([]string{filepath.Join(dir, "client.mjs"), bin}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "OK ") {
+		t.Fatalf("SDK client: %v\n%s", err, out)
+	}
+	t.Logf("%s", strings.TrimSpace(string(out)))
+}
+
+func TestSDKClientEmbeddedStore(t *testing.T) {
+	bin := build(t)
+	runClient(t, nil, bin, "--store", t.TempDir())
+}
+
+func TestSDKClientOnReferencePDS(t *testing.T) {
+	bin := build(t)
+	srv := pdstest.Start(t, pdstest.Options{})
+	a, err := srv.CreateAccount(context.Background(), "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runClient(t, []string{"BULLETED_APP_PASSWORD=" + a.AppPassword}, bin,
+		"--store", t.TempDir(), "--pds", srv.URL, "--identifier", a.Handle, "--plc", srv.PLCURL)
+}
