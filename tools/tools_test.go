@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -269,4 +272,71 @@ func BenchmarkTextVsListRecords(b *testing.B) {
 	b.ReportMetric(float64(len(txt))/200, "textB/bullet")
 	b.ReportMetric(float64(len(raw))/200, "listRecordsB/bullet")
 	b.ReportMetric(float64(len(txt))/float64(len(raw))*100, "pct")
+}
+
+// BenchmarkToolLatency10k is the in-process tool-call latency (MCP client →
+// server → engine → embedded store) on a 10,220-bullet outline (20 top-level
+// bullets × 10 children × 50 grandchildren). It reports the median.
+func BenchmarkToolLatency10k(b *testing.B) {
+	l, err := store.OpenLocal(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	e := outline.New(l)
+	ctx := context.Background()
+	var top []outline.NewNode
+	for i := 0; i < 20; i++ {
+		n := outline.NewNode{Text: fmt.Sprintf("Project %d", i)}
+		for j := 0; j < 10; j++ {
+			c := outline.NewNode{Text: fmt.Sprintf("Area %d.%d", i, j)}
+			for k := 0; k < 50; k++ {
+				c.Children = append(c.Children, outline.NewNode{Text: fmt.Sprintf("Task %d.%d.%d", i, j, k), Layout: "todo"})
+			}
+			n.Children = append(n.Children, c)
+		}
+		top = append(top, n)
+	}
+	if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, top) }); err != nil {
+		b.Fatal(err)
+	}
+	tr, _ := e.Tree(ctx)
+	area := tr.Roots[7].Children[3]
+	anchor := area.Children[25].Key()
+	c, err := client.NewInProcessClient(server.New(e, false))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	c.Start(ctx)
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	c.Initialize(ctx, init)
+	run := func(b *testing.B, name string, args func(i int) map[string]any) {
+		d := make([]time.Duration, 0, b.N)
+		for i := 0; i < b.N; i++ {
+			req := mcp.CallToolRequest{}
+			req.Params.Name = name
+			req.Params.Arguments = args(i)
+			start := time.Now()
+			res, err := c.CallTool(ctx, req)
+			d = append(d, time.Since(start))
+			if err != nil || res.IsError {
+				b.Fatalf("%s: %v %v", name, err, res)
+			}
+		}
+		slices.Sort(d)
+		b.ReportMetric(float64(d[len(d)/2].Microseconds())/1000, "median-ms")
+	}
+	b.Run("read_outline-depth3", func(b *testing.B) {
+		run(b, "read_outline", func(int) map[string]any { return map[string]any{"depth": 3} })
+	})
+	b.Run("read_outline-zoom-depth3", func(b *testing.B) {
+		run(b, "read_outline", func(int) map[string]any { return map[string]any{"node": tr.Roots[3].Key(), "depth": 3} })
+	})
+	b.Run("insert_after", func(b *testing.B) {
+		run(b, "insert_after", func(i int) map[string]any {
+			return map[string]any{"parent": area.Key(), "after": anchor, "text": fmt.Sprint("new ", i)}
+		})
+	})
 }

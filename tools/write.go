@@ -236,7 +236,7 @@ func writeTools() []Tool {
 		return writeResult(out), nil
 	}
 
-	undo := Tool{Name: "undo", Title: "Undo", Description: "Undo the last operations this server applied in this session (default 1), if the records they wrote are unchanged since; otherwise nothing is written and the result lists what changed.",
+	undo := Tool{Name: "undo", Title: "Undo", Description: "Undo the last operations this server applied (default 1; the journal is kept across restarts), if the records they wrote are unchanged since; otherwise nothing is written and the result lists what changed.",
 		Schema:      obj(map[string]any{"steps": map[string]any{"type": "integer", "minimum": 1, "description": "How many operations to undo (default 1)."}, "dry_run": pDryRun}),
 		Destructive: true}
 	undo.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {

@@ -1,0 +1,148 @@
+package pds_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/bluesky-social/indigo/atproto/atclient"
+
+	"github.com/bulleted-mcp/bulleted-mcp/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/pds/pdstest"
+)
+
+// delayProxy is a reverse proxy to target that adds rtt to every request,
+// as a PDS that is not on loopback would.
+func delayProxy(b *testing.B, target string, rtt time.Duration) string {
+	u, _ := url.Parse(target)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(rtt)
+		rp.ServeHTTP(w, r)
+	}))
+	b.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// seeded is an account with a 10,000-bullet outline (100 top-level bullets
+// with 99 children each), made once per benchmark run.
+var seeded struct {
+	a    *pdstest.Account
+	repo *pds.Repo
+}
+
+func seed(b *testing.B) (*pdstest.Account, *pds.Repo) {
+	if seeded.a != nil {
+		return seeded.a, seeded.repo
+	}
+	ctx := context.Background()
+	a := account(b, srv)
+	r := login(b, srv, a, b.TempDir(), nil)
+	e := outline.New(r)
+	var top []outline.NewNode
+	for i := 0; i < 100; i++ {
+		n := outline.NewNode{Text: fmt.Sprintf("Section %d", i)}
+		for j := 0; j < 99; j++ {
+			n.Children = append(n.Children, outline.NewNode{Text: fmt.Sprintf("Item %d.%d with some words #tag", i, j), Layout: "todo"})
+		}
+		top = append(top, n)
+	}
+	start := time.Now()
+	out, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, top) })
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("seeded 10,000 bullets in %d commits, %v", len(out.Commits), time.Since(start))
+	seeded.a, seeded.repo = a, r
+	return a, r
+}
+
+// BenchmarkReadOutline10k: a cold read (download + parse + tree) by CAR and
+// by listRecords paging, on loopback and through a 20 ms round-trip proxy,
+// and a warm read (head unchanged).
+func BenchmarkReadOutline10k(b *testing.B) {
+	ctx := context.Background()
+	a, _ := seed(b)
+	for _, rtt := range []time.Duration{0, 20 * time.Millisecond} {
+		host := srv.URL
+		if rtt > 0 {
+			host = delayProxy(b, srv.URL, rtt)
+		}
+		for _, mode := range []string{"car", "listRecords"} {
+			b.Run(fmt.Sprintf("cold-%s-rtt%dms", mode, rtt.Milliseconds()), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					r := pds.New(atclient.NewAPIClient(host), a.DID) // public reads: no session needed
+					r.ListOnly = mode == "listRecords"
+					t, err := outline.New(r).Tree(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if len(t.Nodes) != 10000 {
+						b.Fatalf("%d nodes", len(t.Nodes))
+					}
+					b.ReportMetric(float64(r.Stats.CARs.Load()+r.Stats.ListPages.Load()+r.Stats.Heads.Load()), "requests")
+				}
+			})
+		}
+		b.Run(fmt.Sprintf("warm-rtt%dms", rtt.Milliseconds()), func(b *testing.B) {
+			r := pds.New(atclient.NewAPIClient(host), a.DID)
+			e := outline.New(r)
+			if _, err := e.Tree(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := e.Tree(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMove1000: moving 1,000 bullets to another parent as one plan (5
+// commits of 200 updates) against 1,000 single-record commits.
+func BenchmarkMove1000(b *testing.B) {
+	ctx := context.Background()
+	for i := 0; i < b.N; i++ {
+		r := newRepo(b)
+		e := outline.New(r)
+		var kids []outline.NewNode
+		for j := 0; j < 1000; j++ {
+			kids = append(kids, outline.NewNode{Text: fmt.Sprint("item ", j)})
+		}
+		if _, err := e.Do(ctx, false, func(p *outline.Planner) error {
+			return p.Insert(outline.Position{}, []outline.NewNode{{Text: "from", Children: kids}, {Text: "to"}, {Text: "back"}})
+		}); err != nil {
+			b.Fatal(err)
+		}
+		t, _ := e.Tree(ctx)
+		from, to, back := t.Roots[0], t.Roots[1].Key(), t.Roots[2].Key()
+		var refs []string
+		for _, c := range from.Children {
+			refs = append(refs, c.Key())
+		}
+		start := time.Now()
+		out, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Move(refs, outline.Position{Parent: to}) })
+		if err != nil {
+			b.Fatal(err)
+		}
+		batched := time.Since(start)
+		start = time.Now()
+		for _, ref := range refs {
+			if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Move([]string{ref}, outline.Position{Parent: back}) }); err != nil {
+				b.Fatal(err)
+			}
+		}
+		single := time.Since(start)
+		b.ReportMetric(float64(len(out.Commits)), "batched-commits")
+		b.ReportMetric(batched.Seconds(), "batched-s")
+		b.ReportMetric(single.Seconds(), "single-s")
+	}
+}
