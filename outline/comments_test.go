@@ -1,8 +1,11 @@
 package outline_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/bluesky-social/indigo/atproto/syntax"
 
 	"github.com/bulleted-mcp/bulleted-mcp/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/store"
@@ -81,10 +84,10 @@ func TestCommentsAndMirrorsEnrich(t *testing.T) {
 		rec("app.bulleted.commentPolicy", "self", map[string]any{"allow": []any{"mentioned"}}),
 		rec("app.bulleted.commentPolicy", "3kclosed2222", map[string]any{"allow": []any{}, "root": uri("3kclosed2222")}))
 	txt = read(withPolicy)
-	if !strings.Contains(txt, "Eggs [1 comment(s)]") {
+	if !strings.Contains(txt, "[1 comment(s)] ·3keggs222222") {
 		t.Fatalf("the mentioned friend's comment on a child did not render:\n%s", txt)
 	}
-	if strings.Contains(txt, "inside [1") {
+	if strings.Contains(txt, "comment(s)] ·3kclosedkid2") {
 		t.Fatalf("a comment under a closed subtree rendered:\n%s", txt)
 	}
 	// unknown rules grant nothing
@@ -92,5 +95,29 @@ func TestCommentsAndMirrorsEnrich(t *testing.T) {
 		rec("app.bulleted.commentPolicy", "self", map[string]any{"allow": []any{"everyone"}}))
 	if txt := read(unknown); strings.Contains(txt, "comment") {
 		t.Fatalf("an unknown rule granted comments:\n%s", txt)
+	}
+}
+
+// A large cold build validates in parallel and still flags exactly the
+// invalid records (run with -race to check the workers).
+func TestBuildLargeFlagsInvalid(t *testing.T) {
+	var recs []store.Record
+	clock := syntax.NewTIDClock(0)
+	for i := 0; i < 1500; i++ {
+		v := map[string]any{"text": "ok", "sortKey": fmt.Sprintf("a%04d", i)}
+		if i%500 == 7 {
+			delete(v, "text") // required
+		}
+		recs = append(recs, rec("app.bulleted.node", clock.Next().String(), v))
+	}
+	tr := outline.Build(&store.Snapshot{DID: owner, Records: recs})
+	var bad []string
+	for _, it := range tr.Roots {
+		if it.Invalid() != "" {
+			bad = append(bad, it.Key())
+		}
+	}
+	if len(bad) != 3 || len(tr.Roots) != 1500 {
+		t.Fatalf("%d invalid (want 3) of %d: %.200v", len(bad), len(tr.Roots), bad)
 	}
 }

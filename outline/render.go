@@ -26,6 +26,7 @@ type Row struct {
 	Mirror      *MirrorRef     `json:"mirror,omitempty"`
 	ReadOnly    bool           `json:"readOnly,omitempty"`
 	Detached    string         `json:"detached,omitempty"`
+	Invalid     string         `json:"invalid,omitempty"` // validation problem of a kept, invalid record
 	Comments    []CommentRow   `json:"comments,omitempty"`
 	Children    []*Row         `json:"children,omitempty"`
 	Extra       map[string]any `json:"-"`
@@ -100,7 +101,8 @@ func (t *Tree) row(it *Item) *Row {
 	}
 	r := &Row{URI: t.uri(coll, it.Key()), CID: it.Rec.CID, RKey: it.Key(), DID: t.DID.String(), Parent: it.Str("parent"),
 		SortKey: it.SortKey(), Text: it.Str("text"), Facets: it.Rec.Value["facets"], Layout: it.Str("layout"), Display: it.Str("display"),
-		CreatedAt: it.Str("createdAt"), CompletedAt: it.Str("completedAt"), ChildCount: len(it.Children), Detached: it.Detached}
+		CreatedAt: it.Str("createdAt"), CompletedAt: it.Str("completedAt"), ChildCount: len(it.Children), Detached: it.Detached,
+		Invalid: it.Invalid()}
 	if it.Note != nil {
 		r.Note, _ = it.Note.Value["text"].(string)
 	}
@@ -175,6 +177,9 @@ func line(b *strings.Builder, r *Row, d int) {
 	}
 	if r.Note != "" {
 		b.WriteString(" [note]")
+	}
+	if r.Invalid != "" {
+		b.WriteString(" [invalid record]")
 	}
 	if n := len(r.Comments); n > 0 {
 		fmt.Fprintf(b, " [%d comment(s)]", n)

@@ -3,6 +3,8 @@ package outline
 import (
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
@@ -19,25 +21,16 @@ type Item struct {
 	Children []*Item
 	Note     *store.Record
 	Detached string // why the item does not hang in the tree ("" if it does)
-	Invalid  string // validation problem, if any (kept, never dropped)
 
-	sortKey string // cached: the record's sortKey
-	mark    uint8  // cycle detection state while building
-	pkey    string // parent's record key when the parent field names a node of this repo
-	pwhy    string // why the parent field cannot hang here ("" if it can)
-	parsed  bool   // pkey and pwhy are set
-}
-
-// check validates a record of this repository ("" if valid).
-func (t *Tree) check(v *validate.Validator, r store.Record) string {
-	u, err := syntax.ParseATURI(t.uri(r.Collection, r.RKey))
-	if err != nil {
-		return err.Error()
-	}
-	if err := v.Data(r.Value, r.Collection, &u); err != nil {
-		return err.Error()
-	}
-	return ""
+	did     syntax.DID  // the repository, for the record's own URI
+	check   sync.Once   // validation runs on first use of Invalid
+	problem string      // validation problem ("" if valid)
+	done    atomic.Bool // problem is set
+	sortKey string      // cached: the record's sortKey
+	mark    uint8       // cycle detection state while building
+	pkey    string      // parent's record key when the parent field names a node of this repo
+	pwhy    string      // why the parent field cannot hang here ("" if it can)
+	parsed  bool        // pkey and pwhy are set
 }
 
 // parentKey reads a parent field: the record key of a node of this
@@ -71,6 +64,30 @@ func (t *Tree) item(r store.Record) *Item {
 		return old
 	}
 	return nil
+}
+
+// Invalid returns the record's validation problem ("" if it is valid).
+// Invalid records are kept and flagged, never dropped. Validation runs on
+// first use, so that reading a large repository validates what is shown
+// and planned, not every record up front; a result is carried to the next
+// tree while the record's CID is unchanged.
+func (it *Item) Invalid() string {
+	it.check.Do(func() {
+		u := syntax.ATURI("at://" + it.did.String() + "/" + it.Rec.Collection + "/" + it.Rec.RKey)
+		if err := validate.Default().Data(it.Rec.Value, it.Rec.Collection, &u); err != nil {
+			it.problem = err.Error()
+		}
+		it.done.Store(true)
+	})
+	return it.problem
+}
+
+// checked reports whether Invalid already ran (its result can be reused).
+func (it *Item) checked() (string, bool) {
+	if it.done.Load() {
+		return it.problem, true
+	}
+	return "", false
 }
 
 // Key is the item's record key.
@@ -120,19 +137,20 @@ func Rebuild(s *store.Snapshot, prev *Tree) *Tree {
 	}
 	t := &Tree{DID: s.DID, Commit: s.Commit, Rev: s.Rev, Nodes: map[string]*Item{}, Mirrors: map[string]*Item{},
 		Notes: map[string]store.Record{}, Policies: map[string]store.Record{}, Outlines: map[string]store.Record{}, Count: len(s.Records), Snap: s}
-	v := validate.Default()
 	var items []*Item
 	for _, r := range s.Records {
 		switch r.Collection {
 		case lexicon.Node, lexicon.Mirror:
 			it := &Item{Rec: r, Mirror: r.Collection == lexicon.Mirror}
+			it.did = t.DID
 			if old := prev.item(r); old != nil {
 				it.sortKey = old.sortKey
-				it.Invalid = old.Invalid
+				if p, ok := old.checked(); ok {
+					it.check.Do(func() { it.problem = p; it.done.Store(true) })
+				}
 				it.pkey, it.pwhy, it.parsed = old.pkey, old.pwhy, old.parsed
 			} else {
 				it.sortKey, _ = r.Value["sortKey"].(string)
-				it.Invalid = t.check(v, r)
 			}
 			if it.Mirror {
 				t.Mirrors[r.RKey] = it

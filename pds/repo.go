@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -162,24 +163,49 @@ func ParseCAR(ctx context.Context, raw []byte, did syntax.DID) (*store.Snapshot,
 		return nil, fmt.Errorf("CAR is the repository of %s, not %s", commit.DID, did)
 	}
 	s := &store.Snapshot{DID: did, Commit: hdr.Roots[0].String(), Rev: commit.Rev}
+	type entry struct {
+		key string
+		cid cid.Cid
+	}
+	var entries []entry
 	err = repo.MST.Walk(func(key []byte, val cid.Cid) error {
-		k := string(key)
-		if !strings.HasPrefix(k, store.Prefix) {
-			return nil
+		if k := string(key); strings.HasPrefix(k, store.Prefix) {
+			entries = append(entries, entry{k, val})
 		}
-		blk, err := repo.RecordStore.Get(ctx, val)
-		if err != nil {
-			return fmt.Errorf("record %s: %w", k, err)
-		}
-		v, err := atdata.UnmarshalCBOR(blk.RawData())
-		if err != nil {
-			return fmt.Errorf("record %s: %w", k, err)
-		}
-		coll, rkey, _ := strings.Cut(k, "/")
-		s.Records = append(s.Records, store.Record{Collection: coll, RKey: rkey, CID: val.String(), Value: v})
 		return nil
 	})
 	if err != nil {
+		return nil, err
+	}
+	// decode the records, spread over the CPUs
+	s.Records = make([]store.Record, len(entries))
+	workers := min(runtime.GOMAXPROCS(0), len(entries)/256+1)
+	chunk := (len(entries) + workers - 1) / workers
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w * chunk; i < min((w+1)*chunk, len(entries)); i++ {
+				e := entries[i]
+				blk, err := repo.RecordStore.Get(ctx, e.cid)
+				if err != nil {
+					errs[w] = fmt.Errorf("record %s: %w", e.key, err)
+					return
+				}
+				v, err := atdata.UnmarshalCBOR(blk.RawData())
+				if err != nil {
+					errs[w] = fmt.Errorf("record %s: %w", e.key, err)
+					return
+				}
+				coll, rkey, _ := strings.Cut(e.key, "/")
+				s.Records[i] = store.Record{Collection: coll, RKey: rkey, CID: e.cid.String(), Value: v}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	sortRecords(s.Records)
