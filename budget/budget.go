@@ -101,9 +101,7 @@ func New(path string) (*Ledger, error) {
 func (l *Ledger) SetBurst(points int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.pacer.SetBurstAt(l.Now(), points)
-	l.pacer.SetLimitAt(l.Now(), rate.Limit(float64(l.Limit)/Window.Seconds()))
-	// refill: a new burst starts full
+	// a new pacer: its burst starts full
 	l.pacer = rate.NewLimiter(rate.Limit(float64(l.Limit)/Window.Seconds()), points)
 }
 
@@ -159,14 +157,10 @@ func (l *Ledger) Check(cost int) error {
 	defer l.mu.Unlock()
 	now := l.Now()
 	l.prune(now)
-	left := l.Limit - l.used()
 	if now.Before(l.paused) && l.paused.Sub(now) > MaxWait {
-		return &Exceeded{Cost: cost, Left: max(0, left), FreeAt: l.freeAt(now, cost), Paused: true}
+		return &Exceeded{Cost: cost, Left: max(0, l.Limit-l.used()), FreeAt: l.freeAt(now, cost), Paused: true}
 	}
-	if cost > left {
-		return &Exceeded{Cost: cost, Left: max(0, left), FreeAt: l.freeAt(now, cost)}
-	}
-	return nil
+	return l.checkLocked(now, cost)
 }
 
 // Wait is how long a batch of cost points must wait before it is sent: for
@@ -184,7 +178,7 @@ func (l *Ledger) Wait(cost int) (time.Duration, error) {
 	if now.Before(l.paused) {
 		wait = l.paused.Sub(now)
 	}
-	n := min(cost, Burst)
+	n := min(cost, l.pacer.Burst())
 	r := l.pacer.ReserveN(now, n)
 	if !r.OK() {
 		return 0, &Exceeded{Cost: cost, Left: l.Limit - l.used(), FreeAt: l.freeAt(now, cost)}
@@ -199,6 +193,8 @@ func (l *Ledger) Wait(cost int) (time.Duration, error) {
 	return wait, nil
 }
 
+// checkLocked refuses cost if it does not fit in the rolling hour (caller
+// holds mu, pruned).
 func (l *Ledger) checkLocked(now time.Time, cost int) error {
 	left := l.Limit - l.used()
 	if cost > left {
