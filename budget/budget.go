@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/bulleted-mcp/bulleted-mcp/atomicfile"
 )
 
 // Limit is Bulleted's write budget: points per rolling Window.
@@ -241,12 +242,5 @@ func (l *Ledger) save() error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(l.path), 0o700); err != nil {
-		return err
-	}
-	tmp := l.path + ".tmp"
-	if err := os.WriteFile(tmp, raw, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, l.path)
+	return atomicfile.Write(l.path, raw, 0o600)
 }

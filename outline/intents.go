@@ -318,15 +318,7 @@ func (p *Planner) Edit(ref string, ed Edit) error {
 		p.facets(v, *ed.Text)
 		changed = true
 	}
-	for f, val := range map[string]*string{"layout": ed.Layout, "display": ed.Display} {
-		if val == nil {
-			continue
-		}
-		if *val == "" {
-			delete(v, f)
-		} else {
-			v[f] = *val
-		}
+	if setFields(v, map[string]*string{"layout": ed.Layout, "display": ed.Display}) {
 		changed = true
 	}
 	if changed {
@@ -590,16 +582,7 @@ func (p *Planner) SetOutline(root string, title, description *string) error {
 			v["root"] = rootURI
 		}
 	}
-	for f, val := range map[string]*string{"title": title, "description": description} {
-		if val == nil {
-			continue
-		}
-		if *val == "" {
-			delete(v, f)
-		} else {
-			v[f] = *val
-		}
-	}
+	setFields(v, map[string]*string{"title": title, "description": description})
 	if exists {
 		p.Update(old, v, "")
 	} else {
@@ -614,4 +597,22 @@ func (p *Planner) SetOutline(root string, title, description *string) error {
 // Do runs a planner method under the engine.
 func (e *Engine) Do(ctx context.Context, dryRun bool, fn func(p *Planner) error) (*Outcome, error) {
 	return e.Run(ctx, func(_ context.Context, _ *Tree, p *Planner) error { return fn(p) }, dryRun)
+}
+
+// setFields applies optional string fields to v: nil leaves a field as it
+// is, "" removes it, anything else sets it. It reports whether any was given.
+func setFields(v map[string]any, fields map[string]*string) bool {
+	given := false
+	for f, val := range fields {
+		if val == nil {
+			continue
+		}
+		given = true
+		if *val == "" {
+			delete(v, f)
+		} else {
+			v[f] = *val
+		}
+	}
+	return given
 }

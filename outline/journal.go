@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/bluesky-social/indigo/atproto/atdata"
 
+	"github.com/bulleted-mcp/bulleted-mcp/atomicfile"
 	"github.com/bulleted-mcp/bulleted-mcp/store"
 )
 
@@ -103,12 +103,5 @@ func (e *Engine) saveJournal() error {
 	if err != nil {
 		return err
 	}
-	tmp := e.journalPath + ".tmp"
-	if err := os.MkdirAll(filepath.Dir(e.journalPath), 0o700); err != nil {
-		return err
-	}
-	if err := os.WriteFile(tmp, raw, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, e.journalPath)
+	return atomicfile.Write(e.journalPath, raw, 0o600)
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/bluesky-social/indigo/atproto/atclient"
 	"github.com/bluesky-social/indigo/atproto/identity"
 	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/bulleted-mcp/bulleted-mcp/atomicfile"
 )
 
 // PasswordEnv is the environment variable that holds the app password. It is
@@ -52,14 +54,7 @@ func saveSession(path string, s savedSession) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, raw, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(path, raw, 0o600)
 }
 
 // Open returns an authenticated client: the saved session if it still

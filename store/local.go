@@ -22,6 +22,8 @@ import (
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
 	cbor "github.com/ipfs/go-ipld-cbor"
+
+	"github.com/bulleted-mcp/bulleted-mcp/atomicfile"
 )
 
 // Prefix of the collections this server reads.
@@ -107,30 +109,10 @@ func loadKey(path string) (*atcrypto.PrivateKeyK256, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeAtomic(path, k.Bytes(), 0o600); err != nil {
+	if err := atomicfile.Write(path, k.Bytes(), 0o600); err != nil {
 		return nil, err
 	}
 	return k, nil
-}
-
-func writeAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 func (l *Local) logPath() string  { return filepath.Join(l.dir, "blocks.log") }
@@ -239,7 +221,7 @@ func (l *Local) persist(root cid.Cid) error {
 		return err
 	}
 	l.bs.pending = nil
-	return writeAtomic(l.headPath(), []byte(root.String()+"\n"), 0o600)
+	return atomicfile.Write(l.headPath(), []byte(root.String()+"\n"), 0o600)
 }
 
 // DID implements Repository.
