@@ -174,9 +174,18 @@ func Rebuild(s *store.Snapshot, prev *Tree) *Tree {
 			it.Note = &nn
 		}
 	}
+	// siblings share their parent: parse each distinct parent once
+	type parsedParent struct{ key, why string }
+	parents := map[string]parsedParent{}
 	for _, it := range items {
 		if !it.parsed {
-			it.pkey, it.pwhy = t.parentKey(it.Str("parent"))
+			p := it.Str("parent")
+			pp, ok := parents[p]
+			if !ok {
+				pp.key, pp.why = t.parentKey(p)
+				parents[p] = pp
+			}
+			it.pkey, it.pwhy = pp.key, pp.why
 			it.parsed = true
 		}
 		switch {

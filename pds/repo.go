@@ -1,15 +1,12 @@
 package pds
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -18,10 +15,8 @@ import (
 
 	"github.com/bluesky-social/indigo/atproto/atclient"
 	"github.com/bluesky-social/indigo/atproto/atdata"
-	atrepo "github.com/bluesky-social/indigo/atproto/repo"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/ipfs/go-cid"
-	car "github.com/ipld/go-car"
 	"github.com/multiformats/go-multihash"
 
 	"github.com/bulleted-mcp/bulleted-mcp/budget"
@@ -37,7 +32,7 @@ const Attempts = 3
 
 // Stats counts requests, for tests and benchmarks.
 type Stats struct {
-	Heads, CARs, ListPages, Writes, Ambiguous, RateLimited atomic.Int64
+	Heads, CARs, Diffs, ListPages, Writes, Ambiguous, RateLimited atomic.Int64
 }
 
 // Repo is one repository on a PDS. Reading works for any repository; Apply
@@ -51,12 +46,15 @@ type Repo struct {
 	// ListOnly makes Snapshot page through listRecords instead of
 	// downloading the CAR (the fallback path, selectable for tests).
 	ListOnly bool
+	// Compression of CAR downloads.
+	Compression Compression
 	// Sleep waits (tests replace it).
 	Sleep func(ctx context.Context, d time.Duration) error
 	Stats Stats
 
 	mu   sync.Mutex
-	snap *store.Snapshot
+	snap *store.Snapshot // the last snapshot read
+	car  *carRepo        // the last CAR read, for getRepo?since=
 }
 
 // New returns the repository did served by c's host.
@@ -104,7 +102,7 @@ func (r *Repo) Head(ctx context.Context) (string, string, error) {
 // is unchanged, else a fresh one.
 func (r *Repo) Snapshot(ctx context.Context) (*store.Snapshot, error) {
 	r.mu.Lock()
-	cached := r.snap
+	cached, base := r.snap, r.car
 	r.mu.Unlock()
 	if cached != nil {
 		head, _, err := r.Head(ctx)
@@ -120,7 +118,15 @@ func (r *Repo) Snapshot(ctx context.Context) (*store.Snapshot, error) {
 	if r.ListOnly {
 		s, err = r.SnapshotList(ctx)
 	} else {
-		s, err = r.SnapshotCAR(ctx)
+		if base != nil && base.snap == cached {
+			s, err = r.snapshotSince(ctx, base)
+			if err != nil && ctx.Err() == nil {
+				s, err = nil, nil // fall back to the whole repository
+			}
+		}
+		if s == nil {
+			s, err = r.SnapshotCAR(ctx)
+		}
 		var ae *atclient.APIError
 		if errors.As(err, &ae) && (ae.StatusCode == http.StatusNotFound || ae.StatusCode == http.StatusNotImplemented) {
 			s, err = r.SnapshotList(ctx)
@@ -132,83 +138,6 @@ func (r *Repo) Snapshot(ctx context.Context) (*store.Snapshot, error) {
 	r.mu.Lock()
 	r.snap = s
 	r.mu.Unlock()
-	return s, nil
-}
-
-// SnapshotCAR reads the whole repository as one CAR (com.atproto.sync.getRepo).
-func (r *Repo) SnapshotCAR(ctx context.Context) (*store.Snapshot, error) {
-	var raw []byte
-	r.Stats.CARs.Add(1)
-	if err := call(ctx, r.c, http.MethodGet, "com.atproto.sync.getRepo", url.Values{"did": {r.did.String()}}, nil, nil, &raw); err != nil {
-		return nil, fmt.Errorf("getRepo: %w", err)
-	}
-	return ParseCAR(ctx, raw, r.did)
-}
-
-// ParseCAR turns a repository CAR into a snapshot of its app.bulleted.*
-// records.
-func ParseCAR(ctx context.Context, raw []byte, did syntax.DID) (*store.Snapshot, error) {
-	hdr, err := car.ReadHeader(bufio.NewReader(bytes.NewReader(raw)))
-	if err != nil {
-		return nil, fmt.Errorf("reading CAR header: %w", err)
-	}
-	if len(hdr.Roots) == 0 {
-		return nil, errors.New("CAR has no root")
-	}
-	commit, repo, err := atrepo.LoadRepoFromCAR(ctx, bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("reading CAR: %w", err)
-	}
-	if commit.DID != did.String() {
-		return nil, fmt.Errorf("CAR is the repository of %s, not %s", commit.DID, did)
-	}
-	s := &store.Snapshot{DID: did, Commit: hdr.Roots[0].String(), Rev: commit.Rev}
-	type entry struct {
-		key string
-		cid cid.Cid
-	}
-	var entries []entry
-	err = repo.MST.Walk(func(key []byte, val cid.Cid) error {
-		if k := string(key); strings.HasPrefix(k, store.Prefix) {
-			entries = append(entries, entry{k, val})
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	// decode the records, spread over the CPUs
-	s.Records = make([]store.Record, len(entries))
-	workers := min(runtime.GOMAXPROCS(0), len(entries)/256+1)
-	chunk := (len(entries) + workers - 1) / workers
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w * chunk; i < min((w+1)*chunk, len(entries)); i++ {
-				e := entries[i]
-				blk, err := repo.RecordStore.Get(ctx, e.cid)
-				if err != nil {
-					errs[w] = fmt.Errorf("record %s: %w", e.key, err)
-					return
-				}
-				v, err := atdata.UnmarshalCBOR(blk.RawData())
-				if err != nil {
-					errs[w] = fmt.Errorf("record %s: %w", e.key, err)
-					return
-				}
-				coll, rkey, _ := strings.Cut(e.key, "/")
-				s.Records[i] = store.Record{Collection: coll, RKey: rkey, CID: e.cid.String(), Value: v}
-			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	sortRecords(s.Records)
 	return s, nil
 }
 

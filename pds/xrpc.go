@@ -32,6 +32,24 @@ func (e *RateLimited) Unwrap() error { return e.Err }
 // response headers that Get and Post drop). A nil out with a non-nil raw
 // returns the body bytes instead of decoding JSON.
 func call(ctx context.Context, c *atclient.APIClient, method, nsid string, params url.Values, body any, out any, raw *[]byte) error {
+	var read func(io.Reader) error
+	switch {
+	case raw != nil:
+		read = func(r io.Reader) error {
+			b, err := io.ReadAll(r)
+			*raw = b
+			return err
+		}
+	case out != nil:
+		read = func(r io.Reader) error { return json.NewDecoder(r).Decode(out) }
+	}
+	return send(ctx, c, method, nsid, params, body, raw == nil, false, read)
+}
+
+// send is call with a reader of the successful response's body (nil:
+// discard it), which may consume it while it arrives; identity asks for it
+// uncompressed.
+func send(ctx context.Context, c *atclient.APIClient, method, nsid string, params url.Values, body any, wantJSON, identity bool, read func(io.Reader) error) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -47,8 +65,12 @@ func call(ctx context.Context, c *atclient.APIClient, method, nsid string, param
 	if body != nil {
 		req.Headers.Set("Content-Type", "application/json")
 	}
-	if raw == nil {
+	if wantJSON {
 		req.Headers.Set("Accept", "application/json")
+	}
+	if identity {
+		// no gzip: Go's transport would otherwise ask for it
+		req.Headers.Set("Accept-Encoding", "identity")
 	}
 	resp, err := c.Do(ctx, req)
 	if err != nil {
@@ -65,19 +87,11 @@ func call(ctx context.Context, c *atclient.APIClient, method, nsid string, param
 		}
 		return apiErr
 	}
-	if raw != nil {
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return err
-		}
-		*raw = b
-		return nil
-	}
-	if out == nil {
+	if read == nil {
 		_, err := io.Copy(io.Discard, resp.Body)
 		return err
 	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	return read(resp.Body)
 }
 
 // retryAfter reads Retry-After (seconds or an HTTP date), else the

@@ -1,0 +1,148 @@
+package pds_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/bluesky-social/indigo/atproto/atclient"
+
+	"github.com/bulleted-mcp/bulleted-mcp/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/store"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// fresh reads the repository anew, by CAR and by listRecords, and checks
+// that s agrees with both record for record.
+func agreesWithFresh(t *testing.T, host string, r *pds.Repo, s *store.Snapshot) {
+	t.Helper()
+	ctx := context.Background()
+	fresh := pds.New(atclient.NewAPIClient(host), r.DID())
+	full, err := fresh.SnapshotCAR(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := fresh.SnapshotList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]*store.Snapshot{"CAR": full, "listRecords": list} {
+		if s.Commit != want.Commit || s.Rev != want.Rev {
+			t.Fatalf("commit %s/%s, a fresh %s read has %s/%s", s.Commit, s.Rev, name, want.Commit, want.Rev)
+		}
+		if len(s.Records) != len(want.Records) {
+			t.Fatalf("%d records, a fresh %s read has %d", len(s.Records), name, len(want.Records))
+		}
+		for i := range want.Records {
+			if !reflect.DeepEqual(s.Records[i], want.Records[i]) {
+				t.Fatalf("record %d differs from a fresh %s read:\n%#v\n%#v", i, name, s.Records[i], want.Records[i])
+			}
+		}
+	}
+	if got, want := pds.KeptBlocks(r), pds.KeptBlocks(fresh); got != want {
+		t.Fatalf("keeps %d blocks, a fresh read keeps %d", got, want)
+	}
+}
+
+// After the repository moved, a read downloads only what is newer than the
+// last one (getRepo?since=rev) and still agrees with a fresh full read; when
+// what it kept cannot complete the difference, it reads the whole repository.
+func TestIncrementalRead(t *testing.T) {
+	ctx := context.Background()
+	a := account(t, srv)
+	r := login(t, srv, a, t.TempDir(), nil)
+	other := outline.New(login(t, srv, a, t.TempDir(), nil)) // the person in the editor
+	e := outline.New(r)
+	var ns []outline.NewNode
+	for i := 0; i < 60; i++ {
+		n := outline.NewNode{Text: fmt.Sprintf("bullet %d", i)}
+		if i%4 == 0 {
+			n.Note = "note"
+			n.Children = []outline.NewNode{{Text: "child", Layout: "todo"}, {Text: "child 2"}}
+		}
+		ns = append(ns, n)
+	}
+	if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) }); err != nil {
+		t.Fatal(err)
+	}
+	t0, err := e.Tree(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cars, diffs := r.Stats.CARs.Load(), r.Stats.Diffs.Load()
+	if cars != 1 || diffs != 1 { // the empty repository, then what the insert added
+		t.Fatalf("first reads: %d CARs, %d differences", cars, diffs)
+	}
+
+	// the other client edits, moves, completes, deletes and inserts
+	roots := t0.Roots
+	if _, err := other.Do(ctx, false, func(p *outline.Planner) error {
+		if err := p.Edit(roots[1].Key(), outline.Edit{Text: ptr("edited"), Note: ptr("a new note")}); err != nil {
+			return err
+		}
+		if err := p.Edit(roots[0].Key(), outline.Edit{Note: ptr("")}); err != nil {
+			return err
+		}
+		if err := p.Move([]string{roots[2].Key(), roots[3].Key()}, outline.Position{Parent: roots[5].Key()}); err != nil {
+			return err
+		}
+		if err := p.Complete(roots[4].Children[0].Key(), true); err != nil {
+			return err
+		}
+		if err := p.DeleteNode(roots[8].Key(), "subtree"); err != nil {
+			return err
+		}
+		return p.Insert(outline.Position{After: roots[10].Key()}, []outline.NewNode{{Text: "new", Children: []outline.NewNode{{Text: "new child"}}}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Stats.CARs.Load(); got != cars {
+		t.Fatalf("downloaded the whole repository again (%d CARs)", got)
+	}
+	if got := r.Stats.Diffs.Load(); got != diffs+1 {
+		t.Fatalf("%d difference reads, want 1", got-diffs)
+	}
+	agreesWithFresh(t, srv.URL, r, s)
+
+	// our own write, then the tree: one more difference, and the engine's
+	// tree matches it
+	if _, err := e.Do(ctx, false, func(p *outline.Planner) error {
+		return p.DeleteNode(roots[12].Key(), "subtree")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t1, err := e.Tree(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Stats.CARs.Load() != cars || r.Stats.Diffs.Load() != diffs+2 {
+		t.Fatalf("after our write: %d CARs, %d differences", r.Stats.CARs.Load(), r.Stats.Diffs.Load()-diffs)
+	}
+	if t1.Nodes[roots[12].Key()] != nil || t1.Nodes[roots[1].Key()].Str("text") != "edited" {
+		t.Fatal("the tree does not show the changes")
+	}
+	agreesWithFresh(t, srv.URL, r, t1.Snap)
+
+	// what was kept cannot complete the MST: the whole repository again
+	pds.ForgetKeptBlocks(r)
+	if _, err := other.Do(ctx, false, func(p *outline.Planner) error {
+		return p.Edit(roots[20].Key(), outline.Edit{Text: ptr("edited again")})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s, err = r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Stats.Diffs.Load() != diffs+3 || r.Stats.CARs.Load() != cars+1 {
+		t.Fatalf("incomplete difference: %d CARs, %d differences", r.Stats.CARs.Load()-cars, r.Stats.Diffs.Load()-diffs)
+	}
+	agreesWithFresh(t, srv.URL, r, s)
+}

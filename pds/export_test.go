@@ -1,0 +1,25 @@
+package pds
+
+// KeptBlocks is how many blocks r keeps from its last CAR read.
+func KeptBlocks(r *Repo) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.car == nil {
+		return 0
+	}
+	return len(r.car.blocks)
+}
+
+// ForgetKeptBlocks drops every kept block but the commit and the records, so
+// that the next incremental read cannot complete the MST.
+func ForgetKeptBlocks(r *Repo) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	kept := blockMap{}
+	for k, b := range r.car.blocks {
+		if _, ok := r.car.values[b.Cid().String()]; ok {
+			kept[k] = b
+		}
+	}
+	r.car.blocks = kept
+}
