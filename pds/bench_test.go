@@ -64,21 +64,33 @@ func seed(b *testing.B) (*pdstest.Account, *pds.Repo) {
 }
 
 // BenchmarkReadOutline10k: a cold read (download + parse + tree) by CAR and
-// by listRecords paging, on loopback and through a 20 ms round-trip proxy,
-// and a warm read (head unchanged).
+// by listRecords paging, on loopback and through a 20 ms round-trip proxy; a
+// warm read (head unchanged); and a read after another client changed one
+// bullet (getRepo?since=rev). The proxy is on loopback too, so its CAR rows
+// are given both ways: gzip, as from a remote PDS, and uncompressed.
 func BenchmarkReadOutline10k(b *testing.B) {
 	ctx := context.Background()
-	a, _ := seed(b)
+	a, writer := seed(b)
 	for _, rtt := range []time.Duration{0, 20 * time.Millisecond} {
 		host := srv.URL
 		if rtt > 0 {
 			host = delayProxy(b, srv.URL, rtt)
 		}
-		for _, mode := range []string{"car", "listRecords"} {
+		modes := []string{"car", "listRecords"}
+		if rtt > 0 {
+			modes = []string{"car-gzip", "car-identity", "listRecords"}
+		}
+		for _, mode := range modes {
 			b.Run(fmt.Sprintf("cold-%s-rtt%dms", mode, rtt.Milliseconds()), func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
 					r := pds.New(atclient.NewAPIClient(host), a.DID) // public reads: no session needed
 					r.ListOnly = mode == "listRecords"
+					switch mode {
+					case "car-gzip":
+						r.Compression = pds.CompressGzip
+					case "car-identity":
+						r.Compression = pds.CompressNone
+					}
 					t, err := outline.New(r).Tree(ctx)
 					if err != nil {
 						b.Fatal(err)
@@ -102,6 +114,37 @@ func BenchmarkReadOutline10k(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+		b.Run(fmt.Sprintf("changed-rtt%dms", rtt.Milliseconds()), func(b *testing.B) {
+			r := pds.New(atclient.NewAPIClient(host), a.DID)
+			if rtt > 0 {
+				r.Compression = pds.CompressGzip
+			}
+			e, w := outline.New(r), outline.New(writer)
+			t, err := e.Tree(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			key := t.Roots[0].Children[0].Key()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				if _, err := w.Do(ctx, false, func(p *outline.Planner) error {
+					return p.Edit(key, outline.Edit{Text: ptr(fmt.Sprint("edited ", i))})
+				}); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				t, err := e.Tree(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if t.Nodes[key].Str("text") != fmt.Sprint("edited ", i) {
+					b.Fatal("the edit is not there")
+				}
+			}
+			b.ReportMetric(float64(r.Stats.CARs.Load()), "full-CARs")
+			b.ReportMetric(float64(r.Stats.Diffs.Load())/float64(b.N), "diffs/op")
 		})
 	}
 }

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -40,14 +42,20 @@ func (m blockMap) Get(_ context.Context, c cid.Cid) (blocks.Block, error) {
 	return nil, &ipld.ErrNotFound{Cid: c}
 }
 
-// Repo is one downloaded repository: its snapshot and exactly the blocks
-// reachable from its commit (kept so that a later getRepo?since=rev, which
-// sends only newer blocks, can be completed).
+// carRepo is one downloaded repository: its snapshot, the blocks reachable
+// from its commit (and, between compactions, some that no longer are), and
+// those blocks decoded; kept so that a later getRepo?since=rev, which sends
+// only newer blocks, can be completed and only the new blocks decoded.
 type carRepo struct {
 	snap   *store.Snapshot
 	blocks blockMap
-	// values of the snapshot's records by CID
-	values map[string]map[string]any
+	nodes  map[string]*mst.Node // MST nodes by CID key; never modified
+	recs   map[string]carRecord // app.bulleted records by CID key
+}
+
+type carRecord struct {
+	cid   string
+	value map[string]any
 }
 
 // SnapshotCAR reads the whole repository as one CAR (com.atproto.sync.getRepo),
@@ -139,14 +147,17 @@ func ReadCAR(ctx context.Context, rd io.Reader, did syntax.DID) (*store.Snapshot
 	return cr.snap, nil
 }
 
-// recordMark is in every app.bulleted record block (its $type) and in no
-// MST node or commit block.
-var recordMark = []byte("app.bulleted.")
+// A record block has a "$type" key (CBOR text of length 5), which no MST
+// node or commit has; an app.bulleted record also has the app's NSID prefix.
+var (
+	typeKey    = []byte("\x65$type")
+	recordMark = []byte("app.bulleted.")
+)
 
 // readCAR reads a CAR: the whole repository (base nil), or the blocks
-// written since base. Record blocks are decoded, spread over the CPUs, while
-// the rest of the CAR is still arriving; the MST, walked once all blocks are
-// in, says which of them are the current records.
+// written since base. Blocks are decoded, spread over the CPUs, while the
+// rest of the CAR is still arriving; the MST, loaded once all blocks are in,
+// says which of them are the current records.
 func readCAR(ctx context.Context, rd io.Reader, did syntax.DID, base *carRepo) (*carRepo, error) {
 	cr, err := car.NewCarReader(bufio.NewReaderSize(rd, 256<<10))
 	if err != nil {
@@ -157,9 +168,12 @@ func readCAR(ctx context.Context, rd io.Reader, did syntax.DID, base *carRepo) (
 	}
 	root := cr.Header.Roots[0]
 
+	// decoding: app.bulleted records and MST nodes (other apps' records
+	// are skipped); which blocks are current is decided by the MST
 	type decoded struct {
-		v   map[string]any
-		err error
+		rec  carRecord
+		node *mst.Node // children not linked yet
+		err  error
 	}
 	workers := runtime.GOMAXPROCS(0)
 	work := make(chan blocks.Block, 1024)
@@ -171,20 +185,34 @@ func readCAR(ctx context.Context, rd io.Reader, did syntax.DID, base *carRepo) (
 		go func() {
 			defer wg.Done()
 			for blk := range work {
-				v, err := atdata.UnmarshalCBOR(blk.RawData())
-				results[w][blk.Cid().KeyString()] = decoded{v, err}
+				var d decoded
+				raw := blk.RawData()
+				switch {
+				case !bytes.Contains(raw, typeKey):
+					d.node, d.err = decodeNode(blk)
+				case bytes.Contains(raw, recordMark):
+					d.rec.value, d.err = atdata.UnmarshalCBOR(raw)
+					d.rec.cid = blk.Cid().String()
+				default:
+					continue
+				}
+				results[w][blk.Cid().KeyString()] = d
 			}
 		}()
 	}
-	var bs blockMap
-	if base != nil {
-		bs = make(blockMap, len(base.blocks)+64)
-		for k, b := range base.blocks {
-			bs[k] = b
+	found := func(k string) (decoded, bool) {
+		for _, m := range results {
+			if d, ok := m[k]; ok {
+				return d, true
+			}
 		}
-	} else {
-		bs = make(blockMap, 1024)
+		return decoded{}, false
 	}
+	out := &carRepo{blocks: make(blockMap, 1024), nodes: map[string]*mst.Node{}, recs: map[string]carRecord{}}
+	if base != nil {
+		out.blocks, out.nodes, out.recs = maps.Clone(base.blocks), maps.Clone(base.nodes), maps.Clone(base.recs)
+	}
+	bs := out.blocks
 	for {
 		blk, err := cr.Next()
 		if err == io.EOF {
@@ -196,15 +224,22 @@ func readCAR(ctx context.Context, rd io.Reader, did syntax.DID, base *carRepo) (
 			return nil, fmt.Errorf("reading CAR: %w", err)
 		}
 		bs[blk.Cid().KeyString()] = blk
-		if bytes.Contains(blk.RawData(), recordMark) && blk.Cid() != root {
+		if blk.Cid() != root {
 			work <- blk
 		}
 	}
 	close(work)
 	wg.Wait()
+	if base == nil {
+		n := 0
+		for _, m := range results {
+			n += len(m)
+		}
+		out.recs = make(map[string]carRecord, n)
+	}
 
-	cb, err := bs.Get(ctx, root)
-	if err != nil {
+	cb, ok := bs[root.KeyString()]
+	if !ok {
 		return nil, fmt.Errorf("%w: no commit block", errIncomplete)
 	}
 	var commit atrepo.Commit
@@ -217,84 +252,135 @@ func readCAR(ctx context.Context, rd io.Reader, did syntax.DID, base *carRepo) (
 	if commit.DID != did.String() {
 		return nil, fmt.Errorf("CAR is the repository of %s, not %s", commit.DID, did)
 	}
-	tree, err := mst.LoadTreeFromStore(ctx, bs, commit.Data)
-	if err != nil {
-		if ipld.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: %v", errIncomplete, err)
-		}
-		return nil, fmt.Errorf("reading MST: %w", err)
-	}
-	// LoadTreeFromStore leaves out missing subtrees, and Walk skips them
-	if tree.IsPartial() {
-		return nil, fmt.Errorf("%w: MST nodes are missing", errIncomplete)
-	}
-	out := &carRepo{
-		snap:   &store.Snapshot{DID: did, Commit: root.String(), Rev: commit.Rev},
-		blocks: make(blockMap, len(bs)),
-		values: map[string]map[string]any{},
-	}
-	keep := func(c cid.Cid) {
+	out.snap = &store.Snapshot{DID: did, Commit: root.String(), Rev: commit.Rev}
+
+	// the MST: unchanged subtrees are base's, the rest is decoded here; a
+	// missing node is an error (indigo's loader would leave the subtree out
+	// and its Walk would skip it)
+	var load func(c cid.Cid) (*mst.Node, error)
+	load = func(c cid.Cid) (*mst.Node, error) {
 		k := c.KeyString()
-		out.blocks[k] = bs[k]
-	}
-	keep(root)
-	var nodes func(n *mst.Node)
-	nodes = func(n *mst.Node) {
-		if n.CID != nil {
-			keep(*n.CID)
+		if n, ok := out.nodes[k]; ok {
+			return n, nil
 		}
-		for _, e := range n.Entries {
-			if e.Child != nil {
-				nodes(e.Child)
+		blk, ok := bs[k]
+		if !ok {
+			return nil, fmt.Errorf("%w: MST node %s is missing", errIncomplete, c)
+		}
+		d, ok := found(k)
+		if !ok || d.node == nil {
+			d.node, d.err = decodeNode(blk)
+		}
+		if d.err != nil {
+			return nil, fmt.Errorf("MST node %s: %w", c, d.err)
+		}
+		n := d.node
+		for i, e := range n.Entries {
+			if e.ChildCID != nil {
+				child, err := load(*e.ChildCID)
+				if err != nil {
+					return nil, err
+				}
+				n.Entries[i].Child = child
 			}
 		}
+		out.nodes[k] = n
+		return n, nil
 	}
-	nodes(tree.Root)
+	rootNode, err := load(commit.Data)
+	if err != nil {
+		return nil, err
+	}
+	tree := mst.Tree{Root: rootNode}
+	reachable := 1 + countNodes(rootNode)
 	err = tree.Walk(func(key []byte, val cid.Cid) error {
 		vk := val.KeyString()
 		blk, ok := bs[vk]
 		if !ok {
 			return fmt.Errorf("%w: record %s is missing", errIncomplete, key)
 		}
-		out.blocks[vk] = blk
+		reachable++
 		k := string(key)
 		if !strings.HasPrefix(k, store.Prefix) {
 			return nil
 		}
-		cs := val.String()
-		v, found := base.value(cs)
-		if !found {
-			var d decoded
-			for _, m := range results {
-				if d, found = m[vk]; found {
-					break
-				}
-			}
-			if !found {
-				d.v, d.err = atdata.UnmarshalCBOR(blk.RawData())
+		rec, ok := out.recs[vk]
+		if !ok {
+			d, ok := found(vk)
+			if !ok || d.rec.cid == "" { // not decoded as a record
+				d.rec.value, d.err = atdata.UnmarshalCBOR(blk.RawData())
+				d.rec.cid = val.String()
 			}
 			if d.err != nil {
 				return fmt.Errorf("record %s: %w", k, d.err)
 			}
-			v = d.v
+			rec = d.rec
 		}
-		out.values[cs] = v
+		out.recs[vk] = rec
 		coll, rkey, _ := strings.Cut(k, "/")
-		out.snap.Records = append(out.snap.Records, store.Record{Collection: coll, RKey: rkey, CID: cs, Value: v})
+		out.snap.Records = append(out.snap.Records, store.Record{Collection: coll, RKey: rkey, CID: rec.cid, Value: rec.value})
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	sortRecords(out.snap.Records)
+	// blocks, nodes and records no longer reachable pile up across
+	// incremental reads: drop them once they are a fifth of what is kept
+	if len(out.blocks) > reachable+reachable/4+64 {
+		out.compact(root, &tree)
+	}
+	// MST order is key order, which is (collection, rkey) order for the
+	// app's collection names; sort only if that ever stops being true
+	if !slices.IsSortedFunc(out.snap.Records, compareRecords) {
+		sortRecords(out.snap.Records)
+	}
 	return out, nil
 }
 
-// value is the decoded value of a record block base already had.
-func (c *carRepo) value(cid string) (map[string]any, bool) {
-	if c == nil {
-		return nil, false
+// compact keeps only what is reachable from the commit root.
+func (c *carRepo) compact(root cid.Cid, tree *mst.Tree) {
+	blocks := make(blockMap, len(c.blocks))
+	nodes := make(map[string]*mst.Node, len(c.nodes))
+	recs := make(map[string]carRecord, len(c.recs))
+	blocks[root.KeyString()] = c.blocks[root.KeyString()]
+	var keep func(n *mst.Node)
+	keep = func(n *mst.Node) {
+		k := n.CID.KeyString()
+		nodes[k], blocks[k] = n, c.blocks[k]
+		for _, e := range n.Entries {
+			if e.Child != nil {
+				keep(e.Child)
+			}
+		}
 	}
-	v, ok := c.values[cid]
-	return v, ok
+	keep(tree.Root)
+	_ = tree.Walk(func(_ []byte, val cid.Cid) error {
+		k := val.KeyString()
+		blocks[k] = c.blocks[k]
+		if r, ok := c.recs[k]; ok {
+			recs[k] = r
+		}
+		return nil
+	})
+	c.blocks, c.nodes, c.recs = blocks, nodes, recs
+}
+
+func decodeNode(blk blocks.Block) (*mst.Node, error) {
+	nd, err := mst.NodeDataFromCBOR(bytes.NewReader(blk.RawData()))
+	if err != nil {
+		return nil, err
+	}
+	c := blk.Cid()
+	n := nd.Node(&c)
+	return &n, nil
+}
+
+func countNodes(n *mst.Node) int {
+	count := 1
+	for _, e := range n.Entries {
+		if e.Child != nil {
+			count += countNodes(e.Child)
+		}
+	}
+	return count
 }

@@ -17,9 +17,10 @@ func ForgetKeptBlocks(r *Repo) {
 	defer r.mu.Unlock()
 	kept := blockMap{}
 	for k, b := range r.car.blocks {
-		if _, ok := r.car.values[b.Cid().String()]; ok {
+		if _, ok := r.car.recs[k]; ok {
 			kept[k] = b
 		}
 	}
 	r.car.blocks = kept
+	clear(r.car.nodes)
 }

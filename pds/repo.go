@@ -141,14 +141,14 @@ func (r *Repo) Snapshot(ctx context.Context) (*store.Snapshot, error) {
 	return s, nil
 }
 
-func sortRecords(rs []store.Record) {
-	slices.SortFunc(rs, func(a, b store.Record) int {
-		if c := strings.Compare(a.Collection, b.Collection); c != 0 {
-			return c
-		}
-		return strings.Compare(a.RKey, b.RKey)
-	})
+func compareRecords(a, b store.Record) int {
+	if c := strings.Compare(a.Collection, b.Collection); c != 0 {
+		return c
+	}
+	return strings.Compare(a.RKey, b.RKey)
 }
+
+func sortRecords(rs []store.Record) { slices.SortFunc(rs, compareRecords) }
 
 // SnapshotList pages through com.atproto.repo.listRecords for every
 // app.bulleted collection, between two reads of the head; if the head moved
