@@ -51,6 +51,8 @@ type carRepo struct {
 	blocks blockMap
 	nodes  map[string]*mst.Node // MST nodes by CID key; never modified
 	recs   map[string]carRecord // app.bulleted records by CID key
+	// received is how many blocks the read that made it brought
+	received int
 }
 
 type carRecord struct {
@@ -61,19 +63,13 @@ type carRecord struct {
 // SnapshotCAR reads the whole repository as one CAR (com.atproto.sync.getRepo),
 // decoding it while it downloads.
 func (r *Repo) SnapshotCAR(ctx context.Context) (*store.Snapshot, error) {
-	cr, err := r.fetchCAR(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	r.mu.Lock()
-	r.car = cr
-	r.mu.Unlock()
-	return cr.snap, nil
+	return r.snapshotCAR(ctx, nil)
 }
 
-// snapshotSince completes base with getRepo?since=base.rev: only the blocks
-// written after base come over the wire.
-func (r *Repo) snapshotSince(ctx context.Context, base *carRepo) (*store.Snapshot, error) {
+// snapshotCAR reads the whole repository (base nil), or completes base with
+// getRepo?since=base.rev: only the blocks written after base come over the
+// wire.
+func (r *Repo) snapshotCAR(ctx context.Context, base *carRepo) (*store.Snapshot, error) {
 	cr, err := r.fetchCAR(ctx, base)
 	if err != nil {
 		return nil, err
@@ -81,6 +77,7 @@ func (r *Repo) snapshotSince(ctx context.Context, base *carRepo) (*store.Snapsho
 	r.mu.Lock()
 	r.car = cr
 	r.mu.Unlock()
+	r.saveCache(cr, base == nil)
 	return cr.snap, nil
 }
 
@@ -224,6 +221,7 @@ func readCAR(ctx context.Context, rd io.Reader, did syntax.DID, base *carRepo) (
 			return nil, fmt.Errorf("reading CAR: %w", err)
 		}
 		bs[blk.Cid().KeyString()] = blk
+		out.received++
 		if blk.Cid() != root {
 			work <- blk
 		}

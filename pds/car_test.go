@@ -3,6 +3,8 @@ package pds_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -189,4 +191,99 @@ func TestIncrementalRead(t *testing.T) {
 		t.Fatalf("incomplete difference: %d CARs, %d differences", r.Stats.CARs.Load()-cars, r.Stats.Diffs.Load()-diffs)
 	}
 	agreesWithFresh(t, srv.URL, r, s)
+}
+
+// A restarted server with the cache file asks for the head alone while it is
+// unchanged, then only for what changed; an unreadable cache, or one of
+// another repository, costs one whole read.
+func TestCacheAcrossRestarts(t *testing.T) {
+	ctx := context.Background()
+	a := account(t, srv)
+	dir := t.TempDir()
+	cache := filepath.Join(dir, "repo.car")
+	open := func() *pds.Repo {
+		r := login(t, srv, a, dir, nil)
+		r.Cache = cache
+		return r
+	}
+	other := outline.New(login(t, srv, a, t.TempDir(), nil))
+	var ns []outline.NewNode
+	for i := 0; i < 40; i++ {
+		ns = append(ns, outline.NewNode{Text: fmt.Sprint("bullet ", i), Note: "note"})
+	}
+	if _, err := other.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) }); err != nil {
+		t.Fatal(err)
+	}
+	read := func(r *pds.Repo) *store.Snapshot {
+		t.Helper()
+		s, err := r.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	counts := func(r *pds.Repo) [4]int64 {
+		return [4]int64{r.Stats.CacheLoads.Load(), r.Stats.Heads.Load(), r.Stats.CARs.Load(), r.Stats.Diffs.Load()}
+	}
+
+	first := open()
+	s := read(first)
+	if got := counts(first); got != [4]int64{0, 0, 1, 0} {
+		t.Fatalf("first start: loads, heads, CARs, diffs = %v", got)
+	}
+	if fi, err := os.Stat(cache); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("cache file: %v %v", fi, err)
+	}
+
+	// restart, nothing changed: one getLatestCommit
+	second := open()
+	if again := read(second); !reflect.DeepEqual(again.Records, s.Records) || again.Commit != s.Commit {
+		t.Fatal("the cached snapshot differs")
+	}
+	if got := counts(second); got != [4]int64{1, 1, 0, 0} {
+		t.Fatalf("unchanged restart: loads, heads, CARs, diffs = %v", got)
+	}
+
+	// restart after the editor changed things: only the difference
+	if _, err := other.Do(ctx, false, func(p *outline.Planner) error {
+		tr := p.Tree()
+		if err := p.Edit(tr.Roots[0].Key(), outline.Edit{Text: ptr("changed while we were away")}); err != nil {
+			return err
+		}
+		return p.DeleteNode(tr.Roots[1].Key(), "refuse")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	third := open()
+	s = read(third)
+	if got := counts(third); got != [4]int64{1, 1, 0, 1} {
+		t.Fatalf("changed restart: loads, heads, CARs, diffs = %v", got)
+	}
+	agreesWithFresh(t, srv.URL, third, s)
+
+	// a torn cache file: one whole read, and the file is good again
+	raw, err := os.ReadFile(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cache, raw[:len(raw)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fourth := open()
+	agreesWithFresh(t, srv.URL, fourth, read(fourth))
+	if got := counts(fourth); got != [4]int64{0, 0, 1, 0} {
+		t.Fatalf("torn cache: loads, heads, CARs, diffs = %v", got)
+	}
+	if fifth := open(); read(fifth) != nil && counts(fifth) != [4]int64{1, 1, 0, 0} {
+		t.Fatalf("after the torn cache was replaced: loads, heads, CARs, diffs = %v", counts(fifth))
+	}
+
+	// another account's cache is not used
+	b := account(t, srv)
+	rb := login(t, srv, b, t.TempDir(), nil)
+	rb.Cache = cache
+	read(rb)
+	if got := counts(rb); got != [4]int64{0, 0, 1, 0} {
+		t.Fatalf("another repository's cache: loads, heads, CARs, diffs = %v", got)
+	}
 }

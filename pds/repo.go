@@ -32,7 +32,7 @@ const Attempts = 3
 
 // Stats counts requests, for tests and benchmarks.
 type Stats struct {
-	Heads, CARs, Diffs, ListPages, Writes, Ambiguous, RateLimited atomic.Int64
+	Heads, CARs, Diffs, CacheLoads, ListPages, Writes, Ambiguous, RateLimited atomic.Int64
 }
 
 // Repo is one repository on a PDS. Reading works for any repository; Apply
@@ -52,9 +52,14 @@ type Repo struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	Stats Stats
 
-	mu   sync.Mutex
-	snap *store.Snapshot // the last snapshot read
-	car  *carRepo        // the last CAR read, for getRepo?since=
+	// Cache is a file that keeps the last read across restarts ("": none).
+	Cache string
+
+	mu         sync.Mutex
+	snap       *store.Snapshot // the last snapshot read
+	car        *carRepo        // the last CAR read, for getRepo?since=
+	cacheTried bool
+	unsaved    int // blocks received since the cache was written
 }
 
 // New returns the repository did served by c's host.
@@ -101,6 +106,7 @@ func (r *Repo) Head(ctx context.Context) (string, string, error) {
 // Snapshot implements store.Repository: the cached snapshot while the head
 // is unchanged, else a fresh one.
 func (r *Repo) Snapshot(ctx context.Context) (*store.Snapshot, error) {
+	r.loadCache(ctx)
 	r.mu.Lock()
 	cached, base := r.snap, r.car
 	r.mu.Unlock()
@@ -119,7 +125,7 @@ func (r *Repo) Snapshot(ctx context.Context) (*store.Snapshot, error) {
 		s, err = r.SnapshotList(ctx)
 	} else {
 		if base != nil && base.snap == cached {
-			s, err = r.snapshotSince(ctx, base)
+			s, err = r.snapshotCAR(ctx, base)
 			if err != nil && ctx.Err() == nil {
 				s, err = nil, nil // fall back to the whole repository
 			}

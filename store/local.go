@@ -396,29 +396,42 @@ func (l *Local) Close() error {
 func (l *Local) ExportCAR(w io.Writer) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	hdr, err := cbor.DumpObject(map[string]any{"roots": []cid.Cid{l.root}, "version": 1})
+	bs := make([]blocks.Block, 0, len(l.bs.m))
+	for _, b := range l.bs.m {
+		bs = append(bs, b)
+	}
+	return WriteCAR(w, l.root, bs)
+}
+
+// WriteCAR writes a CARv1 of bs with root as its root: the header, the root
+// block first, then the others in CID order (so equal content gives equal
+// bytes).
+func WriteCAR(w io.Writer, root cid.Cid, bs []blocks.Block) error {
+	hdr, err := cbor.DumpObject(map[string]any{"roots": []cid.Cid{root}, "version": 1})
 	if err != nil {
 		return err
 	}
-	bw := bufio.NewWriter(w)
+	slices.SortFunc(bs, func(a, b blocks.Block) int {
+		switch {
+		case a.Cid() == root:
+			return -1
+		case b.Cid() == root:
+			return 1
+		}
+		return strings.Compare(a.Cid().KeyString(), b.Cid().KeyString())
+	})
+	bw := bufio.NewWriterSize(w, 64<<10)
 	var lb [binary.MaxVarintLen64]byte
 	bw.Write(lb[:binary.PutUvarint(lb[:], uint64(len(hdr)))])
 	bw.Write(hdr)
-	// commit first, then the rest in a stable order
-	keys := make([]cid.Cid, 0, len(l.bs.m))
-	for c := range l.bs.m {
-		keys = append(keys, c)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].KeyString() < keys[j].KeyString() })
 	var buf bytes.Buffer
-	writeSection(&buf, l.root, l.bs.m[l.root].RawData())
-	for _, c := range keys {
-		if c == l.root {
-			continue
+	for _, b := range bs {
+		buf.Reset()
+		writeSection(&buf, b.Cid(), b.RawData())
+		if _, err := bw.Write(buf.Bytes()); err != nil {
+			return err
 		}
-		writeSection(&buf, c, l.bs.m[c].RawData())
 	}
-	bw.Write(buf.Bytes())
 	return bw.Flush()
 }
 

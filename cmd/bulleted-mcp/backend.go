@@ -61,7 +61,9 @@ func openBackend(ctx context.Context, dir string, f remoteFlags) (*backend, erro
 		return nil, err
 	}
 	r := pds.New(c, did)
-	ledger, err := budget.New(filepath.Join(dir, "budget-"+strings.ReplaceAll(did.String(), ":", "_")+".json"))
+	name := strings.ReplaceAll(did.String(), ":", "_")
+	r.Cache = filepath.Join(dir, "repo-"+name+".car")
+	ledger, err := budget.New(filepath.Join(dir, "budget-"+name+".json"))
 	if err != nil {
 		return nil, err
 	}

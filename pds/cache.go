@@ -1,0 +1,79 @@
+package pds
+
+import (
+	"bytes"
+	"context"
+	"os"
+
+	blocks "github.com/ipfs/go-block-format"
+	"github.com/ipfs/go-cid"
+
+	"github.com/bulleted-mcp/bulleted-mcp/atomicfile"
+	"github.com/bulleted-mcp/bulleted-mcp/store"
+)
+
+// The cache file (Repo.Cache) is a CAR of the last read's blocks, so that a
+// restarted server (an MCP client starts one per session) asks the PDS only
+// for what changed since (getRepo?since=rev), or, if nothing did, for the
+// head alone. It is rewritten after a whole-repository read, and after
+// incremental reads once they brought a tenth of the blocks again; a cache
+// that cannot be read, or holds another repository, is ignored.
+
+// loadCache makes the cache file the last read, once, if there is none.
+func (r *Repo) loadCache(ctx context.Context) {
+	r.mu.Lock()
+	if r.Cache == "" || r.cacheTried || r.snap != nil {
+		r.mu.Unlock()
+		return
+	}
+	r.cacheTried = true
+	r.mu.Unlock()
+	f, err := os.Open(r.Cache)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	cr, err := readCAR(ctx, f, r.did, nil)
+	if err != nil {
+		return
+	}
+	r.Stats.CacheLoads.Add(1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.snap == nil {
+		r.snap, r.car = cr.snap, cr
+	}
+}
+
+// saveCache writes cr to the cache file when it is worth it: after a whole
+// read, or when incremental reads since the last save brought a tenth of
+// the blocks.
+func (r *Repo) saveCache(cr *carRepo, whole bool) {
+	if r.Cache == "" {
+		return
+	}
+	r.mu.Lock()
+	r.unsaved += cr.received
+	due := whole || r.unsaved > len(cr.blocks)/10
+	if due {
+		r.unsaved = 0
+	}
+	r.mu.Unlock()
+	if !due {
+		return
+	}
+	bs := make([]blocks.Block, 0, len(cr.blocks))
+	for _, b := range cr.blocks {
+		bs = append(bs, b)
+	}
+	root, err := cid.Decode(cr.snap.Commit)
+	if err != nil {
+		return
+	}
+	var buf bytes.Buffer
+	if err := store.WriteCAR(&buf, root, bs); err != nil {
+		return
+	}
+	// a cache: a failed write costs the next start a whole read, no more
+	_ = atomicfile.Write(r.Cache, buf.Bytes(), 0o600)
+}
