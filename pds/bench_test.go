@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -145,6 +146,46 @@ func BenchmarkReadOutline10k(b *testing.B) {
 			}
 			b.ReportMetric(float64(r.Stats.CARs.Load()), "full-CARs")
 			b.ReportMetric(float64(r.Stats.Diffs.Load())/float64(b.N), "diffs/op")
+		})
+		// a new process with the cache file of an earlier one, after another
+		// client changed one bullet
+		b.Run(fmt.Sprintf("restart-rtt%dms", rtt.Milliseconds()), func(b *testing.B) {
+			cache := filepath.Join(b.TempDir(), "repo.car")
+			open := func() *pds.Repo {
+				r := pds.New(atclient.NewAPIClient(host), a.DID)
+				r.Cache = cache
+				if rtt > 0 {
+					r.Compression = pds.CompressGzip
+				}
+				return r
+			}
+			t, err := outline.New(open()).Tree(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			key := t.Roots[1].Children[0].Key()
+			w := outline.New(writer)
+			var cars int64
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				if _, err := w.Do(ctx, false, func(p *outline.Planner) error {
+					return p.Edit(key, outline.Edit{Text: ptr(fmt.Sprint("edited ", i))})
+				}); err != nil {
+					b.Fatal(err)
+				}
+				r := open()
+				b.StartTimer()
+				t, err := outline.New(r).Tree(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(t.Nodes) != 10000 || r.Stats.CacheLoads.Load() != 1 {
+					b.Fatalf("%d nodes, %d cache loads", len(t.Nodes), r.Stats.CacheLoads.Load())
+				}
+				cars += r.Stats.CARs.Load()
+			}
+			b.ReportMetric(float64(cars), "full-CARs")
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"runtime"
 
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
@@ -33,7 +34,7 @@ func (r *Repo) loadCache(ctx context.Context) {
 		return
 	}
 	defer f.Close()
-	cr, err := readCAR(ctx, f, r.did, nil)
+	cr, err := readCAR(ctx, f, r.did, nil, runtime.GOMAXPROCS(0))
 	if err != nil {
 		return
 	}
