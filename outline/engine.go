@@ -92,15 +92,8 @@ func (e *Engine) Tree(ctx context.Context) (*Tree, error) {
 }
 
 func (e *Engine) tree(ctx context.Context) (*Tree, error) {
-	if e.cache != nil {
-		head, _, err := e.Repo.Head(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if head == e.cache.Commit {
-			return e.cache, nil
-		}
-	}
+	// the repository revalidates its own snapshot (the PDS backend with one
+	// request); an unchanged commit keeps the tree
 	s, err := e.Repo.Snapshot(ctx)
 	if err != nil {
 		return nil, err

@@ -59,7 +59,8 @@ type Repo struct {
 	snap       *store.Snapshot // the last snapshot read
 	car        *carRepo        // the last CAR read, for getRepo?since=
 	cacheTried bool
-	unsaved    int // blocks received since the cache was written
+	unsaved    int  // blocks received since the cache was written
+	noSince    bool // the PDS answers getRepo?since= with the whole repository
 }
 
 // New returns the repository did served by c's host.
@@ -103,14 +104,26 @@ func (r *Repo) Head(ctx context.Context) (string, string, error) {
 	return out.CID, out.Rev, nil
 }
 
-// Snapshot implements store.Repository: the cached snapshot while the head
-// is unchanged, else a fresh one.
+// Snapshot implements store.Repository. After a CAR read it revalidates
+// with one getRepo?since=rev, which brings nothing if the repository is
+// unchanged and only the new blocks if it changed (getLatestCommit first
+// with a PDS that ignores since, and for listRecords snapshots); else it
+// reads the whole repository.
 func (r *Repo) Snapshot(ctx context.Context) (*store.Snapshot, error) {
 	r.loadCache(ctx)
 	r.mu.Lock()
-	cached, base := r.snap, r.car
+	cached, base, noSince := r.snap, r.car, r.noSince
 	r.mu.Unlock()
-	if cached != nil {
+	var s *store.Snapshot
+	var err error
+	if !r.ListOnly && !noSince && base != nil && base.snap == cached {
+		s, err = r.snapshotCAR(ctx, base)
+		var rl *RateLimited
+		if err != nil && (ctx.Err() != nil || errors.As(err, &rl)) {
+			return nil, err
+		}
+		// any other failure: the whole repository
+	} else if cached != nil {
 		head, _, err := r.Head(ctx)
 		if err != nil {
 			return nil, err
@@ -119,23 +132,15 @@ func (r *Repo) Snapshot(ctx context.Context) (*store.Snapshot, error) {
 			return cached, nil
 		}
 	}
-	var s *store.Snapshot
-	var err error
-	if r.ListOnly {
-		s, err = r.SnapshotList(ctx)
-	} else {
-		if base != nil && base.snap == cached {
-			s, err = r.snapshotCAR(ctx, base)
-			if err != nil && ctx.Err() == nil {
-				s, err = nil, nil // fall back to the whole repository
-			}
-		}
-		if s == nil {
-			s, err = r.SnapshotCAR(ctx)
-		}
-		var ae *atclient.APIError
-		if errors.As(err, &ae) && (ae.StatusCode == http.StatusNotFound || ae.StatusCode == http.StatusNotImplemented) {
+	if s == nil {
+		if r.ListOnly {
 			s, err = r.SnapshotList(ctx)
+		} else {
+			s, err = r.SnapshotCAR(ctx)
+			var ae *atclient.APIError
+			if errors.As(err, &ae) && (ae.StatusCode == http.StatusNotFound || ae.StatusCode == http.StatusNotImplemented) {
+				s, err = r.SnapshotList(ctx)
+			}
 		}
 	}
 	if err != nil {
