@@ -3,16 +3,17 @@
 // own wire structs (indigo's generated com.atproto types cannot carry
 // app.bulleted.* values).
 //
-// Data flow from intent to commit: the engine asks Head
-// (com.atproto.sync.getLatestCommit, a few milliseconds); while the commit is
-// unchanged the cached snapshot and tree are used as they are. The first
-// read downloads the whole repository as one CAR (com.atproto.sync.getRepo),
-// decoding blocks while it arrives, loads its MST (indigo's atproto/repo/mst)
-// and keeps the app.bulleted.* records; when the head moved, only the blocks
-// written since are asked for (getRepo?since=rev) and completed with the
-// blocks and decoded values kept from the last read (a whole read again if
-// they cannot complete it). The last read can be kept in a file (Repo.Cache)
-// so that a restart starts incremental. listRecords paging remains as a
+// Data flow from intent to commit: the first read downloads the whole
+// repository as one CAR (com.atproto.sync.getRepo), decoding blocks while it
+// arrives, loads its MST (indigo's atproto/repo/mst) and keeps the
+// app.bulleted.* records. Every later read is one getRepo?since=rev: while
+// the repository is unchanged nothing but the CAR header comes back and the
+// cached snapshot and tree are used as they are; when it changed only the
+// blocks written since come, completed with the blocks and decoded values
+// kept from the last read (a whole read again if they cannot complete it; a
+// PDS that ignores since is noticed and asked getLatestCommit first). The
+// last read can be kept in a file (Repo.Cache) so that a restart starts
+// incremental. listRecords paging remains as a
 // fallback. The engine plans against that snapshot and calls Apply, which
 // checks the write budget, paces the batch, and sends one
 // com.atproto.repo.applyWrites with swapCommit = the snapshot's commit. An

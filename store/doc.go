@@ -3,9 +3,10 @@
 // (MST and signed commits, built with indigo's repo package) kept on local
 // disk, so the server works offline on a fresh machine.
 //
-// Data flow: the engine asks for the Head commit and, when it moved, reads
-// one Snapshot (every app.bulleted.* record with
-// the repository's commit CID and rev), plans writes against it, and calls
+// Data flow: the engine reads one Snapshot (every app.bulleted.* record with
+// the repository's commit CID and rev; each backend revalidates its cached
+// snapshot cheaply and returns the same one while the commit is unchanged),
+// keeps its tree while the commit is unchanged, plans writes against it, and calls
 // Apply with the snapshot's commit as swapCommit. Apply is atomic: either all
 // writes become one new signed commit, or nothing changes. If the repository
 // has moved on since the snapshot, Apply fails with ErrConflict (a PDS's

@@ -78,8 +78,9 @@ type Repository interface {
 	// Head returns the current commit CID and rev without reading records,
 	// so callers can keep a snapshot until the repository moves on.
 	Head(ctx context.Context) (commit, rev string, err error)
-	// Snapshot returns all app.bulleted.* records at the current commit.
-	// The returned snapshot is shared: callers must not modify it.
+	// Snapshot returns all app.bulleted.* records at the current commit,
+	// revalidating a cached one cheaply (the engine calls it before every
+	// plan). The returned snapshot is shared: callers must not modify it.
 	Snapshot(ctx context.Context) (*Snapshot, error)
 	// Apply commits writes atomically if the current commit is swapCommit
 	// (empty swapCommit: no guard). At most MaxBatch writes.
