@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bluesky-social/indigo/atproto/atclient"
+	"golang.org/x/time/rate"
 
 	"github.com/bulleted-mcp/bulleted-mcp/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/pds"
@@ -19,17 +20,49 @@ import (
 )
 
 // delayProxy is a reverse proxy to target that adds rtt to every request,
-// as a PDS that is not on loopback would.
-func delayProxy(b *testing.B, target string, rtt time.Duration) string {
+// as a PDS that is not on loopback would, and, if bps > 0, sends responses
+// at no more than bps bytes a second.
+func delayProxy(b *testing.B, target string, rtt time.Duration, bps int) string {
 	u, _ := url.Parse(target)
 	rp := httputil.NewSingleHostReverseProxy(u)
+	var lim *rate.Limiter
+	if bps > 0 {
+		lim = rate.NewLimiter(rate.Limit(bps), 32<<10)
+	}
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(rtt)
+		if lim != nil {
+			w = &throttled{ResponseWriter: w, lim: lim}
+		}
 		rp.ServeHTTP(w, r)
 	}))
 	b.Cleanup(ts.Close)
 	return ts.URL
 }
+
+type throttled struct {
+	http.ResponseWriter
+	lim *rate.Limiter
+}
+
+func (t *throttled) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		chunk := p[:min(len(p), t.lim.Burst())]
+		if err := t.lim.WaitN(context.Background(), len(chunk)); err != nil {
+			return n, err
+		}
+		m, err := t.ResponseWriter.Write(chunk)
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[len(chunk):]
+	}
+	return n, nil
+}
+
+func (t *throttled) Unwrap() http.ResponseWriter { return t.ResponseWriter }
 
 // seeded is an account with a 10,000-bullet outline (100 top-level bullets
 // with 99 children each), made once per benchmark run.
@@ -81,7 +114,7 @@ func BenchmarkReadOutline10k(b *testing.B) {
 	for _, rtt := range []time.Duration{0, 20 * time.Millisecond} {
 		host := srv.URL
 		if rtt > 0 {
-			host = delayProxy(b, srv.URL, rtt)
+			host = delayProxy(b, srv.URL, rtt, 0)
 		}
 		modes := []string{"car", "listRecords"}
 		if rtt > 0 {
@@ -193,6 +226,35 @@ func BenchmarkReadOutline10k(b *testing.B) {
 			}
 			b.ReportMetric(float64(cars), "full-CARs")
 		})
+	}
+}
+
+// BenchmarkReadOutline10kBandwidth: the cold CAR read through a 20 ms
+// round trip on links of 50 and 200 Mbit/s, gzip against uncompressed (the
+// reason a remote PDS is asked for gzip).
+func BenchmarkReadOutline10kBandwidth(b *testing.B) {
+	ctx := context.Background()
+	a, _ := seed(b)
+	for _, mbit := range []int{50, 200} {
+		host := delayProxy(b, srv.URL, 20*time.Millisecond, mbit*1_000_000/8)
+		for _, c := range []struct {
+			name string
+			comp pds.Compression
+		}{{"gzip", pds.CompressGzip}, {"identity", pds.CompressNone}} {
+			b.Run(fmt.Sprintf("cold-car-%s-rtt20ms-%dmbit", c.name, mbit), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					r := pds.New(atclient.NewAPIClient(host), a.DID)
+					r.Compression = c.comp
+					t, err := outline.New(r).Tree(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if len(t.Nodes) != 10000 {
+						b.Fatalf("%d nodes", len(t.Nodes))
+					}
+				}
+			})
+		}
 	}
 }
 

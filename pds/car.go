@@ -107,8 +107,11 @@ type Compression int
 
 const (
 	// CompressAuto asks for gzip (a fifth of the bytes), except from a
-	// PDS on a loopback address, where bandwidth is free and compressing
-	// only costs the server time.
+	// PDS on a loopback or private-network address, where bandwidth is
+	// plentiful and compressing only costs the server time. Measured on a
+	// 10k-bullet cold read through a 20 ms round trip: gzip 0.51 s against
+	// 0.76 s uncompressed at 50 Mbit/s, but 0.53 s against 0.34 s at
+	// 200 Mbit/s.
 	CompressAuto Compression = iota
 	// CompressGzip always asks for gzip.
 	CompressGzip
@@ -132,7 +135,7 @@ func (r *Repo) gzip() bool {
 		return false
 	}
 	ip, err := netip.ParseAddr(h)
-	return err != nil || !ip.IsLoopback()
+	return err != nil || !(ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast())
 }
 
 // ReadCAR turns a repository CAR into a snapshot of its app.bulleted.*

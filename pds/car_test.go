@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/bluesky-social/indigo/atproto/atclient"
@@ -334,5 +335,72 @@ func TestPDSIgnoringSince(t *testing.T) {
 	}
 	if len(s.Records) != 3 || counts() != [3]int64{2, 2, 1} {
 		t.Fatalf("after a change: %d records; heads, CARs, differences = %v", len(s.Records), counts())
+	}
+}
+
+func TestCompressionAuto(t *testing.T) {
+	for host, gzip := range map[string]bool{
+		"http://localhost:2583":     false,
+		"http://127.0.0.1:2583":     false,
+		"http://[::1]:2583":         false,
+		"http://192.168.1.20":       false,
+		"http://10.0.0.5:2583":      false,
+		"https://pds.example.com":   true,
+		"https://bsky.social":       true,
+		"http://203.0.113.7:2583":   true,
+		"https://[2001:db8::1]:443": true,
+	} {
+		r := pds.New(atclient.NewAPIClient(host), "did:plc:abc")
+		if got := pds.AsksGzip(r); got != gzip {
+			t.Errorf("%s: gzip %v, want %v", host, got, gzip)
+		}
+	}
+}
+
+type encodings struct {
+	mu  sync.Mutex
+	got map[string]bool // path → the response came gzipped
+}
+
+func (e *encodings) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err == nil {
+		e.mu.Lock()
+		e.got[req.URL.Path] = resp.Uncompressed || resp.Header.Get("Content-Encoding") == "gzip"
+		e.mu.Unlock()
+	}
+	return resp, err
+}
+
+// A gzipped and an uncompressed CAR read give the same snapshot.
+func TestGzipRead(t *testing.T) {
+	ctx := context.Background()
+	a := account(t, srv)
+	e := outline.New(login(t, srv, a, t.TempDir(), nil))
+	var ns []outline.NewNode
+	for i := 0; i < 50; i++ {
+		ns = append(ns, outline.NewNode{Text: fmt.Sprint("bullet ", i), Note: "note"})
+	}
+	if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) }); err != nil {
+		t.Fatal(err)
+	}
+	var snaps []*store.Snapshot
+	for _, c := range []pds.Compression{pds.CompressGzip, pds.CompressNone} {
+		enc := &encodings{got: map[string]bool{}}
+		ac := atclient.NewAPIClient(srv.URL)
+		ac.Client = &http.Client{Transport: enc}
+		r := pds.New(ac, a.DID)
+		r.Compression = c
+		s, err := r.SnapshotCAR(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := enc.got["/xrpc/com.atproto.sync.getRepo"]; got != (c == pds.CompressGzip) {
+			t.Fatalf("compression %d: the CAR came gzipped: %v", c, got)
+		}
+		snaps = append(snaps, s)
+	}
+	if len(snaps[0].Records) != 100 || !reflect.DeepEqual(snaps[0], snaps[1]) {
+		t.Fatalf("gzipped and uncompressed reads differ (%d, %d records)", len(snaps[0].Records), len(snaps[1].Records))
 	}
 }

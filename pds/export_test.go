@@ -24,3 +24,6 @@ func ForgetKeptBlocks(r *Repo) {
 	r.car.blocks = kept
 	clear(r.car.nodes)
 }
+
+// AsksGzip reports whether r asks for gzipped CARs.
+func AsksGzip(r *Repo) bool { return r.gzip() }
