@@ -165,6 +165,8 @@ var (
 // against the reference PDS: a cold 10k read 296 ms with one worker, 329 ms
 // with two); from a file, all of them.
 func readCAR(ctx context.Context, rd io.Reader, did syntax.DID, base *carRepo, workers int) (*carRepo, error) {
+	// go-car checks every block against its CID: content addressing is what
+	// lets blocks of different reads (and of the cache file) be combined
 	cr, err := car.NewCarReader(bufio.NewReaderSize(rd, 64<<10))
 	if err != nil {
 		return nil, fmt.Errorf("reading CAR header: %w", err)

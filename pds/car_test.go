@@ -1,6 +1,7 @@
 package pds_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -282,6 +283,30 @@ func TestCacheAcrossRestarts(t *testing.T) {
 	if fifth := open(); read(fifth) != nil && counts(fifth) != [4]int64{1, 0, 0, 1} {
 		t.Fatalf("after the torn cache was replaced: loads, heads, CARs, diffs = %v", counts(fifth))
 	}
+
+	// a cache whose content was changed in place (a bullet's text, same
+	// length): blocks that do not match their CIDs are refused
+	raw, err = os.ReadFile(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(raw, []byte("bullet 7"))
+	if i < 0 {
+		t.Fatal("no bullet 7 in the cache")
+	}
+	copy(raw[i:], "bullet X")
+	if err := os.WriteFile(cache, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pds.ReadCAR(ctx, bytes.NewReader(raw), a.DID); err == nil || !strings.Contains(err.Error(), "integrity") {
+		t.Fatalf("reading a tampered CAR: %v", err)
+	}
+	sixth := open()
+	s = read(sixth)
+	if got := counts(sixth); got != [4]int64{0, 0, 1, 0} {
+		t.Fatalf("tampered cache: loads, heads, CARs, diffs = %v", got)
+	}
+	agreesWithFresh(t, srv.URL, sixth, s)
 
 	// another account's cache is not used
 	b := account(t, srv)
