@@ -32,7 +32,14 @@ const Attempts = 3
 
 // Stats counts requests, for tests and benchmarks.
 type Stats struct {
-	Heads, CARs, Diffs, CacheLoads, ListPages, Writes, Ambiguous, RateLimited atomic.Int64
+	Heads       atomic.Int64 // getLatestCommit
+	CARs        atomic.Int64 // whole-repository getRepo
+	Diffs       atomic.Int64 // getRepo?since=rev (revalidations)
+	CacheLoads  atomic.Int64 // reads of the cache file
+	ListPages   atomic.Int64 // listRecords pages
+	Writes      atomic.Int64 // applyWrites sent
+	Ambiguous   atomic.Int64 // writes whose outcome had to be read back
+	RateLimited atomic.Int64 // 429 answers
 }
 
 // Repo is one repository on a PDS. Reading works for any repository; Apply
