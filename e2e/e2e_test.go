@@ -56,6 +56,27 @@ func TestSDKClientOnReferencePDS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runClient(t, []string{"BULLETED_APP_PASSWORD=" + a.AppPassword}, bin,
-		"--store", t.TempDir(), "--pds", srv.URL, "--identifier", a.Handle, "--plc", srv.PLCURL)
+	store := t.TempDir()
+	env := []string{"BULLETED_APP_PASSWORD=" + a.AppPassword}
+	runClient(t, env, bin, "--store", store, "--pds", srv.URL, "--identifier", a.Handle, "--plc", srv.PLCURL)
+
+	// the data directory keeps the session, the budget ledger and the read
+	// cache; a later run (here the CLI) starts from them
+	name := strings.ReplaceAll(a.DID.String(), ":", "_")
+	for f, private := range map[string]bool{"session.json": true, "budget-" + name + ".json": false, "repo-" + name + ".car": true} {
+		fi, err := os.Stat(filepath.Join(store, f))
+		if err != nil {
+			t.Fatalf("data directory: %v", err)
+		}
+		if private && fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s has mode %v", f, fi.Mode().Perm())
+		}
+	}
+	cmd := exec.Command(bin, "call", "--store", store, "--pds", srv.URL, "--identifier", a.Handle, "--plc", srv.PLCURL,
+		"read_outline", `{"format":"text"}`)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Groceries") || !strings.Contains(string(out), "Coffee") {
+		t.Fatalf("call read_outline after the session: %v\n%s", err, out)
+	}
 }
