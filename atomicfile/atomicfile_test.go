@@ -1,0 +1,66 @@
+package atomicfile
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+func TestWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "state.json")
+	if err := Write(path, []byte("one"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(path, []byte("two"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil || string(got) != "two" {
+		t.Fatalf("%q %v", got, err)
+	}
+	fi, _ := os.Stat(path)
+	di, _ := os.Stat(filepath.Dir(path))
+	if fi.Mode().Perm() != 0o600 || di.Mode().Perm() != 0o700 {
+		t.Fatalf("modes %v %v", fi.Mode().Perm(), di.Mode().Perm())
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "*.tmp")); len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+}
+
+// Concurrent writers of one file: whatever the order, the file is one of
+// the contents, whole.
+func TestConcurrentWriters(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state")
+	contents := make([][]byte, 8)
+	for i := range contents {
+		contents[i] = bytes.Repeat([]byte(fmt.Sprint(i)), 1<<20)
+	}
+	for round := 0; round < 5; round++ {
+		var wg sync.WaitGroup
+		for _, c := range contents {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := Write(path, c, 0o600); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole := false
+		for _, c := range contents {
+			whole = whole || bytes.Equal(got, c)
+		}
+		if !whole {
+			t.Fatalf("round %d: the file is a mix of writes (%d bytes)", round, len(got))
+		}
+	}
+}
