@@ -71,6 +71,8 @@ type Local struct {
 	records map[string]Record // "collection/rkey"
 	snap    *Snapshot         // sorted snapshot of the current commit, built on demand
 	log     *os.File
+	logOff  int64    // how much of the log has been read (and is whole)
+	lock    *os.File // flock'd while the files are read or written
 }
 
 // OpenLocal opens (or creates) the embedded repository in dir.
@@ -78,8 +80,21 @@ func OpenLocal(dir string) (*Local, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	// other processes may use the same directory (an MCP client's server
+	// and a shell's `call`): every access to its files holds a lock on
+	// dir/lock, and each reader picks up what the others committed
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := atomicfile.Lock(lock, true); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	defer atomicfile.Unlock(lock)
 	key, err := loadKey(filepath.Join(dir, "signing.key"))
 	if err != nil {
+		lock.Close()
 		return nil, err
 	}
 	pub, err := key.PublicKey()
@@ -90,8 +105,9 @@ func OpenLocal(dir string) (*Local, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Local{dir: dir, key: key, did: did, bs: &memBlocks{m: map[cid.Cid]blocks.Block{}}}
+	l := &Local{dir: dir, key: key, did: did, bs: &memBlocks{m: map[cid.Cid]blocks.Block{}}, lock: lock}
 	if err := l.load(); err != nil {
+		lock.Close()
 		return nil, err
 	}
 	return l, nil
@@ -140,11 +156,7 @@ func (l *Local) load() error {
 		f.Close()
 		return err
 	}
-	if _, err := f.Seek(good, io.SeekStart); err != nil {
-		f.Close()
-		return err
-	}
-	l.log = f
+	l.log, l.logOff = f, good
 	head, err := os.ReadFile(l.headPath())
 	if errors.Is(err, os.ErrNotExist) {
 		return l.initEmpty()
@@ -209,35 +221,86 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 var errStop = errors.New("stop")
 
 // persist appends pending blocks to the log, syncs, then replaces HEAD.
+// It runs under the exclusive lock, after refresh.
 func (l *Local) persist(root cid.Cid) error {
 	var buf bytes.Buffer
 	for _, blk := range l.bs.pending {
 		writeSection(&buf, blk.Cid(), blk.RawData())
 	}
-	if _, err := l.log.Write(buf.Bytes()); err != nil {
+	if _, err := l.log.WriteAt(buf.Bytes(), l.logOff); err != nil {
 		return err
 	}
 	if err := l.log.Sync(); err != nil {
 		return err
 	}
+	l.logOff += int64(buf.Len())
 	l.bs.pending = nil
 	return atomicfile.Write(l.headPath(), []byte(root.String()+"\n"), 0o600)
+}
+
+// locked runs fn holding the directory lock (exclusive for writers), after
+// catching up with what other processes committed.
+func (l *Local) locked(ctx context.Context, exclusive bool, fn func() error) error {
+	if err := atomicfile.Lock(l.lock, exclusive); err != nil {
+		return err
+	}
+	defer atomicfile.Unlock(l.lock)
+	if err := l.refresh(ctx); err != nil {
+		return err
+	}
+	return fn()
+}
+
+// refresh reads HEAD and, if another process moved it, the log sections
+// appended since, and loads that commit.
+func (l *Local) refresh(ctx context.Context) error {
+	head, err := os.ReadFile(l.headPath())
+	if err != nil {
+		return err
+	}
+	c, err := cid.Decode(strings.TrimSpace(string(head)))
+	if err != nil {
+		return fmt.Errorf("HEAD: %w", err)
+	}
+	if c == l.root {
+		return nil
+	}
+	good, err := readSections(bufio.NewReader(io.NewSectionReader(l.log, l.logOff, 1<<62)), func(c cid.Cid, data []byte) error {
+		blk, err := blocks.NewBlockWithCid(data, c)
+		if err != nil {
+			return err
+		}
+		l.bs.m[c] = blk
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	l.logOff += good
+	l.snap = nil
+	return l.setRoot(ctx, c)
 }
 
 // DID implements Repository.
 func (l *Local) DID() syntax.DID { return l.did }
 
 // Head implements Repository.
-func (l *Local) Head(_ context.Context) (string, string, error) {
+func (l *Local) Head(ctx context.Context) (string, string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.locked(ctx, false, func() error { return nil }); err != nil {
+		return "", "", err
+	}
 	return l.root.String(), l.rev, nil
 }
 
 // Snapshot implements Repository. It is built once per commit and shared.
-func (l *Local) Snapshot(_ context.Context) (*Snapshot, error) {
+func (l *Local) Snapshot(ctx context.Context) (*Snapshot, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.locked(ctx, false, func() error { return nil }); err != nil {
+		return nil, err
+	}
 	if l.snap != nil && l.snap.Commit == l.root.String() {
 		return l.snap, nil
 	}
@@ -257,9 +320,17 @@ func (l *Local) Snapshot(_ context.Context) (*Snapshot, error) {
 }
 
 // Apply implements Repository.
-func (l *Local) Apply(ctx context.Context, swapCommit string, writes []Write) (*Result, error) {
+func (l *Local) Apply(ctx context.Context, swapCommit string, writes []Write) (res *Result, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	err = l.locked(ctx, true, func() error {
+		res, err = l.apply(ctx, swapCommit, writes)
+		return err
+	})
+	return res, err
+}
+
+func (l *Local) apply(ctx context.Context, swapCommit string, writes []Write) (*Result, error) {
 	if len(writes) > MaxBatch {
 		return nil, fmt.Errorf("%w: %d > %d", ErrTooManyWrites, len(writes), MaxBatch)
 	}
@@ -384,10 +455,11 @@ func (l *Local) Apply(ctx context.Context, swapCommit string, writes []Write) (*
 	return res, nil
 }
 
-// Close releases the block log.
+// Close releases the block log and the lock file.
 func (l *Local) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.lock.Close()
 	return l.log.Close()
 }
 
@@ -396,11 +468,13 @@ func (l *Local) Close() error {
 func (l *Local) ExportCAR(w io.Writer) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	bs := make([]blocks.Block, 0, len(l.bs.m))
-	for _, b := range l.bs.m {
-		bs = append(bs, b)
-	}
-	return WriteCAR(w, l.root, bs)
+	return l.locked(context.Background(), false, func() error {
+		bs := make([]blocks.Block, 0, len(l.bs.m))
+		for _, b := range l.bs.m {
+			bs = append(bs, b)
+		}
+		return WriteCAR(w, l.root, bs)
+	})
 }
 
 // WriteCAR writes a CARv1 of bs with root as its root: the header, the root

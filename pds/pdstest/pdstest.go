@@ -21,6 +21,8 @@ import (
 
 	"github.com/bluesky-social/indigo/atproto/atclient"
 	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/bulleted-mcp/bulleted-mcp/atomicfile"
 )
 
 // Server is a running reference PDS.
@@ -70,10 +72,10 @@ func Setup() (dir, node string, err error) {
 		return "", "", err
 	}
 	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+	if err := atomicfile.Lock(lock, true); err != nil {
 		return "", "", err
 	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	defer atomicfile.Unlock(lock)
 	cmd := exec.Command("bash", filepath.Join(dir, "setup.sh"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
