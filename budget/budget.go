@@ -60,7 +60,11 @@ type file struct {
 }
 
 // Ledger is the rolling-hour record of spent points. It is safe for
-// concurrent use.
+// concurrent use, and, kept in a file, shared by the processes that use the
+// file: every call reads it under a lock (flock on path+".lock"), and every
+// spend is written back before the lock is released, so that two servers
+// on one account (say Claude Desktop's and Claude Code's) never spend more
+// than the limit between them.
 type Ledger struct {
 	// Now is the clock (tests inject one).
 	Now func() time.Time
@@ -97,6 +101,39 @@ func New(path string) (*Ledger, error) {
 	return l, nil
 }
 
+// shared runs fn (caller holds mu) with the file's lock held, after
+// reloading what any process wrote to the file.
+func (l *Ledger) shared(exclusive bool, fn func() error) error {
+	if l.path == "" {
+		return fn()
+	}
+	lock, err := os.OpenFile(l.path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := atomicfile.Lock(lock, exclusive); err != nil {
+		return err
+	}
+	defer atomicfile.Unlock(lock)
+	raw, err := os.ReadFile(l.path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return err
+	default:
+		var f file
+		if err := json.Unmarshal(raw, &f); err != nil {
+			return fmt.Errorf("budget ledger %s: %w", l.path, err)
+		}
+		l.spent = f.Spent
+		if f.PausedUntil.After(l.paused) {
+			l.paused = f.PausedUntil
+		}
+	}
+	return fn()
+}
+
 // SetBurst changes how many points the pacer lets through at once
 // (Limit: no pacing beyond the rolling-hour bound).
 func (l *Ledger) SetBurst(points int) {
@@ -127,6 +164,7 @@ func (l *Ledger) used() int {
 func (l *Ledger) Left() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	_ = l.shared(false, func() error { return nil }) // unreadable: what this process knows
 	l.prune(l.Now())
 	return max(0, l.Limit-l.used())
 }
@@ -156,6 +194,9 @@ func (l *Ledger) freeAt(now time.Time, cost int) time.Time {
 func (l *Ledger) Check(cost int) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.shared(false, func() error { return nil }); err != nil {
+		return err
+	}
 	now := l.Now()
 	l.prune(now)
 	if now.Before(l.paused) && l.paused.Sub(now) > MaxWait {
@@ -170,6 +211,9 @@ func (l *Ledger) Check(cost int) error {
 func (l *Ledger) Wait(cost int) (time.Duration, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.shared(false, func() error { return nil }); err != nil {
+		return 0, err
+	}
 	now := l.Now()
 	l.prune(now)
 	if err := l.checkLocked(now, cost); err != nil {
@@ -208,26 +252,31 @@ func (l *Ledger) checkLocked(now time.Time, cost int) error {
 func (l *Ledger) Spend(points int) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.Now()
-	l.prune(now)
-	l.spent = append(l.spent, entry{At: now, Points: points})
-	return l.save()
+	return l.shared(true, func() error {
+		now := l.Now()
+		l.prune(now)
+		l.spent = append(l.spent, entry{At: now, Points: points})
+		return l.save()
+	})
 }
 
 // Pause stops writes until t (a server's Retry-After).
 func (l *Ledger) Pause(t time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if t.After(l.paused) {
-		l.paused = t
-	}
-	return l.save()
+	return l.shared(true, func() error {
+		if t.After(l.paused) {
+			l.paused = t
+		}
+		return l.save()
+	})
 }
 
 // PausedUntil is the end of the current server pause (zero if none).
 func (l *Ledger) PausedUntil() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	_ = l.shared(false, func() error { return nil })
 	if l.Now().Before(l.paused) {
 		return l.paused
 	}

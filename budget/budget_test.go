@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -172,5 +173,57 @@ func saturation(b *testing.B, maxCost int) {
 		}
 		b.ReportMetric(100*float64(minH)/Limit, "min-hour-%")
 		b.ReportMetric(float64(maxRolling), "max-rolling-points")
+	}
+}
+
+// Two processes on one account share the ledger file: each sees what the
+// other spent and paused, and together they never pass the limit.
+func TestSharedBetweenProcesses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "budget.json")
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	open := func() *Ledger {
+		l, err := New(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Now = c.now
+		return l
+	}
+	a, b := open(), open()
+	if err := a.Spend(3000); err != nil {
+		t.Fatal(err)
+	}
+	var ex *Exceeded
+	if err := b.Check(2500); !errors.As(err, &ex) || ex.Left != 2000 {
+		t.Fatalf("b after a spent 3000: %v", err)
+	}
+	if err := b.Spend(2000); err != nil {
+		t.Fatal(err)
+	}
+	if a.Left() != 0 || b.Left() != 0 {
+		t.Fatalf("left: a %d, b %d", a.Left(), b.Left())
+	}
+	b.Pause(c.t.Add(10 * time.Minute))
+	if !a.PausedUntil().Equal(c.t.Add(10 * time.Minute)) {
+		t.Fatal("a does not see b's pause")
+	}
+
+	// concurrent spenders: every spend is in the file
+	c.t = c.t.Add(2 * Window)
+	var wg sync.WaitGroup
+	for _, l := range []*Ledger{a, b, open()} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				if err := l.Spend(10); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := open().Left(); got != Limit-1500 {
+		t.Fatalf("after 150 concurrent spends of 10: %d left, want %d", got, Limit-1500)
 	}
 }
