@@ -14,7 +14,10 @@
 //
 // The embedded store keeps blocks in a CID-keyed map, appended to an on-disk
 // block log (CAR sections) that is fsynced before the HEAD file is replaced
-// by rename, so a crash mid-commit leaves the previous commit intact. Export
+// by rename, so a crash mid-commit leaves the previous commit intact.
+// Processes sharing the directory hold a flock on DIR/lock around every read
+// and commit; each first reads the log sections and HEAD another process
+// wrote, so a plan made on an older commit is a conflict, never a lost commit. Export
 // writes a CARv1 (header then blocks); import ingests a CAR, for example one
 // downloaded with com.atproto.sync.getRepo.
 package store
