@@ -103,6 +103,21 @@ func seed(b *testing.B) (*pdstest.Account, *pds.Repo) {
 	return a, r
 }
 
+// coldRead reads the seeded outline's tree with a new client of host (public
+// reads: no session needed), set up by opt.
+func coldRead(b *testing.B, host string, a *pdstest.Account, opt func(*pds.Repo)) *pds.Repo {
+	r := pds.New(atclient.NewAPIClient(host), a.DID)
+	opt(r)
+	t, err := outline.New(r).Tree(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(t.Nodes) != 10000 {
+		b.Fatalf("%d nodes", len(t.Nodes))
+	}
+	return r
+}
+
 // BenchmarkReadOutline10k: a cold read (download + parse + tree) by CAR and
 // by listRecords paging, on loopback and through a 20 ms round-trip proxy; a
 // warm read (head unchanged); and a read after another client changed one
@@ -123,21 +138,15 @@ func BenchmarkReadOutline10k(b *testing.B) {
 		for _, mode := range modes {
 			b.Run(fmt.Sprintf("cold-%s-rtt%dms", mode, rtt.Milliseconds()), func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
-					r := pds.New(atclient.NewAPIClient(host), a.DID) // public reads: no session needed
-					r.ListOnly = mode == "listRecords"
-					switch mode {
-					case "car-gzip":
-						r.Compression = pds.CompressGzip
-					case "car-identity":
-						r.Compression = pds.CompressNone
-					}
-					t, err := outline.New(r).Tree(ctx)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if len(t.Nodes) != 10000 {
-						b.Fatalf("%d nodes", len(t.Nodes))
-					}
+					r := coldRead(b, host, a, func(r *pds.Repo) {
+						r.ListOnly = mode == "listRecords"
+						switch mode {
+						case "car-gzip":
+							r.Compression = pds.CompressGzip
+						case "car-identity":
+							r.Compression = pds.CompressNone
+						}
+					})
 					b.ReportMetric(float64(r.Stats.CARs.Load()+r.Stats.ListPages.Load()+r.Stats.Heads.Load()), "requests")
 				}
 			})
@@ -233,7 +242,6 @@ func BenchmarkReadOutline10k(b *testing.B) {
 // round trip on links of 50 and 200 Mbit/s, gzip against uncompressed (the
 // reason a remote PDS is asked for gzip).
 func BenchmarkReadOutline10kBandwidth(b *testing.B) {
-	ctx := context.Background()
 	a, _ := seed(b)
 	for _, mbit := range []int{50, 200} {
 		host := delayProxy(b, srv.URL, 20*time.Millisecond, mbit*1_000_000/8)
@@ -243,15 +251,7 @@ func BenchmarkReadOutline10kBandwidth(b *testing.B) {
 		}{{"gzip", pds.CompressGzip}, {"identity", pds.CompressNone}} {
 			b.Run(fmt.Sprintf("cold-car-%s-rtt20ms-%dmbit", c.name, mbit), func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
-					r := pds.New(atclient.NewAPIClient(host), a.DID)
-					r.Compression = c.comp
-					t, err := outline.New(r).Tree(ctx)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if len(t.Nodes) != 10000 {
-						b.Fatalf("%d nodes", len(t.Nodes))
-					}
+					coldRead(b, host, a, func(r *pds.Repo) { r.Compression = c.comp })
 				}
 			})
 		}

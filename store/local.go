@@ -134,13 +134,10 @@ func loadKey(path string) (*atcrypto.PrivateKeyK256, error) {
 func (l *Local) logPath() string  { return filepath.Join(l.dir, "blocks.log") }
 func (l *Local) headPath() string { return filepath.Join(l.dir, "HEAD") }
 
-// load reads the block log (dropping a torn tail) and HEAD.
-func (l *Local) load() error {
-	f, err := os.OpenFile(l.logPath(), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return err
-	}
-	good, err := readSections(bufio.NewReader(f), func(c cid.Cid, data []byte) error {
+// readLog adds the blocks of the log sections in r, returning how many
+// bytes of r are whole sections.
+func (l *Local) readLog(r io.Reader) (int64, error) {
+	return readSections(bufio.NewReader(r), func(c cid.Cid, data []byte) error {
 		blk, err := blocks.NewBlockWithCid(data, c)
 		if err != nil {
 			return err
@@ -148,6 +145,15 @@ func (l *Local) load() error {
 		l.bs.m[c] = blk
 		return nil
 	})
+}
+
+// load reads the block log (dropping a torn tail) and HEAD.
+func (l *Local) load() error {
+	f, err := os.OpenFile(l.logPath(), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	good, err := l.readLog(f)
 	if err != nil {
 		f.Close()
 		return err
@@ -265,14 +271,7 @@ func (l *Local) refresh(ctx context.Context) error {
 	if c == l.root {
 		return nil
 	}
-	good, err := readSections(bufio.NewReader(io.NewSectionReader(l.log, l.logOff, 1<<62)), func(c cid.Cid, data []byte) error {
-		blk, err := blocks.NewBlockWithCid(data, c)
-		if err != nil {
-			return err
-		}
-		l.bs.m[c] = blk
-		return nil
-	})
+	good, err := l.readLog(io.NewSectionReader(l.log, l.logOff, 1<<62))
 	if err != nil {
 		return err
 	}
