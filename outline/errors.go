@@ -29,6 +29,19 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrTooLarge: the plan would take the repository past 250,000 records.
 	ErrTooLarge = errors.New("repository bound")
+	// ErrIncomplete: an operation committed some of its batches and then
+	// stopped; it is recorded and can be resumed or undone.
+	ErrIncomplete = errors.New("operation incomplete")
+	// ErrCancelled: the caller cancelled the call; nothing more is sent.
+	ErrCancelled = errors.New("cancelled")
+	// ErrUnavailable: the repository could not be reached or answered with
+	// a server error; nothing is known to have been written.
+	ErrUnavailable = errors.New("repository unavailable")
+	// ErrTimeout: the repository did not answer in time.
+	ErrTimeout = errors.New("timeout")
+	// ErrNoChange: the intent asks for what is already there; nothing is
+	// written (a result, not a failure, when the tool reports it).
+	ErrNoChange = errors.New("no change")
 )
 
 // Error is an error the model can act on: the sentinel it wraps, what went
