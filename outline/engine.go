@@ -28,6 +28,10 @@ type Created struct {
 	URI     string `json:"uri"`
 	RKey    string `json:"rkey"`
 	SortKey string `json:"sortKey,omitempty"`
+	// Input is the input position the record came from ("nodes[0].children[2]").
+	Input string `json:"input,omitempty"`
+	// Text is the created bullet's text (for readable results).
+	Text string `json:"text,omitempty"`
 }
 
 // Plan is the outcome of planning one intent against one snapshot.
@@ -424,7 +428,8 @@ func (p *Planner) Create(coll, rkey string, value map[string]any, label string) 
 		store.Write{Op: store.Delete, Collection: coll, RKey: rkey}, label)
 	if coll == lexicon.Node || coll == lexicon.Mirror || coll == lexicon.Comment {
 		sk, _ := value["sortKey"].(string)
-		p.plan.Created = append(p.plan.Created, Created{URI: p.t.uri(coll, rkey), RKey: rkey, SortKey: sk})
+		txt, _ := value["text"].(string)
+		p.plan.Created = append(p.plan.Created, Created{URI: p.t.uri(coll, rkey), RKey: rkey, SortKey: sk, Input: label, Text: txt})
 	}
 }
 
