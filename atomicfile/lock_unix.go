@@ -24,3 +24,20 @@ func Lock(f *os.File, exclusive bool) error {
 
 // Unlock releases a lock taken with Lock.
 func Unlock(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
+
+// TryLock takes an exclusive lock on f without waiting; it reports whether
+// it got it.
+func TryLock(f *os.File) (bool, error) {
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		switch err {
+		case nil:
+			return true, nil
+		case syscall.EWOULDBLOCK:
+			return false, nil
+		case syscall.EINTR:
+			continue
+		}
+		return false, err
+	}
+}

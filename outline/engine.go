@@ -3,25 +3,26 @@ package outline
 import (
 	"context"
 	"errors"
-	"fmt"
-	"maps"
 	"math/rand/v2"
-	"strings"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
 	"github.com/bulleted-mcp/bulleted-mcp/budget"
-	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 	"github.com/bulleted-mcp/bulleted-mcp/store"
-	"github.com/bulleted-mcp/bulleted-mcp/validate"
 )
 
-// Retries is how many times a plan is re-made after a swapCommit conflict;
-// between attempts the engine waits a growing, jittered pause so that two
-// writers racing on one repository do not keep colliding.
-const Retries = 6
+// Retries is how many times a plan is re-made after a swapCommit conflict
+// before its first batch landed, and how many conflicts a later batch
+// rides out; between attempts the engine waits a growing, jittered pause so
+// that two writers racing on one repository do not keep colliding.
+const Retries = 8
+
+// BatchTimeout bounds one batch's commit, which runs to completion even
+// when the call is cancelled (cancellation stops between batches).
+const BatchTimeout = 2 * time.Minute
 
 // Created names a record a plan creates.
 type Created struct {
@@ -36,13 +37,15 @@ type Created struct {
 
 // Plan is the outcome of planning one intent against one snapshot.
 type Plan struct {
-	Writes      []store.Write `json:"writes"`
-	Cost        int           `json:"cost"`
-	Diagnostics []string      `json:"diagnostics,omitempty"`
-	Created     []Created     `json:"created,omitempty"`
-	Summary     string        `json:"summary"`
-	Touched     []string      `json:"-"` // record keys whose neighbourhood to show
-	Inverse     []store.Write `json:"-"`
+	Writes      []store.Write   `json:"writes"`
+	Cost        int             `json:"cost"`
+	Diagnostics []string        `json:"diagnostics,omitempty"`
+	Created     []Created       `json:"created,omitempty"`
+	Summary     string          `json:"summary"`
+	Touched     []string        `json:"-"` // record keys whose neighbourhood to show
+	Prev        []*store.Record `json:"-"` // the record each write replaces (nil: none)
+	Inverse     []store.Write   `json:"-"` // the writes that undo Writes, in order
+	Batches     []int           `json:"-"` // end (exclusive) of each commit's writes
 }
 
 // Outcome is a plan and, unless dry run, the commits it made.
@@ -51,6 +54,10 @@ type Outcome struct {
 	Commits []store.Result `json:"commits,omitempty"`
 	DryRun  bool           `json:"dryRun"`
 	Before  *Tree          `json:"-"`
+	// Op is the recorded operation (absent for dry runs and no-ops).
+	Op *OpReport `json:"operation,omitempty"`
+	// NoChange: the intent asked for what is already there; nothing written.
+	NoChange bool `json:"noChange,omitempty"`
 	// BudgetLeft is the write budget left after the outcome (-1: the
 	// repository has no budget).
 	BudgetLeft int `json:"budgetLeft"`
@@ -61,117 +68,142 @@ type Resolver interface {
 	ResolveHandle(ctx context.Context, handle string) (syntax.DID, error)
 }
 
-type journalEntry struct {
-	summary string
-	inverse []store.Write
-	after   map[string]string // path → CID after apply ("" = deleted)
-}
-
-// Engine plans intents and applies them to one repository.
+// Engine plans intents and applies them to one repository as operations.
+// Reads never wait for a write in flight: the engine's lock guards only its
+// cached tree, never network I/O; writes of one process go one at a time.
 type Engine struct {
 	Repo     store.Repository
 	Resolver Resolver // may be nil (offline): mentions get no facet
 	Now      func() time.Time
 
-	mu      sync.Mutex
-	clock   *syntax.TIDClock
-	cache   *Tree
-	journal []journalEntry
-
-	journalPath string // where the journal is kept ("" = memory only)
-	warn        string // a problem to report with the current outcome
+	mu    sync.Mutex // guards cache and clock
+	wmu   sync.Mutex // one write operation at a time in this process
+	clock *syntax.TIDClock
+	cache *Tree
+	ops   *opStore
 }
 
-// New returns an engine over repo.
+// New returns an engine over repo; operations are kept in memory until
+// KeepOperations names a directory.
 func New(repo store.Repository) *Engine {
-	return &Engine{Repo: repo, Now: time.Now, clock: syntax.NewTIDClock(0)}
+	return &Engine{Repo: repo, Now: time.Now, clock: syntax.NewTIDClock(uint(rand.IntN(1024))),
+		ops: newOpStore(repo.DID().String(), "")}
+}
+
+// KeepOperations records operations (and so the undo journal) in dir/ops,
+// shared with other processes using the same data directory.
+func (e *Engine) KeepOperations(dir string) error {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	e.ops = newOpStore(e.Repo.DID().String(), filepath.Join(dir, "ops"))
+	_, err := e.ops.list()
+	return err
 }
 
 // Tree returns the tree of the current snapshot, rebuilt only when the commit
-// changed.
+// changed. No lock is held while the repository is read.
 func (e *Engine) Tree(ctx context.Context) (*Tree, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.tree(ctx)
-}
-
-func (e *Engine) tree(ctx context.Context) (*Tree, error) {
-	// the repository revalidates its own snapshot (the PDS backend with one
-	// request); an unchanged commit keeps the tree
 	s, err := e.Repo.Snapshot(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if e.cache != nil && e.cache.Commit == s.Commit {
-		return e.cache, nil
+	e.mu.Lock()
+	prev := e.cache
+	e.mu.Unlock()
+	if prev != nil && prev.Commit == s.Commit {
+		return prev, nil
 	}
-	e.cache = Rebuild(s, e.cache)
-	return e.cache, nil
+	t := Rebuild(s, prev)
+	e.mu.Lock()
+	if e.cache == nil || e.cache.Rev <= t.Rev {
+		e.cache = t
+	}
+	e.mu.Unlock()
+	return t, nil
 }
 
-// PlanFunc plans one intent on a tree.
-type PlanFunc func(ctx context.Context, t *Tree, p *Planner) error
-
-// Run plans fn against the current snapshot and, unless dryRun, applies it,
-// re-planning on conflict.
-func (e *Engine) Run(ctx context.Context, fn PlanFunc, dryRun bool) (*Outcome, error) {
+func (e *Engine) nextKeys() *keyList {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return &keyList{clock: e.clock}
+}
+
+// Do plans fn against the current snapshot and, unless dryRun, commits it
+// as one operation: recorded before the first batch, its budget reserved,
+// conflicts re-planned (before anything landed) or ridden out (after), and
+// left incomplete — resumable and undoable — if it must stop part-way.
+func (e *Engine) Do(ctx context.Context, dryRun bool, fn func(p *Planner) error) (*Outcome, error) {
+	if !dryRun {
+		e.wmu.Lock()
+		defer e.wmu.Unlock()
+	}
+	keys := e.nextKeys()
+	now := e.Now()
 	for attempt := 0; ; attempt++ {
-		t, err := e.tree(ctx)
+		t, err := e.Tree(ctx)
 		if err != nil {
-			return nil, err
+			return nil, unavailable(err)
 		}
-		p := e.newPlanner(ctx, t)
-		if err := fn(ctx, t, p); err != nil {
+		p := e.newPlanner(ctx, t, now, keys)
+		if err := fn(p); err != nil {
 			return nil, err
 		}
 		plan, err := p.finish()
 		if err != nil {
 			return nil, err
 		}
+		plan.Batches = Cut(plan.Writes)
 		out := &Outcome{Plan: plan, DryRun: dryRun, Before: t, BudgetLeft: e.budgetLeft()}
-		if dryRun || len(plan.Writes) == 0 {
-			if dryRun {
-				if err := e.checkBudget(plan.Cost); err != nil {
-					plan.Diagnostics = append(plan.Diagnostics, err.Error())
-				}
+		if len(plan.Writes) == 0 {
+			out.NoChange = true
+			plan.Diagnostics = append(plan.Diagnostics, "nothing to change: nothing written, no points spent")
+			return out, nil
+		}
+		if dryRun {
+			if err := e.checkBudget(plan.Cost); err != nil {
+				plan.Diagnostics = append(plan.Diagnostics, err.Error())
 			}
 			return out, nil
 		}
-		if err := e.checkBudget(plan.Cost); err != nil {
-			return nil, err
-		}
-		commits, err := e.apply(ctx, t.Commit, plan.Writes)
+		op := &Operation{ID: keys.clock.Next().String(), DID: e.Repo.DID().String(), Summary: plan.Summary, Started: now,
+			State: OpRunning, Writes: plan.Writes, Prev: plan.Prev, Batches: plan.Batches, Keys: keys.keys}
+		commits, err := e.execute(ctx, op, t.Commit)
+		out.Commits = commits
 		out.BudgetLeft = e.budgetLeft()
-		if errors.Is(err, store.ErrConflict) && len(commits) == 0 && attempt < Retries {
-			backoff := time.Duration(attempt+1) * time.Duration(5+rand.IntN(20)) * time.Millisecond
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(backoff):
+		if errors.Is(err, errReplan) && attempt < Retries {
+			if werr := sleepCtx(ctx, backoff(attempt)); werr != nil {
+				return nil, fail(ErrCancelled, "nothing was written; call again when ready", "cancelled before the first batch")
 			}
 			continue
 		}
-		out.Commits = commits
+		if errors.Is(err, errReplan) {
+			return nil, fail(ErrConflict, "read the outline again and retry", "the repository kept changing while planning (%d attempts); nothing was written", attempt+1)
+		}
 		if err != nil {
-			if len(commits) > 0 {
-				return out, fmt.Errorf("%d of %d batches committed, then: %w", len(commits), (len(plan.Writes)+store.MaxBatch-1)/store.MaxBatch, err)
-			}
-			if errors.Is(err, budget.ErrBudget) {
-				return nil, budgetError(err)
-			}
-			if errors.Is(err, store.ErrConflict) {
-				return nil, fail(ErrConflict, "read the outline again and retry", "the repository kept changing while planning (%d attempts)", attempt+1)
-			}
 			return nil, err
 		}
-		e.record(plan.Summary, plan, commits)
-		if e.warn != "" {
-			plan.Diagnostics = append(plan.Diagnostics, e.warn)
-			e.warn = ""
-		}
+		rep := op.Report()
+		out.Op = &rep
 		return out, nil
+	}
+}
+
+// errReplan: the first batch met a conflict and nothing of the operation
+// is in the repository: plan again on the new snapshot.
+var errReplan = errors.New("re-plan")
+
+func backoff(attempt int) time.Duration {
+	return time.Duration(attempt+1) * time.Duration(5+rand.IntN(25)) * time.Millisecond
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -183,7 +215,7 @@ func (e *Engine) budgetLeft() int {
 	return -1
 }
 
-// checkBudget refuses a plan whose whole cost does not fit, before any write.
+// checkBudget tells whether cost fits now (dry runs).
 func (e *Engine) checkBudget(cost int) error {
 	l, ok := e.Repo.(store.Limited)
 	if !ok || l.Ledger() == nil {
@@ -192,20 +224,53 @@ func (e *Engine) checkBudget(cost int) error {
 	return budgetError(l.Ledger().Check(cost))
 }
 
+// reserve holds cost points for an operation before its first batch; the
+// returned context carries the reservation to the repository's Apply, which
+// settles each committed batch against it; release gives back the rest.
+func (e *Engine) reserve(ctx context.Context, cost int) (context.Context, func(), error) {
+	l, ok := e.Repo.(store.Limited)
+	if !ok || l.Ledger() == nil {
+		return ctx, func() {}, nil
+	}
+	// TODO(budget reservations): reserve under the ledger's lock
+	if err := l.Ledger().Check(cost); err != nil {
+		return ctx, nil, err
+	}
+	return ctx, func() {}, nil
+}
+
 // budgetError turns a budget refusal into an *Error the model can act on.
 func budgetError(err error) error {
+	if err == nil {
+		return nil
+	}
 	var ex *budget.Exceeded
 	if errors.As(err, &ex) {
-		next := "split the work into smaller plans"
+		next := "split the work into smaller operations"
 		if !ex.FreeAt.IsZero() {
-			next = "wait until then, or do less now (dry_run shows a plan's cost)"
+			next = "wait until then, or do less now (dry_run shows an operation's cost)"
 		}
-		return &Error{Kind: ErrBudget, Msg: ex.Error(), Next: next}
+		return &Error{Kind: ErrBudget, Msg: ex.Error(), Next: next, Data: ex}
 	}
 	if errors.Is(err, budget.ErrBudget) {
 		return &Error{Kind: ErrBudget, Msg: err.Error(), Next: "wait a minute and retry"}
 	}
 	return err
+}
+
+// unavailable wraps a repository failure as an *Error the model can act on.
+func unavailable(err error) error {
+	var oe *Error
+	if errors.As(err, &oe) {
+		return err
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &Error{Kind: ErrTimeout, Msg: "the repository did not answer in time: " + err.Error(), Next: "retry in a moment"}
+	}
+	if errors.Is(err, context.Canceled) {
+		return &Error{Kind: ErrCancelled, Msg: "cancelled", Next: "call again when ready"}
+	}
+	return &Error{Kind: ErrUnavailable, Msg: "the repository could not be read: " + err.Error(), Next: "retry in a moment"}
 }
 
 // Progress is told before each batch of a multi-batch plan is sent: how
@@ -220,312 +285,3 @@ type progressKey struct{}
 func WithProgress(ctx context.Context, fn Progress) context.Context {
 	return context.WithValue(ctx, progressKey{}, fn)
 }
-
-func (e *Engine) apply(ctx context.Context, swap string, writes []store.Write) ([]store.Result, error) {
-	var commits []store.Result
-	progress, _ := ctx.Value(progressKey{}).(Progress)
-	total := (len(writes) + store.MaxBatch - 1) / store.MaxBatch
-	all, done := len(writes), 0
-	for len(writes) > 0 {
-		n := min(len(writes), store.MaxBatch)
-		if progress != nil && total > 1 {
-			progress(len(commits), total, done, all)
-		}
-		res, err := e.Repo.Apply(ctx, swap, writes[:n])
-		if err != nil {
-			return commits, err
-		}
-		commits = append(commits, *res)
-		swap = res.Commit
-		writes = writes[n:]
-		done += n
-	}
-	return commits, nil
-}
-
-func (e *Engine) record(summary string, plan *Plan, commits []store.Result) {
-	after := map[string]string{}
-	i := 0
-	for _, c := range commits {
-		for _, r := range c.Results {
-			w := plan.Writes[i]
-			after[w.Collection+"/"+w.RKey] = r.CID
-			i++
-		}
-	}
-	e.journal = append(e.journal, journalEntry{summary: summary, inverse: plan.Inverse, after: after})
-	if len(e.journal) > JournalSize {
-		e.journal = e.journal[1:]
-	}
-	if err := e.saveJournal(); err != nil {
-		e.warn = "the undo journal could not be saved (" + err.Error() + "); undo works until the server stops"
-	}
-}
-
-// Undo reverses the last steps applied plans, newest first, if the records
-// they wrote are unchanged since.
-func (e *Engine) Undo(ctx context.Context, steps int, dryRun bool) (*Outcome, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if steps < 1 {
-		steps = 1
-	}
-	if steps > len(e.journal) {
-		return nil, fail(ErrInvalidInput, "", "only %d operation(s) can be undone", len(e.journal))
-	}
-	s, err := e.Repo.Snapshot(ctx)
-	if err != nil {
-		return nil, err
-	}
-	cur := map[string]string{}
-	for _, r := range s.Records {
-		cur[r.Collection+"/"+r.RKey] = r.CID
-	}
-	plan := &Plan{}
-	// combine newest first; a later entry's inverse runs first
-	touched := map[string]bool{}
-	var changed []string
-	for i := 0; i < steps; i++ {
-		ent := e.journal[len(e.journal)-1-i]
-		for path, cid := range ent.after {
-			if touched[path] {
-				continue
-			}
-			if cur[path] != cid {
-				changed = append(changed, path)
-			}
-		}
-		for _, w := range ent.inverse {
-			path := w.Collection + "/" + w.RKey
-			if touched[path] {
-				// an older inverse for the same record: replace the newer one
-				for j := range plan.Writes {
-					if plan.Writes[j].Collection+"/"+plan.Writes[j].RKey == path {
-						plan.Writes[j] = merge(plan.Writes[j], w)
-					}
-				}
-				continue
-			}
-			touched[path] = true
-			plan.Writes = append(plan.Writes, w)
-		}
-		plan.Summary += "undid: " + strings.TrimSuffix(ent.summary, ".") + ". "
-	}
-	if len(changed) > 0 {
-		return nil, fail(ErrConflict, "read the outline and fix it by hand with the edit tools", "cannot undo: %d record(s) changed since (%v)", len(changed), changed)
-	}
-	// drop no-ops (create then delete of the same record)
-	var ws []store.Write
-	for _, w := range plan.Writes {
-		if w.Op != "" {
-			ws = append(ws, w)
-		}
-	}
-	plan.Writes = ws
-	plan.Cost = store.Cost(ws)
-	out := &Outcome{Plan: plan, DryRun: dryRun}
-	out.BudgetLeft = e.budgetLeft()
-	if dryRun {
-		return out, nil
-	}
-	if err := e.checkBudget(plan.Cost); err != nil {
-		return nil, err
-	}
-	commits, err := e.apply(ctx, s.Commit, ws)
-	out.Commits = commits
-	out.BudgetLeft = e.budgetLeft()
-	if err != nil {
-		return out, budgetError(err)
-	}
-	e.journal = e.journal[:len(e.journal)-steps]
-	if err := e.saveJournal(); err != nil {
-		out.Plan.Diagnostics = append(out.Plan.Diagnostics, "the undo journal could not be saved: "+err.Error())
-	}
-	return out, nil
-}
-
-// merge combines a newer inverse write a with an older one b for the same
-// record (b restores the older state).
-func merge(a, b store.Write) store.Write {
-	switch {
-	case a.Op == store.Delete && b.Op == store.Create: // newer undid a create of a recreated…
-		return store.Write{Op: store.Update, Collection: b.Collection, RKey: b.RKey, Value: b.Value}
-	case b.Op == store.Delete: // oldest op created it: remove
-		if a.Op == store.Create {
-			return store.Write{}
-		}
-		return b
-	default:
-		if a.Op == store.Create {
-			return store.Write{Op: store.Create, Collection: b.Collection, RKey: b.RKey, Value: b.Value}
-		}
-		return b
-	}
-}
-
-// Planner accumulates the writes of one plan.
-type Planner struct {
-	e       *Engine
-	ctx     context.Context
-	t       *Tree
-	base    *Tree
-	plan    Plan
-	labels  []string // input path of each write, for validation messages
-	written map[string]bool
-}
-
-func (e *Engine) newPlanner(ctx context.Context, t *Tree) *Planner {
-	return &Planner{e: e, ctx: ctx, t: t, written: map[string]bool{}}
-}
-
-// Now is the timestamp used for createdAt and completedAt.
-func (p *Planner) Now() string {
-	return p.e.Now().UTC().Format("2006-01-02T15:04:05.000Z")
-}
-
-// NewKey returns a fresh TID record key.
-func (p *Planner) NewKey() string { return p.e.clock.Next().String() }
-
-// Note adds a diagnostic.
-func (p *Planner) Note(format string, args ...any) {
-	p.plan.Diagnostics = append(p.plan.Diagnostics, fmt.Sprintf(format, args...))
-}
-
-// Summary sets the plan's one-line summary.
-func (p *Planner) Summary(format string, args ...any) { p.plan.Summary = fmt.Sprintf(format, args...) }
-
-// Touch marks a record key whose neighbourhood the result should show.
-func (p *Planner) Touch(rkey string) { p.plan.Touched = append(p.plan.Touched, rkey) }
-
-func (p *Planner) add(w store.Write, inv store.Write, label string) {
-	path := w.Collection + "/" + w.RKey
-	if p.written[path] {
-		// a second change to the same record in one plan: fold into the first
-		for i := range p.plan.Writes {
-			x := &p.plan.Writes[i]
-			if x.Collection == w.Collection && x.RKey == w.RKey {
-				switch {
-				case w.Op == store.Delete && x.Op == store.Create:
-					x.Op = "" // created then deleted: nothing
-				case w.Op == store.Delete:
-					*x = w
-				default:
-					x.Value = w.Value
-				}
-			}
-		}
-		return
-	}
-	p.written[path] = true
-	p.plan.Writes = append(p.plan.Writes, w)
-	p.plan.Inverse = append([]store.Write{inv}, p.plan.Inverse...)
-	p.labels = append(p.labels, label)
-}
-
-// Create adds a create; label names the input it came from ("nodes[1]").
-func (p *Planner) Create(coll, rkey string, value map[string]any, label string) {
-	p.add(store.Write{Op: store.Create, Collection: coll, RKey: rkey, Value: value},
-		store.Write{Op: store.Delete, Collection: coll, RKey: rkey}, label)
-	if coll == lexicon.Node || coll == lexicon.Mirror || coll == lexicon.Comment {
-		sk, _ := value["sortKey"].(string)
-		txt, _ := value["text"].(string)
-		p.plan.Created = append(p.plan.Created, Created{URI: p.t.uri(coll, rkey), RKey: rkey, SortKey: sk, Input: label, Text: txt})
-	}
-}
-
-// Update replaces rec's value with value (callers start from a copy of the
-// old value, so unknown fields survive).
-func (p *Planner) Update(rec store.Record, value map[string]any, label string) {
-	p.add(store.Write{Op: store.Update, Collection: rec.Collection, RKey: rec.RKey, Value: value},
-		store.Write{Op: store.Update, Collection: rec.Collection, RKey: rec.RKey, Value: rec.Value}, label)
-}
-
-// Delete removes rec.
-func (p *Planner) Delete(rec store.Record, label string) {
-	p.add(store.Write{Op: store.Delete, Collection: rec.Collection, RKey: rec.RKey},
-		store.Write{Op: store.Create, Collection: rec.Collection, RKey: rec.RKey, Value: rec.Value}, label)
-}
-
-// Advance rebuilds the planner's tree from the snapshot with the writes
-// planned so far, so the next operation of a batch sees them.
-func (p *Planner) Advance() {
-	var ws []store.Write
-	for _, w := range p.plan.Writes {
-		if w.Op != "" {
-			ws = append(ws, w)
-		}
-	}
-	base := p.base
-	if base == nil {
-		base = p.t
-		p.base = p.t
-	}
-	nt := Rebuild(Applied(base.Snap, ws), base)
-	nt.Commit = base.Commit
-	p.t = nt
-}
-
-// Tree is the tree the planner currently plans against.
-func (p *Planner) Tree() *Tree { return p.t }
-
-// Copy returns a shallow copy of a record value for editing.
-func Copy(v map[string]any) map[string]any { return maps.Clone(v) }
-
-func (p *Planner) finish() (*Plan, error) {
-	var ws []store.Write
-	var labels []string
-	creates, deletes := 0, 0
-	for i, w := range p.plan.Writes {
-		if w.Op == "" {
-			continue
-		}
-		ws = append(ws, w)
-		labels = append(labels, p.labels[i])
-		switch w.Op {
-		case store.Create:
-			creates++
-		case store.Delete:
-			deletes++
-		}
-	}
-	p.plan.Writes = ws
-	var inv []store.Write
-	for _, w := range p.plan.Inverse {
-		if p.written[w.Collection+"/"+w.RKey] {
-			inv = append(inv, w)
-		}
-	}
-	p.plan.Inverse = inv
-	base := p.t
-	if p.base != nil {
-		base = p.base
-	}
-	if n := base.Count + creates - deletes; creates > 0 && n > lexicon.MaxRepoRecords {
-		return nil, fail(ErrTooLarge, "delete records first or write fewer", "the plan would take the repository to %s records; the app view's bound is %s", validate.Count(n), validate.Count(lexicon.MaxRepoRecords))
-	}
-	v := validate.Default()
-	for i, w := range ws {
-		if w.Op == store.Delete {
-			continue
-		}
-		u, err := syntax.ParseATURI(p.t.uri(w.Collection, w.RKey))
-		if err != nil {
-			return nil, err
-		}
-		if err := v.Record(w.Value, w.Collection, &u); err != nil {
-			var ve *validate.Error
-			if errors.As(err, &ve) {
-				if labels[i] != "" {
-					ve = ve.WithPrefix(labels[i])
-				}
-				return nil, &Error{Kind: ErrInvalidInput, Msg: ve.Error(), Next: "fix the named field and call again"}
-			}
-			return nil, err
-		}
-	}
-	p.plan.Cost = store.Cost(ws)
-	return &p.plan, nil
-}
-
-// CurrentSummary returns the summary set so far.
-func (p *Planner) CurrentSummary() string { return p.plan.Summary }

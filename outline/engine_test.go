@@ -84,13 +84,13 @@ func BenchmarkRebuild10k(b *testing.B) {
 func TestJournalKeptAcrossRestart(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	path := dir + "/undo.json"
+	path := dir + "/data"
 	l, err := store.OpenLocal(dir + "/repo")
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := outline.New(l)
-	if err := e.KeepJournal(path); err != nil {
+	if err := e.KeepOperations(path); err != nil {
 		t.Fatal(err)
 	}
 	keys := enginetest.Insert(t, e, outline.Position{}, "one", "two")
@@ -108,13 +108,13 @@ func TestJournalKeptAcrossRestart(t *testing.T) {
 	}
 	defer l2.Close()
 	e2 := outline.New(l2)
-	if err := e2.KeepJournal(path); err != nil {
+	if err := e2.KeepOperations(path); err != nil {
 		t.Fatal(err)
 	}
 	if got := enginetest.Texts(t, e2, ""); !reflect.DeepEqual(got, []string{"ONE", "two"}) {
 		t.Fatalf("reopened outline: %v (snapshot had %d records)", got, len(before.Records))
 	}
-	if _, err := e2.Undo(ctx, 1, false); err != nil {
+	if _, err := e2.Undo(ctx, 1, "", false); err != nil {
 		t.Fatal(err)
 	}
 	if got := enginetest.Texts(t, e2, ""); !reflect.DeepEqual(got, []string{"one", "two"}) {
@@ -124,7 +124,7 @@ func TestJournalKeptAcrossRestart(t *testing.T) {
 	if len(tr.Notes) != 0 {
 		t.Fatalf("undo left %d note(s)", len(tr.Notes))
 	}
-	if _, err := e2.Undo(ctx, 1, false); err != nil {
+	if _, err := e2.Undo(ctx, 1, "", false); err != nil {
 		t.Fatal(err)
 	}
 	if got := enginetest.Texts(t, e2, ""); len(got) != 0 {
@@ -139,10 +139,10 @@ func TestJournalKeptAcrossRestart(t *testing.T) {
 	defer other.Close()
 	e3 := outline.New(other)
 	enginetest.Insert(t, e2, outline.Position{}, "three")
-	if err := e3.KeepJournal(path); err != nil {
+	if err := e3.KeepOperations(path); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e3.Undo(ctx, 1, true); !errors.Is(err, outline.ErrInvalidInput) {
+	if _, err := e3.Undo(ctx, 1, "", true); !errors.Is(err, outline.ErrInvalidInput) {
 		t.Fatalf("undo with another repository's journal: %v", err)
 	}
 }

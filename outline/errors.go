@@ -50,6 +50,9 @@ type Error struct {
 	Kind error
 	Msg  string
 	Next string
+	// Data is structured detail for the caller (an *OpReport of what
+	// landed, a *budget.Exceeded with the free-at time), or nil.
+	Data any
 }
 
 func (e *Error) Error() string {

@@ -29,12 +29,12 @@ func (p *Planner) facets(v map[string]any, text string) {
 		s, e := m[4]-1, m[5]
 		handle := strings.ToLower(text[m[4]:m[5]])
 		if p.e.Resolver == nil {
-			p.Note("mention @%s left as plain text: no identity resolver (offline)", handle)
+			p.note("mention @%s left as plain text: no identity resolver (offline)", handle)
 			continue
 		}
 		did, err := p.e.Resolver.ResolveHandle(p.ctx, handle)
 		if err != nil {
-			p.Note("mention @%s left as plain text: %v", handle, err)
+			p.note("mention @%s left as plain text: %v", handle, err)
 			continue
 		}
 		add(s, e, map[string]any{"$type": "app.bsky.richtext.facet#mention", "did": did.String()})

@@ -1,7 +1,6 @@
 package outline
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -50,7 +49,7 @@ func (p *Planner) target(pos Position, current *Item, exclude map[*Item]bool) (*
 			return nil, nil, 0, fail(ErrInvalidInput, "use a node as parent, not a mirror", "%s is a mirror; bullets cannot hang under a mirror", it.Key())
 		}
 		if it.Detached != "" {
-			p.Note("parent %s is itself detached (%s)", it.Key(), it.Detached)
+			p.note("parent %s is itself detached (%s)", it.Key(), it.Detached)
 		}
 		parent = it
 	}
@@ -147,10 +146,10 @@ func (p *Planner) place(sibs []*Item, at, n int) ([]string, error) {
 		s := sibs[r.Index]
 		v := Copy(s.Rec.Value)
 		v["sortKey"] = r.Key
-		p.Update(s.Rec, v, "")
+		p.update(s.Rec, v, "")
 	}
 	if len(plan.Respace) > 0 {
-		p.Note("respaced %d sibling sortKey(s) to make room (%d extra update(s))", len(plan.Respace), len(plan.Respace))
+		p.note("respaced %d sibling sortKey(s) to make room (%d extra update(s))", len(plan.Respace), len(plan.Respace))
 	}
 	return plan.Keys, nil
 }
@@ -180,9 +179,9 @@ func (p *Planner) Insert(pos Position, nodes []NewNode) error {
 	walk = func(parentURI string, ns []NewNode, keys []string, label string) error {
 		for i, n := range ns {
 			lab := fmt.Sprintf("%s[%d]", label, i)
-			rk := p.NewKey()
+			rk := p.newKey()
 			count++
-			v := map[string]any{"$type": lexicon.Node, "text": n.Text, "sortKey": keys[i], "createdAt": p.Now()}
+			v := map[string]any{"$type": lexicon.Node, "text": n.Text, "sortKey": keys[i], "createdAt": p.stamp()}
 			if parentURI != "" {
 				v["parent"] = parentURI
 			}
@@ -196,17 +195,17 @@ func (p *Planner) Insert(pos Position, nodes []NewNode) error {
 				if n.Layout == "" {
 					v["layout"] = "todo"
 				} else if n.Layout != "todo" {
-					p.Note("%s: completed applies to todos; layout %s kept, completedAt set", lab, n.Layout)
+					p.note("%s: completed applies to todos; layout %s kept, completedAt set", lab, n.Layout)
 				}
-				v["completedAt"] = p.Now()
+				v["completedAt"] = p.stamp()
 			}
 			p.facets(v, n.Text)
-			p.Create(lexicon.Node, rk, v, lab)
-			p.Touch(rk)
+			p.create(lexicon.Node, rk, v, lab)
+			p.touch(rk)
 			if n.Note != "" {
-				nv := map[string]any{"$type": lexicon.Note, "subject": p.t.NodeURI(rk), "text": n.Note, "createdAt": p.Now()}
+				nv := map[string]any{"$type": lexicon.Note, "subject": p.t.NodeURI(rk), "text": n.Note, "createdAt": p.stamp()}
 				p.facets(nv, n.Note)
-				p.Create(lexicon.Note, rk, nv, lab+".note")
+				p.create(lexicon.Note, rk, nv, lab+".note")
 			}
 			if len(n.Children) > 0 {
 				ck, err := order.Spread("", "", len(n.Children))
@@ -223,7 +222,7 @@ func (p *Planner) Insert(pos Position, nodes []NewNode) error {
 	if err := walk(p.parentURI(parent), nodes, keys, "nodes"); err != nil {
 		return err
 	}
-	p.Summary("insert %d bullet(s) under %s", count, parentName(parent))
+	p.summary("insert %d bullet(s) under %s", count, parentName(parent))
 	return nil
 }
 
@@ -272,10 +271,10 @@ func (p *Planner) Move(refs []string, pos Position) error {
 	for i, it := range items {
 		p.reparent(it, parent, keys[i], fmt.Sprintf("nodes[%d]", i))
 		if it.Detached != "" {
-			p.Note("re-attached %s (was: %s)", it.Key(), it.Detached)
+			p.note("re-attached %s (was: %s)", it.Key(), it.Detached)
 		}
 	}
-	p.Summary("move %d bullet(s) under %s", len(items), parentName(parent))
+	p.summary("move %d bullet(s) under %s", len(items), parentName(parent))
 	return nil
 }
 
@@ -289,8 +288,8 @@ func (p *Planner) reparent(it, parent *Item, sortKey, label string) {
 	} else {
 		v["parent"] = p.t.NodeURI(parent.Key())
 	}
-	p.Update(it.Rec, v, label)
-	p.Touch(it.Key())
+	p.update(it.Rec, v, label)
+	p.touch(it.Key())
 }
 
 // Edit is an update of a bullet's own fields; nil fields are left alone.
@@ -322,28 +321,28 @@ func (p *Planner) Edit(ref string, ed Edit) error {
 		changed = true
 	}
 	if changed {
-		p.Update(it.Rec, v, "")
+		p.update(it.Rec, v, "")
 	}
 	if ed.Note != nil {
 		switch {
 		case *ed.Note == "" && it.Note != nil:
-			p.Delete(*it.Note, "note")
+			p.delete(*it.Note, "note")
 		case *ed.Note == "":
-			p.Note("%s has no note to remove", it.Key())
+			p.note("%s has no note to remove", it.Key())
 		case it.Note != nil:
 			nv := Copy(it.Note.Value)
 			nv["text"] = *ed.Note
 			delete(nv, "facets")
 			p.facets(nv, *ed.Note)
-			p.Update(*it.Note, nv, "note")
+			p.update(*it.Note, nv, "note")
 		default:
-			nv := map[string]any{"$type": lexicon.Note, "subject": p.t.NodeURI(it.Key()), "text": *ed.Note, "createdAt": p.Now()}
+			nv := map[string]any{"$type": lexicon.Note, "subject": p.t.NodeURI(it.Key()), "text": *ed.Note, "createdAt": p.stamp()}
 			p.facets(nv, *ed.Note)
-			p.Create(lexicon.Note, it.Key(), nv, "note")
+			p.create(lexicon.Note, it.Key(), nv, "note")
 		}
 	}
-	p.Touch(it.Key())
-	p.Summary("update %s", it.Key())
+	p.touch(it.Key())
+	p.summary("update %s", it.Key())
 	return nil
 }
 
@@ -367,24 +366,24 @@ func (p *Planner) Complete(ref string, done bool) error {
 	v := Copy(it.Rec.Value)
 	if l, _ := v["layout"].(string); l != "todo" {
 		v["layout"] = "todo"
-		p.Note("%s was a %s; it is now a todo", it.Key(), orDefault(l, "bullet"))
+		p.note("%s was a %s; it is now a todo", it.Key(), orDefault(l, "bullet"))
 	}
 	_, had := v["completedAt"]
 	if done {
 		if had {
-			p.Note("%s was already complete", it.Key())
+			p.note("%s was already complete", it.Key())
 		} else {
-			v["completedAt"] = p.Now()
+			v["completedAt"] = p.stamp()
 		}
 	} else {
 		delete(v, "completedAt")
 	}
-	p.Update(it.Rec, v, "")
-	p.Touch(it.Key())
+	p.update(it.Rec, v, "")
+	p.touch(it.Key())
 	if done {
-		p.Summary("complete %s", it.Key())
+		p.summary("complete %s", it.Key())
 	} else {
-		p.Summary("reopen %s", it.Key())
+		p.summary("reopen %s", it.Key())
 	}
 	return nil
 }
@@ -430,23 +429,23 @@ func (p *Planner) DeleteNode(ref, children string) error {
 		}
 	case "subtree":
 		for _, d := range Subtree(it)[1:] {
-			p.Delete(d.Rec, "")
+			p.delete(d.Rec, "")
 			if d.Note != nil {
-				p.Delete(*d.Note, "")
+				p.delete(*d.Note, "")
 			}
 		}
 	default:
 		return fail(ErrInvalidInput, "use refuse, lift or subtree", "unknown children policy %q", children)
 	}
-	p.Delete(it.Rec, "")
+	p.delete(it.Rec, "")
 	if it.Note != nil {
-		p.Delete(*it.Note, "")
+		p.delete(*it.Note, "")
 	}
 	if pol, ok := p.t.Policies[it.Key()]; ok && !it.Mirror {
-		p.Delete(pol, "")
-		p.Note("its comment policy was deleted with it")
+		p.delete(pol, "")
+		p.note("its comment policy was deleted with it")
 	}
-	p.Summary("delete %s (children: %s)", it.Key(), orDefault(children, "refuse"))
+	p.summary("delete %s (children: %s)", it.Key(), orDefault(children, "refuse"))
 	return nil
 }
 
@@ -472,8 +471,8 @@ func (p *Planner) SetPolicy(root string, allow []string, remove bool) error {
 		if !exists {
 			return fail(ErrNodeNotFound, "", "no comment policy for %s", orDefault(root, "the repository"))
 		}
-		p.Delete(old, "")
-		p.Summary("remove the comment policy of %s", orDefault(root, "the repository"))
+		p.delete(old, "")
+		p.summary("remove the comment policy of %s", orDefault(root, "the repository"))
 		return nil
 	}
 	if allow == nil {
@@ -486,18 +485,18 @@ func (p *Planner) SetPolicy(root string, allow []string, remove bool) error {
 	if exists {
 		v := Copy(old.Value)
 		v["allow"] = list
-		p.Update(old, v, "")
+		p.update(old, v, "")
 	} else {
-		v := map[string]any{"$type": lexicon.CommentPolicy, "allow": list, "createdAt": p.Now()}
+		v := map[string]any{"$type": lexicon.CommentPolicy, "allow": list, "createdAt": p.stamp()}
 		if rootURI != "" {
 			v["root"] = rootURI
 		}
-		p.Create(lexicon.CommentPolicy, rkey, v, "")
+		p.create(lexicon.CommentPolicy, rkey, v, "")
 	}
 	if len(allow) == 0 {
-		p.Note("an empty allow list closes comments at this level")
+		p.note("an empty allow list closes comments at this level")
 	}
-	p.Summary("set the comment policy of %s to %v", orDefault(root, "the repository"), allow)
+	p.summary("set the comment policy of %s to %v", orDefault(root, "the repository"), allow)
 	return nil
 }
 
@@ -532,14 +531,14 @@ func (p *Planner) Mirror(original string, pos Position) error {
 	if err != nil {
 		return err
 	}
-	rk := p.NewKey()
-	v := map[string]any{"$type": lexicon.Mirror, "original": u.String(), "sortKey": keys[0], "createdAt": p.Now()}
+	rk := p.newKey()
+	v := map[string]any{"$type": lexicon.Mirror, "original": u.String(), "sortKey": keys[0], "createdAt": p.stamp()}
 	if parent != nil {
 		v["parent"] = p.t.NodeURI(parent.Key())
 	}
-	p.Create(lexicon.Mirror, rk, v, "")
-	p.Touch(rk)
-	p.Summary("mirror %s under %s", u, parentName(parent))
+	p.create(lexicon.Mirror, rk, v, "")
+	p.touch(rk)
+	p.summary("mirror %s under %s", u, parentName(parent))
 	return nil
 }
 
@@ -553,11 +552,11 @@ func (p *Planner) Comment(subject, text string) error {
 		}
 		uri = p.t.NodeURI(it.Key())
 	}
-	v := map[string]any{"$type": lexicon.Comment, "subject": uri, "text": text, "createdAt": p.Now()}
+	v := map[string]any{"$type": lexicon.Comment, "subject": uri, "text": text, "createdAt": p.stamp()}
 	p.facets(v, text)
-	p.Create(lexicon.Comment, p.NewKey(), v, "")
-	p.Note("a comment renders only where the bullet owner's comment policy allows it")
-	p.Summary("comment on %s", uri)
+	p.create(lexicon.Comment, p.newKey(), v, "")
+	p.note("a comment renders only where the bullet owner's comment policy allows it")
+	p.summary("comment on %s", uri)
 	return nil
 }
 
@@ -577,26 +576,19 @@ func (p *Planner) SetOutline(root string, title, description *string) error {
 	if exists {
 		v = Copy(old.Value)
 	} else {
-		v = map[string]any{"$type": lexicon.Outline, "createdAt": p.Now()}
+		v = map[string]any{"$type": lexicon.Outline, "createdAt": p.stamp()}
 		if rootURI != "" {
 			v["root"] = rootURI
 		}
 	}
 	setFields(v, map[string]*string{"title": title, "description": description})
 	if exists {
-		p.Update(old, v, "")
+		p.update(old, v, "")
 	} else {
-		p.Create(lexicon.Outline, rkey, v, "")
+		p.create(lexicon.Outline, rkey, v, "")
 	}
-	p.Summary("set the outline title/description of %s", orDefault(root, "the repository"))
+	p.summary("set the outline title/description of %s", orDefault(root, "the repository"))
 	return nil
-}
-
-// Run helpers for callers that do not need a custom PlanFunc.
-
-// Do runs a planner method under the engine.
-func (e *Engine) Do(ctx context.Context, dryRun bool, fn func(p *Planner) error) (*Outcome, error) {
-	return e.Run(ctx, func(_ context.Context, _ *Tree, p *Planner) error { return fn(p) }, dryRun)
 }
 
 // setFields applies optional string fields to v: nil leaves a field as it

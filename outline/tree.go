@@ -378,3 +378,34 @@ func Applied(s *store.Snapshot, writes []store.Write) *store.Snapshot {
 	out.Records = live
 	return out
 }
+
+// Record returns the record at coll/rkey in the tree's snapshot.
+func (t *Tree) Record(coll, rkey string) (store.Record, bool) {
+	switch coll {
+	case lexicon.Node:
+		if it := t.Nodes[rkey]; it != nil {
+			return it.Rec, true
+		}
+		return store.Record{}, false
+	case lexicon.Mirror:
+		if it := t.Mirrors[rkey]; it != nil {
+			return it.Rec, true
+		}
+		return store.Record{}, false
+	case lexicon.Note:
+		r, ok := t.Notes[rkey]
+		return r, ok
+	case lexicon.CommentPolicy:
+		r, ok := t.Policies[rkey]
+		return r, ok
+	case lexicon.Outline:
+		r, ok := t.Outlines[rkey]
+		return r, ok
+	}
+	for _, r := range t.Comments {
+		if r.Collection == coll && r.RKey == rkey {
+			return r, true
+		}
+	}
+	return store.Record{}, false
+}

@@ -16,8 +16,6 @@ import (
 	"github.com/bluesky-social/indigo/atproto/atclient"
 	"github.com/bluesky-social/indigo/atproto/atdata"
 	"github.com/bluesky-social/indigo/atproto/syntax"
-	"github.com/ipfs/go-cid"
-	"github.com/multiformats/go-multihash"
 
 	"github.com/bulleted-mcp/bulleted-mcp/budget"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
@@ -410,14 +408,4 @@ func (r *Repo) landed(ctx context.Context, swapCommit string, writes []store.Wri
 
 // RecordCID is the CID a record value gets in a repository (DAG-CBOR,
 // SHA-256).
-func RecordCID(v map[string]any) (string, error) {
-	raw, err := atdata.MarshalCBOR(v)
-	if err != nil {
-		return "", err
-	}
-	c, err := cid.NewPrefixV1(cid.DagCBOR, multihash.SHA2_256).Sum(raw)
-	if err != nil {
-		return "", err
-	}
-	return c.String(), nil
-}
+func RecordCID(v map[string]any) (string, error) { return store.RecordCID(v) }

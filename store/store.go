@@ -22,7 +22,14 @@ var (
 	ErrRecordExists = errors.New("record already exists")
 	// ErrRecordMissing means an update or delete named a record that is absent.
 	ErrRecordMissing = errors.New("record does not exist")
+	// ErrBatchTooLarge means the repository refused a batch for its size
+	// (HTTP 413); nothing of it was written. Send it in smaller parts.
+	ErrBatchTooLarge = errors.New("batch too large for the repository")
 )
+
+// MaxBatchBytes bounds the JSON size of one batch's record values (the
+// reference PDS refuses request bodies over 1 MB).
+const MaxBatchBytes = 700 << 10
 
 // Record is one stored record. Value is AT Protocol data as decoded by atdata
 // (maps, strings, int64, atdata.Blob …) and includes $type.

@@ -211,25 +211,16 @@ func writeTools() []Tool {
 		for _, t := range writeToolsNoBatch() {
 			byName[t.Name] = t
 		}
-		out, err := env.Engine.Do(ctx, dry, func(p *outline.Planner) error {
-			var sums []string
-			for i, op := range ops {
-				t, ok := byName[op.Tool]
-				if !ok {
-					return argErr("ops[%d]: %q is not a write tool (use %s)", i, op.Tool, strings.Join(keys(byName), ", "))
-				}
-				if err := t.Plan(p, op.Args); err != nil {
-					if oe, ok := err.(*outline.Error); ok {
-						return &outline.Error{Kind: oe.Kind, Msg: fmt.Sprintf("ops[%d] (%s): %s", i, op.Tool, oe.Msg), Next: oe.Next}
-					}
-					return err
-				}
-				sums = append(sums, p.CurrentSummary())
-				p.Advance()
+		steps := make([]outline.Step, len(ops))
+		for i, op := range ops {
+			t, ok := byName[op.Tool]
+			if !ok {
+				return toolError(argErr("ops[%d]: %q is not a write tool (use %s)", i, op.Tool, strings.Join(keys(byName), ", ")))
 			}
-			p.Summary("%d operation(s): %s", len(ops), strings.Join(sums, "; "))
-			return nil
-		})
+			args := op.Args
+			steps[i] = outline.Step{Tool: op.Tool, Plan: func(p *outline.Planner) error { return t.Plan(p, args) }}
+		}
+		out, err := env.Engine.Do(ctx, dry, func(p *outline.Planner) error { return p.Batch(steps) })
 		if err != nil {
 			return toolError(err)
 		}
@@ -237,7 +228,7 @@ func writeTools() []Tool {
 	}
 
 	undo := Tool{Name: "undo", Title: "Undo", Description: "Undo the last operations this server applied (default 1; the journal is kept across restarts), if the records they wrote are unchanged since; otherwise nothing is written and the result lists what changed.",
-		Schema:      obj(map[string]any{"steps": map[string]any{"type": "integer", "minimum": 1, "description": "How many operations to undo (default 1)."}, "dry_run": pDryRun}),
+		Schema:      obj(map[string]any{"steps": map[string]any{"type": "integer", "minimum": 1, "description": "How many operations to undo (default 1)."}, "operation": str("Undo this operation (an id from list_operations), e.g. an incomplete one: exactly what landed is rolled back."), "dry_run": pDryRun}),
 		Destructive: true}
 	undo.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
 		steps, err := a.Int("steps", 1)
@@ -248,7 +239,7 @@ func writeTools() []Tool {
 		if err != nil {
 			return badArgs("%v", err)
 		}
-		out, err := env.Engine.Undo(ctx, steps, dry)
+		out, err := env.Engine.Undo(ctx, steps, a.Str("operation"), dry)
 		if err != nil {
 			return toolError(err)
 		}

@@ -98,7 +98,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 // that undo works across restarts and between `call` invocations.
 func newEngine(repo store.Repository, dir string) (*outline.Engine, error) {
 	e := outline.New(repo)
-	if err := e.KeepJournal(filepath.Join(dir, "undo.json")); err != nil {
+	if err := e.KeepOperations(dir); err != nil {
 		return nil, err
 	}
 	return e, nil

@@ -105,7 +105,7 @@ func insertMoveDeleteUndo(t *testing.T, open Open) {
 		t.Fatalf("after lift %v", got)
 	}
 	// undo restores the snapshot exactly
-	if _, err := e.Undo(ctx, 1, false); err != nil {
+	if _, err := e.Undo(ctx, 1, "", false); err != nil {
 		t.Fatal(err)
 	}
 	tr1, _ := e.Tree(ctx)
@@ -260,7 +260,7 @@ func randomIntents(t *testing.T, open Open, steps int) {
 		}
 		checkInvariants(t, e)
 		if step%10 == 0 {
-			if _, err := e.Undo(ctx, 1, false); err != nil {
+			if _, err := e.Undo(ctx, 1, "", false); err != nil {
 				t.Fatalf("undo: %v", err)
 			}
 			tr, _ := e.Tree(ctx)

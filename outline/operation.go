@@ -1,0 +1,403 @@
+package outline
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bluesky-social/indigo/atproto/atdata"
+
+	"github.com/bulleted-mcp/bulleted-mcp/atomicfile"
+	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
+	"github.com/bulleted-mcp/bulleted-mcp/store"
+)
+
+// Operation states.
+const (
+	// OpRunning: a process is committing the operation's batches (or was,
+	// and was killed: then it is reported as incomplete).
+	OpRunning = "running"
+	// OpIncomplete: some batches landed, then it stopped; resume or undo it.
+	OpIncomplete = "incomplete"
+	// OpDone: every batch landed.
+	OpDone = "done"
+	// OpUndone: rolled back by an undo.
+	OpUndone = "undone"
+)
+
+// JournalSize is how many finished operations are kept for undo.
+const JournalSize = 100
+
+// Operation is one write intent as committed: the whole plan (every write,
+// the record it replaced, and the batch boundaries), recorded durably
+// before the first batch is sent, and how many batches have landed.
+type Operation struct {
+	ID      string
+	DID     string
+	Summary string
+	Started time.Time
+	State   string
+	Writes  []store.Write
+	Prev    []*store.Record // the record each write replaced (nil: none)
+	Batches []int           // end (exclusive) of each batch in Writes
+	Landed  int             // batches known to be committed
+	Commits []string        // commit CIDs of the landed batches (when known)
+	Reason  string          // why it stopped, for an incomplete operation
+	Undoes  []string        // the operations this one rolls back
+	Keys    []string        // record keys minted while planning it
+}
+
+// batch returns the writes of batch i.
+func (op *Operation) batch(i int) []store.Write {
+	start := 0
+	if i > 0 {
+		start = op.Batches[i-1]
+	}
+	return op.Writes[start:op.Batches[i]]
+}
+
+// landedWrites is how many writes are in the landed batches.
+func (op *Operation) landedWrites() int {
+	if op.Landed == 0 {
+		return 0
+	}
+	return op.Batches[op.Landed-1]
+}
+
+// OpReport is what an agent is told about an operation.
+type OpReport struct {
+	ID           string   `json:"id"`
+	Summary      string   `json:"summary"`
+	State        string   `json:"state"`
+	Started      string   `json:"started"`
+	Batches      int      `json:"batches"`
+	Landed       int      `json:"batchesLanded"`
+	Writes       int      `json:"writes"`
+	LandedWrites int      `json:"writesLanded"`
+	Reason       string   `json:"reason,omitempty"`
+	Created      []string `json:"createdLanded,omitempty"` // record keys of bullets created by the landed batches
+	Next         string   `json:"next,omitempty"`
+}
+
+// Report describes op.
+func (op *Operation) Report() OpReport {
+	r := OpReport{ID: op.ID, Summary: op.Summary, State: op.State, Started: op.Started.UTC().Format(time.RFC3339),
+		Batches: len(op.Batches), Landed: op.Landed, Writes: len(op.Writes), LandedWrites: op.landedWrites(), Reason: op.Reason}
+	for _, w := range op.Writes[:r.LandedWrites] {
+		if w.Op == store.Create && (w.Collection == lexicon.Node || w.Collection == lexicon.Mirror) && len(r.Created) < 50 {
+			r.Created = append(r.Created, w.RKey)
+		}
+	}
+	if op.State == OpIncomplete || op.State == OpRunning {
+		r.Next = fmt.Sprintf("call resume_operation with id=%s to finish it against the current outline, or undo with operation=%s to roll back exactly what landed", op.ID, op.ID)
+	}
+	return r
+}
+
+// ---- persistence: one file per operation in DIR/ops ----
+
+type opFile struct {
+	ID      string        `json:"id"`
+	DID     string        `json:"did"`
+	Summary string        `json:"summary"`
+	Started time.Time     `json:"started"`
+	State   string        `json:"state"`
+	Writes  []opWriteJSON `json:"writes"`
+	Batches []int         `json:"batches"`
+	Landed  int           `json:"landed"`
+	Commits []string      `json:"commits,omitempty"`
+	Reason  string        `json:"reason,omitempty"`
+	Undoes  []string      `json:"undoes,omitempty"`
+}
+
+type opWriteJSON struct {
+	Op         store.Op        `json:"op"`
+	Collection string          `json:"collection"`
+	RKey       string          `json:"rkey"`
+	Value      json.RawMessage `json:"value,omitempty"`
+	Prev       json.RawMessage `json:"prev,omitempty"` // AT Protocol JSON of the replaced record
+	PrevCID    string          `json:"prevCid,omitempty"`
+}
+
+func encodeOp(op *Operation) ([]byte, error) {
+	f := opFile{ID: op.ID, DID: op.DID, Summary: op.Summary, Started: op.Started, State: op.State,
+		Batches: op.Batches, Landed: op.Landed, Commits: op.Commits, Reason: op.Reason, Undoes: op.Undoes,
+		Writes: make([]opWriteJSON, len(op.Writes))}
+	for i, w := range op.Writes {
+		jw := opWriteJSON{Op: w.Op, Collection: w.Collection, RKey: w.RKey}
+		if w.Value != nil {
+			raw, err := json.Marshal(w.Value) // atdata values marshal to AT Protocol JSON
+			if err != nil {
+				return nil, err
+			}
+			jw.Value = raw
+		}
+		if p := op.Prev[i]; p != nil {
+			raw, err := json.Marshal(p.Value)
+			if err != nil {
+				return nil, err
+			}
+			jw.Prev, jw.PrevCID = raw, p.CID
+		}
+		f.Writes[i] = jw
+	}
+	return json.Marshal(f)
+}
+
+func decodeOp(raw []byte) (*Operation, error) {
+	var f opFile
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return nil, err
+	}
+	op := &Operation{ID: f.ID, DID: f.DID, Summary: f.Summary, Started: f.Started, State: f.State,
+		Batches: f.Batches, Landed: f.Landed, Commits: f.Commits, Reason: f.Reason, Undoes: f.Undoes,
+		Writes: make([]store.Write, len(f.Writes)), Prev: make([]*store.Record, len(f.Writes))}
+	for i, jw := range f.Writes {
+		w := store.Write{Op: jw.Op, Collection: jw.Collection, RKey: jw.RKey}
+		if len(jw.Value) > 0 {
+			v, err := atdata.UnmarshalJSON(jw.Value)
+			if err != nil {
+				return nil, err
+			}
+			w.Value = v
+		}
+		op.Writes[i] = w
+		if len(jw.Prev) > 0 {
+			v, err := atdata.UnmarshalJSON(jw.Prev)
+			if err != nil {
+				return nil, err
+			}
+			op.Prev[i] = &store.Record{Collection: jw.Collection, RKey: jw.RKey, CID: jw.PrevCID, Value: v}
+		}
+	}
+	if op.Landed < 0 || op.Landed > len(op.Batches) || (len(op.Batches) > 0 && op.Batches[len(op.Batches)-1] != len(op.Writes)) {
+		return nil, errors.New("inconsistent batch record")
+	}
+	return op, nil
+}
+
+// opStore keeps operations: in memory, and with a directory as one file per
+// operation (DIR/ID.json, replaced atomically), so that processes sharing
+// the directory see each other's operations without rewriting a shared
+// file. A process committing an operation holds DIR/ID.lock; an operation
+// marked running whose lock is free belongs to a process that died.
+type opStore struct {
+	did string
+	dir string // "" = memory only
+
+	mu    sync.Mutex
+	mem   map[string]*Operation // memory-only store, and this process's live operations
+	files map[string]cachedOp   // parsed files by name, reused while unchanged
+	held  map[string]*os.File   // locks this process holds
+}
+
+type cachedOp struct {
+	mod  time.Time
+	size int64
+	op   *Operation
+}
+
+func newOpStore(did, dir string) *opStore {
+	return &opStore{did: did, dir: dir, mem: map[string]*Operation{}, files: map[string]cachedOp{}, held: map[string]*os.File{}}
+}
+
+func (s *opStore) path(id string) string { return filepath.Join(s.dir, id+".json") }
+
+// save records op (durably, with a directory).
+func (s *opStore) save(op *Operation) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mem[op.ID] = op
+	if s.dir == "" {
+		return nil
+	}
+	raw, err := encodeOp(op)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return err
+	}
+	return atomicfile.Write(s.path(op.ID), raw, 0o600)
+}
+
+// remove forgets op (a plan that never sent anything).
+func (s *opStore) remove(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.mem, id)
+	if s.dir != "" {
+		os.Remove(s.path(id))
+	}
+}
+
+// claim takes op id's lock for this process; false if another process holds it.
+func (s *opStore) claim(id string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dir == "" {
+		return true, nil
+	}
+	if _, ok := s.held[id]; ok {
+		return true, nil
+	}
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return false, err
+	}
+	f, err := os.OpenFile(filepath.Join(s.dir, id+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return false, err
+	}
+	ok, err := atomicfile.TryLock(f)
+	if err != nil || !ok {
+		f.Close()
+		return false, err
+	}
+	s.held[id] = f
+	return true, nil
+}
+
+// release gives up op id's lock.
+func (s *opStore) release(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f, ok := s.held[id]; ok {
+		atomicfile.Unlock(f)
+		f.Close()
+		os.Remove(f.Name())
+		delete(s.held, id)
+	}
+}
+
+// live reports whether some process (this one included) is committing id.
+func (s *opStore) live(id string) bool {
+	s.mu.Lock()
+	_, mine := s.held[id]
+	s.mu.Unlock()
+	if mine || s.dir == "" {
+		return mine
+	}
+	f, err := os.OpenFile(filepath.Join(s.dir, id+".lock"), os.O_RDWR, 0o600)
+	if err != nil {
+		return false // no lock file: nobody holds it
+	}
+	defer f.Close()
+	ok, err := atomicfile.TryLock(f)
+	if err != nil {
+		return false
+	}
+	if ok {
+		atomicfile.Unlock(f)
+		return false
+	}
+	return true
+}
+
+// list returns every operation of this repository, oldest first (IDs are
+// TIDs). Operations marked running whose process is gone come back as
+// incomplete.
+func (s *opStore) list() ([]*Operation, error) {
+	var ops []*Operation
+	if s.dir == "" {
+		s.mu.Lock()
+		for _, op := range s.mem {
+			ops = append(ops, op)
+		}
+		s.mu.Unlock()
+	} else {
+		entries, err := os.ReadDir(s.dir)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		seen := map[string]bool{}
+		for _, ent := range entries {
+			name := ent.Name()
+			if !strings.HasSuffix(name, ".json") {
+				continue
+			}
+			info, err := ent.Info()
+			if err != nil {
+				continue
+			}
+			seen[name] = true
+			s.mu.Lock()
+			c, ok := s.files[name]
+			s.mu.Unlock()
+			if !ok || !c.mod.Equal(info.ModTime()) || c.size != info.Size() {
+				raw, err := os.ReadFile(filepath.Join(s.dir, name))
+				if err != nil {
+					continue // removed meanwhile
+				}
+				op, err := decodeOp(raw)
+				if err != nil {
+					return nil, fmt.Errorf("operation record %s: %w", name, err)
+				}
+				c = cachedOp{mod: info.ModTime(), size: info.Size(), op: op}
+				s.mu.Lock()
+				s.files[name] = c
+				s.mu.Unlock()
+			}
+			if c.op.DID == s.did {
+				ops = append(ops, c.op)
+			}
+		}
+		s.mu.Lock()
+		for name := range s.files {
+			if !seen[name] {
+				delete(s.files, name)
+			}
+		}
+		s.mu.Unlock()
+	}
+	slices.SortFunc(ops, func(a, b *Operation) int { return strings.Compare(a.ID, b.ID) })
+	for i, op := range ops {
+		if op.State == OpRunning && !s.live(op.ID) {
+			cp := *op
+			cp.State = OpIncomplete
+			if cp.Reason == "" {
+				cp.Reason = "the process committing it stopped (killed or crashed)"
+			}
+			ops[i] = &cp
+		}
+	}
+	return ops, nil
+}
+
+// get returns operation id.
+func (s *opStore) get(id string) (*Operation, error) {
+	ops, err := s.list()
+	if err != nil {
+		return nil, err
+	}
+	for _, op := range ops {
+		if op.ID == id {
+			cp := *op
+			return &cp, nil
+		}
+	}
+	return nil, fail(ErrNodeNotFound, "call list_operations to see the operations this server recorded", "no operation %s", id)
+}
+
+// prune removes the oldest finished operations beyond JournalSize.
+func (s *opStore) prune() {
+	ops, err := s.list()
+	if err != nil {
+		return
+	}
+	var finished []*Operation
+	for _, op := range ops {
+		if op.State == OpDone || op.State == OpUndone {
+			finished = append(finished, op)
+		}
+	}
+	for len(finished) > JournalSize {
+		s.remove(finished[0].ID)
+		finished = finished[1:]
+	}
+}
