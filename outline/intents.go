@@ -86,6 +86,20 @@ func (p *Planner) target(pos Position, current *Item, exclude map[*Item]bool) (*
 	return nil, nil, 0, fail(ErrInvalidInput, "use position first or last, or after=<sibling>", "unknown position %q", pos.Where)
 }
 
+// named is a bullet as results show it: its text (shortened) and key.
+func named(it *Item) string {
+	if it == nil {
+		return "the top level"
+	}
+	txt := it.Str("text")
+	if it.Mirror {
+		txt = "mirror"
+	}
+	return fmt.Sprintf("%q (%s)", clip(txt, 40), it.Key())
+}
+
+func (p *Planner) named(parent *Item) string { return named(parent) }
+
 func parentName(parent *Item) string {
 	if parent == nil {
 		return "the top level"
@@ -222,7 +236,7 @@ func (p *Planner) Insert(pos Position, nodes []NewNode) error {
 	if err := walk(p.parentURI(parent), nodes, keys, "nodes"); err != nil {
 		return err
 	}
-	p.summary("insert %d bullet(s) under %s", count, parentName(parent))
+	p.summary("insert %d bullet(s) under %s", count, p.named(parent))
 	return nil
 }
 
@@ -274,7 +288,11 @@ func (p *Planner) Move(refs []string, pos Position) error {
 			p.note("re-attached %s (was: %s)", it.Key(), it.Detached)
 		}
 	}
-	p.summary("move %d bullet(s) under %s", len(items), parentName(parent))
+	if len(items) == 1 {
+		p.summary("move %s under %s", named(items[0]), p.named(parent))
+	} else {
+		p.summary("move %d bullet(s) (%s, …) under %s", len(items), named(items[0]), p.named(parent))
+	}
 	return nil
 }
 
@@ -342,7 +360,7 @@ func (p *Planner) Edit(ref string, ed Edit) error {
 		}
 	}
 	p.touch(it.Key())
-	p.summary("update %s", it.Key())
+	p.summary("update %s", named(it))
 	return nil
 }
 
@@ -381,9 +399,9 @@ func (p *Planner) Complete(ref string, done bool) error {
 	p.update(it.Rec, v, "")
 	p.touch(it.Key())
 	if done {
-		p.summary("complete %s", it.Key())
+		p.summary("complete %s", named(it))
 	} else {
-		p.summary("reopen %s", it.Key())
+		p.summary("reopen %s", named(it))
 	}
 	return nil
 }
@@ -428,10 +446,17 @@ func (p *Planner) DeleteNode(ref, children string) error {
 			}
 		}
 	case "subtree":
-		for _, d := range Subtree(it)[1:] {
+		// leaves first: every commit of a large delete leaves a whole
+		// outline, never a bullet whose parent is gone
+		sub := Subtree(it)[1:]
+		for i := len(sub) - 1; i >= 0; i-- {
+			d := sub[i]
 			p.delete(d.Rec, "")
 			if d.Note != nil {
 				p.delete(*d.Note, "")
+			}
+			if pol, ok := p.t.Policies[d.Key()]; ok && !d.Mirror {
+				p.delete(pol, "")
 			}
 		}
 	default:
@@ -445,7 +470,7 @@ func (p *Planner) DeleteNode(ref, children string) error {
 		p.delete(pol, "")
 		p.note("its comment policy was deleted with it")
 	}
-	p.summary("delete %s (children: %s)", it.Key(), orDefault(children, "refuse"))
+	p.summary("delete %s (children: %s)", named(it), orDefault(children, "refuse"))
 	return nil
 }
 
@@ -538,7 +563,7 @@ func (p *Planner) Mirror(original string, pos Position) error {
 	}
 	p.create(lexicon.Mirror, rk, v, "")
 	p.touch(rk)
-	p.summary("mirror %s under %s", u, parentName(parent))
+	p.summary("mirror %s under %s", u, p.named(parent))
 	return nil
 }
 
@@ -572,6 +597,11 @@ func (p *Planner) SetOutline(root string, title, description *string) error {
 		rkey, rootURI = it.Key(), p.t.NodeURI(it.Key())
 	}
 	old, exists := p.t.Outlines[rkey]
+	if title == nil && description == nil {
+		p.summary("set the outline title/description of %s", orDefault(root, "the repository"))
+		p.note("no title or description given")
+		return nil
+	}
 	var v map[string]any
 	if exists {
 		v = Copy(old.Value)

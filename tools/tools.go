@@ -57,7 +57,7 @@ func (t Tool) MCP() mcp.Tool {
 
 // All returns every tool, sorted by name.
 func All() []Tool {
-	all := append(append(append([]Tool{}, readTools()...), writeTools()...), recordTools()...)
+	all := append(append(append(append([]Tool{}, readTools()...), writeTools()...), recordTools()...), operationTools()...)
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	return all
 }
@@ -102,7 +102,13 @@ var (
 func toolError(err error) (*mcp.CallToolResult, error) {
 	var oe *outline.Error
 	if errors.As(err, &oe) {
-		return mcp.NewToolResultError(oe.Error()), nil
+		e := map[string]any{"kind": kindOf(oe.Kind), "message": oe.Msg, "next": oe.Next}
+		if oe.Data != nil {
+			e["details"] = oe.Data
+		}
+		res := mcp.NewToolResultStructured(map[string]any{"error": e}, oe.Error())
+		res.IsError = true
+		return res, nil
 	}
 	var ve *validate.Error
 	if errors.As(err, &ve) {
@@ -111,7 +117,31 @@ func toolError(err error) (*mcp.CallToolResult, error) {
 	if errors.Is(err, store.ErrConflict) {
 		return mcp.NewToolResultError("the repository changed while writing; call read_outline and try again"), nil
 	}
-	return nil, err
+	// engine and network failures are results the model can act on
+	res := mcp.NewToolResultStructured(map[string]any{"error": map[string]any{"kind": "unavailable", "message": err.Error(), "next": "retry in a moment", "retryable": true}},
+		"the repository is unavailable: "+err.Error()+"; retry in a moment")
+	res.IsError = true
+	return res, nil
+}
+
+// kindOf names an engine sentinel for machine-readable errors.
+func kindOf(k error) string {
+	for _, c := range []struct {
+		err  error
+		kind string
+	}{
+		{outline.ErrNodeNotFound, "node_missing"}, {outline.ErrAnchorMissing, "anchor_missing"},
+		{outline.ErrParentMissing, "parent_missing"}, {outline.ErrCrossRepo, "cross_repo"},
+		{outline.ErrCycle, "cycle"}, {outline.ErrHasChildren, "has_children"}, {outline.ErrNotOwner, "not_yours"},
+		{outline.ErrInvalidInput, "invalid"}, {outline.ErrBudget, "budget"}, {outline.ErrConflict, "conflict"},
+		{outline.ErrTooLarge, "too_large"}, {outline.ErrIncomplete, "partial"}, {outline.ErrCancelled, "cancelled"},
+		{outline.ErrUnavailable, "unavailable"}, {outline.ErrTimeout, "timeout"}, {outline.ErrNoChange, "no_change"},
+	} {
+		if errors.Is(k, c.err) {
+			return c.kind
+		}
+	}
+	return "error"
 }
 
 func badArgs(format string, args ...any) (*mcp.CallToolResult, error) {
@@ -131,6 +161,8 @@ type WriteResult struct {
 	BudgetRemaining *int          `json:"budgetRemaining,omitempty"`
 	Writes          []store.Write `json:"writes,omitempty"`
 	Diagnostics     []string      `json:"diagnostics,omitempty"`
+	Operation       string        `json:"operation,omitempty"`
+	NoChange        bool          `json:"noChange,omitempty"`
 	Before          string        `json:"before,omitempty"`
 	After           string        `json:"after,omitempty"`
 }
@@ -143,7 +175,10 @@ type Commit struct {
 
 func writeResult(out *outline.Outcome) *mcp.CallToolResult {
 	p := out.Plan
-	r := WriteResult{Summary: p.Summary, DryRun: out.DryRun, Created: p.Created, Cost: p.Cost, Diagnostics: p.Diagnostics}
+	r := WriteResult{Summary: p.Summary, DryRun: out.DryRun, Created: p.Created, Cost: p.Cost, Diagnostics: p.Diagnostics, NoChange: out.NoChange}
+	if out.Op != nil {
+		r.Operation = out.Op.ID
+	}
 	if out.BudgetLeft >= 0 {
 		left := out.BudgetLeft
 		r.BudgetRemaining = &left
