@@ -192,7 +192,7 @@ func TestReadOnlyExposesOnlyReadTools(t *testing.T) {
 			t.Fatalf("%s exposed in read-only mode", tl.Name)
 		}
 	}
-	if len(lt.Tools) != 3 {
+	if len(lt.Tools) != 4 { // read_outline, list_detached, validate_record, list_operations
 		t.Fatalf("%d tools", len(lt.Tools))
 	}
 }
