@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
@@ -283,22 +285,8 @@ func (p *Planner) finish() (*Plan, error) {
 	if n := p.base.Count + creates - deletes; creates > 0 && n > lexicon.MaxRepoRecords {
 		return nil, fail(ErrTooLarge, "delete records first or write fewer", "the plan would take the repository to %s records; the app view's bound is %s", validate.Count(n), validate.Count(lexicon.MaxRepoRecords))
 	}
-	v := validate.Default()
-	for i, w := range ws {
-		if w.Op == store.Delete {
-			continue
-		}
-		u := syntax.ATURI(p.t.uri(w.Collection, w.RKey))
-		if err := v.Record(w.Value, w.Collection, &u); err != nil {
-			var ve *validate.Error
-			if errors.As(err, &ve) {
-				if labels[i] != "" {
-					ve = ve.WithPrefix(labels[i])
-				}
-				return nil, &Error{Kind: ErrInvalidInput, Msg: ve.Error(), Next: "fix the named field and call again"}
-			}
-			return nil, err
-		}
+	if err := p.validate(ws, labels); err != nil {
+		return nil, err
 	}
 	p.plan.Writes = ws
 	p.plan.Prev = prev
@@ -324,4 +312,102 @@ func inverse(ws []store.Write, prev []*store.Record) []store.Write {
 		}
 	}
 	return out
+}
+
+// validate checks every created and updated record against the lexicons
+// and the record rules, on every core for a large plan; the error is the
+// one of the first invalid write in plan order.
+func (p *Planner) validate(ws []store.Write, labels []string) error {
+	v := validate.Default()
+	errs := make([]error, len(ws))
+	check := func(i int) {
+		w := ws[i]
+		if w.Op == store.Delete {
+			return
+		}
+		u := syntax.ATURI(p.t.uri(w.Collection, w.RKey))
+		errs[i] = v.Data(atInts(w.Value).(map[string]any), w.Collection, &u)
+	}
+	workers := runtime.GOMAXPROCS(0)
+	if len(ws) < 256 || workers < 2 {
+		for i := range ws {
+			check(i)
+			if errs[i] != nil {
+				break
+			}
+		}
+	} else {
+		var wg sync.WaitGroup
+		for k := 0; k < workers; k++ {
+			wg.Add(1)
+			go func(k int) {
+				defer wg.Done()
+				for i := k; i < len(ws); i += workers {
+					check(i)
+				}
+			}(k)
+		}
+		wg.Wait()
+	}
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		var ve *validate.Error
+		if errors.As(err, &ve) {
+			if labels[i] != "" {
+				ve = ve.WithPrefix(labels[i])
+			}
+			return &Error{Kind: ErrInvalidInput, Msg: ve.Error(), Next: "fix the named field and call again"}
+		}
+		return err
+	}
+	return nil
+}
+
+// atInts returns v with Go ints as int64, the integer type of AT Protocol
+// data (values built by the planner, such as facet indexes, hold ints).
+func atInts(v any) any {
+	switch x := v.(type) {
+	case int:
+		return int64(x)
+	case map[string]any:
+		var out map[string]any
+		for k, e := range x {
+			if n := atInts(e); !sameScalar(n, e) {
+				if out == nil {
+					out = maps.Clone(x)
+				}
+				out[k] = n
+			}
+		}
+		if out != nil {
+			return out
+		}
+	case []any:
+		var out []any
+		for i, e := range x {
+			if n := atInts(e); !sameScalar(n, e) {
+				if out == nil {
+					out = append([]any(nil), x...)
+				}
+				out[i] = n
+			}
+		}
+		if out != nil {
+			return out
+		}
+	}
+	return v
+}
+
+// sameScalar reports whether atInts left e as it was.
+func sameScalar(n, e any) bool {
+	switch e.(type) {
+	case int:
+		return false
+	case map[string]any, []any:
+		return reflect.ValueOf(n).UnsafePointer() == reflect.ValueOf(e).UnsafePointer()
+	}
+	return true
 }

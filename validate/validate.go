@@ -206,7 +206,7 @@ func rules(collection string, d map[string]any, self *syntax.ATURI, add func(str
 		if !ok {
 			return nil
 		}
-		u, err := syntax.ParseATURI(s)
+		u, err := parseATURI(s)
 		if err != nil {
 			return nil // the schema walker reports the syntax
 		}
@@ -391,7 +391,14 @@ func (w *walker) value(nsid string, def any, d any, path string) {
 		}
 		sc := s
 		sc.MaxLength, sc.MaxGraphemes = nil, nil
-		if err := sc.Validate(str, 0); err != nil {
+		check := func() error { return sc.Validate(str, 0) }
+		var err error
+		if sc.Format != nil && len(sc.Enum) == 0 && len(sc.KnownValues) == 0 && sc.Const == nil && sc.MinLength == nil && sc.MinGraphemes == nil {
+			err = formatChecked(*sc.Format, str, check) // the same URI or date in many records
+		} else {
+			err = check()
+		}
+		if err != nil {
 			msg := err.Error()
 			if s.Format != nil {
 				msg = fmt.Sprintf("%q is not a valid %s (%s)", str, *s.Format, err)
