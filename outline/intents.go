@@ -278,6 +278,11 @@ func (p *Planner) Move(refs []string, pos Position) error {
 			return fail(ErrCycle, "choose a parent outside the moved bullet's subtree", "cannot move %s into its own subtree (under %s)", it.Key(), parent.Key())
 		}
 	}
+	if parent == cur && items[0].Detached == "" && alreadyAt(p.t.ChildrenOf(cur), items, at) {
+		p.note("already there: nothing to move")
+		p.summary("move %s under %s", named(items[0]), p.named(parent))
+		return nil
+	}
 	keys, err := p.place(sibs, at, len(items))
 	if err != nil {
 		return err
@@ -294,6 +299,26 @@ func (p *Planner) Move(refs []string, pos Position) error {
 		p.summary("move %d bullet(s) (%s, …) under %s", len(items), named(items[0]), p.named(parent))
 	}
 	return nil
+}
+
+// alreadyAt reports whether items stand, in order and together, at index
+// at of the sibling list that excludes them (so a move there changes
+// nothing).
+func alreadyAt(all []*Item, items []*Item, at int) bool {
+	for i, s := range all {
+		if s == items[0] {
+			if i != at || i+len(items) > len(all) {
+				return false
+			}
+			for j, it := range items {
+				if all[i+j] != it {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	return false
 }
 
 // reparent plans one update putting it under parent (nil: top) at sortKey,

@@ -189,7 +189,7 @@ func TestNoOpIntents(t *testing.T) {
 	ctx := context.Background()
 	l := openLocal(t, t.TempDir())
 	e := outline.New(l)
-	keys := enginetest.Insert(t, e, outline.Position{}, "same")
+	keys := enginetest.Insert(t, e, outline.Position{}, "same", "second", "third")
 	if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Complete(keys[0], true) }); err != nil {
 		t.Fatal(err)
 	}
@@ -199,6 +199,9 @@ func TestNoOpIntents(t *testing.T) {
 		"complete a completed todo": func(p *outline.Planner) error { return p.Complete(keys[0], true) },
 		"set_outline {}":            func(p *outline.Planner) error { return p.SetOutline("", nil, nil) },
 		"move to where it is":       func(p *outline.Planner) error { return p.Move([]string{keys[0]}, outline.Position{Where: "first"}) },
+		"move after its own left sibling": func(p *outline.Planner) error {
+			return p.Move([]string{keys[2]}, outline.Position{After: keys[1]})
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			before, _ := l.Snapshot(ctx)
