@@ -283,6 +283,10 @@ func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Writ
 		if isErrorName(err, http.StatusBadRequest, "InvalidSwap") {
 			return nil, fmt.Errorf("%w: %v", store.ErrConflict, err)
 		}
+		var ae *atclient.APIError
+		if errors.As(err, &ae) && ae.StatusCode == http.StatusRequestEntityTooLarge {
+			return nil, fmt.Errorf("%w: %v", store.ErrBatchTooLarge, err)
+		}
 		var rl *RateLimited
 		if errors.As(err, &rl) {
 			r.Stats.RateLimited.Add(1)
