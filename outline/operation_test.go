@@ -518,3 +518,73 @@ func TestKillDuringOperation(t *testing.T) {
 		})
 	}
 }
+
+// A repository that refuses large bodies (HTTP 413) gets the batch in
+// halves, never a node apart from its note.
+func TestTooLargeBatchIsSplit(t *testing.T) {
+	ctx := context.Background()
+	l := openLocal(t, t.TempDir())
+	var sizes []int
+	f := &sizeLimitedRepo{Local: l, limit: 70, sizes: &sizes}
+	e := outline.New(f)
+	if _, err := insertTop(ctx, e, nodesWithNotes(100)); err != nil {
+		t.Fatal(err)
+	}
+	checkWhole(t, l, 100)
+	for _, n := range sizes {
+		if n > 70 {
+			t.Fatalf("a batch of %d writes was committed past the limit", n)
+		}
+	}
+}
+
+type sizeLimitedRepo struct {
+	*store.Local
+	limit int
+	sizes *[]int
+}
+
+func (r *sizeLimitedRepo) Apply(ctx context.Context, swap string, ws []store.Write) (*store.Result, error) {
+	if len(ws) > r.limit {
+		return nil, fmt.Errorf("%w: 413 request entity too large", store.ErrBatchTooLarge)
+	}
+	res, err := r.Local.Apply(ctx, swap, ws)
+	if err == nil {
+		*r.sizes = append(*r.sizes, len(ws))
+	}
+	return res, err
+}
+
+// Reads are served while a write is in flight: the engine holds no lock
+// across the repository's I/O.
+func TestReadWhileWriteInFlight(t *testing.T) {
+	ctx := context.Background()
+	l := openLocal(t, t.TempDir())
+	enginetest.Insert(t, outline.New(l), outline.Position{}, "there")
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	f := &faultRepo{Local: l}
+	f.before = func(n int) error {
+		close(entered)
+		<-release // the PDS hangs
+		return nil
+	}
+	e := outline.New(f)
+	done := make(chan error, 1)
+	go func() {
+		_, err := insertTop(ctx, e, nodesWithNotes(1))
+		done <- err
+	}()
+	<-entered
+	tr, err := e.Tree(ctx) // would block behind the write if a lock were held
+	if err != nil || len(tr.Roots) != 1 || tr.Roots[0].Str("text") != "there" {
+		t.Fatalf("read during a write: %v", err)
+	}
+	if _, err := e.Do(ctx, true, func(p *outline.Planner) error { return p.Insert(outline.Position{}, nodesWithNotes(1)) }); err != nil {
+		t.Fatalf("dry run during a write: %v", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
