@@ -1,26 +1,41 @@
 // Package outline is the engine: it turns an intent ("insert these bullets
 // after X", "move Y under Z", "delete W and lift its children") into one
-// correct, atomic batch of record writes.
+// correct operation of record writes, and commits it so that it lands whole
+// or stays resumable and undoable.
 //
-// Data flow from intent to commit: Engine.Run asks the repository for its
-// head commit; when it is the cached tree's commit, the tree is reused as is,
-// otherwise it reads one store.Snapshot and rebuilds the Tree (records whose
-// CID is unchanged are not validated again) — every node and
-// mirror grouped under its parent in (sortKey bytes, record key) order, notes
-// attached by record key, policies, outlines and comments indexed, and the
-// records that point at nothing or sit in a cycle flagged as detached. The
-// intent's planner function then works out every create, update and delete
-// (sortKeys from package order, record keys from a TID clock), checks the
+// Data flow from intent to commit: Engine.Do reads the repository's
+// current snapshot (the repository revalidates its own cache) and rebuilds
+// the Tree only when the commit changed — every node and mirror grouped
+// under its parent in (sortKey bytes, record key) order, notes attached by
+// record key, policies, outlines and comments indexed, and the records that
+// point at nothing or sit in a cycle flagged as detached. The intent (a
+// Planner method) works out every create, update and delete (sortKeys from
+// package order, record keys from the operation's key list), checks the
 // rules (parent in the same repository and a node, anchor a child of the
 // parent, no move into one's own subtree, no cascade, policy roots owned,
-// the 250,000-record bound), validates every record with package validate,
-// prices the plan (create 3, update 2, delete 1) and records the inverse
-// writes. Unless it is a dry run, the writes go to the repository in batches
-// of at most 200 guarded by the snapshot's commit (swapCommit); on a
-// conflict the engine re-reads and re-plans, a bounded number of times. The
-// applied plan is journalled (in memory, and on disk after KeepJournal) so
-// Undo can reverse it, also after a restart, if nothing changed since.
+// the 250,000-record bound) and validates every record with package
+// validate. Several changes of one record fold into one write decided by
+// the record's state before and after the plan; a plan of no writes is a
+// no-op that writes nothing.
+//
+// Unless it is a dry run, the plan becomes an Operation: cut into commits
+// of at most 200 writes that never separate a node from its note (Cut),
+// recorded in the data directory before the first commit (one file per
+// operation under DIR/ops, shared by every process using the directory),
+// its whole cost reserved in the write budget, then committed batch by
+// batch with swapCommit. A conflict before anything landed re-plans the
+// intent with the same record keys and timestamps (so a late-landing
+// request is recognised, never duplicated); after a batch landed, the rest
+// is re-checked against the repository and committed. When it must stop
+// (conflict it cannot ride out, budget, timeout, outage, cancellation,
+// a killed process) the operation is left incomplete with the exact
+// batches that landed, and Resume finishes it or Undo rolls back exactly
+// what landed. Finished operations are the undo journal.
+//
+// Reads never wait for a write: the engine's lock guards only its cached
+// tree; one process commits one operation at a time.
 //
 // Errors the caller can fix are *Error values wrapping one of the sentinel
-// errors below, with a sentence saying what to do next.
+// errors, with a sentence saying what to do next and, for incomplete
+// operations, an OpReport of what landed.
 package outline
