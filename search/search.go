@@ -123,9 +123,9 @@ type Query struct {
 	// Date ranges, inclusive: RFC 3339 times or YYYY-MM-DD dates (a "to"
 	// date covers the whole day, UTC).
 	CreatedFrom, CreatedTo, CompletedFrom, CompletedTo string
-	Under  *outline.Item // restrict to this bullet's subtree (nil: all)
-	Limit  int           // hits per page (default 20)
-	Cursor string
+	Under                                              *outline.Item // restrict to this bullet's subtree (nil: all)
+	Limit                                              int           // hits per page (default 20)
+	Cursor                                             string
 }
 
 // Hit is one matching bullet.

@@ -201,4 +201,3 @@ func TestContributorsRenderInPlace(t *testing.T) {
 		t.Fatal("Contributed disagrees with the outline record")
 	}
 }
-
