@@ -181,7 +181,7 @@ func readTools() []Tool {
 		}
 		return mcp.NewToolResultStructured(map[string]any{"detached": rows, "contributions": contributions}, b.String()), nil
 	}
-	return []Tool{read, detached, searchTool()}
+	return []Tool{read, detached, searchTool(), importTool()}
 }
 
 // contributionOwner returns the owner DID when it, detached in t because its

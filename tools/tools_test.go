@@ -193,7 +193,7 @@ func TestReadOnlyExposesOnlyReadTools(t *testing.T) {
 			t.Fatalf("%s exposed in read-only mode", tl.Name)
 		}
 	}
-	if len(lt.Tools) != 4 {
+	if len(lt.Tools) != 4 { // read_outline, list_detached, search, validate_record
 		t.Fatalf("%d tools", len(lt.Tools))
 	}
 }
