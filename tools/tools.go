@@ -13,6 +13,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/store"
 	"github.com/bulleted-mcp/bulleted-mcp/validate"
+	"github.com/bulleted-mcp/bulleted-mcp/view"
 )
 
 // Env is what handlers work with.
@@ -233,7 +234,11 @@ func preview(before *outline.Tree, p *outline.Plan) (string, string) {
 				break
 			}
 		}
-		return t.Read(root, 2).Text()
+		v, err := view.Read(t, root, view.Options{Depth: 2})
+		if err != nil {
+			return err.Error()
+		}
+		return v.Text(false)
 	}
 	return render(before), render(after)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/server"
 	"github.com/bulleted-mcp/bulleted-mcp/store"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
+	"github.com/bulleted-mcp/bulleted-mcp/view"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata snapshots and the README tool list")
@@ -192,7 +193,7 @@ func TestReadOnlyExposesOnlyReadTools(t *testing.T) {
 			t.Fatalf("%s exposed in read-only mode", tl.Name)
 		}
 	}
-	if len(lt.Tools) != 4 { // read_outline, list_detached, validate_record, list_operations
+	if len(lt.Tools) != 5 { // read_outline, list_detached, search, validate_record, list_operations
 		t.Fatalf("%d tools", len(lt.Tools))
 	}
 }
@@ -258,7 +259,8 @@ func BenchmarkTextVsListRecords(b *testing.B) {
 	}
 	e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) })
 	tr, _ := e.Tree(ctx)
-	txt := tr.Read(nil, 3).Text()
+	v, _ := view.Read(tr, nil, view.Options{Depth: 3})
+	txt := v.Text(false)
 	type rec struct {
 		URI   string         `json:"uri"`
 		CID   string         `json:"cid"`

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +22,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/server"
 	"github.com/bulleted-mcp/bulleted-mcp/store"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
+	"github.com/bulleted-mcp/bulleted-mcp/view"
 )
 
 func defaultStore() string {
@@ -253,9 +256,25 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 }
 
 func runExport(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs, dir := newFlags("export", "Usage: bulleted-mcp export [--store DIR] [FILE]\n\nWrites the embedded repository as a CAR file (standard output without FILE).", stderr)
+	fs, dir := newFlags("export", "Usage: bulleted-mcp export [--store DIR] [--format car|json|markdown|opml] [--node KEY] [FILE]\n\nWrites the embedded repository (standard output without FILE): car is the\nrepository itself; json the whole outline as app.bulleted.getOutline rows in\npre-order with every record field; markdown and opml the whole outline (or\nthe subtree of --node), with no depth or row limit.", stderr)
+	format := fs.String("format", "car", "car, json, markdown or opml")
+	node := fs.String("node", "", "export only this bullet's subtree (record key or at:// URI; not with car)")
 	if code, ok := parse(fs, args); !ok {
 		return code
+	}
+	switch *format {
+	case "car", "json", "markdown", "opml":
+	default:
+		fmt.Fprintf(stderr, "bulleted-mcp: --format must be car, json, markdown or opml, not %q\n", *format)
+		return 2
+	}
+	if *format == "car" && *node != "" {
+		fmt.Fprintln(stderr, "bulleted-mcp: --node applies to json, markdown and opml; a CAR file is the whole repository")
+		return 2
+	}
+	if fs.NArg() > 1 {
+		fs.Usage()
+		return 2
 	}
 	repo, err := store.OpenLocal(*dir)
 	if err != nil {
@@ -263,21 +282,59 @@ func runExport(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer repo.Close()
-	w := stdout
+	var out bytes.Buffer
+	if *format == "car" {
+		err = repo.ExportCAR(&out)
+	} else {
+		err = exportOutline(&out, repo, *format, *node)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
+		return 1
+	}
 	if fs.NArg() == 1 {
-		f, err := os.Create(fs.Arg(0))
-		if err != nil {
+		if err := os.WriteFile(fs.Arg(0), out.Bytes(), 0o644); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
-		defer f.Close()
-		w = f
+		return 0
 	}
-	if err := repo.ExportCAR(w); err != nil {
+	if _, err := stdout.Write(out.Bytes()); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	return 0
+}
+
+// exportOutline writes the whole outline (or node's subtree) with no row
+// or depth limit.
+func exportOutline(w io.Writer, repo store.Repository, format, node string) error {
+	t, err := outline.New(repo).Tree(context.Background())
+	if err != nil {
+		return err
+	}
+	var root *outline.Item
+	if node != "" {
+		if root, err = t.Resolve(node); err != nil {
+			return err
+		}
+	}
+	v, err := view.Read(t, root, view.Options{Depth: math.MaxInt32, Limit: -1, Fields: true})
+	if err != nil {
+		return err
+	}
+	v.Enrich(t, nil)
+	switch format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v.FlatView())
+	case "markdown":
+		_, err = io.WriteString(w, v.Markdown())
+	case "opml":
+		_, err = io.WriteString(w, v.OPML())
+	}
+	return err
 }
 
 func runImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {

@@ -1,4 +1,4 @@
-package outline_test
+package view_test
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/store"
+	"github.com/bulleted-mcp/bulleted-mcp/view"
 )
 
 const (
@@ -67,9 +68,12 @@ func TestCommentsAndMirrorsEnrich(t *testing.T) {
 	}
 	read := func(recs []store.Record) string {
 		tr := outline.Build(&store.Snapshot{DID: owner, Records: recs})
-		v := tr.Read(nil, 5)
+		v, err := view.Read(tr, nil, view.Options{Depth: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
 		v.Enrich(tr, trees)
-		return v.Text()
+		return v.Text(false)
 	}
 	// no policy: silence is closed
 	txt := read(base)

@@ -1,0 +1,485 @@
+// Package search finds bullets of an outline by text, tags, mentions,
+// layout, todo state and dates. An Index holds what each node contributes
+// to a query (lower-cased text and note, tags, mentioned DIDs, dates),
+// keyed by record key and record CID; Update brings it to a new tree by
+// re-deriving only the entries whose node or note CID changed, so the index
+// follows commits incrementally and is never rebuilt per query.
+package search
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/bulleted-mcp/bulleted-mcp/facet"
+	"github.com/bulleted-mcp/bulleted-mcp/outline"
+)
+
+// Sentinel errors.
+var (
+	// ErrCursor: the cursor is malformed or belongs to another query.
+	ErrCursor = errors.New("invalid cursor")
+	// ErrQuery: a filter cannot be used (bad regex, bad date, bad state).
+	ErrQuery = errors.New("invalid query")
+)
+
+type entry struct {
+	cid, noteCID string
+	text, note   string // lower case
+	tags         []string
+	mentions     []string
+	layout       string
+	created      time.Time
+	completed    time.Time
+	gen          uint64
+}
+
+// Index is the search index of one repository.
+type Index struct {
+	mu      sync.Mutex
+	did     string
+	commit  string
+	gen     uint64
+	entries map[string]*entry
+	// Derived counts how many entries were (re)derived by the last Update.
+	Derived int
+}
+
+// New returns an empty index.
+func New() *Index { return &Index{entries: map[string]*entry{}} }
+
+func derive(it *outline.Item) *entry {
+	e := &entry{cid: it.Rec.CID, text: strings.ToLower(it.Str("text")), layout: it.Str("layout")}
+	if it.Note != nil {
+		e.noteCID = it.Note.CID
+		n, _ := it.Note.Value["text"].(string)
+		e.note = strings.ToLower(n)
+	}
+	for _, t := range facet.Values(it.Rec.Value, facet.Tag) {
+		e.tags = append(e.tags, strings.ToLower(t))
+	}
+	e.mentions = facet.Values(it.Rec.Value, facet.Mention)
+	e.created, _ = time.Parse(time.RFC3339Nano, it.Str("createdAt"))
+	e.completed, _ = time.Parse(time.RFC3339Nano, it.Str("completedAt"))
+	return e
+}
+
+// Update brings the index to tree t: entries of nodes whose record or note
+// CID changed since the last update are derived again, entries of deleted
+// nodes dropped. The same commit is a no-op.
+func (x *Index) Update(t *outline.Tree) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.update(t)
+}
+
+func (x *Index) update(t *outline.Tree) {
+	if x.did == t.DID.String() && x.commit == t.Commit && t.Commit != "" {
+		return
+	}
+	if x.did != t.DID.String() {
+		x.entries = map[string]*entry{}
+	}
+	x.did, x.commit = t.DID.String(), t.Commit
+	x.gen++
+	x.Derived = 0
+	for k, it := range t.Nodes {
+		e := x.entries[k]
+		noteCID := ""
+		if it.Note != nil {
+			noteCID = it.Note.CID
+		}
+		if e == nil || e.cid != it.Rec.CID || e.noteCID != noteCID || it.Rec.CID == "" {
+			e = derive(it)
+			x.entries[k] = e
+			x.Derived++
+		}
+		e.gen = x.gen
+	}
+	if len(x.entries) != len(t.Nodes) {
+		for k, e := range x.entries {
+			if e.gen != x.gen {
+				delete(x.entries, k)
+			}
+		}
+	}
+}
+
+// Query is what to look for; every given filter must match.
+type Query struct {
+	Text     string   // case-insensitive substring of text or note
+	Regex    bool     // Text is a regular expression (case-insensitive)
+	Tags     []string // every tag (without "#"), case-insensitive
+	Mentions []string // every mention: DIDs, or handles matched as "@handle" in the text
+	Layout   string   // exact layout ("bullet" also matches no layout)
+	State    string   // "open" or "done" (todos only)
+	// Date ranges, inclusive: RFC 3339 times or YYYY-MM-DD dates (a "to"
+	// date covers the whole day, UTC).
+	CreatedFrom, CreatedTo, CompletedFrom, CompletedTo string
+	Under                                              *outline.Item // restrict to this bullet's subtree (nil: all)
+	Limit                                              int           // hits per page (default 20)
+	Cursor                                             string
+}
+
+// Hit is one matching bullet.
+type Hit struct {
+	RKey       string   `json:"rkey"`
+	URI        string   `json:"uri"`
+	Text       string   `json:"text"` // shortened around the match
+	InNote     bool     `json:"inNote,omitempty"`
+	Breadcrumb []string `json:"breadcrumb"` // ancestor texts, top first
+	Parent     string   `json:"parent,omitempty"`
+	Layout     string   `json:"layout,omitempty"`
+	Done       bool     `json:"done,omitempty"`
+	ChildCount int      `json:"childCount"`
+}
+
+// Result is a page of hits.
+type Result struct {
+	Hits    []Hit  `json:"hits"`
+	Cursor  string `json:"cursor,omitempty"` // set when more hits may follow
+	Scanned int    `json:"scanned"`
+}
+
+type matcher struct {
+	q                  Query
+	re                 *regexp.Regexp
+	sub                string
+	cf, ct, df, dt     time.Time
+	hasC, hasD         bool
+	handles, dids      []string
+	tags               []string
+	wantOpen, wantDone bool
+}
+
+func parseDate(s string, end bool) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	t, err := time.Parse("2006-01-02", s)
+	if err != nil {
+		return t, fmt.Errorf("%w: date %q is neither YYYY-MM-DD nor RFC 3339", ErrQuery, s)
+	}
+	if end {
+		t = t.Add(24*time.Hour - time.Nanosecond)
+	}
+	return t, nil
+}
+
+func newMatcher(q Query) (*matcher, error) {
+	m := &matcher{q: q, sub: strings.ToLower(q.Text)}
+	if q.Regex && q.Text != "" {
+		re, err := regexp.Compile("(?i)" + q.Text)
+		if err != nil {
+			return nil, fmt.Errorf("%w: regex: %v", ErrQuery, err)
+		}
+		m.re = re
+	}
+	var err error
+	if m.cf, err = parseDate(q.CreatedFrom, false); err != nil {
+		return nil, err
+	}
+	if m.ct, err = parseDate(q.CreatedTo, true); err != nil {
+		return nil, err
+	}
+	if m.df, err = parseDate(q.CompletedFrom, false); err != nil {
+		return nil, err
+	}
+	if m.dt, err = parseDate(q.CompletedTo, true); err != nil {
+		return nil, err
+	}
+	m.hasC = q.CreatedFrom != "" || q.CreatedTo != ""
+	m.hasD = q.CompletedFrom != "" || q.CompletedTo != ""
+	for _, mn := range q.Mentions {
+		mn = strings.TrimPrefix(strings.TrimSpace(mn), "@")
+		if strings.HasPrefix(mn, "did:") {
+			m.dids = append(m.dids, mn)
+		} else if mn != "" {
+			m.handles = append(m.handles, strings.ToLower(mn))
+		}
+	}
+	for _, t := range q.Tags {
+		if t = strings.ToLower(strings.TrimPrefix(strings.TrimSpace(t), "#")); t != "" {
+			m.tags = append(m.tags, t)
+		}
+	}
+	switch q.State {
+	case "":
+	case "open":
+		m.wantOpen = true
+	case "done":
+		m.wantDone = true
+	default:
+		return nil, fmt.Errorf("%w: state must be open or done, got %q", ErrQuery, q.State)
+	}
+	return m, nil
+}
+
+func inRange(t, from, to time.Time) bool {
+	if t.IsZero() {
+		return false
+	}
+	return (from.IsZero() || !t.Before(from)) && (to.IsZero() || !t.After(to))
+}
+
+// match reports whether e matches; at is the byte offset of the text match
+// in text (or note when inNote), -1 without a text filter.
+func (m *matcher) match(e *entry) (ok bool, at, n int, inNote bool) {
+	at = -1
+	if m.q.Layout != "" && e.layout != m.q.Layout && !(m.q.Layout == "bullet" && e.layout == "") {
+		return false, 0, 0, false
+	}
+	if m.wantOpen && (e.layout != "todo" || !e.completed.IsZero()) {
+		return false, 0, 0, false
+	}
+	if m.wantDone && (e.layout != "todo" || e.completed.IsZero()) {
+		return false, 0, 0, false
+	}
+	for _, t := range m.tags {
+		if !slices.Contains(e.tags, t) {
+			return false, 0, 0, false
+		}
+	}
+	for _, d := range m.dids {
+		if !slices.Contains(e.mentions, d) {
+			return false, 0, 0, false
+		}
+	}
+	for _, h := range m.handles {
+		if !strings.Contains(e.text, "@"+h) {
+			return false, 0, 0, false
+		}
+	}
+	if m.hasC && !inRange(e.created, m.cf, m.ct) {
+		return false, 0, 0, false
+	}
+	if m.hasD && !inRange(e.completed, m.df, m.dt) {
+		return false, 0, 0, false
+	}
+	if m.q.Text == "" {
+		return true, -1, 0, false
+	}
+	find := func(s string) (int, int) {
+		if m.re != nil {
+			if loc := m.re.FindStringIndex(s); loc != nil {
+				return loc[0], loc[1] - loc[0]
+			}
+			return -1, 0
+		}
+		return strings.Index(s, m.sub), len(m.sub)
+	}
+	if i, n := find(e.text); i >= 0 {
+		return true, i, n, false
+	}
+	if i, n := find(e.note); i >= 0 {
+		return true, i, n, true
+	}
+	return false, 0, 0, false
+}
+
+type step struct {
+	S string `json:"s"`
+	K string `json:"k"`
+}
+
+type cursor struct {
+	Q string `json:"q"` // fingerprint of the query
+	P []step `json:"p"`
+}
+
+func fingerprint(q Query) string {
+	under := ""
+	if q.Under != nil {
+		under = q.Under.Key()
+	}
+	b, _ := json.Marshal([]any{q.Text, q.Regex, q.Tags, q.Mentions, q.Layout, q.State, q.CreatedFrom, q.CreatedTo, q.CompletedFrom, q.CompletedTo, under})
+	return shortHash(b)
+}
+
+func shortHash(b []byte) string {
+	var h uint64 = 1469598103934665603
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return fmt.Sprintf("%016x", h)
+}
+
+func cmp(it *outline.Item, s step) int {
+	if c := strings.Compare(it.SortKey(), s.S); c != 0 {
+		return c
+	}
+	return strings.Compare(it.Key(), s.K)
+}
+
+// Search runs q against t (Update is called first, a no-op for an
+// unchanged commit). Hits come in outline order (pre-order).
+func (x *Index) Search(t *outline.Tree, q Query) (*Result, error) {
+	m, err := newMatcher(q)
+	if err != nil {
+		return nil, err
+	}
+	if q.Limit <= 0 {
+		q.Limit = 20
+	}
+	var after []step
+	fp := fingerprint(q)
+	if q.Cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(q.Cursor)
+		var c cursor
+		if err != nil || json.Unmarshal(raw, &c) != nil || len(c.P) == 0 {
+			return nil, fmt.Errorf("%w: not a cursor from this server", ErrCursor)
+		}
+		if c.Q != fp {
+			return nil, fmt.Errorf("%w: it continues a different query; repeat the same filters", ErrCursor)
+		}
+		after = c.P
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.update(t)
+	res := &Result{Hits: []Hit{}}
+	var stack []*outline.Item
+	var last *outline.Item
+	full := false
+	var visit func(it *outline.Item) bool
+	visit = func(it *outline.Item) bool {
+		if e := x.entries[it.Key()]; e != nil && !it.Mirror {
+			res.Scanned++
+			if ok, at, n, inNote := m.match(e); ok {
+				if len(res.Hits) == q.Limit {
+					full = true
+					return false
+				}
+				res.Hits = append(res.Hits, hit(t, it, stack, at, n, inNote))
+				last = it
+			}
+		}
+		stack = append(stack, it)
+		defer func() { stack = stack[:len(stack)-1] }()
+		for _, c := range it.Children {
+			if !visit(c) {
+				return false
+			}
+		}
+		return true
+	}
+	var all func(items []*outline.Item) bool
+	all = func(items []*outline.Item) bool {
+		for _, it := range items {
+			if !visit(it) {
+				return false
+			}
+		}
+		return true
+	}
+	var resume func(items []*outline.Item, path []step) bool
+	resume = func(items []*outline.Item, path []step) bool {
+		if len(path) == 0 {
+			return all(items)
+		}
+		i, found := slices.BinarySearchFunc(items, path[0], cmp)
+		if found {
+			it := items[i]
+			stack = append(stack, it)
+			ok := resume(it.Children, path[1:])
+			stack = stack[:len(stack)-1]
+			if !ok {
+				return false
+			}
+			i++
+		}
+		return all(items[i:])
+	}
+	top := t.Roots
+	if q.Under != nil {
+		for p := q.Under.Parent; p != nil; p = p.Parent {
+			stack = append([]*outline.Item{p}, stack...)
+		}
+		top = []*outline.Item{q.Under}
+	}
+	resume(top, after)
+	if full && last != nil {
+		var path []step
+		for p := last; p != nil; p = p.Parent {
+			path = append([]step{{S: p.SortKey(), K: p.Key()}}, path...)
+			if p == q.Under {
+				break
+			}
+		}
+		raw, _ := json.Marshal(cursor{Q: fp, P: path})
+		res.Cursor = base64.RawURLEncoding.EncodeToString(raw)
+	}
+	return res, nil
+}
+
+// Window is how many characters of context a hit's text keeps on each side
+// of the match.
+const Window = 40
+
+func hit(t *outline.Tree, it *outline.Item, stack []*outline.Item, at, n int, inNote bool) Hit {
+	h := Hit{RKey: it.Key(), URI: t.NodeURI(it.Key()), Layout: it.Str("layout"), ChildCount: len(it.Children), Breadcrumb: []string{}, InNote: inNote}
+	h.Done = h.Layout == "todo" && it.Str("completedAt") != ""
+	if it.Parent != nil {
+		h.Parent = it.Parent.Key()
+	}
+	for _, a := range stack {
+		h.Breadcrumb = append(h.Breadcrumb, clip(a.Str("text"), 40))
+	}
+	src := it.Str("text")
+	if inNote && it.Note != nil {
+		src, _ = it.Note.Value["text"].(string)
+	}
+	h.Text = around(src, at, n)
+	return h
+}
+
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// around shortens s to Window characters either side of the byte range
+// [at, at+n); lower-casing keeps byte offsets for the ASCII and most other
+// text, and offsets are clamped to rune boundaries.
+func around(s string, at, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if at < 0 || at > len(s) {
+		return clip(s, 2*Window+20)
+	}
+	for at > 0 && !utf8.RuneStart(s[at]) {
+		at--
+	}
+	end := min(at+n, len(s))
+	for end < len(s) && !utf8.RuneStart(s[end]) {
+		end++
+	}
+	pre, mid, post := []rune(s[:at]), s[at:end], []rune(s[end:])
+	out := ""
+	if len(pre) > Window {
+		out = "…" + string(pre[len(pre)-Window:])
+	} else {
+		out = string(pre)
+	}
+	out += mid
+	if len(post) > Window {
+		out += string(post[:Window]) + "…"
+	} else {
+		out += string(post)
+	}
+	return out
+}

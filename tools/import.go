@@ -1,0 +1,80 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/bulleted-mcp/bulleted-mcp/markup"
+	"github.com/bulleted-mcp/bulleted-mcp/outline"
+)
+
+func importTool() Tool {
+	t := Tool{Name: "import_outline", Title: "Import Markdown or OPML",
+		Description: "Insert a Markdown or OPML document as bullets under a parent at a position, as one operation (dry_run to preview). Markdown: nested lists, [ ]/[x] todos, #/##/### headings to h1/h2/h3 (outside lists a heading holds what follows it), fenced code to codeBlock, > to quoteBlock, text indented under a bullet to its note. OPML: text, _note, _complete. The result maps each created record key to its input line.",
+		Schema: obj(map[string]any{
+			"content":  str("The Markdown or OPML document."),
+			"format":   enum("Input format (default markdown).", "markdown", "opml"),
+			"parent":   str("Parent bullet (" + refDesc + "); omit or top for the top level."),
+			"after":    pAfter,
+			"position": pPosition,
+			"dry_run":  pDryRun,
+		}, "content")}
+	t.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
+		dry, err := a.Bool("dry_run", false)
+		if err != nil {
+			return badArgs("%v", err)
+		}
+		parse := markup.Markdown
+		switch a.Str("format") {
+		case "", "markdown":
+		case "opml":
+			parse = markup.OPML
+		default:
+			return badArgs("format must be markdown or opml")
+		}
+		d, err := parse(a.Str("content"))
+		if errors.Is(err, markup.ErrSyntax) {
+			return badArgs("%v", err)
+		} else if err != nil {
+			return nil, err
+		}
+		out, err := env.Engine.Do(ctx, dry, func(p *outline.Planner) error {
+			return p.Insert(position(a, "parent"), d.Nodes)
+		})
+		if err != nil {
+			return toolError(err)
+		}
+		res := writeResult(out)
+		// add the input line of each created bullet
+		type line struct {
+			RKey string `json:"rkey"`
+			Line int    `json:"line"`
+			Text string `json:"text,omitempty"`
+		}
+		var lines []line
+		var b strings.Builder
+		for _, c := range out.Plan.Created {
+			if n, ok := d.Lines[c.Input]; ok {
+				lines = append(lines, line{c.RKey, n, c.Text})
+				fmt.Fprintf(&b, "line %d → ·%s\n", n, c.RKey)
+			}
+		}
+		var sc map[string]any
+		raw, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(raw, &sc); err != nil {
+			return nil, err
+		}
+		sc["lines"] = lines
+		res.StructuredContent = sc
+		if b.Len() > 0 {
+			res.Content = append(res.Content, mcp.NewTextContent("Created from input lines:\n"+b.String()))
+		}
+		return res, nil
+	}
+	return t
+}
