@@ -23,7 +23,7 @@ func init() {
 		{"call", "call one tool from the shell: call TOOL [JSON]", runCall},
 		{"demo", "seed a throwaway store with the guide's example and show it", runDemo},
 		{"validate", "validate record files against the app.bulleted lexicons", runValidate},
-		{"export", "write the embedded repository as a CAR file", runExport},
+		{"export", "write the outline as car, json, markdown or opml (no row cap)", runExport},
 		{"import", "replace the embedded repository with a CAR file", runImport},
 	}
 }
