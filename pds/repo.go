@@ -55,6 +55,8 @@ type Repo struct {
 	ListOnly bool
 	// Compression of CAR downloads.
 	Compression Compression
+	// Limits bound CAR downloads (zero: the defaults).
+	Limits Limits
 	// Sleep waits (tests replace it).
 	Sleep func(ctx context.Context, d time.Duration) error
 	Stats Stats
