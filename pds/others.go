@@ -3,6 +3,7 @@ package pds
 import (
 	"container/list"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -63,23 +64,22 @@ func (o *Others) Snapshot(ctx context.Context, ident string) (*store.Snapshot, e
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	s, err := o.snapshot(ctx, strings.TrimPrefix(ident, "@"))
-	if err != nil && ctx.Err() == context.DeadlineExceeded {
-		return nil, &timeoutError{fmt.Sprintf("reading %s: no answer within %s (%v)", ident, timeout, err)}
+	ident = strings.TrimPrefix(ident, "@")
+	bounded := func(err error) error {
+		if err != nil && !errors.Is(err, ErrTimeout) && ctx.Err() == context.DeadlineExceeded {
+			return &timeoutError{fmt.Sprintf("reading %s: not done within %s (%v)", ident, timeout, err)}
+		}
+		return err
 	}
-	return s, err
-}
-
-func (o *Others) snapshot(ctx context.Context, ident string) (*store.Snapshot, error) {
 	did, err := syntax.ParseDID(ident)
 	if err != nil {
 		if did, err = o.Resolver.ResolveHandle(ctx, ident); err != nil {
-			return nil, err
+			return nil, bounded(err)
 		}
 	}
 	e, err := o.claim(ctx, did)
 	if err != nil {
-		return nil, err
+		return nil, bounded(err)
 	}
 	var s *store.Snapshot
 	r := e.repo
@@ -89,6 +89,7 @@ func (o *Others) snapshot(ctx context.Context, ident string) (*store.Snapshot, e
 	if err == nil {
 		s, err = r.Snapshot(ctx)
 	}
+	err = bounded(err)
 	o.release(e, r, s, err)
 	return s, err
 }
