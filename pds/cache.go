@@ -34,7 +34,7 @@ func (r *Repo) loadCache(ctx context.Context) {
 		return
 	}
 	defer f.Close()
-	cr, err := readCAR(ctx, f, r.did, nil, runtime.GOMAXPROCS(0))
+	cr, err := readCAR(ctx, limit(f, r.Limits.car().max), r.did, nil, runtime.GOMAXPROCS(0))
 	if err != nil {
 		return
 	}

@@ -91,7 +91,7 @@ func (r *Repo) fetchCAR(ctx context.Context, base *carRepo) (*carRepo, error) {
 		r.Stats.CARs.Add(1)
 	}
 	var cr *carRepo
-	err := send(ctx, r.c, http.MethodGet, "com.atproto.sync.getRepo", params, nil, false, !r.gzip(), func(body io.Reader) error {
+	err := send(ctx, r.c, r.Limits.car(), http.MethodGet, "com.atproto.sync.getRepo", params, nil, false, !r.gzip(), func(body io.Reader) error {
 		var err error
 		cr, err = readCAR(ctx, body, r.did, base, runtime.GOMAXPROCS(0)-1)
 		return err

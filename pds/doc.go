@@ -25,6 +25,27 @@
 // head did not move the batch is sent again. A 429 pauses writes for its
 // Retry-After.
 //
+// Every outgoing request goes through NewHTTPClient and is bounded in time
+// and size: connections by DialTimeout, TLSHandshakeTimeout and
+// ResponseHeaderTimeout; each XRPC call by CallTimeout overall and MaxJSON
+// bytes; each CAR download by CARTimeout overall, StallTimeout without a
+// byte and MaxCAR bytes (Repo.Limits changes them); identity lookups and
+// session refreshes by the client's own deadline and body bound. Past a
+// bound a request fails with ErrTimeout (which also matches
+// context.DeadlineExceeded) or ErrTooLarge, and reading stops there, so
+// memory stays bounded whatever a server sends. MaxCAR (512 MiB) is five
+// times the CAR of a 250,000-record repository (a 10,000-bullet one is
+// about 4.1 MB).
+//
+// Other identities' repositories (Others: read_outline's repo argument,
+// live mirrors, comments) are read as snapshots within tighter bounds
+// (OthersTimeout for resolution and download together, OthersMaxCAR bytes)
+// and kept within OthersMaxBlocks blocks together, least recently read
+// dropped first; a failed read is remembered for OthersRetryAfter, so that
+// a PDS that does not answer delays a read of the user's own outline once,
+// by OthersTimeout at most. Identities are looked up through indigo's
+// caching directory.
+//
 // Login uses an app password (never a flag, never logged); the session is
 // kept in the data directory with mode 0600 and refreshed automatically.
 package pds

@@ -53,6 +53,8 @@ type Repo struct {
 	ListOnly bool
 	// Compression of CAR downloads.
 	Compression Compression
+	// Limits bound CAR downloads (zero: the defaults).
+	Limits Limits
 	// Sleep waits (tests replace it).
 	Sleep func(ctx context.Context, d time.Duration) error
 	Stats Stats
@@ -124,8 +126,8 @@ func (r *Repo) Snapshot(ctx context.Context) (*store.Snapshot, error) {
 	if !r.ListOnly && !noSince && base != nil && base.snap == cached {
 		s, err = r.snapshotCAR(ctx, base)
 		var rl *RateLimited
-		if err != nil && (ctx.Err() != nil || errors.As(err, &rl)) {
-			return nil, err
+		if err != nil && (ctx.Err() != nil || errors.As(err, &rl) || errors.Is(err, ErrTimeout) || errors.Is(err, ErrTooLarge)) {
+			return nil, err // a whole read would stall or overflow the same way
 		}
 		// any other failure: the whole repository
 	} else if cached != nil {

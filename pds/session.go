@@ -32,7 +32,7 @@ type Login struct {
 	Password   string // app password (from PasswordEnv)
 	Dir        string // data directory: session.json (mode 0600) is kept here
 	Directory  identity.Directory
-	HTTP       *http.Client // optional
+	HTTP       *http.Client // optional: default DefaultHTTPClient
 }
 
 type savedSession struct {
@@ -87,8 +87,9 @@ func (l Login) Open(ctx context.Context) (*atclient.APIClient, syntax.DID, error
 	if raw, err := os.ReadFile(path); err == nil {
 		var s savedSession
 		if json.Unmarshal(raw, &s) == nil && s.Identifier == l.Identifier && s.Session.Host == host {
-			c := atclient.ResumePasswordSession(s.Session, save)
-			l.configure(c)
+			c := l.client(host)
+			c.Auth = &atclient.PasswordAuth{Session: s.Session, RefreshCallback: save}
+			c.AccountDID = &s.Session.AccountDID
 			if err := call(ctx, c, http.MethodGet, "com.atproto.server.getSession", nil, nil, nil, nil); err == nil {
 				return c, s.Session.AccountDID, nil
 			}
@@ -97,24 +98,34 @@ func (l Login) Open(ctx context.Context) (*atclient.APIClient, syntax.DID, error
 	if l.Password == "" {
 		return nil, "", ErrNoPassword
 	}
-	c, err := atclient.LoginWithPasswordHost(ctx, host, l.Identifier, l.Password, "", save)
+	// atclient's LoginWithPasswordHost would use http.DefaultClient, which
+	// has no timeout
+	c := l.client(host)
+	var out struct {
+		AccessJwt  string `json:"accessJwt"`
+		RefreshJwt string `json:"refreshJwt"`
+		DID        string `json:"did"`
+	}
+	in := map[string]string{"identifier": l.Identifier, "password": l.Password}
+	if err := call(ctx, c, http.MethodPost, "com.atproto.server.createSession", nil, in, &out, nil); err != nil {
+		return nil, "", fmt.Errorf("login as %s on %s: %w", l.Identifier, host, err)
+	}
+	did, err := syntax.ParseDID(out.DID)
 	if err != nil {
 		return nil, "", fmt.Errorf("login as %s on %s: %w", l.Identifier, host, err)
 	}
-	l.configure(c)
-	pa := c.Auth.(*atclient.PasswordAuth)
-	if err := saveSession(path, savedSession{Identifier: l.Identifier, Session: pa.Session.Clone()}); err != nil {
+	session := atclient.PasswordSessionData{AccessToken: out.AccessJwt, RefreshToken: out.RefreshJwt, AccountDID: did, Host: host}
+	c.Auth = &atclient.PasswordAuth{Session: session, RefreshCallback: save}
+	c.AccountDID = &did
+	if err := saveSession(path, savedSession{Identifier: l.Identifier, Session: session}); err != nil {
 		return nil, "", fmt.Errorf("saving the session: %w", err)
 	}
-	return c, *c.AccountDID, nil
+	return c, did, nil
 }
 
-func (l Login) configure(c *atclient.APIClient) {
-	if l.HTTP != nil {
-		c.Client = l.HTTP
-	}
-	c.Headers.Set("User-Agent", "bulleted-mcp")
-}
+// client is an XRPC client of host through l.HTTP (default
+// DefaultHTTPClient).
+func (l Login) client(host string) *atclient.APIClient { return NewAPIClient(host, l.HTTP) }
 
 // Resolver finds identities: handles through the user's own PDS
 // (com.atproto.identity.resolveHandle, which also knows the handles it hosts)
@@ -165,11 +176,22 @@ func (r *Resolver) Endpoint(ctx context.Context, did syntax.DID) (string, error)
 }
 
 // Directory returns an identity directory using plcURL ("" = the public
-// PLC directory).
+// PLC directory), through NewHTTPClient (every lookup bounded by
+// CallTimeout and MaxJSON) and cached (IdentityCacheSize identities for
+// IdentityTTL, failures for IdentityErrTTL).
 func Directory(plcURL string) identity.Directory {
-	d := &identity.BaseDirectory{PLCURL: plcURL, UserAgent: "bulleted-mcp"}
+	return DirectoryWith(plcURL, nil)
+}
+
+// DirectoryWith is Directory with another HTTP client (nil:
+// DefaultHTTPClient).
+func DirectoryWith(plcURL string, hc *http.Client) identity.Directory {
+	if hc == nil {
+		hc = defaultClient
+	}
+	d := &identity.BaseDirectory{PLCURL: plcURL, UserAgent: "bulleted-mcp", HTTPClient: *hc}
 	if plcURL == "" {
 		d.PLCURL = identity.DefaultPLCURL
 	}
-	return d
+	return identity.NewCacheDirectory(d, IdentityCacheSize, IdentityTTL, IdentityErrTTL, IdentityErrTTL)
 }

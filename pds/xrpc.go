@@ -29,9 +29,15 @@ func (e *RateLimited) Error() string {
 func (e *RateLimited) Unwrap() error { return e.Err }
 
 // call sends one XRPC request through atclient's Do (which keeps the
-// response headers that Get and Post drop). A nil out with a non-nil raw
-// returns the body bytes instead of decoding JSON.
+// response headers that Get and Post drop), within CallTimeout and with a
+// body of at most MaxJSON bytes. A nil out with a non-nil raw returns the
+// body bytes instead of decoding JSON.
 func call(ctx context.Context, c *atclient.APIClient, method, nsid string, params url.Values, body any, out any, raw *[]byte) error {
+	return callWith(ctx, c, bounds{timeout: CallTimeout, max: MaxJSON}, method, nsid, params, body, out, raw)
+}
+
+// callWith is call within b.
+func callWith(ctx context.Context, c *atclient.APIClient, b bounds, method, nsid string, params url.Values, body any, out any, raw *[]byte) error {
 	var read func(io.Reader) error
 	switch {
 	case raw != nil:
@@ -43,20 +49,32 @@ func call(ctx context.Context, c *atclient.APIClient, method, nsid string, param
 	case out != nil:
 		read = func(r io.Reader) error { return json.NewDecoder(r).Decode(out) }
 	}
-	return send(ctx, c, method, nsid, params, body, raw == nil, false, read)
+	return send(ctx, c, b, method, nsid, params, body, raw == nil, false, read)
 }
+
+// bounds of one request: its overall deadline, how long its response body
+// may bring nothing (0: no stall detection) and its size.
+type bounds struct {
+	timeout, stall time.Duration
+	max            int64
+}
+
+// errStalled cancels a request whose body stopped arriving.
+var errStalled = errors.New("stalled")
 
 // send is call with a reader of the successful response's body (nil:
 // discard it), which may consume it while it arrives; identity asks for it
-// uncompressed.
-func send(ctx context.Context, c *atclient.APIClient, method, nsid string, params url.Values, body any, wantJSON, identity bool, read func(io.Reader) error) error {
+// uncompressed. The body read is bounded by b: past b.max bytes it fails
+// with ErrTooLarge, past b.timeout (or b.stall without a byte) with
+// ErrTimeout.
+func send(ctx context.Context, c *atclient.APIClient, b bounds, method, nsid string, params url.Values, body any, wantJSON, identity bool, read func(io.Reader) error) error {
 	var rd io.Reader
 	if body != nil {
-		b, err := json.Marshal(body)
+		raw, err := json.Marshal(body)
 		if err != nil {
 			return err
 		}
-		rd = bytes.NewReader(b)
+		rd = bytes.NewReader(raw)
 	}
 	req := atclient.NewAPIRequest(method, syntax.NSID(nsid), rd)
 	if params != nil {
@@ -72,26 +90,68 @@ func send(ctx context.Context, c *atclient.APIClient, method, nsid string, param
 		// no gzip: Go's transport would otherwise ask for it
 		req.Headers.Set("Accept-Encoding", "identity")
 	}
+	parent := ctx
+	ctx, cancelTimeout := context.WithTimeout(context.WithValue(ctx, selfBounded{}, true), b.timeout)
+	defer cancelTimeout()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var tick func()
+	if b.stall > 0 {
+		t := time.AfterFunc(b.stall, func() { cancel(errStalled) })
+		defer t.Stop()
+		tick = func() { t.Reset(b.stall) }
+	}
+	// why a failure happened: the deadline or a stall (not the caller)
+	bounded := func(err error) error {
+		if err == nil || parent.Err() != nil {
+			return err
+		}
+		switch {
+		case context.Cause(ctx) == errStalled:
+			return &timeoutError{fmt.Sprintf("%s: no data for %s (%v)", nsid, b.stall, err)}
+		case ctx.Err() != nil:
+			return &timeoutError{fmt.Sprintf("%s: not done within %s (%v)", nsid, b.timeout, err)}
+		}
+		return err
+	}
 	resp, err := c.Do(ctx, req)
 	if err != nil {
-		return err
+		return bounded(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		var eb atclient.ErrorBody
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-		_ = json.Unmarshal(b, &eb)
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, MaxErrorBody))
+		_ = json.Unmarshal(raw, &eb)
 		apiErr := &atclient.APIError{StatusCode: resp.StatusCode, Name: eb.Name, Message: eb.Message}
 		if resp.StatusCode == http.StatusTooManyRequests {
 			return &RateLimited{Until: retryAfter(resp.Header, time.Now()), Err: apiErr}
 		}
 		return apiErr
 	}
-	if read == nil {
-		_, err := io.Copy(io.Discard, resp.Body)
-		return err
+	var r io.Reader = limit(resp.Body, b.max)
+	if tick != nil {
+		r = &ticking{r: r, tick: tick}
 	}
-	return read(resp.Body)
+	if read == nil {
+		_, err := io.Copy(io.Discard, r)
+		return bounded(err)
+	}
+	return bounded(read(r))
+}
+
+// ticking calls tick whenever bytes arrive.
+type ticking struct {
+	r    io.Reader
+	tick func()
+}
+
+func (t *ticking) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 {
+		t.tick()
+	}
+	return n, err
 }
 
 // retryAfter reads Retry-After (seconds or an HTTP date), else the

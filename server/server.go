@@ -2,13 +2,17 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
@@ -89,25 +93,188 @@ func IsLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// HTTPHandler serves streamable HTTP on /mcp; with a token, every request
-// must carry "Authorization: Bearer TOKEN".
-func HTTPHandler(s *mcpserver.MCPServer, token string) http.Handler {
+// MaxRequestBody bounds an HTTP request body (a JSON-RPC message).
+const MaxRequestBody = 64 << 20
+
+// BodyTimeout bounds reading an HTTP request body; the response that
+// follows (possibly a long SSE stream) is not bounded.
+const BodyTimeout = time.Minute
+
+// HTTPOptions configure HTTPHandler.
+type HTTPOptions struct {
+	// Token, if set, must come with every request as
+	// "Authorization: Bearer TOKEN" (the scheme in any case).
+	Token string
+	// Addr is the listen address. On loopback ("" counts as loopback) a
+	// request must name a loopback Host, and one from a browser (an Origin
+	// header) must come from a loopback origin: a web page cannot reach
+	// the server through DNS rebinding. Off loopback only AllowOrigins
+	// are accepted as origins.
+	Addr string
+	// AllowOrigins are further origins (scheme://host[:port]) whose
+	// requests are accepted.
+	AllowOrigins []string
+}
+
+// HTTPHandler serves streamable HTTP on /mcp: requests from origins other
+// than loopback (when bound to loopback) and o.AllowOrigins are refused
+// with 403; with a token, a request without it is refused with 401.
+func HTTPHandler(s *mcpserver.MCPServer, o HTTPOptions) http.Handler {
 	h := mcpserver.NewStreamableHTTPServer(s)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
-	if token == "" {
-		return mux
+	allowed := map[string]bool{}
+	allowedHosts := map[string]bool{}
+	for _, a := range o.AllowOrigins {
+		if n, err := NormalizeOrigin(a); err == nil {
+			allowed[n] = true
+			u, _ := url.Parse(n)
+			allowedHosts[strings.ToLower(u.Host)] = true
+		}
 	}
-	want := []byte("Bearer " + token)
+	loopback := o.Addr == "" || IsLoopback(o.Addr)
+	want := sha256.Sum256([]byte(o.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(strings.TrimSpace(r.Header.Get("Authorization")))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="bulleted-mcp"`)
-			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
+		if loopback && !loopbackHost(hostname(r.Host)) && !allowedHosts[strings.ToLower(r.Host)] {
+			http.Error(w, "forbidden Host "+r.Host, http.StatusForbidden)
 			return
+		}
+		if origin := r.Header.Get("Origin"); origin != "" {
+			n, err := NormalizeOrigin(origin)
+			ok := err == nil && allowed[n]
+			if !ok && err == nil && loopback {
+				u, _ := url.Parse(n)
+				ok = loopbackHost(u.Hostname())
+			}
+			if !ok {
+				http.Error(w, "forbidden Origin "+origin+" (allow it with --allow-origin)", http.StatusForbidden)
+				return
+			}
+		}
+		if o.Token != "" {
+			tok, ok := bearer(r.Header.Get("Authorization"))
+			got := sha256.Sum256([]byte(tok))
+			if !ok || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="bulleted-mcp"`)
+				http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
+				return
+			}
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = boundBody(w, r.Body)
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// bearer returns the token of an "Authorization: Bearer TOKEN" header; the
+// scheme is case-insensitive (RFC 9110), the token is not.
+func bearer(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimLeft(tok, " ")
+	return tok, tok != ""
+}
+
+// NormalizeOrigin returns origin as scheme://host[:port] in lower case
+// without a default port; it fails on anything else (a path, "null").
+func NormalizeOrigin(origin string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(origin))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		return "", fmt.Errorf("%q is not an origin (scheme://host[:port])", origin)
+	}
+	scheme, host := strings.ToLower(u.Scheme), strings.ToLower(u.Host)
+	if p := u.Port(); (scheme == "http" && p == "80") || (scheme == "https" && p == "443") {
+		host = strings.TrimSuffix(host, ":"+p)
+	}
+	return scheme + "://" + host, nil
+}
+
+func hostname(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return strings.Trim(hostport, "[]")
+}
+
+func loopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// boundBody bounds a request body to MaxRequestBody bytes read within
+// BodyTimeout; the read deadline is lifted once the body is read, so that
+// the response may stream for as long as it takes.
+func boundBody(w http.ResponseWriter, body io.ReadCloser) io.ReadCloser {
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(BodyTimeout)) != nil {
+		return http.MaxBytesReader(w, body, MaxRequestBody)
+	}
+	return &deadlineBody{ReadCloser: http.MaxBytesReader(w, body, MaxRequestBody), rc: rc}
+}
+
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && !b.done {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// NewHTTPServer is the HTTP server of h: request headers within 10 s, idle
+// connections closed after 2 min, and no write timeout (a response may be
+// an SSE stream that lasts the session).
+func NewHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 1 << 20}
+}
+
+// Serve serves hs on ln until ctx is done, then shuts down: listening
+// streams (GET /mcp) end at once, requests under way get grace to finish,
+// then every connection is closed. It returns nil after a shutdown.
+func Serve(ctx context.Context, hs *http.Server, ln net.Listener, grace time.Duration) error {
+	streams, endStreams := context.WithCancel(context.Background())
+	defer endStreams()
+	inner := hs.Handler
+	hs.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			stop := context.AfterFunc(streams, cancel)
+			defer stop()
+			r = r.WithContext(ctx)
+		}
+		inner.ServeHTTP(w, r)
+	})
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	endStreams()
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	if err != nil {
+		err = errors.Join(fmt.Errorf("shutdown after %s: %w", grace, err), hs.Close())
+	}
+	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return err
 }
 
 // CheckHTTP validates an HTTP listen address and token.

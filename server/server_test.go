@@ -87,7 +87,7 @@ func TestProgressNotifications(t *testing.T) {
 }
 
 func TestHTTPBearerToken(t *testing.T) {
-	h := server.HTTPHandler(server.New(engine(t), true), "s3cret")
+	h := server.HTTPHandler(server.New(engine(t), true), server.HTTPOptions{Token: "s3cret"})
 	ts := httptest.NewServer(h)
 	defer ts.Close()
 	// no token: 401 before anything reaches the MCP server

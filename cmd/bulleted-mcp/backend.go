@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/bulleted-mcp/bulleted-mcp/budget"
 	"github.com/bulleted-mcp/bulleted-mcp/outline"
@@ -75,7 +77,55 @@ func openBackend(ctx context.Context, dir string, f remoteFlags) (*backend, erro
 	resolver := &pds.Resolver{Client: c, Directory: directory}
 	eng.Resolver = resolver
 	others := &pds.Others{Resolver: resolver}
-	return &backend{env: &tools.Env{Engine: eng, Others: others.Tree}, repo: r, close: func() {}}, nil
+	return &backend{env: &tools.Env{Engine: eng, Others: newOtherTrees(others.Snapshot).get}, repo: r, close: func() {}}, nil
+}
+
+// otherTrees turns other identities' snapshots into outline trees, keeping
+// the last tree of the few identities read most recently so that an
+// unchanged repository is not rebuilt and a changed one is rebuilt from its
+// previous tree (outline.Rebuild reuses its parsed items).
+type otherTrees struct {
+	snapshot func(ctx context.Context, ident string) (*store.Snapshot, error)
+
+	mu    sync.Mutex
+	trees []*outline.Tree // most recently used first
+}
+
+// keptTrees bounds the trees kept: a tree holds its snapshot, which
+// pds.Others may already have dropped under its own memory bound.
+const keptTrees = 4
+
+func newOtherTrees(snapshot func(ctx context.Context, ident string) (*store.Snapshot, error)) *otherTrees {
+	return &otherTrees{snapshot: snapshot}
+}
+
+func (o *otherTrees) get(ctx context.Context, ident string) (*outline.Tree, error) {
+	s, err := o.snapshot(ctx, ident)
+	if err != nil {
+		return nil, err
+	}
+	o.mu.Lock()
+	var prev *outline.Tree
+	for i, t := range o.trees {
+		if t.DID == s.DID {
+			prev = t
+			o.trees = slices.Delete(o.trees, i, i+1)
+			break
+		}
+	}
+	o.mu.Unlock()
+	t := prev
+	if t == nil || t.Commit != s.Commit {
+		t = outline.Rebuild(s, prev)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.trees = slices.DeleteFunc(o.trees, func(x *outline.Tree) bool { return x.DID == s.DID })
+	o.trees = append([]*outline.Tree{t}, o.trees...)
+	if len(o.trees) > keptTrees {
+		o.trees = o.trees[:keptTrees]
+	}
+	return t, nil
 }
 
 var _ outline.Resolver = (*pds.Resolver)(nil)

@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
+	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -62,14 +65,38 @@ func parse(fs *flag.FlagSet, args []string) (int, bool) {
 	return 0, true
 }
 
-func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs, dir, rf := newFlagsRemote("serve", "Usage: bulleted-mcp serve [--store DIR] [--pds URL --identifier HANDLE] [--http ADDR] [--read-only]\n\nRuns the MCP server on the embedded repository (default) or your PDS\n(--pds, app password in BULLETED_APP_PASSWORD): over stdio (default), or\nstreamable HTTP on ADDR at /mcp. Off loopback, HTTP requires the bearer\ntoken in BULLETED_MCP_TOKEN; with a token set, every request must carry it.", stderr)
+// originList is a repeatable, comma-separated --allow-origin.
+type originList []string
+
+func (l *originList) String() string { return strings.Join(*l, ",") }
+
+func (l *originList) Set(v string) error {
+	for _, o := range strings.Split(v, ",") {
+		n, err := server.NormalizeOrigin(o)
+		if err != nil {
+			return err
+		}
+		*l = append(*l, n)
+	}
+	return nil
+}
+
+// shutdownGrace is how long requests under way get to finish after
+// SIGINT or SIGTERM.
+const shutdownGrace = 10 * time.Second
+
+func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs, dir, rf := newFlagsRemote("serve", "Usage: bulleted-mcp serve [--store DIR] [--pds URL --identifier HANDLE] [--http ADDR [--allow-origin ORIGIN]] [--read-only]\n\nRuns the MCP server on the embedded repository (default) or your PDS\n(--pds, app password in BULLETED_APP_PASSWORD): over stdio (default), or\nstreamable HTTP on ADDR at /mcp. Off loopback, HTTP requires the bearer\ntoken in BULLETED_MCP_TOKEN; with a token set, every request must carry it.\nBrowser requests (an Origin header) are accepted from loopback origins when\nbound to loopback, and from --allow-origin origins. SIGINT or SIGTERM stops\nthe server; requests under way get "+shutdownGrace.String()+" to finish.", stderr)
 	httpAddr := fs.String("http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8080) instead of stdio")
+	var origins originList
+	fs.Var(&origins, "allow-origin", "with --http, also accept browser requests from this origin (scheme://host[:port]; repeatable or comma-separated)")
 	readOnly := fs.Bool("read-only", false, "expose only the read-only tools")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
-	be, err := openBackend(context.Background(), *dir, rf)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	be, err := openBackend(ctx, *dir, rf)
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 1
@@ -78,7 +105,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	repo := be.repo
 	s := server.NewWith(be.env, *readOnly)
 	if *httpAddr == "" {
-		if err := mcpserver.ServeStdio(s); err != nil && !errors.Is(err, context.Canceled) {
+		if err := mcpserver.NewStdioServer(s).Listen(ctx, stdin, stdout); err != nil && !errors.Is(err, context.Canceled) {
 			fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 			return 1
 		}
@@ -89,11 +116,18 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 2
 	}
-	fmt.Fprintf(stderr, "bulleted-mcp: serving %s on http://%s/mcp\n", repo.DID(), *httpAddr)
-	if err := http.ListenAndServe(*httpAddr, server.HTTPHandler(s, token)); err != nil {
+	ln, err := net.Listen("tcp", *httpAddr)
+	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 1
 	}
+	fmt.Fprintf(stderr, "bulleted-mcp: serving %s on http://%s/mcp\n", repo.DID(), ln.Addr())
+	hs := server.NewHTTPServer(server.HTTPHandler(s, server.HTTPOptions{Token: token, Addr: *httpAddr, AllowOrigins: origins}))
+	if err := server.Serve(ctx, hs, ln, shutdownGrace); err != nil {
+		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stderr, "bulleted-mcp: stopped")
 	return 0
 }
 
