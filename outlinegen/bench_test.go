@@ -139,3 +139,18 @@ func BenchmarkIndexUpdate(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkRebuildOneChanged: the tree refresh after a commit that changed
+// one bullet (what every write paid before incremental trees).
+func BenchmarkRebuildOneChanged(b *testing.B) {
+	for _, n := range []int{10_000, 100_000, 250_000} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			recs := outlinegen.Generate(n, 1)
+			tr := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c", Records: recs})
+			b.ResetTimer()
+			for b.Loop() {
+				outline.Rebuild(&store.Snapshot{DID: outlinegen.DID, Commit: "d", Records: recs}, tr)
+			}
+		})
+	}
+}
