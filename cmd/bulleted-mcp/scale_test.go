@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulleted-mcp/bulleted-mcp/outlinegen"
+	"github.com/bulleted-mcp/bulleted-mcp/store"
+)
+
+// seedStore makes (once per size, kept under the system temp directory) an
+// embedded store holding a generated outline of about n records.
+func seedStore(b *testing.B, n int) string {
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("bulleted-scale-%d", n))
+	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err == nil {
+		return dir
+	}
+	os.RemoveAll(dir)
+	l, err := store.OpenLocal(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	did := l.DID().String()
+	recs := outlinegen.Generate(n, 1)
+	ws := make([]store.Write, 0, len(recs))
+	for _, r := range recs {
+		v := map[string]any{}
+		for k, x := range r.Value {
+			if s, ok := x.(string); ok {
+				x = strings.ReplaceAll(s, "at://"+outlinegen.DID+"/", "at://"+did+"/")
+			}
+			v[k] = x
+		}
+		ws = append(ws, store.Write{Op: store.Create, Collection: r.Collection, RKey: r.RKey, Value: v})
+	}
+	for len(ws) > 0 {
+		k := min(len(ws), store.MaxBatch)
+		if _, err := l.Apply(context.Background(), "", ws[:k]); err != nil {
+			b.Fatal(err)
+		}
+		ws = ws[k:]
+	}
+	return dir
+}
+
+// BenchmarkServeStartFirstRead starts `bulleted-mcp serve` on an embedded
+// store of n records, sends initialize and one read_outline, and reports
+// the time to that answer and the process's resident memory after it.
+// Seeding the large stores takes minutes the first time:
+//
+//	BULLETED_SCALE=1 go test ./cmd/bulleted-mcp -run '^$' -bench ServeStart -benchtime 3x
+func BenchmarkServeStartFirstRead(b *testing.B) {
+	if os.Getenv("BULLETED_SCALE") == "" {
+		b.Skip("set BULLETED_SCALE=1 (seeds stores of up to 250,000 records)")
+	}
+	bin := filepath.Join(b.TempDir(), "bulleted-mcp")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	for _, n := range []int{10_000, 100_000, 250_000} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			dir := seedStore(b, n)
+			var rss int64
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				rss = max(rss, startAndRead(b, bin, dir))
+			}
+			b.ReportMetric(float64(rss)/(1<<20), "RSS-MB")
+		})
+	}
+}
+
+func startAndRead(b *testing.B, bin, dir string) int64 {
+	cmd := exec.Command(bin, "serve", "--store", dir)
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { in.Close(); cmd.Process.Kill(); cmd.Wait() }()
+	fmt.Fprintln(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+	fmt.Fprintln(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	fmt.Fprintln(in, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_outline","arguments":{}}}`)
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	deadline := time.Now().Add(2 * time.Minute)
+	for sc.Scan() && time.Now().Before(deadline) {
+		var msg struct {
+			ID     int             `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal(sc.Bytes(), &msg) == nil && msg.ID == 2 {
+			if !strings.Contains(string(msg.Result), "·") {
+				b.Fatalf("read_outline answered %.200s", msg.Result)
+			}
+			return rssOf(cmd.Process.Pid)
+		}
+	}
+	b.Fatal("no answer to read_outline")
+	return 0
+}
+
+// rssOf is the resident set of pid in bytes (Linux).
+func rssOf(pid int) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb int64
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
+			return kb << 10
+		}
+	}
+	return 0
+}
