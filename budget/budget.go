@@ -1,6 +1,9 @@
 package budget
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,21 +11,25 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/bulleted-mcp/bulleted-mcp/atomicfile"
 )
 
-// Limit is Bulleted's write budget: points per rolling Window.
+// The write limits of the reference PDS (@atproto/pds dist/rate-limits.js,
+// "repo-write-hour" and "repo-write-day", keyed by the account's DID; the
+// points per write come from applyWrites.js: create 3, update 2, delete 1).
 const (
-	Limit  = 5000
-	Window = time.Hour
-	// Burst is how many points the pacer lets through at once; beyond it,
-	// batches are spread at Limit per Window.
-	Burst = 1200
-	// MaxWait is the longest a write waits for the pacer or a server pause
-	// before it is refused instead.
+	Limit    = 5000      // points per rolling Window
+	Window   = time.Hour // the hourly window
+	DayLimit = 35000     // points per rolling Day
+	Day      = 24 * time.Hour
+	// MaxWait is the longest a write waits for a server pause before it
+	// is refused instead.
 	MaxWait = 15 * time.Second
+	// ReservationTTL is how long a reservation made on another machine
+	// holds its points without being settled: a reservation of a process on
+	// this machine holds while the process runs, and is given back as soon
+	// as it is gone (killed mid-operation).
+	ReservationTTL = 15 * time.Minute
 )
 
 // ErrBudget means the points are not available now.
@@ -30,21 +37,26 @@ var ErrBudget = errors.New("write budget exceeded")
 
 // Exceeded is the error of a plan that does not fit. It wraps ErrBudget.
 type Exceeded struct {
-	Cost   int       // points the plan needs
-	Left   int       // points left now
-	FreeAt time.Time // when Cost points will be free (zero: never, Cost > Limit)
-	Paused bool      // the server asked us to wait (429 Retry-After)
+	Cost   int       `json:"cost"`             // points the plan needs
+	Left   int       `json:"left"`             // points left now in the binding window
+	FreeAt time.Time `json:"freeAt,omitzero"`  // when Cost points will be free (zero: never, Cost > the limit)
+	Paused bool      `json:"paused,omitempty"` // the server asked us to wait (429)
+	Window string    `json:"window"`           // "hour" or "day": the limit that binds
 }
 
 func (e *Exceeded) Error() string {
-	when := "never: split it into smaller plans"
+	when := "never: split it into smaller operations"
 	if !e.FreeAt.IsZero() {
 		when = "at " + e.FreeAt.UTC().Format(time.RFC3339)
 	}
 	if e.Paused {
 		return fmt.Sprintf("the server asked to pause writes; %d point(s) can be spent %s", e.Cost, when)
 	}
-	return fmt.Sprintf("this needs %d point(s), %d of %d are left in the rolling hour; enough will be free %s", e.Cost, e.Left, Limit, when)
+	limit := Limit
+	if e.Window == "day" {
+		limit = DayLimit
+	}
+	return fmt.Sprintf("this needs %d point(s), %d of %d are left in the rolling %s; enough will be free %s", e.Cost, e.Left, limit, e.Window, when)
 }
 
 func (e *Exceeded) Unwrap() error { return ErrBudget }
@@ -54,58 +66,93 @@ type entry struct {
 	Points int       `json:"points"`
 }
 
+type held struct {
+	ID      string    `json:"id"`
+	Points  int       `json:"points"`
+	Expires time.Time `json:"expires"`
+	PID     int       `json:"pid,omitempty"`
+	Host    string    `json:"host,omitempty"`
+}
+
+// live reports whether a reservation still holds its points: while the
+// process that made it runs (when it is on this machine), else until it
+// expires.
+func (h held) live(now time.Time, host string) bool {
+	if h.Points <= 0 {
+		return false
+	}
+	if h.PID > 0 && h.Host == host {
+		return processAlive(h.PID)
+	}
+	return h.Expires.After(now)
+}
+
 type file struct {
 	Spent       []entry   `json:"spent"`
+	Reserved    []held    `json:"reserved,omitempty"`
 	PausedUntil time.Time `json:"pausedUntil,omitzero"`
 }
 
-// Ledger is the rolling-hour record of spent points. It is safe for
-// concurrent use, and, kept in a file, shared by the processes that use the
-// file: every call reads it under a lock (flock on path+".lock"), and every
-// spend is written back before the lock is released, so that two servers
-// on one account (say Claude Desktop's and Claude Code's) never spend more
-// than the limit between them.
+// Ledger is the rolling record of spent and reserved points of one
+// account. It is safe for concurrent use, and, kept in a file, shared by
+// the processes that use the file: every call reads it under a lock (flock
+// on path+".lock"), and every change is written back before the lock is
+// released, so that any number of processes on one account never spend
+// more than Limit in any rolling hour nor DayLimit in any rolling day.
 type Ledger struct {
 	// Now is the clock (tests inject one).
 	Now func() time.Time
-	// Limit per Window (default Limit).
-	Limit int
+	// Limit per Window and DayLimit per Day (defaults Limit, DayLimit).
+	Limit, DayLimit int
 
 	mu     sync.Mutex
 	path   string
-	spent  []entry // oldest first, all within the last Window
+	pid    int    // the process reservations are held by (tests fake a dead one)
+	host   string
+	// lastSettle is the time the last Settle recorded (tests).
+	lastSettle time.Time
+	f      file // oldest spent first
 	paused time.Time
-	pacer  *rate.Limiter
 }
 
 // New returns a ledger kept in path ("" = memory only), loading what an
 // earlier process spent.
 func New(path string) (*Ledger, error) {
-	l := &Ledger{Now: time.Now, Limit: Limit, path: path,
-		pacer: rate.NewLimiter(rate.Limit(float64(Limit)/Window.Seconds()), Burst)}
+	host, _ := os.Hostname()
+	l := &Ledger{Now: time.Now, Limit: Limit, DayLimit: DayLimit, path: path, pid: os.Getpid(), host: host}
 	if path == "" {
 		return l, nil
 	}
-	raw, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return l, nil
-	}
-	if err != nil {
+	if err := l.load(); err != nil {
 		return nil, err
 	}
-	var f file
-	if err := json.Unmarshal(raw, &f); err != nil {
-		return nil, fmt.Errorf("budget ledger %s: %w", path, err)
-	}
-	l.spent, l.paused = f.Spent, f.PausedUntil
 	return l, nil
 }
 
+func (l *Ledger) load() error {
+	raw, err := os.ReadFile(l.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var f file
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return fmt.Errorf("budget ledger %s: %w", l.path, err)
+	}
+	l.f = f
+	l.paused = capPause(l.Now(), f.PausedUntil)
+	return nil
+}
+
 // shared runs fn (caller holds mu) with the file's lock held, after
-// reloading what any process wrote to the file.
-func (l *Ledger) shared(exclusive bool, fn func() error) error {
+// reloading what any process wrote; exclusive calls write the file back.
+func (l *Ledger) shared(exclusive bool, fn func(now time.Time) error) error {
 	if l.path == "" {
-		return fn()
+		now := l.Now()
+		l.prune(now)
+		return fn(now)
 	}
 	lock, err := os.OpenFile(l.path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
@@ -116,159 +163,265 @@ func (l *Ledger) shared(exclusive bool, fn func() error) error {
 		return err
 	}
 	defer atomicfile.Unlock(lock)
-	raw, err := os.ReadFile(l.path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
+	if err := l.load(); err != nil {
 		return err
-	default:
-		var f file
-		if err := json.Unmarshal(raw, &f); err != nil {
-			return fmt.Errorf("budget ledger %s: %w", l.path, err)
-		}
-		l.spent = f.Spent
-		if f.PausedUntil.After(l.paused) {
-			l.paused = f.PausedUntil
-		}
 	}
-	return fn()
+	now := l.Now()
+	l.prune(now)
+	if err := fn(now); err != nil {
+		return err
+	}
+	if !exclusive {
+		return nil
+	}
+	l.f.PausedUntil = l.paused
+	raw, err := json.Marshal(l.f)
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(l.path, raw, 0o600)
 }
 
-// SetBurst changes how many points the pacer lets through at once
-// (Limit: no pacing beyond the rolling-hour bound).
-func (l *Ledger) SetBurst(points int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	// a new pacer: its burst starts full
-	l.pacer = rate.NewLimiter(rate.Limit(float64(l.Limit)/Window.Seconds()), points)
-}
-
-// prune drops entries older than the window (caller holds mu).
+// prune drops spent points older than a day and expired reservations.
 func (l *Ledger) prune(now time.Time) {
 	i := 0
-	for i < len(l.spent) && !l.spent[i].At.After(now.Add(-Window)) {
+	for i < len(l.f.Spent) && !l.f.Spent[i].At.After(now.Add(-Day)) {
 		i++
 	}
-	l.spent = l.spent[i:]
+	l.f.Spent = l.f.Spent[i:]
+	live := l.f.Reserved[:0]
+	for _, r := range l.f.Reserved {
+		if r.live(now, l.host) {
+			live = append(live, r)
+		}
+	}
+	l.f.Reserved = live
+	if !now.Before(l.paused) {
+		l.paused = time.Time{}
+	}
 }
 
-func (l *Ledger) used() int {
+// used is the points spent within window before now, plus every live
+// reservation.
+func (l *Ledger) used(now time.Time, window time.Duration) int {
 	n := 0
-	for _, e := range l.spent {
-		n += e.Points
+	for _, e := range l.f.Spent {
+		if e.At.After(now.Add(-window)) {
+			n += e.Points
+		}
+	}
+	for _, r := range l.f.Reserved {
+		n += r.Points
 	}
 	return n
 }
 
-// Left returns the points left in the rolling hour now.
-func (l *Ledger) Left() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_ = l.shared(false, func() error { return nil }) // unreadable: what this process knows
-	l.prune(l.Now())
-	return max(0, l.Limit-l.used())
-}
-
-// freeAt is when cost points will be free (caller holds mu, pruned).
-func (l *Ledger) freeAt(now time.Time, cost int) time.Time {
-	if cost > l.Limit {
-		return time.Time{}
-	}
-	left := l.Limit - l.used()
-	t := now
-	for _, e := range l.spent {
-		if left >= cost {
-			break
+// fits refuses cost if it does not fit in the hour or the day now.
+func (l *Ledger) fits(now time.Time, cost int) error {
+	for _, w := range []struct {
+		name   string
+		window time.Duration
+		limit  int
+	}{{"hour", Window, l.Limit}, {"day", Day, l.DayLimit}} {
+		left := w.limit - l.used(now, w.window)
+		if cost > left {
+			ex := &Exceeded{Cost: cost, Left: max(0, left), Window: w.name, FreeAt: l.freeAt(now, cost)}
+			return ex
 		}
-		left += e.Points
-		t = e.At.Add(Window)
-	}
-	if t.Before(l.paused) {
-		t = l.paused
-	}
-	return t
-}
-
-// Check reports whether cost points can be spent now, without spending
-// them. The error is an *Exceeded.
-func (l *Ledger) Check(cost int) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.shared(false, func() error { return nil }); err != nil {
-		return err
-	}
-	now := l.Now()
-	l.prune(now)
-	if now.Before(l.paused) && l.paused.Sub(now) > MaxWait {
-		return &Exceeded{Cost: cost, Left: max(0, l.Limit-l.used()), FreeAt: l.freeAt(now, cost), Paused: true}
-	}
-	return l.checkLocked(now, cost)
-}
-
-// Wait is how long a batch of cost points must wait before it is sent: for
-// a server pause, and for the pacer. It reserves the pacer's tokens; an
-// error means the batch must not be sent (nothing is reserved then).
-func (l *Ledger) Wait(cost int) (time.Duration, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.shared(false, func() error { return nil }); err != nil {
-		return 0, err
-	}
-	now := l.Now()
-	l.prune(now)
-	if err := l.checkLocked(now, cost); err != nil {
-		return 0, err
-	}
-	var wait time.Duration
-	if now.Before(l.paused) {
-		wait = l.paused.Sub(now)
-	}
-	n := min(cost, l.pacer.Burst())
-	r := l.pacer.ReserveN(now, n)
-	if !r.OK() {
-		return 0, &Exceeded{Cost: cost, Left: l.Limit - l.used(), FreeAt: l.freeAt(now, cost)}
-	}
-	if d := r.DelayFrom(now); d > wait {
-		wait = d
-	}
-	if wait > MaxWait {
-		r.CancelAt(now)
-		return 0, &Exceeded{Cost: cost, Left: l.Limit - l.used(), FreeAt: now.Add(wait), Paused: now.Before(l.paused)}
-	}
-	return wait, nil
-}
-
-// checkLocked refuses cost if it does not fit in the rolling hour (caller
-// holds mu, pruned).
-func (l *Ledger) checkLocked(now time.Time, cost int) error {
-	left := l.Limit - l.used()
-	if cost > left {
-		return &Exceeded{Cost: cost, Left: max(0, left), FreeAt: l.freeAt(now, cost)}
 	}
 	return nil
 }
 
-// Spend records points spent now (a committed batch) and saves the ledger.
-func (l *Ledger) Spend(points int) error {
+// freeAt is when cost points fit in both windows, counting on spent points
+// leaving their windows (reservations are assumed settled by then).
+func (l *Ledger) freeAt(now time.Time, cost int) time.Time {
+	if cost > l.Limit || cost > l.DayLimit {
+		return time.Time{}
+	}
+	at := now
+	for _, w := range []struct {
+		window time.Duration
+		limit  int
+	}{{Window, l.Limit}, {Day, l.DayLimit}} {
+		left := w.limit - l.used(now, w.window)
+		t := now
+		for _, e := range l.f.Spent {
+			if left >= cost {
+				break
+			}
+			if !e.At.After(now.Add(-w.window)) {
+				continue
+			}
+			left += e.Points
+			t = e.At.Add(w.window)
+		}
+		if t.After(at) {
+			at = t
+		}
+	}
+	if at.Before(l.paused) {
+		at = l.paused
+	}
+	return at
+}
+
+// Left returns the points left now: the smaller of the hour's and the
+// day's, reservations counted.
+func (l *Ledger) Left() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.shared(true, func() error {
+	left := 0
+	err := l.shared(false, func(now time.Time) error {
+		left = min(l.Limit-l.used(now, Window), l.DayLimit-l.used(now, Day))
+		return nil
+	})
+	if err != nil {
+		l.prune(l.Now()) // unreadable: what this process knows
 		now := l.Now()
-		l.prune(now)
-		l.spent = append(l.spent, entry{At: now, Points: points})
-		return l.save()
+		left = min(l.Limit-l.used(now, Window), l.DayLimit-l.used(now, Day))
+	}
+	return max(0, left)
+}
+
+// Check reports whether cost points could be reserved now, without
+// reserving them (dry runs). The error is an *Exceeded.
+func (l *Ledger) Check(cost int) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.shared(false, func(now time.Time) error {
+		if l.paused.Sub(now) > MaxWait {
+			return &Exceeded{Cost: cost, Left: max(0, l.Limit-l.used(now, Window)), FreeAt: l.freeAt(now, cost), Paused: true, Window: "hour"}
+		}
+		return l.fits(now, cost)
 	})
 }
 
-// Pause stops writes until t (a server's Retry-After).
+// Reservation holds points for one operation: reserved before its first
+// write, settled batch by batch, the rest given back by Release.
+type Reservation struct {
+	l  *Ledger
+	id string
+}
+
+// Reserve holds cost points, under the ledger file's exclusive lock, so that
+// every process sharing the file counts them as used until they are settled
+// or released (or the reservation expires). It refuses with an *Exceeded
+// when cost does not fit in the hour or the day, or a server pause lasts
+// longer than MaxWait.
+func (l *Ledger) Reserve(cost int) (*Reservation, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b [8]byte
+	rand.Read(b[:])
+	r := &Reservation{l: l, id: hex.EncodeToString(b[:])}
+	err := l.shared(true, func(now time.Time) error {
+		if l.paused.Sub(now) > MaxWait {
+			return &Exceeded{Cost: cost, Left: max(0, l.Limit-l.used(now, Window)), FreeAt: l.freeAt(now, cost), Paused: true, Window: "hour"}
+		}
+		if err := l.fits(now, cost); err != nil {
+			return err
+		}
+		l.f.Reserved = append(l.f.Reserved, held{ID: r.id, Points: cost, Expires: now.Add(ReservationTTL), PID: l.pid, Host: l.host})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Reservation) find() *held {
+	for i := range r.l.f.Reserved {
+		if r.l.f.Reserved[i].ID == r.id {
+			return &r.l.f.Reserved[i]
+		}
+	}
+	return nil
+}
+
+// Settle records points of the reservation as spent now (a committed
+// batch). Points beyond what is still reserved (the reservation expired,
+// or the batch cost more) are spent only if they fit; otherwise they are
+// still recorded, since the write happened, and the error says so.
+func (r *Reservation) Settle(points int) error {
+	l := r.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.shared(true, func(now time.Time) error {
+		var over error
+		h := r.find()
+		covered := 0
+		if h != nil {
+			covered = min(points, h.Points)
+			h.Points -= covered
+			h.Expires = now.Add(ReservationTTL)
+		}
+		if extra := points - covered; extra > 0 {
+			over = l.fits(now, extra)
+		}
+		l.f.Spent = append(l.f.Spent, entry{At: now, Points: points})
+		l.lastSettle = now
+		return over
+	})
+}
+
+// Release gives back what the reservation still holds.
+func (r *Reservation) Release() error {
+	l := r.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.shared(true, func(now time.Time) error {
+		if h := r.find(); h != nil {
+			h.Points = 0 // pruned on the next read
+		}
+		return nil
+	})
+}
+
+// Remaining is what the reservation still holds.
+func (r *Reservation) Remaining() int {
+	l := r.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	_ = l.shared(false, func(time.Time) error {
+		if h := r.find(); h != nil {
+			n = h.Points
+		}
+		return nil
+	})
+	return n
+}
+
+// Spend reserves and settles points at once (a write without an operation's
+// reservation); it refuses with an *Exceeded if they do not fit.
+func (l *Ledger) Spend(points int) error {
+	r, err := l.Reserve(points)
+	if err != nil {
+		return err
+	}
+	return r.Settle(points)
+}
+
+// capPause bounds a server's pause to what a limit can mean: at most a day
+// (the daily window) from now.
+func capPause(now, t time.Time) time.Time {
+	if t.After(now.Add(Day)) {
+		return now.Add(Day)
+	}
+	return t
+}
+
+// Pause stops writes until t (a server's Retry-After), capped at a day.
 func (l *Ledger) Pause(t time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.shared(true, func() error {
+	return l.shared(true, func(now time.Time) error {
+		t = capPause(now, t)
 		if t.After(l.paused) {
 			l.paused = t
 		}
-		return l.save()
+		return nil
 	})
 }
 
@@ -276,20 +429,23 @@ func (l *Ledger) Pause(t time.Time) error {
 func (l *Ledger) PausedUntil() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_ = l.shared(false, func() error { return nil })
+	_ = l.shared(false, func(time.Time) error { return nil })
 	if l.Now().Before(l.paused) {
 		return l.paused
 	}
 	return time.Time{}
 }
 
-func (l *Ledger) save() error {
-	if l.path == "" {
-		return nil
-	}
-	raw, err := json.Marshal(file{Spent: l.spent, PausedUntil: l.paused})
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(l.path, raw, 0o600)
+type resKey struct{}
+
+// WithReservation returns a context that carries r to the repository's
+// Apply, which settles each committed batch against it.
+func WithReservation(ctx context.Context, r *Reservation) context.Context {
+	return context.WithValue(ctx, resKey{}, r)
+}
+
+// ReservationFrom returns the reservation ctx carries, or nil.
+func ReservationFrom(ctx context.Context) *Reservation {
+	r, _ := ctx.Value(resKey{}).(*Reservation)
+	return r
 }

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -34,30 +36,19 @@ func simulate(t testing.TB, hours, maxCost int, seed uint64) (perHour []int, max
 	var log []entry
 	for c.t.Before(end) {
 		cost := 1 + rng.IntN(maxCost)
-		if err := l.Check(cost); err != nil {
-			var ex *Exceeded
-			if !errors.As(err, &ex) || ex.FreeAt.IsZero() {
-				t.Fatalf("check: %v", err)
-			}
-			c.t = ex.FreeAt
-			continue
-		}
-		wait, err := l.Wait(cost)
+		r, err := l.Reserve(cost)
 		if err != nil {
 			var ex *Exceeded
-			if !errors.As(err, &ex) {
-				t.Fatal(err)
+			if !errors.As(err, &ex) || ex.FreeAt.IsZero() {
+				t.Fatalf("reserve: %v", err)
 			}
 			c.t = ex.FreeAt
 			continue
 		}
-		c.t = c.t.Add(wait)
-		if !c.t.Before(end) {
-			break
-		}
-		if err := l.Spend(cost); err != nil {
+		if err := r.Settle(cost); err != nil {
 			t.Fatal(err)
 		}
+		r.Release()
 		log = append(log, entry{c.t, cost})
 		perHour[int(c.t.Sub(start)/time.Hour)] += cost
 		sum := 0
@@ -72,7 +63,7 @@ func simulate(t testing.TB, hours, maxCost int, seed uint64) (perHour []int, max
 
 func TestSaturatingLoad(t *testing.T) {
 	for seed := uint64(1); seed <= 5; seed++ {
-		perHour, maxRolling := simulate(t, 8, 60, seed)
+		perHour, maxRolling := simulate(t, 6, 60, seed) // 6 h: within the daily limit
 		if maxRolling > Limit {
 			t.Fatalf("seed %d: %d points in one rolling hour (limit %d)", seed, maxRolling, Limit)
 		}
@@ -151,8 +142,8 @@ func TestKeptAcrossRestartAndPause(t *testing.T) {
 		t.Fatalf("paused for a minute: %v", err)
 	}
 	c.t = c.t.Add(50 * time.Second)
-	if w, err := l2.Wait(3); err != nil || w != 10*time.Second {
-		t.Fatalf("short pause is waited out: %v %v", w, err)
+	if err := l2.Check(3); err != nil {
+		t.Fatalf("a pause of 10 s more is short enough to wait out: %v", err)
 	}
 }
 
@@ -166,7 +157,7 @@ func BenchmarkSaturation(b *testing.B) {
 
 func saturation(b *testing.B, maxCost int) {
 	for i := 0; i < b.N; i++ {
-		perHour, maxRolling := simulate(b, 8, maxCost, uint64(i+1))
+		perHour, maxRolling := simulate(b, 6, maxCost, uint64(i+1))
 		minH := Limit
 		for _, n := range perHour {
 			minH = min(minH, n)
@@ -194,7 +185,7 @@ func TestSharedBetweenProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ex *Exceeded
-	if err := b.Check(2500); !errors.As(err, &ex) || ex.Left != 2000 {
+	if err := b.Check(2500); !errors.As(err, &ex) || ex.Left != 2000 || ex.Window != "hour" {
 		t.Fatalf("b after a spent 3000: %v", err)
 	}
 	if err := b.Spend(2000); err != nil {
@@ -225,5 +216,202 @@ func TestSharedBetweenProcesses(t *testing.T) {
 	wg.Wait()
 	if got := open().Left(); got != Limit-1500 {
 		t.Fatalf("after 150 concurrent spends of 10: %d left, want %d", got, Limit-1500)
+	}
+}
+
+// The daily limit binds after seven saturated hours: a rolling day never
+// holds more than DayLimit, and the refusal names the day.
+func TestDailyLimit(t *testing.T) {
+	perHour, _ := simulate(t, 30, 60, 7)
+	day := 0
+	for _, n := range perHour[:24] {
+		day += n
+	}
+	if day > DayLimit || day < DayLimit*95/100 {
+		t.Fatalf("first day: %d points (limit %d): %v", day, DayLimit, perHour)
+	}
+	if perHour[8] != 0 {
+		t.Fatalf("hour 8 spent %d after the day's limit was reached", perHour[8])
+	}
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	l, _ := New("")
+	l.Now = c.now
+	for h := 0; h < 7; h++ {
+		if err := l.Spend(Limit); err != nil {
+			t.Fatal(err)
+		}
+		c.t = c.t.Add(Window)
+	}
+	var ex *Exceeded
+	if err := l.Check(3); !errors.As(err, &ex) || ex.Window != "day" || !ex.FreeAt.Equal(time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("after 35,000 points in 7 hours: %v (%+v)", err, ex)
+	}
+}
+
+// Reservations are visible to every ledger on the file: what one holds,
+// another cannot take; a release gives it back; a reservation of a killed
+// process expires.
+func TestReservationsShared(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "budget.json")
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	open := func() *Ledger {
+		l, err := New(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Now = c.now
+		return l
+	}
+	a, b := open(), open()
+	ra, err := a.Reserve(4000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Reserve(1001); !errors.Is(err, ErrBudget) {
+		t.Fatalf("b reserved past a's reservation: %v", err)
+	}
+	if err := ra.Settle(600); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Left(); got != 1000 {
+		t.Fatalf("left with 600 spent and 3,400 held: %d", got)
+	}
+	ra.Release()
+	if got := b.Left(); got != 4400 {
+		t.Fatalf("left after release: %d", got)
+	}
+	// another process: reserved, never settled nor released; it holds
+	// while that process runs and is given back once it is killed
+	child := exec.Command("sleep", "30")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	other := open()
+	other.pid = child.Process.Pid
+	if _, err := other.Reserve(4400); err != nil {
+		t.Fatal(err)
+	}
+	c.t = c.t.Add(2 * ReservationTTL)
+	if got := b.Left(); got != 0 {
+		t.Fatalf("left while the other process runs: %d", got)
+	}
+	child.Process.Kill()
+	child.Wait()
+	if got := b.Left(); got != 4400 {
+		t.Fatalf("left after the holder was killed: %d", got)
+	}
+	// one made on another machine holds until it expires
+	remote := open()
+	remote.host = "elsewhere"
+	if _, err := remote.Reserve(400); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Left(); got != 4000 {
+		t.Fatalf("left with a remote reservation: %d", got)
+	}
+	c.t = c.t.Add(ReservationTTL + time.Second)
+	if got := b.Left(); got != 4400 {
+		t.Fatalf("left after the remote reservation expired: %d", got)
+	}
+}
+
+// A server pause of ten years is capped at a day, in memory and on disk.
+func TestPauseCapped(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "budget.json")
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	l, _ := New(path)
+	l.Now = c.now
+	l.Pause(c.t.Add(10 * 365 * 24 * time.Hour))
+	if got := l.PausedUntil(); !got.Equal(c.t.Add(Day)) {
+		t.Fatalf("paused until %s", got)
+	}
+	c.t = c.t.Add(Day + time.Second)
+	l2, _ := New(path)
+	l2.Now = c.now
+	if err := l2.Check(3); err != nil {
+		t.Fatalf("still paused a day later, after a restart: %v", err)
+	}
+}
+
+// Several processes (ledgers on one file) race with random operations and a
+// shared simulated clock: whatever their timing, no rolling hour holds more
+// than Limit and no rolling day more than DayLimit, and an operation whose
+// reservation succeeded is never refused while settling its batches.
+func TestManyLedgersNeverOverspend(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "budget.json")
+	var clk sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tick := func(d time.Duration) {
+		clk.Lock()
+		now = now.Add(d)
+		clk.Unlock()
+	}
+	read := func() time.Time {
+		clk.Lock()
+		defer clk.Unlock()
+		return now
+	}
+	var logMu sync.Mutex
+	var log []entry
+	var wg sync.WaitGroup
+	for p := 0; p < 4; p++ {
+		l, err := New(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Now = read
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(p), 9))
+			for i := 0; i < 300; i++ {
+				cost := 1 + rng.IntN(600)
+				r, err := l.Reserve(cost)
+				if err != nil {
+					tick(time.Duration(rng.IntN(300)) * time.Second)
+					continue
+				}
+				for left := cost; left > 0; {
+					batch := min(left, 1+rng.IntN(200))
+					tick(time.Duration(rng.IntN(5)) * time.Second)
+					if err := r.Settle(batch); err != nil {
+						t.Errorf("a reserved operation was refused mid-way: %v", err)
+						return
+					}
+					logMu.Lock()
+					log = append(log, entry{At: l.lastSettle, Points: batch})
+					logMu.Unlock()
+					left -= batch
+				}
+				r.Release()
+			}
+		}(p)
+	}
+	wg.Wait()
+	slices.SortFunc(log, func(a, b entry) int { return a.At.Compare(b.At) })
+	maxHour, maxDay, total := 0, 0, 0
+	for _, w := range []struct {
+		d   time.Duration
+		max *int
+	}{{Window, &maxHour}, {Day, &maxDay}} {
+		sum, j := 0, 0
+		for i := range log {
+			sum += log[i].Points
+			for !log[j].At.After(log[i].At.Add(-w.d)) {
+				sum -= log[j].Points
+				j++
+			}
+			*w.max = max(*w.max, sum)
+		}
+	}
+	for _, e := range log {
+		total += e.Points
+	}
+	t.Logf("%d settled batches, %d points over %s; max rolling hour %d, max rolling day %d", len(log), total, read().Sub(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), maxHour, maxDay)
+	if maxHour > Limit || maxDay > DayLimit {
+		t.Fatalf("overspent: max rolling hour %d (limit %d), max rolling day %d (limit %d)", maxHour, Limit, maxDay, DayLimit)
+	}
+	if total < Limit {
+		t.Fatalf("the simulation spent only %d points", total)
 	}
 }

@@ -232,11 +232,11 @@ func (e *Engine) reserve(ctx context.Context, cost int) (context.Context, func()
 	if !ok || l.Ledger() == nil {
 		return ctx, func() {}, nil
 	}
-	// TODO(budget reservations): reserve under the ledger's lock
-	if err := l.Ledger().Check(cost); err != nil {
+	r, err := l.Ledger().Reserve(cost)
+	if err != nil {
 		return ctx, nil, err
 	}
-	return ctx, func() {}, nil
+	return budget.WithReservation(ctx, r), func() { r.Release() }, nil
 }
 
 // budgetError turns a budget refusal into an *Error the model can act on.

@@ -302,7 +302,6 @@ func TestBudgetAgainstRateLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ledger.SetBurst(budget.Limit) // no pacing: reach the hour's limit quickly
 	r.Budget = ledger
 	e := outline.New(r)
 	bullets := func(n int) []outline.NewNode {

@@ -266,21 +266,34 @@ func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Writ
 		in.Writes = append(in.Writes, aw)
 	}
 	cost := store.Cost(writes)
+	// the points are reserved: by the operation (its reservation rides on
+	// ctx) or here, for this batch alone
+	res := budget.ReservationFrom(ctx)
+	if r.Budget != nil && res == nil {
+		rv, err := r.Budget.Reserve(cost)
+		if err != nil {
+			return nil, err
+		}
+		defer rv.Release()
+		res = rv
+	}
 	for attempt := 1; ; attempt++ {
 		if r.Budget != nil {
-			wait, err := r.Budget.Wait(cost)
-			if err != nil {
-				return nil, err
-			}
-			if err := r.Sleep(ctx, wait); err != nil {
-				return nil, err
+			if until := r.Budget.PausedUntil(); !until.IsZero() {
+				wait := time.Until(until)
+				if wait > budget.MaxWait {
+					return nil, &budget.Exceeded{Cost: cost, FreeAt: until, Paused: true, Window: "hour"}
+				}
+				if err := r.Sleep(ctx, wait); err != nil {
+					return nil, err
+				}
 			}
 		}
 		var out applyOutput
 		r.Stats.Writes.Add(1)
 		err := call(ctx, r.c, http.MethodPost, "com.atproto.repo.applyWrites", nil, in, &out, nil)
 		if err == nil {
-			return r.committed(cost, out.Commit.CID, out.Commit.Rev, out.Results)
+			return r.committed(res, cost, out.Commit.CID, out.Commit.Rev, out.Results)
 		}
 		if isErrorName(err, http.StatusBadRequest, "InvalidSwap") {
 			return nil, fmt.Errorf("%w: %v", store.ErrConflict, err)
@@ -295,7 +308,7 @@ func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Writ
 			if r.Budget != nil {
 				r.Budget.Pause(rl.Until)
 				if attempt < Attempts && time.Until(rl.Until) <= budget.MaxWait {
-					continue // Wait sleeps through the pause
+					continue // the loop sleeps through the pause
 				}
 			}
 			return nil, fmt.Errorf("%w: %v", budget.ErrBudget, err)
@@ -305,19 +318,20 @@ func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Writ
 		}
 		// Unknown whether it committed: look before sending it again.
 		r.Stats.Ambiguous.Add(1)
-		res, landed, rerr := r.landed(ctx, swapCommit, writes)
+		got, landed, rerr := r.landed(ctx, swapCommit, writes)
+		rsv := res
 		if rerr != nil {
 			return nil, fmt.Errorf("applyWrites failed (%v), and reading the repository back failed: %w", err, rerr)
 		}
 		if landed {
-			return r.committed(cost, res.Commit, res.Rev, nil, res.Results...)
+			return r.committed(rsv, cost, got.Commit, got.Rev, nil, got.Results...)
 		}
-		if res == nil { // head unchanged: nothing landed; was the batch possible at all?
+		if got == nil { // head unchanged: nothing landed; was the batch possible at all?
 			if perr := r.precondition(ctx, swapCommit, writes); perr != nil {
 				return nil, perr
 			}
 		}
-		if res != nil { // the head moved and the writes are not there
+		if got != nil { // the head moved and the writes are not there
 			return nil, fmt.Errorf("%w: after an ambiguous failure (%v) the repository had moved on", store.ErrConflict, err)
 		}
 		if attempt >= Attempts {
@@ -329,12 +343,12 @@ func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Writ
 	}
 }
 
-func (r *Repo) committed(cost int, commit, rev string, results []struct {
+func (r *Repo) committed(rsv *budget.Reservation, cost int, commit, rev string, results []struct {
 	URI string `json:"uri"`
 	CID string `json:"cid"`
 }, extra ...store.WriteResult) (*store.Result, error) {
-	if r.Budget != nil {
-		r.Budget.Spend(cost)
+	if rsv != nil {
+		rsv.Settle(cost) // the write happened: recorded even past the limit
 	}
 	res := &store.Result{Commit: commit, Rev: rev}
 	for _, x := range results {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bluesky-social/indigo/atproto/atclient"
@@ -157,23 +158,58 @@ func (t *ticking) Read(p []byte) (int, error) {
 // retryAfter reads Retry-After (seconds or an HTTP date), else the
 // RateLimit-Reset epoch seconds the reference PDS sends, else one minute.
 func retryAfter(h http.Header, now time.Time) time.Time {
-	if v := h.Get("Retry-After"); v != "" {
-		if s, err := strconv.Atoi(v); err == nil {
-			return now.Add(time.Duration(s) * time.Second)
+	return capRetry(h, now, rawRetryAfter(h, now))
+}
+
+func rawRetryAfter(h http.Header, now time.Time) time.Time {
+	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
+		if s, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return now.Add(secs(s))
 		}
 		if t, err := http.ParseTime(v); err == nil {
 			return t
 		}
 	}
-	if v := h.Get("RateLimit-Reset"); v != "" {
+	if v := strings.TrimSpace(h.Get("RateLimit-Reset")); v != "" {
 		if s, err := strconv.ParseInt(v, 10, 64); err == nil {
 			if s > 1_000_000_000 {
 				return time.Unix(s, 0)
 			}
-			return now.Add(time.Duration(s) * time.Second)
+			return now.Add(secs(s))
 		}
 	}
 	return now.Add(time.Minute)
+}
+
+// secs is s seconds, saturating instead of overflowing.
+func secs(s int64) time.Duration {
+	if s > int64(100*365*24*3600) {
+		s = 100 * 365 * 24 * 3600
+	}
+	return time.Duration(s) * time.Second
+}
+
+// capRetry bounds a pause to what the limit that was hit can mean: its
+// window, from the reference PDS's RateLimit-Policy ("5000;w=3600"), else a
+// day (the longest write window); never in the past.
+func capRetry(h http.Header, now, t time.Time) time.Time {
+	window := 24 * time.Hour
+	if p := h.Get("RateLimit-Policy"); p != "" {
+		for _, part := range strings.Split(p, ";") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(part), "w="); ok {
+				if s, err := strconv.ParseInt(v, 10, 64); err == nil && s > 0 && secs(s) < window {
+					window = secs(s)
+				}
+			}
+		}
+	}
+	switch {
+	case t.Before(now):
+		return now
+	case t.After(now.Add(window)):
+		return now.Add(window)
+	}
+	return t
 }
 
 // ambiguous reports whether err leaves it unknown if a write committed:
