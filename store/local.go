@@ -134,10 +134,11 @@ func loadKey(path string) (*atcrypto.PrivateKeyK256, error) {
 func (l *Local) logPath() string  { return filepath.Join(l.dir, "blocks.log") }
 func (l *Local) headPath() string { return filepath.Join(l.dir, "HEAD") }
 
-// readLog adds the blocks of the log sections in r, returning how many
-// bytes of r are whole sections.
-func (l *Local) readLog(r io.Reader) (int64, error) {
-	return readSections(bufio.NewReader(r), func(c cid.Cid, data []byte) error {
+// readLog adds the blocks of the log sections in r (at most limit bytes),
+// returning how many bytes of r are whole, verified sections; a section
+// that is torn, oversized or does not match its CID ends the read there.
+func (l *Local) readLog(r io.Reader, limit int64) (int64, error) {
+	return readSections(bufio.NewReader(r), limit, func(c cid.Cid, data []byte) error {
 		blk, err := blocks.NewBlockWithCid(data, c)
 		if err != nil {
 			return err
@@ -147,34 +148,66 @@ func (l *Local) readLog(r io.Reader) (int64, error) {
 	})
 }
 
-// load reads the block log (dropping a torn tail) and HEAD.
+// ErrCorrupt means the block log does not hold the commit HEAD names; the
+// store is left as it is on disk.
+var ErrCorrupt = errors.New("embedded store is damaged")
+
+// load reads the block log and HEAD. A torn or damaged tail is cut off only
+// once HEAD's commit is known to load from what comes before it; otherwise
+// nothing on disk is changed and opening fails.
 func (l *Local) load() error {
 	f, err := os.OpenFile(l.logPath(), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return err
 	}
-	good, err := l.readLog(f)
+	info, err := f.Stat()
 	if err != nil {
 		f.Close()
 		return err
 	}
-	if err := f.Truncate(good); err != nil {
+	good, err := l.readLog(f, info.Size())
+	if err != nil {
 		f.Close()
 		return err
 	}
-	l.log, l.logOff = f, good
 	head, err := os.ReadFile(l.headPath())
 	if errors.Is(err, os.ErrNotExist) {
+		if good != info.Size() && good > 0 {
+			f.Close()
+			return fmt.Errorf("%w: the block log is damaged at byte %d and there is no HEAD", ErrCorrupt, good)
+		}
+		if err := f.Truncate(good); err != nil {
+			f.Close()
+			return err
+		}
+		l.log, l.logOff = f, good
 		return l.initEmpty()
 	}
 	if err != nil {
+		f.Close()
 		return err
 	}
 	c, err := cid.Decode(strings.TrimSpace(string(head)))
 	if err != nil {
-		return fmt.Errorf("HEAD: %w", err)
+		f.Close()
+		return fmt.Errorf("%w: HEAD: %v", ErrCorrupt, err)
 	}
-	return l.setRoot(context.Background(), c)
+	if err := l.setRoot(context.Background(), c); err != nil {
+		f.Close()
+		if good != info.Size() {
+			return fmt.Errorf("%w: the block log is damaged at byte %d of %d and HEAD's commit %s does not load from what comes before (%v); nothing was changed", ErrCorrupt, good, info.Size(), c, err)
+		}
+		return fmt.Errorf("%w: HEAD's commit %s does not load: %v", ErrCorrupt, c, err)
+	}
+	if good != info.Size() {
+		// a torn append after HEAD's commit (a crash mid-write): cut it
+		if err := f.Truncate(good); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	l.log, l.logOff = f, good
+	return nil
 }
 
 func (l *Local) initEmpty() error {
@@ -226,6 +259,10 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 
 var errStop = errors.New("stop")
 
+// beforeHead lets tests stop a commit between appending its blocks and
+// replacing HEAD (a process killed there).
+var beforeHead func() error
+
 // persist appends pending blocks to the log, syncs, then replaces HEAD.
 // It runs under the exclusive lock, after refresh.
 func (l *Local) persist(root cid.Cid) error {
@@ -241,6 +278,11 @@ func (l *Local) persist(root cid.Cid) error {
 	}
 	l.logOff += int64(buf.Len())
 	l.bs.pending = nil
+	if beforeHead != nil {
+		if err := beforeHead(); err != nil {
+			return err
+		}
+	}
 	return atomicfile.Write(l.headPath(), []byte(root.String()+"\n"), 0o600)
 }
 
@@ -258,7 +300,9 @@ func (l *Local) locked(ctx context.Context, exclusive bool, fn func() error) err
 }
 
 // refresh reads HEAD and, if another process moved it, the log sections
-// appended since, and loads that commit.
+// appended since, and loads that commit. If this process's view of the log
+// diverged (another process cut a torn tail this one had read past), it
+// reads the whole log again instead of failing.
 func (l *Local) refresh(ctx context.Context) error {
 	head, err := os.ReadFile(l.headPath())
 	if err != nil {
@@ -266,18 +310,38 @@ func (l *Local) refresh(ctx context.Context) error {
 	}
 	c, err := cid.Decode(strings.TrimSpace(string(head)))
 	if err != nil {
-		return fmt.Errorf("HEAD: %w", err)
+		return fmt.Errorf("%w: HEAD: %v", ErrCorrupt, err)
 	}
 	if c == l.root {
 		return nil
 	}
-	good, err := l.readLog(io.NewSectionReader(l.log, l.logOff, 1<<62))
+	info, err := l.log.Stat()
 	if err != nil {
 		return err
 	}
-	l.logOff += good
+	if info.Size() >= l.logOff {
+		good, err := l.readLog(io.NewSectionReader(l.log, l.logOff, info.Size()-l.logOff), info.Size()-l.logOff)
+		if err != nil {
+			return err
+		}
+		l.logOff += good
+		l.snap = nil
+		if err := l.setRoot(ctx, c); err == nil {
+			return nil
+		}
+	}
+	// diverged: start over from the whole log
+	l.bs = &memBlocks{m: map[cid.Cid]blocks.Block{}}
+	good, err := l.readLog(io.NewSectionReader(l.log, 0, info.Size()), info.Size())
+	if err != nil {
+		return err
+	}
+	l.logOff = good
 	l.snap = nil
-	return l.setRoot(ctx, c)
+	if err := l.setRoot(ctx, c); err != nil {
+		return fmt.Errorf("%w: HEAD's commit %s does not load after re-reading the log: %v", ErrCorrupt, c, err)
+	}
+	return nil
 }
 
 // DID implements Repository.
@@ -508,53 +572,6 @@ func WriteCAR(w io.Writer, root cid.Cid, bs []blocks.Block) error {
 	return bw.Flush()
 }
 
-// ImportCAR replaces the repository's content with a CAR's records,
-// re-committed under this store's key and DID.
-func (l *Local) ImportCAR(ctx context.Context, r io.Reader) (int, error) {
-	src, err := legacy.ReadRepoFromCar(ctx, r)
-	if err != nil {
-		return 0, fmt.Errorf("reading CAR: %w", err)
-	}
-	var writes []Write
-	err = src.ForEach(ctx, Prefix, func(k string, v cid.Cid) error {
-		if !strings.HasPrefix(k, Prefix) {
-			return errStop
-		}
-		_, raw, err := src.GetRecordBytes(ctx, k)
-		if err != nil {
-			return err
-		}
-		val, err := atdata.UnmarshalCBOR(*raw)
-		if err != nil {
-			return err
-		}
-		coll, rkey, _ := strings.Cut(k, "/")
-		writes = append(writes, Write{Op: Create, Collection: coll, RKey: rkey, Value: val})
-		return nil
-	})
-	if err != nil && !errors.Is(err, errStop) {
-		return 0, err
-	}
-	// delete what is here, then create in batches
-	snap, err := l.Snapshot(ctx)
-	if err != nil {
-		return 0, err
-	}
-	var dels []Write
-	for _, rec := range snap.Records {
-		dels = append(dels, Write{Op: Delete, Collection: rec.Collection, RKey: rec.RKey})
-	}
-	all := append(dels, writes...)
-	for len(all) > 0 {
-		n := min(len(all), MaxBatch)
-		if _, err := l.Apply(ctx, "", all[:n]); err != nil {
-			return 0, err
-		}
-		all = all[n:]
-	}
-	return len(writes), nil
-}
-
 func writeSection(buf *bytes.Buffer, c cid.Cid, data []byte) {
 	cb := c.Bytes()
 	var lb [binary.MaxVarintLen64]byte
@@ -563,14 +580,26 @@ func writeSection(buf *bytes.Buffer, c cid.Cid, data []byte) {
 	buf.Write(data)
 }
 
-// readSections reads CAR sections until EOF; a torn tail is not an error:
-// it returns the offset of the end of the last whole section.
-func readSections(r *bufio.Reader, fn func(cid.Cid, []byte) error) (int64, error) {
+// MaxSection bounds one log section (a CID and a block: records and MST
+// nodes are far smaller).
+const MaxSection = 4 << 20
+
+// readSections reads CAR sections until EOF or limit bytes; a torn or
+// oversized section is not an error: it returns the offset of the end of
+// the last whole section. Every block is checked against its CID; one that
+// does not match is left out (a commit that needs it then fails to load,
+// and the store refuses to open rather than serve altered records).
+func readSections(r *bufio.Reader, limit int64, fn func(cid.Cid, []byte) error) (int64, error) {
 	var off int64
 	for {
 		n, err := binary.ReadUvarint(r)
 		if err != nil {
 			return off, nil
+		}
+		var lb [binary.MaxVarintLen64]byte
+		hl := int64(binary.PutUvarint(lb[:], n))
+		if n == 0 || n > MaxSection || int64(n) > limit-off-hl {
+			return off, nil // garbage length: never allocate it
 		}
 		body := make([]byte, n)
 		if _, err := io.ReadFull(r, body); err != nil {
@@ -580,10 +609,12 @@ func readSections(r *bufio.Reader, fn func(cid.Cid, []byte) error) (int64, error
 		if err != nil {
 			return off, nil
 		}
+		off += hl + int64(n)
+		if sum, err := c.Prefix().Sum(body[cl:]); err != nil || !sum.Equals(c) {
+			continue // the block is not what its CID says: left out, never served
+		}
 		if err := fn(c, body[cl:]); err != nil {
 			return off, err
 		}
-		var lb [binary.MaxVarintLen64]byte
-		off += int64(binary.PutUvarint(lb[:], n)) + int64(n)
 	}
 }

@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -63,33 +62,6 @@ func TestLocalReopenAndTornLog(t *testing.T) {
 	}
 	if _, err := l2.Apply(ctx, s2.Commit, []store.Write{nodeW("3kbbbbbbbbbb2", "two")}); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestExportImportCAR(t *testing.T) {
-	ctx := context.Background()
-	a := openLocal(t)
-	if _, err := a.Apply(ctx, "", []store.Write{nodeW("3kaaaaaaaaaa2", "one"), nodeW("3kbbbbbbbbbb2", "two")}); err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := a.ExportCAR(&buf); err != nil {
-		t.Fatal(err)
-	}
-	b := openLocal(t)
-	n, err := b.ImportCAR(ctx, &buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sa, _ := a.Snapshot(ctx)
-	sb, _ := b.Snapshot(ctx)
-	if n != 2 || len(sb.Records) != 2 {
-		t.Fatalf("imported %d, have %d", n, len(sb.Records))
-	}
-	for i := range sa.Records {
-		if sa.Records[i].CID != sb.Records[i].CID {
-			t.Fatalf("record %d differs after round trip", i)
-		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/bluesky-social/indigo/atproto/syntax"
 	"io"
 	"math"
 	"net"
@@ -25,6 +26,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/server"
 	"github.com/bulleted-mcp/bulleted-mcp/store"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
+	"github.com/bulleted-mcp/bulleted-mcp/validate"
 	"github.com/bulleted-mcp/bulleted-mcp/view"
 )
 
@@ -372,7 +374,8 @@ func exportOutline(w io.Writer, repo store.Repository, format, node string) erro
 }
 
 func runImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs, dir := newFlags("import", "Usage: bulleted-mcp import [--store DIR] FILE\n\nReplaces the embedded repository's app.bulleted records with those of a CAR\nfile (\"-\" = standard input), e.g. one from com.atproto.sync.getRepo.", stderr)
+	fs, dir := newFlags("import", "Usage: bulleted-mcp import [--store DIR] [--allow-invalid] FILE\n\nReplaces the embedded repository's app.bulleted records with those of a CAR\nfile (\"-\" = standard input): an export of this or another store, or a\nPDS's com.atproto.sync.getRepo. References to the source repository are\nrewritten to this store's DID; every record is validated, and an invalid one\nrefuses the import (listed by path) unless --allow-invalid. The swap is one\ncommit: killed part-way, the store keeps its old records.", stderr)
+	allowInvalid := fs.Bool("allow-invalid", false, "import records that do not validate (they are listed)")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -396,11 +399,19 @@ func runImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer repo.Close()
-	n, err := repo.ImportCAR(context.Background(), r)
+	v := validate.Default()
+	rep, err := repo.ImportCAR(context.Background(), r, store.ImportOptions{AllowInvalid: *allowInvalid,
+		Validate: func(val map[string]any, coll string, self syntax.ATURI) error { return v.Data(val, coll, &self) }})
+	if rep != nil {
+		for _, p := range rep.Invalid {
+			fmt.Fprintln(stderr, "invalid:", p)
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "imported %d record(s) into %s\n", n, repo.DID())
+	fmt.Fprintf(stdout, "imported %d record(s) from %s into %s (replacing %d); %d reference(s) rewritten to this store's DID\n",
+		rep.Records, rep.SourceDID, repo.DID(), rep.Replaced, rep.Rewritten)
 	return 0
 }
