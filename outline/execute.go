@@ -68,7 +68,7 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 		if err == nil {
 			err = fmt.Errorf("operation %s is being committed by another process", op.ID)
 		}
-		return nil, fail(ErrConflict, "wait for it to finish, then call list_operations", "%v", err)
+		return nil, fail(ErrConflict, "wait for it to finish, then call operations", "%v", err)
 	}
 	defer e.ops.release(op.ID)
 	remaining := 0
@@ -429,7 +429,7 @@ func (e *Engine) Resume(ctx context.Context, id string, dryRun bool) (*Outcome, 
 	case op.State == OpUndone:
 		return nil, fail(ErrInvalidInput, "nothing to resume", "operation %s was undone", id)
 	case e.ops.live(id):
-		return nil, fail(ErrConflict, "wait for it to finish, then call list_operations", "operation %s is being committed right now", id)
+		return nil, fail(ErrConflict, "wait for it to finish, then call operations", "operation %s is being committed right now", id)
 	}
 	s, err := e.Repo.Snapshot(ctx)
 	if err != nil {
@@ -454,7 +454,7 @@ func (e *Engine) Resume(ctx context.Context, id string, dryRun bool) (*Outcome, 
 	out.Commits = commits
 	out.BudgetLeft = e.budgetLeft()
 	if errors.Is(err, errReplan) {
-		return nil, fail(ErrConflict, "call resume_operation again", "the repository changed while resuming %s; nothing more was written", id)
+		return nil, fail(ErrConflict, "call operations with resume=ID again", "the repository changed while resuming %s; nothing more was written", id)
 	}
 	if err != nil {
 		return nil, err
@@ -497,14 +497,14 @@ func (e *Engine) Undo(ctx context.Context, steps int, id string, dryRun bool) (*
 		stack = append(stack, op)
 	}
 	if id != "" && len(stack) == 0 {
-		return nil, fail(ErrNodeNotFound, "call list_operations to see what can be undone", "no operation %s that can be undone", id)
+		return nil, fail(ErrNodeNotFound, "call operations to see what can be undone", "no operation %s that can be undone", id)
 	}
 	if steps < 1 {
 		steps = 1
 	}
 	if id == "" {
 		if steps > len(stack) {
-			return nil, fail(ErrInvalidInput, "call list_operations to see them", "only %d operation(s) can be undone", len(stack))
+			return nil, fail(ErrInvalidInput, "call operations to see them", "only %d operation(s) can be undone", len(stack))
 		}
 		stack = stack[:steps]
 	}

@@ -95,7 +95,7 @@ func (op *Operation) Report() OpReport {
 		}
 	}
 	if op.State == OpIncomplete || op.State == OpRunning {
-		r.Next = fmt.Sprintf("call resume_operation with id=%s to finish it against the current outline, or undo with operation=%s to roll back exactly what landed", op.ID, op.ID)
+		r.Next = fmt.Sprintf("call operations with resume=%s to finish it against the current outline, or undo with operation=%s to roll back exactly what landed", op.ID, op.ID)
 	}
 	return r
 }
@@ -381,7 +381,7 @@ func (s *opStore) get(id string) (*Operation, error) {
 			return &cp, nil
 		}
 	}
-	return nil, fail(ErrNodeNotFound, "call list_operations to see the operations this server recorded", "no operation %s", id)
+	return nil, fail(ErrNodeNotFound, "call operations to see the operations this server recorded", "no operation %s", id)
 }
 
 // prune removes the oldest finished operations beyond JournalSize.

@@ -356,7 +356,23 @@ func (t *Tree) Resolve(ref string) (*Item, error) {
 	} else if it := t.Mirrors[ref]; it != nil {
 		return it, nil
 	}
-	return nil, fail(ErrNodeNotFound, "call read_outline to see the bullets and their record keys", "no bullet with record key %s in %s", ref, t.DID)
+	if !strings.HasPrefix(ref, "at://") {
+		// an agent passed the bullet's text: say which bullets have it
+		var keys []string
+		for _, it := range t.Nodes {
+			if strings.EqualFold(strings.TrimSpace(it.Str("text")), ref) {
+				keys = append(keys, it.Key())
+			}
+		}
+		if len(keys) > 0 {
+			slices.Sort(keys)
+			if len(keys) > 10 {
+				keys = append(keys[:10], "…")
+			}
+			return nil, fail(ErrNodeNotFound, "pass one of those record keys", "no bullet with key '%s'; bullets whose text is '%s': %s", ref, ref, strings.Join(keys, ", "))
+		}
+	}
+	return nil, fail(ErrNodeNotFound, "call read_outline or search to see the bullets and their record keys", "no bullet with record key %s in %s", ref, t.DID)
 }
 
 // Applied returns the snapshot with writes applied in memory (CIDs of changed

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -36,28 +37,113 @@ func New(engine *outline.Engine, readOnly bool) *mcpserver.MCPServer {
 // NewWith is New with a full tool environment (the PDS backend adds a reader
 // of other identities' repositories).
 func NewWith(env *tools.Env, readOnly bool) *mcpserver.MCPServer {
+	s, _ := NewWithOptions(env, Options{ReadOnly: readOnly})
+	return s
+}
+
+// Options select what the server exposes.
+type Options struct {
+	ReadOnly bool     // only read-only tools
+	Families []string // tool families (tools.Families); empty = all
+}
+
+// MaxResultBytes bounds a tool result (text and structured content
+// together), about 20,000 tokens: larger results are cut with a marker.
+const MaxResultBytes = 80_000
+
+// NewWithOptions is NewWith with a choice of tool families.
+func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
+	list, err := tools.Select(o.Families, o.ReadOnly)
+	if err != nil {
+		return nil, err
+	}
 	s := mcpserver.NewMCPServer("bulleted-mcp", Version,
 		mcpserver.WithToolCapabilities(false),
 		mcpserver.WithInstructions(Instructions),
 		mcpserver.WithRecovery(),
 	)
-	for _, t := range tools.All() {
-		if readOnly && !t.ReadOnly {
-			continue
-		}
+	for _, t := range list {
 		t := t
 		s.AddTool(t.MCP(), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			args := tools.Args(req.GetArguments())
-			if args == nil {
-				args = tools.Args{}
+			raw := req.GetArguments()
+			if raw == nil {
+				raw = map[string]any{}
+			}
+			// strict: the call must match the tool's input schema (after the
+			// documented coercions) before anything runs
+			args, err := t.Check(tools.Args(raw))
+			if err != nil {
+				return tools.ErrorResult(err), nil
 			}
 			if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 				ctx = outline.WithProgress(ctx, progressNotifier(ctx, req.Params.Meta.ProgressToken))
 			}
-			return t.Handle(ctx, env, args)
+			res, err := t.Handle(ctx, env, args)
+			if err != nil {
+				// engine and network failures are results the model can act
+				// on, never protocol errors
+				res = tools.ErrorResult(err)
+			}
+			if t.Name != "operations" && t.Name != "undo" {
+				noteIncomplete(env, res)
+			}
+			return bound(res), nil
 		})
 	}
-	return s
+	return s, nil
+}
+
+// noteIncomplete tells the agent, on every result, about operations that
+// stopped part-way (also those of a server that was killed).
+func noteIncomplete(env *tools.Env, res *mcp.CallToolResult) {
+	inc := env.Engine.Incomplete()
+	if len(inc) == 0 || res == nil {
+		return
+	}
+	var ids []string
+	for _, op := range inc {
+		ids = append(ids, op.ID+" ("+op.Summary+")")
+	}
+	res.Content = append(res.Content, mcp.NewTextContent(fmt.Sprintf("Note: %d incomplete operation(s): %s; call operations, then operations resume=ID or undo operation=ID.", len(inc), strings.Join(ids, "; "))))
+}
+
+// bound cuts a result over MaxResultBytes: the text is shortened with a
+// marker and the structured content replaced by a note saying so.
+func bound(res *mcp.CallToolResult) *mcp.CallToolResult {
+	if res == nil {
+		return res
+	}
+	size := 0
+	for _, c := range res.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			size += len(tc.Text)
+		}
+	}
+	sc, _ := json.Marshal(res.StructuredContent)
+	size += len(sc)
+	if size <= MaxResultBytes {
+		return res
+	}
+	budget := MaxResultBytes / 2
+	for i, c := range res.Content {
+		tc, ok := c.(mcp.TextContent)
+		if !ok {
+			continue
+		}
+		if len(tc.Text) > budget {
+			cut := strings.LastIndexByte(tc.Text[:budget], '\n')
+			if cut < budget/2 {
+				cut = budget
+			}
+			tc.Text = tc.Text[:cut] + fmt.Sprintf("\n[truncated: %d more bytes; ask for less: a smaller limit or depth, a node to zoom to, or the cursor of a paged read]", len(tc.Text)-cut)
+			res.Content[i] = tc
+		}
+		budget = 0
+	}
+	if len(sc) > MaxResultBytes/2 {
+		res.StructuredContent = map[string]any{"truncated": true, "summary": "the structured result was too large; the text content carries its beginning"}
+	}
+	return res
 }
 
 // progressNotifier sends notifications/progress for a request that asked

@@ -14,12 +14,12 @@ import (
 )
 
 func importTool() Tool {
-	t := Tool{Name: "import_outline", Title: "Import Markdown or OPML",
-		Description: "Insert a Markdown or OPML document as bullets under a parent at a position, as one operation (dry_run to preview). Markdown: nested lists, [ ]/[x] todos, #/##/### headings to h1/h2/h3 (outside lists a heading holds what follows it), fenced code to codeBlock, > to quoteBlock, text indented under a bullet to its note. OPML: text, _note, _complete. The result maps each created record key to its input line.",
+	t := Tool{Name: "import_outline", Title: "Import Markdown or OPML", Family: FamilyEdit, Output: writeOutput,
+		Description: "Insert a Markdown or OPML document under a parent; keys map to input lines.",
 		Schema: obj(map[string]any{
-			"content":  str("The Markdown or OPML document."),
-			"format":   enum("Input format (default markdown).", "markdown", "opml"),
-			"parent":   str("Parent bullet (" + refDesc + "); omit or top for the top level."),
+			"content":  pRef,
+			"format":   enum("", "markdown", "opml"),
+			"parent":   pRef,
 			"after":    pAfter,
 			"position": pPosition,
 			"dry_run":  pDryRun,
@@ -49,7 +49,7 @@ func importTool() Tool {
 		if err != nil {
 			return toolError(err)
 		}
-		res := writeResult(out)
+		res := writeResult(out, a)
 		// add the input line of each created bullet
 		type line struct {
 			RKey string `json:"rkey"`

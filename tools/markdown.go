@@ -10,7 +10,7 @@ func Markdown() string {
 	var b strings.Builder
 	b.WriteString("| tool | read-only | destructive | what it does |\n|---|---|---|---|\n")
 	for _, t := range All() {
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", t.Name, yes(t.ReadOnly), yes(t.Destructive), strings.ReplaceAll(t.Description, "|", "\\|"))
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", t.Name, yes(t.Ann.ReadOnly), yes(t.Ann.Destructive), strings.ReplaceAll(t.Description, "|", "\\|"))
 	}
 	return b.String()
 }

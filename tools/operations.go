@@ -8,13 +8,49 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// operationTools are the surface of recorded operations: list them, and
-// resume an incomplete one (undo takes operation=ID to roll one back).
-func operationTools() []Tool {
-	list := Tool{Name: "list_operations", Title: "List operations", ReadOnly: true, Idempotent: true,
-		Description: "List the write operations this server recorded, newest first: incomplete ones (stopped part-way, or whose server was killed) with what landed, then finished ones (undo's journal).",
-		Schema:      obj(map[string]any{"incomplete": boolean("Only incomplete operations.")})}
-	list.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
+// The operations surface: undo, list what was recorded, resume an
+// incomplete operation.
+
+func undoTool() Tool {
+	t := Tool{Name: "undo", Title: "Undo", Family: FamilyOps,
+		Description: "Undo the newest operations (steps) or one (operation=ID; of an incomplete one, what landed).",
+		Schema:      obj(map[string]any{"steps": integer(1, 100, ""), "operation": pRef, "dry_run": pDryRun}),
+		Output:      writeOutput,
+		Ann:         Annotations{Destructive: true}}
+	t.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
+		steps, err := a.Int("steps", 1)
+		if err != nil {
+			return badArgs("%v", err)
+		}
+		dry, err := a.Bool("dry_run", false)
+		if err != nil {
+			return badArgs("%v", err)
+		}
+		out, err := env.Engine.Undo(ctx, steps, a.Str("operation"), dry)
+		if err != nil {
+			return toolError(err)
+		}
+		return writeResult(out, a), nil
+	}
+	return t
+}
+
+func operationsTool() Tool {
+	t := Tool{Name: "operations", Title: "Operations", Family: FamilyOps, Output: writeOutput,
+		Description: "List recorded operations, or resume=ID to finish an incomplete one.",
+		Schema:      obj(map[string]any{"resume": pRef, "incomplete": boolean(""), "dry_run": pDryRun})}
+	t.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
+		dry, err := a.Bool("dry_run", false)
+		if err != nil {
+			return badArgs("%v", err)
+		}
+		if id := a.Str("resume"); id != "" {
+			out, err := env.Engine.Resume(ctx, id, dry)
+			if err != nil {
+				return toolError(err)
+			}
+			return writeResult(out, a), nil
+		}
 		only, err := a.Bool("incomplete", false)
 		if err != nil {
 			return badArgs("%v", err)
@@ -44,20 +80,5 @@ func operationTools() []Tool {
 		}
 		return mcp.NewToolResultStructured(map[string]any{"operations": rows}, b.String()), nil
 	}
-
-	resume := Tool{Name: "resume_operation", Title: "Resume an operation",
-		Description: "Finish an incomplete operation: what landed is found in the repository, the rest is re-checked against the current outline (refused if records it must change were changed since) and committed. To roll it back instead, call undo with operation=ID.",
-		Schema:      obj(map[string]any{"id": str("The operation's id (from list_operations or an incomplete result)."), "dry_run": pDryRun}, "id")}
-	resume.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
-		dry, err := a.Bool("dry_run", false)
-		if err != nil {
-			return badArgs("%v", err)
-		}
-		out, err := env.Engine.Resume(ctx, a.Str("id"), dry)
-		if err != nil {
-			return toolError(err)
-		}
-		return writeResult(out), nil
-	}
-	return []Tool{list, resume}
+	return t
 }

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -33,10 +34,10 @@ func readTree(ctx context.Context, env *Env, repo string) (t *outline.Tree, hand
 		return t, "", nil, nil
 	}
 	if env.Others == nil {
-		return nil, "", mcp.NewToolResultError(fmt.Sprintf("reading %s needs the PDS backend (bulleted-mcp serve --pds URL); offline only your own repository (%s) can be read; omit repo", r, t.DID)), nil
+		return nil, "", typed("unavailable", fmt.Sprintf("reading %s needs the PDS backend (bulleted-mcp serve --pds URL); offline only your own repository (%s) can be read", r, t.DID), "omit repo", false, nil), nil
 	}
 	if t, err = env.Others(ctx, r); err != nil {
-		return nil, "", mcp.NewToolResultError(fmt.Sprintf("cannot read %s: %v; check the handle or DID", r, err)), nil
+		return nil, "", typed("unavailable", fmt.Sprintf("cannot read %s: %v", r, err), "check the handle or DID, or retry in a moment", true, nil), nil
 	}
 	if !strings.HasPrefix(r, "did:") {
 		handle = r
@@ -44,18 +45,19 @@ func readTree(ctx context.Context, env *Env, repo string) (t *outline.Tree, hand
 	return t, handle, nil, nil
 }
 
-func readTools() []Tool {
-	read := Tool{Name: "read_outline", Title: "Read the outline", ReadOnly: true, Idempotent: true,
-		Description: "Read the outline, or zoom to one bullet (node), to a depth (default 3), in pages of limit rows (default 500). format text (default) is compact: one line per bullet ending with ·RKEY, the record key to use in other tools; json gives app.bulleted.getOutline-style rows (nested, or flat pre-order with flat=true) with the outline title in effect; markdown and opml for export. A cut result says why (stop: limit or depth) and, when cut by limit, carries cursor: pass it back with the same node and depth for the next page. Mirrors show their original's subtree and contributors' bullets render in place, both read-only. To find bullets, use search instead of paging.",
+func readOutlineTool() Tool {
+	read := Tool{Name: "read_outline", Title: "Read the outline", Family: FamilyRead, Output: readOutput,
+		Ann: Annotations{ReadOnly: true, Idempotent: true},
+		Description: "Read the outline or a subtree (node) to a depth (default 3), limit rows (default 500); a cut page gives a cursor for the next. Lines end with ·RKEY.",
 		Schema: obj(map[string]any{
-			"repo":   str("Handle or DID of the repository to read (default: your own). Other identities' outlines need the PDS backend."),
-			"node":   str("Zoom to this bullet (" + refDesc + ")."),
-			"depth":  map[string]any{"type": "integer", "minimum": 1, "maximum": 50, "description": "Levels below the root to show (default 3)."},
-			"limit":  map[string]any{"type": "integer", "minimum": 1, "maximum": 5000, "description": "Rows in this page, across all levels (default 500)."},
-			"cursor": str("Continue a cut read: the cursor of the previous page (same node and depth)."),
-			"notes":  boolean("Text format: show note text under each bullet instead of a [note] marker (default false)."),
-			"flat":   boolean("JSON format: rows flat in pre-order with parent fields, as app.bulleted.getOutline (default false: nested children)."),
-			"format": enum("Output format (default text).", "text", "json", "markdown", "opml"),
+			"repo":   pRef,
+			"node":   pRef,
+			"depth":  integer(1, 50, ""),
+			"limit":  integer(1, 5000, ""),
+			"cursor": pRef,
+			"notes":  boolean(""),
+			"flat":   boolean(""),
+			"format": enum("", "text", "json", "markdown", "opml"),
 		})}
 	read.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
 		depth, err := a.Int("depth", 3)
@@ -92,11 +94,20 @@ func readTools() []Tool {
 		}
 		other := otherTrees(ctx, env)
 		contrib, problems := view.Gather(t, other)
-		v, err := view.Read(t, root, view.Options{Depth: depth, Limit: limit, Cursor: a.Str("cursor"), Contributions: contrib})
-		if errors.Is(err, view.ErrCursor) {
-			return badArgs("%v; call read_outline without cursor to start again", err)
-		} else if err != nil {
-			return nil, err
+		var v *view.View
+		for {
+			v, err = view.Read(t, root, view.Options{Depth: depth, Limit: limit, Cursor: a.Str("cursor"), Contributions: contrib})
+			if errors.Is(err, view.ErrCursor) {
+				return badArgs("%v; call read_outline without cursor to start again", err)
+			} else if err != nil {
+				return nil, err
+			}
+			// a page must fit in one result (~20,000 tokens): fewer rows
+			// per page rather than a cut answer
+			if limit <= 20 || pageBytes(v, a.Str("format")) <= maxPageBytes {
+				break
+			}
+			limit /= 2
 		}
 		v.Handle = handle
 		problems = append(problems, v.Enrich(t, other)...)
@@ -126,11 +137,16 @@ func readTools() []Tool {
 			if flat {
 				out = v.FlatView()
 			}
-			summary := fmt.Sprintf("%d bullet(s) of %s (stop: %s)", v.Total, v.DID, v.Stop)
-			if c := v.Continue("read_outline"); c != "" {
-				summary += "; " + c
+			// the same JSON as text, for clients that show only text
+			raw, err := json.Marshal(out)
+			if err != nil {
+				return nil, err
 			}
-			return mcp.NewToolResultStructured(out, summary), nil
+			txt := string(raw)
+			if c := v.Continue("read_outline"); c != "" {
+				txt += "\n" + c
+			}
+			return mcp.NewToolResultStructured(out, txt), nil
 		case "markdown":
 			md := v.Markdown()
 			page["markdown"] = md
@@ -143,8 +159,13 @@ func readTools() []Tool {
 		return badArgs("format must be text, json, markdown or opml")
 	}
 
-	detached := Tool{Name: "list_detached", Title: "List detached bullets", ReadOnly: true, Idempotent: true,
-		Description: "List bullets and mirrors whose parent does not resolve (deleted, not a node, or a cycle). Re-attach one with move_node parent=<node> or parent=top. Bullets you wrote under another identity's outline that admits you as a contributor are not detached: they are listed apart as contributions and must stay where they are.",
+	return read
+}
+
+func listDetachedTool() Tool {
+	detached := Tool{Name: "list_detached", Title: "List detached bullets", Family: FamilyRead, Output: detachedOutput,
+		Ann:         Annotations{ReadOnly: true, Idempotent: true},
+		Description: "List bullets whose parent does not resolve (re-attach: move_node parent=KEY|top).",
 		Schema:      obj(map[string]any{})}
 	detached.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
 		t, err := env.Engine.Tree(ctx)
@@ -181,7 +202,7 @@ func readTools() []Tool {
 		}
 		return mcp.NewToolResultStructured(map[string]any{"detached": rows, "contributions": contributions}, b.String()), nil
 	}
-	return []Tool{read, detached, searchTool(), importTool()}
+	return detached
 }
 
 // contributionOwner returns the owner DID when it, detached in t because its
@@ -205,4 +226,22 @@ func contributionOwner(ctx context.Context, env *Env, t *outline.Tree, it *outli
 		return ""
 	}
 	return did
+}
+
+// maxPageBytes bounds one read_outline page (text and structured content
+// together stay under the server's result bound).
+const maxPageBytes = 60_000
+
+// pageBytes estimates a page's result size in format.
+func pageBytes(v *view.View, format string) int {
+	switch format {
+	case "json":
+		b, _ := json.Marshal(v)
+		return 2 * len(b) // structured content and the same JSON as text
+	case "markdown":
+		return 2 * len(v.Markdown())
+	case "opml":
+		return 2 * len(v.OPML())
+	}
+	return 2*len(v.Text(false)) + 512
 }

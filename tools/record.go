@@ -11,13 +11,14 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/validate"
 )
 
-func recordTools() []Tool {
-	t := Tool{Name: "validate_record", Title: "Validate a record", ReadOnly: true, Idempotent: true,
-		Description: "Check an app.bulleted.* record against the lexicons and record-level rules without writing it. Problems come back with field paths.",
+func validateRecordTool() Tool {
+	t := Tool{Name: "validate_record", Title: "Validate a record", Family: FamilyCheck, Output: validateOutput,
+		Ann:         Annotations{ReadOnly: true, Idempotent: true},
+		Description: "Check an app.bulleted.* record against the lexicons; problems have field paths.",
 		Schema: obj(map[string]any{
-			"record":     map[string]any{"type": "object", "description": "The record, with $type."},
-			"collection": str("Collection NSID (default: the record's $type)."),
-			"uri":        str("The record's own at:// URI, if known (enables co-key and root rules)."),
+			"record":     map[string]any{"type": "object"},
+			"collection": pRef,
+			"uri":        pRef,
 		}, "record")}
 	t.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
 		var rec map[string]any
@@ -43,5 +44,5 @@ func recordTools() []Tool {
 		}
 		return nil, err
 	}
-	return []Tool{t}
+	return t
 }

@@ -41,23 +41,24 @@ func indexFor(did string) *search.Index {
 }
 
 func searchTool() Tool {
-	t := Tool{Name: "search", Title: "Search the outline", ReadOnly: true, Idempotent: true,
-		Description: "Find bullets by text (case-insensitive substring of the text or note; regex=true for a regular expression), tags, mentions (handle or DID), layout, todo state (open/done) and created/completed date ranges, optionally under one bullet, in your repository or another identity's (read-only). Every given filter must match. Each hit has the record key (·RKEY), the text shortened around the match, the breadcrumb of ancestor texts and the parent key; hits come in outline order, limit per page (default 20), and cursor continues a cut result.",
+	t := Tool{Name: "search", Title: "Search the outline", Family: FamilyRead, Output: searchOutput,
+		Ann:         Annotations{ReadOnly: true, Idempotent: true},
+		Description: "Find bullets by text (regex=true: RE2), tags, mentions, layout, state, dates (YYYY-MM-DD), subtree (under); all must match.",
 		Schema: obj(map[string]any{
-			"text":           str("Case-insensitive text to find in a bullet's text or note."),
-			"regex":          boolean("Treat text as a regular expression (RE2 syntax, case-insensitive; default false)."),
-			"tags":           map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "Tags the bullet must all carry (with or without #)."},
-			"mentions":       map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "Identities the bullet must all mention: DIDs, or handles (matched as @handle in the text)."},
-			"layout":         enum("Only bullets of this layout.", "bullet", "todo", "h1", "h2", "h3", "codeBlock", "quoteBlock"),
-			"state":          enum("Only todos that are open or done.", "open", "done"),
-			"created_from":   str("Created on or after (YYYY-MM-DD or RFC 3339)."),
-			"created_to":     str("Created on or before (YYYY-MM-DD covers the whole day, UTC)."),
-			"completed_from": str("Completed on or after (YYYY-MM-DD or RFC 3339)."),
-			"completed_to":   str("Completed on or before."),
-			"under":          str("Only this bullet's subtree (" + refDesc + ")."),
-			"repo":           str("Handle or DID of the repository to search (default: your own; others need the PDS backend)."),
-			"limit":          map[string]any{"type": "integer", "minimum": 1, "maximum": 200, "description": "Hits per page (default 20)."},
-			"cursor":         str("Continue a cut result: the cursor it returned, with the same filters."),
+			"text":           pRef,
+			"regex":          boolean(""),
+			"tags":           strList(""),
+			"mentions":       strList(""),
+			"layout":         pRef,
+			"state":          enum("", "open", "done"),
+			"created_from":   pRef,
+			"created_to":     pRef,
+			"completed_from": pRef,
+			"completed_to":   pRef,
+			"under":          pRef,
+			"repo":           pRef,
+			"limit":          map[string]any{"type": "integer", "maximum": 200},
+			"cursor":         pRef,
 		})}
 	t.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
 		limit, err := a.Int("limit", 20)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -25,42 +26,98 @@ type Env struct {
 	Others func(ctx context.Context, ident string) (*outline.Tree, error)
 }
 
+// Annotations are a tool's behaviour hints (all four are always sent).
+type Annotations struct {
+	ReadOnly    bool
+	Destructive bool
+	Idempotent  bool
+	OpenWorld   bool
+}
+
+// Tool families, for serve --tools.
+const (
+	FamilyRead   = "read"   // read_outline, search, list_detached
+	FamilyEdit   = "edit"   // inserting, moving, editing, deleting bullets, batches, imports, titles
+	FamilySocial = "social" // comments, mirrors, comment policies
+	FamilyOps    = "ops"    // undo and operations
+	FamilyCheck  = "check"  // validate_record
+)
+
+// Families lists the families in order.
+var Families = []string{FamilyRead, FamilyEdit, FamilySocial, FamilyOps, FamilyCheck}
+
 // Tool is one MCP tool: its contract and handler.
 type Tool struct {
 	Name        string
 	Title       string
 	Description string
+	Family      string
 	Schema      map[string]any // JSON Schema of the input
-	ReadOnly    bool
-	Destructive bool
-	Idempotent  bool
-	OpenWorld   bool
+	Output      map[string]any // JSON Schema of structuredContent
+	Ann         Annotations
 	Handle      func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error)
 	// Plan is set on write tools that apply_batch can combine.
 	Plan func(p *outline.Planner, a Args) error
 }
 
-// MCP returns the mcp-go tool with all four annotations set explicitly.
+// MCP returns the mcp-go tool with all four annotations set explicitly and
+// its output schema.
 func (t Tool) MCP() mcp.Tool {
 	raw, _ := json.Marshal(t.Schema)
 	m := mcp.NewTool(t.Name,
 		mcp.WithDescription(t.Description),
 		mcp.WithRawInputSchema(raw),
-		mcp.WithTitleAnnotation(t.Title),
-		mcp.WithReadOnlyHintAnnotation(t.ReadOnly),
-		mcp.WithDestructiveHintAnnotation(t.Destructive),
-		mcp.WithIdempotentHintAnnotation(t.Idempotent),
-		mcp.WithOpenWorldHintAnnotation(t.OpenWorld),
+		mcp.WithReadOnlyHintAnnotation(t.Ann.ReadOnly),
+		mcp.WithDestructiveHintAnnotation(t.Ann.Destructive),
+		mcp.WithIdempotentHintAnnotation(t.Ann.Idempotent),
+		mcp.WithOpenWorldHintAnnotation(t.Ann.OpenWorld),
 	)
 	m.InputSchema = mcp.ToolInputSchema{} // the raw schema is the schema
+	if t.Output != nil {
+		out, _ := json.Marshal(t.Output)
+		m.RawOutputSchema = out
+	}
 	return m
 }
 
 // All returns every tool, sorted by name.
 func All() []Tool {
-	all := append(append(append(append([]Tool{}, readTools()...), writeTools()...), recordTools()...), operationTools()...)
+	all := []Tool{
+		readOutlineTool(), listDetachedTool(), searchTool(),
+		insertTool(), moveTool(), updateTool(), deleteTool(), completeTool(), batchTool(), importTool(), setOutlineTool(),
+		commentTool(), mirrorTool(), policyTool(),
+		undoTool(), operationsTool(),
+		validateRecordTool(),
+	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	return all
+}
+
+// Select returns the tools of the named families (all when families is
+// empty); readOnly keeps only read-only tools.
+func Select(families []string, readOnly bool) ([]Tool, error) {
+	want := map[string]bool{}
+	for _, f := range families {
+		f = strings.TrimSpace(f)
+		if f == "" || f == "all" {
+			continue
+		}
+		if !slices.Contains(Families, f) {
+			return nil, fmt.Errorf("unknown tool family %q (families: %s, or all)", f, strings.Join(Families, ", "))
+		}
+		want[f] = true
+	}
+	var out []Tool
+	for _, t := range All() {
+		if readOnly && !t.Ann.ReadOnly {
+			continue
+		}
+		if len(want) > 0 && !want[t.Family] {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 // Find returns the tool named name.
@@ -82,20 +139,47 @@ func obj(props map[string]any, required ...string) map[string]any {
 	return s
 }
 
-func str(desc string) map[string]any { return map[string]any{"type": "string", "description": desc} }
+func str(desc string) map[string]any {
+	if desc == "" {
+		return map[string]any{"type": "string"}
+	}
+	return map[string]any{"type": "string", "description": desc}
+}
 func boolean(desc string) map[string]any {
+	if desc == "" {
+		return map[string]any{"type": "boolean"}
+	}
 	return map[string]any{"type": "boolean", "description": desc}
 }
+func integer(min, max int, desc string) map[string]any {
+	s := map[string]any{"type": "integer", "minimum": min, "maximum": max}
+	if desc != "" {
+		s["description"] = desc
+	}
+	return s
+}
+func strList(desc string) map[string]any {
+	s := map[string]any{"type": "array", "items": map[string]any{"type": "string"}}
+	if desc != "" {
+		s["description"] = desc
+	}
+	return s
+}
 func enum(desc string, vals ...string) map[string]any {
-	return map[string]any{"type": "string", "enum": vals, "description": desc}
+	s := map[string]any{"type": "string", "enum": vals}
+	if desc != "" {
+		s["description"] = desc
+	}
+	return s
 }
 
-const refDesc = "a record key of your repository or a full at:// URI"
-
+// shared input properties: references and positions are explained once in
+// the server instructions
 var (
-	pDryRun   = boolean("Plan only: return the records, cost and before/after view, write nothing (default false).")
-	pAfter    = str("Sibling to place after (" + refDesc + "). Use this or position.")
-	pPosition = enum("first or last among the parent's children (default last). Use this or after.", "first", "last")
+	pDryRun   = boolean("")
+	pAfter    = str("Sibling to go after.")
+	pPosition = enum("", "first", "last")
+	pRef      = str("")
 )
 
 // toolError turns an engine error the model can act on into an isError
@@ -103,26 +187,55 @@ var (
 func toolError(err error) (*mcp.CallToolResult, error) {
 	var oe *outline.Error
 	if errors.As(err, &oe) {
-		e := map[string]any{"kind": kindOf(oe.Kind), "message": oe.Msg, "next": oe.Next}
+		kind := kindOf(oe.Kind)
+		retry := kind == "unavailable" || kind == "timeout" || kind == "conflict"
+		var details any
 		if oe.Data != nil {
-			e["details"] = oe.Data
+			details = oe.Data
 		}
-		res := mcp.NewToolResultStructured(map[string]any{"error": e}, oe.Error())
-		res.IsError = true
+		res := typed(kind, oe.Msg, oe.Next, retry, nil)
+		if details != nil {
+			res.StructuredContent.(map[string]any)["error"].(map[string]any)["details"] = details
+		}
 		return res, nil
 	}
 	var ve *validate.Error
 	if errors.As(err, &ve) {
-		return mcp.NewToolResultError(ve.Error() + "; fix the named field and call again"), nil
+		return typed("invalid", ve.Error(), "fix the named field and call again", false, ve.Problems), nil
 	}
-	if errors.Is(err, store.ErrConflict) {
-		return mcp.NewToolResultError("the repository changed while writing; call read_outline and try again"), nil
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return typed("conflict", "the repository changed while writing: "+err.Error(), "call read_outline and try again", true, nil), nil
+	case errors.Is(err, context.DeadlineExceeded):
+		return typed("timeout", "the repository did not answer in time: "+err.Error(), "retry in a moment", true, nil), nil
+	case errors.Is(err, context.Canceled):
+		return typed("cancelled", "cancelled", "call again when ready", false, nil), nil
 	}
 	// engine and network failures are results the model can act on
-	res := mcp.NewToolResultStructured(map[string]any{"error": map[string]any{"kind": "unavailable", "message": err.Error(), "next": "retry in a moment", "retryable": true}},
-		"the repository is unavailable: "+err.Error()+"; retry in a moment")
+	return typed("unavailable", "the repository is unavailable: "+err.Error(), "retry in a moment", true, nil), nil
+}
+
+// typed is an error result: text, and structured content {error: {kind,
+// message, next, retryable, details}}.
+func typed(kind, msg, next string, retryable bool, details any) *mcp.CallToolResult {
+	e := map[string]any{"kind": kind, "message": msg, "next": next, "retryable": retryable}
+	if details != nil {
+		e["details"] = map[string]any{"problems": details}
+	}
+	text := msg
+	if next != "" {
+		text += "; " + next
+	}
+	res := mcp.NewToolResultStructured(map[string]any{"error": e}, text)
 	res.IsError = true
-	return res, nil
+	return res
+}
+
+// ErrorResult is toolError's result for any error: a tool result with
+// isError, a machine-readable kind and what to do next.
+func ErrorResult(err error) *mcp.CallToolResult {
+	res, _ := toolError(err)
+	return res
 }
 
 // kindOf names an engine sentinel for machine-readable errors.
@@ -146,24 +259,25 @@ func kindOf(k error) string {
 }
 
 func badArgs(format string, args ...any) (*mcp.CallToolResult, error) {
-	return mcp.NewToolResultError(fmt.Sprintf(format, args...) + "; see the tool's input schema"), nil
+	return typed("invalid", fmt.Sprintf(format, args...), "see the tool's input schema; nothing was written", false, nil), nil
 }
 
 // WriteResult is the structured result of every write tool.
 type WriteResult struct {
-	Summary string            `json:"summary"`
-	DryRun  bool              `json:"dryRun"`
-	Created []outline.Created `json:"created,omitempty"`
-	Commit  *Commit           `json:"commit,omitempty"`
-	Commits int               `json:"commits,omitempty"`
-	Cost    int               `json:"cost"`
+	Summary      string            `json:"summary"`
+	DryRun       bool              `json:"dryRun"`
+	NoChange     bool              `json:"noChange,omitempty"`
+	Operation    string            `json:"operation,omitempty"`
+	Created      []outline.Created `json:"created,omitempty"`
+	CreatedTotal int               `json:"createdTotal,omitempty"`
+	Commit       *Commit           `json:"commit,omitempty"`
+	Commits      int               `json:"commits,omitempty"`
+	Cost         int               `json:"cost"`
 	// BudgetRemaining is the write budget left in the rolling hour
 	// (absent when the repository has no budget, as the embedded store).
 	BudgetRemaining *int          `json:"budgetRemaining,omitempty"`
 	Writes          []store.Write `json:"writes,omitempty"`
 	Diagnostics     []string      `json:"diagnostics,omitempty"`
-	Operation       string        `json:"operation,omitempty"`
-	NoChange        bool          `json:"noChange,omitempty"`
 	Before          string        `json:"before,omitempty"`
 	After           string        `json:"after,omitempty"`
 }
@@ -174,9 +288,21 @@ type Commit struct {
 	Rev string `json:"rev"`
 }
 
-func writeResult(out *outline.Outcome) *mcp.CallToolResult {
+// maxListed bounds the created keys and writes listed in one result.
+const maxListed = 200
+
+// writeResult is the result of a write: compact (a dry run adds the
+// records it would write and the before/after view), the same information
+// in text and structured content, commit CIDs and revs in structured
+// content only.
+func writeResult(out *outline.Outcome, a Args) *mcp.CallToolResult {
 	p := out.Plan
-	r := WriteResult{Summary: p.Summary, DryRun: out.DryRun, Created: p.Created, Cost: p.Cost, Diagnostics: p.Diagnostics, NoChange: out.NoChange}
+	verbose := out.DryRun // a dry run is the request for the records
+	r := WriteResult{Summary: p.Summary, DryRun: out.DryRun, Cost: p.Cost, Diagnostics: p.Diagnostics, NoChange: out.NoChange}
+	r.Created = p.Created
+	if len(r.Created) > maxListed {
+		r.Created, r.CreatedTotal = r.Created[:maxListed], len(p.Created)
+	}
 	if out.Op != nil {
 		r.Operation = out.Op.ID
 	}
@@ -189,56 +315,103 @@ func writeResult(out *outline.Outcome) *mcp.CallToolResult {
 		r.Commit = &Commit{CID: last.Commit, Rev: last.Rev}
 		r.Commits = n
 	}
-	if out.DryRun {
+	if verbose {
 		r.Writes = p.Writes
-		if out.Before != nil {
-			r.Before, r.After = preview(out.Before, p)
+		if len(r.Writes) > maxListed {
+			r.Writes = r.Writes[:maxListed]
+			r.Diagnostics = append(r.Diagnostics, fmt.Sprintf("writes: the first %d of %d are listed", maxListed, len(p.Writes)))
 		}
 	}
+	if out.DryRun && out.Before != nil && len(p.Writes) > 0 {
+		r.Before, r.After = preview(out.Before, p)
+	}
 	var b strings.Builder
-	if out.DryRun {
+	switch {
+	case out.DryRun:
 		b.WriteString("Dry run, nothing written: ")
+	case out.NoChange:
+		b.WriteString("No change: ")
 	}
 	fmt.Fprintf(&b, "%s. %d write(s), cost %d point(s)", p.Summary, len(p.Writes), p.Cost)
 	if r.BudgetRemaining != nil {
 		fmt.Fprintf(&b, " (%d left this hour)", *r.BudgetRemaining)
 	}
-	if r.Commit != nil {
-		fmt.Fprintf(&b, ", committed %s (rev %s)", r.Commit.CID, r.Commit.Rev)
+	if r.Commits > 1 {
+		fmt.Fprintf(&b, " in %d commits", r.Commits)
 	}
-	if len(p.Created) > 0 {
-		keys := make([]string, len(p.Created))
-		for i, c := range p.Created {
-			keys[i] = c.RKey
-		}
-		fmt.Fprintf(&b, "; created %s", strings.Join(keys, ", "))
+	if r.Operation != "" {
+		fmt.Fprintf(&b, "; operation %s", r.Operation)
 	}
 	b.WriteString(".")
-	for _, d := range p.Diagnostics {
+	for _, d := range r.Diagnostics {
 		b.WriteString(" Note: " + d + ".")
 	}
-	if out.DryRun && r.After != "" {
-		b.WriteString("\nAfter:\n" + r.After)
+	if len(r.Created) > 0 {
+		b.WriteString("\nCreated:")
+		for _, c := range r.Created {
+			fmt.Fprintf(&b, "\n- %s ·%s", c.Input, c.RKey)
+			if c.Text != "" {
+				fmt.Fprintf(&b, " %q", clip(c.Text, 40))
+			}
+		}
+		if r.CreatedTotal > 0 {
+			fmt.Fprintf(&b, "\n… %d more; read_outline shows them", r.CreatedTotal-len(r.Created))
+		}
+	}
+	for _, w := range r.Writes {
+		fmt.Fprintf(&b, "\n%s %s/%s", w.Op, w.Collection, w.RKey)
+	}
+	if r.Before != "" || r.After != "" {
+		b.WriteString("\nBefore:\n" + r.Before + "\nAfter:\n" + r.After)
 	}
 	return mcp.NewToolResultStructured(r, b.String())
 }
 
-// preview renders the touched part of the outline before and after a plan.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}
+
+// previewRows bounds each side of a dry run's before/after view.
+const previewRows = 60
+
+// preview renders the part of the outline a plan touches, before and
+// after, at the same scope: the parent (after the plan) of the first
+// touched bullet.
 func preview(before *outline.Tree, p *outline.Plan) (string, string) {
 	after := outline.Rebuild(outline.Applied(before.Snap, p.Writes), before)
+	scope := ""
+	for _, k := range p.Touched {
+		if it, err := after.Resolve(k); err == nil {
+			if it.Parent != nil {
+				scope = it.Parent.Key()
+			}
+			break
+		}
+		if it, err := before.Resolve(k); err == nil { // deleted by the plan
+			if it.Parent != nil {
+				scope = it.Parent.Key()
+			}
+			break
+		}
+	}
 	render := func(t *outline.Tree) string {
 		var root *outline.Item
-		for _, k := range p.Touched {
-			if it, err := t.Resolve(k); err == nil {
-				root = it.Parent
-				break
+		if scope != "" {
+			it, err := t.Resolve(scope)
+			if err != nil {
+				return "(" + scope + " does not exist here)"
 			}
+			root = it
 		}
-		v, err := view.Read(t, root, view.Options{Depth: 2})
+		v, err := view.Read(t, root, view.Options{Depth: 2, Limit: previewRows})
 		if err != nil {
 			return err.Error()
 		}
-		return v.Text(false)
+		return v.Text(false) + v.Continue("read_outline")
 	}
 	return render(before), render(after)
 }

@@ -163,11 +163,11 @@ func TestToolErrors(t *testing.T) {
 		{"unknown node", "move_node", map[string]any{"node": "3kzzzzzzzzzz2"}, "call read_outline"},
 		{"cycle", "move_node", map[string]any{"node": a, "parent": a1}, "own subtree"},
 		{"has children", "delete_node", map[string]any{"node": a}, "children=lift"},
-		{"bad children policy", "delete_node", map[string]any{"node": a, "children": "cascade"}, "refuse, lift or subtree"},
+		{"bad children policy", "delete_node", map[string]any{"node": a, "children": "cascade"}, "children: value must be one of 'refuse', 'lift', 'subtree'"},
 		{"text too long", "insert_after", map[string]any{"text": strings.Repeat("é", 2001)}, "nodes[0].text: 2,001 graphemes, the limit is 2,000"},
 		{"unknown rule", "set_comment_policy", map[string]any{"allow": []any{"everyone"}}, "mentioned"},
-		{"both text and nodes", "insert_after", map[string]any{"text": "x", "nodes": []any{}}, "either text or nodes"},
-		{"bad position", "insert_after", map[string]any{"text": "x", "position": "middle"}, "first or last"},
+		{"both text and nodes", "insert_after", map[string]any{"text": "x", "nodes": []any{}}, "pass one of text, nodes or markdown"},
+		{"bad position", "insert_after", map[string]any{"text": "x", "position": "middle"}, "position: value must be one of 'first', 'last'"},
 		{"cross repo parent", "insert_after", map[string]any{"text": "x", "parent": "at://did:plc:other/app.bulleted.node/3kaaaaaaaaaa2"}, "another repository"},
 		{"mirror own ancestor", "add_mirror", map[string]any{"original": a, "parent": a1}, "own descendant"},
 		{"undo too far", "undo", map[string]any{"steps": 5}, "can be undone"},
@@ -193,7 +193,7 @@ func TestReadOnlyExposesOnlyReadTools(t *testing.T) {
 			t.Fatalf("%s exposed in read-only mode", tl.Name)
 		}
 	}
-	if len(lt.Tools) != 5 { // read_outline, list_detached, search, validate_record, list_operations
+	if len(lt.Tools) != 4 { // read_outline, list_detached, search, validate_record
 		t.Fatalf("%d tools", len(lt.Tools))
 	}
 }

@@ -1,0 +1,90 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/bulleted-mcp/bulleted-mcp/outline"
+)
+
+// batchable are the write tools apply_batch can combine, by name.
+func batchable() map[string]Tool {
+	m := map[string]Tool{}
+	for _, t := range All() {
+		if t.Plan != nil {
+			m[t.Name] = t
+		}
+	}
+	return m
+}
+
+func batchTool() Tool {
+	t := Tool{Name: "apply_batch", Title: "Apply several edits at once", Family: FamilyEdit,
+		Description: "Write ops [{tool, args}] planned in order on one snapshot, committed as one operation.",
+		Schema: obj(map[string]any{
+			"ops": map[string]any{"type": "array", "items": obj(map[string]any{
+				"tool": pRef,
+				"args": map[string]any{"type": "object"},
+			}, "tool", "args")},
+			"dry_run": pDryRun,
+		}, "ops"),
+		Output: writeOutput,
+		Ann:    Annotations{Destructive: true}}
+	t.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
+		var ops []struct {
+			Tool string `json:"tool"`
+			Args Args   `json:"args"`
+		}
+		if _, err := a.Decode("ops", &ops); err != nil || len(ops) == 0 {
+			return badArgs("ops must be a non-empty list of {tool, args}")
+		}
+		dry, err := a.Bool("dry_run", false)
+		if err != nil {
+			return badArgs("%v", err)
+		}
+		byName := batchable()
+		names := make([]string, 0, len(byName))
+		for n := range byName {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		steps := make([]outline.Step, len(ops))
+		var problems []string
+		for i, op := range ops {
+			wt, ok := byName[op.Tool]
+			if !ok {
+				problems = append(problems, fmt.Sprintf("ops[%d].tool: %q is not a write tool (one of %s)", i, op.Tool, strings.Join(names, ", ")))
+				continue
+			}
+			if _, nested := op.Args["dry_run"]; nested {
+				problems = append(problems, fmt.Sprintf("ops[%d].args.dry_run: not allowed inside apply_batch; the batch's own dry_run covers every op", i))
+				continue
+			}
+			args, err := wt.Check(op.Args)
+			if err != nil {
+				var oe *outline.Error
+				if errors.As(err, &oe) {
+					problems = append(problems, fmt.Sprintf("ops[%d] (%s): %s", i, op.Tool, oe.Msg))
+					continue
+				}
+				return toolError(err)
+			}
+			plan := wt.Plan
+			steps[i] = outline.Step{Tool: op.Tool, Plan: func(p *outline.Planner) error { return plan(p, args) }}
+		}
+		if len(problems) > 0 {
+			return toolError(&outline.Error{Kind: outline.ErrInvalidInput, Msg: strings.Join(problems, "; "), Next: "fix the named ops and call again; nothing was written"})
+		}
+		out, err := env.Engine.Do(ctx, dry, func(p *outline.Planner) error { return p.Batch(steps) })
+		if err != nil {
+			return toolError(err)
+		}
+		return writeResult(out, a), nil
+	}
+	return t
+}

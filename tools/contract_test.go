@@ -1,0 +1,240 @@
+package tools_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/bulleted-mcp/bulleted-mcp/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/server"
+	"github.com/bulleted-mcp/bulleted-mcp/store"
+	"github.com/bulleted-mcp/bulleted-mcp/tools"
+)
+
+// Input schemas every client handles: no $ref, $defs, oneOf, anyOf or
+// recursion, and tools/list (output schemas aside) under 9 KB.
+func TestSchemaLint(t *testing.T) {
+	var list []mcp.Tool
+	for _, tl := range tools.All() {
+		raw, _ := json.Marshal(tl.Schema)
+		for _, bad := range []string{`"$ref"`, `"$defs"`, `"oneOf"`, `"anyOf"`, `"allOf"`, `"definitions"`} {
+			if strings.Contains(string(raw), bad) {
+				t.Errorf("%s: input schema uses %s", tl.Name, bad)
+			}
+		}
+		if tl.Output == nil {
+			t.Errorf("%s: no output schema", tl.Name)
+		}
+		m := tl.MCP()
+		m.RawOutputSchema = nil
+		list = append(list, m)
+	}
+	raw, _ := json.Marshal(map[string]any{"tools": list})
+	t.Logf("tools/list without output schemas: %d bytes for %d tools", len(raw), len(list))
+	if len(raw) >= 9*1024 {
+		t.Fatalf("tools/list is %d bytes; keep it under 9 KB", len(raw))
+	}
+}
+
+type fixture struct {
+	c    *client.Client
+	repo *store.Local
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	l, err := store.OpenLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	c, err := client.NewInProcessClient(server.New(outline.New(l), false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &fixture{c: c, repo: l}
+}
+
+func (f *fixture) head(t *testing.T) string {
+	s, err := f.repo.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Commit
+}
+
+// Strict inputs: every malformed call is refused by name or path, and
+// nothing is written; the documented coercions are accepted.
+func TestStrictInputs(t *testing.T) {
+	f := newFixture(t)
+	_, sc := call(t, f.c, "insert_after", map[string]any{"nodes": []any{map[string]any{"text": "Design"}, map[string]any{"text": "Build"}}})
+	keys := createdKeys(sc)
+	refused := []struct {
+		name string
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"unknown key with a near name", "insert_after", map[string]any{"text": "x", "parent_id": keys[0]}, "unknown argument parent_id (did you mean parent?)"},
+		{"element without text", "insert_after", map[string]any{"nodes": []any{map[string]any{"title": "y"}}}, "nodes[0].text is required"},
+		{"unknown key in an element", "insert_after", map[string]any{"nodes": []any{map[string]any{"text": "y", "title": "y"}}}, "unknown argument nodes[0].title"},
+		{"object for text", "insert_after", map[string]any{"text": map[string]any{"a": 1}}, "text must be string, got object"},
+		{"nested dry_run", "apply_batch", map[string]any{"ops": []any{map[string]any{"tool": "insert_after", "args": map[string]any{"text": "z", "dry_run": true}}}}, "ops[0].args.dry_run: not allowed inside apply_batch"},
+		{"bad op args", "apply_batch", map[string]any{"ops": []any{map[string]any{"tool": "move_node", "args": map[string]any{"nod": keys[0]}}}}, "ops[0] (move_node): invalid arguments for move_node: unknown argument nod (did you mean node?)"},
+		{"undo steps 0", "undo", map[string]any{"steps": 0}, "steps: minimum"},
+		{"undo steps -3", "undo", map[string]any{"steps": -3}, "steps: minimum"},
+		{"undo steps 1e300", "undo", map[string]any{"steps": 1e300}, "steps"},
+		{"undo steps 2.7", "undo", map[string]any{"steps": 2.7}, "steps must be integer"},
+		{"depth 2.7", "read_outline", map[string]any{"depth": 2.7}, "depth must be integer"},
+		{"cursor of nothing", "read_outline", map[string]any{"offset": 5}, "unknown argument offset"},
+		{"boolean as a word", "insert_after", map[string]any{"text": "x", "dry_run": "yes"}, "dry_run must be boolean"},
+		{"text as a reference", "complete_todo", map[string]any{"node": "Design"}, "bullets whose text is 'Design': " + keys[0]},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			before := f.head(t)
+			res, sc := call(t, f.c, tc.tool, tc.args)
+			if !res.IsError || !strings.Contains(text(res), tc.want) {
+				t.Fatalf("isError=%v text=%q, want %q", res.IsError, text(res), tc.want)
+			}
+			if e, _ := sc["error"].(map[string]any); e["kind"] == nil {
+				t.Fatalf("no error kind in %v", sc)
+			}
+			if f.head(t) != before {
+				t.Fatal("a refused call wrote")
+			}
+		})
+	}
+	accepted := []struct {
+		name string
+		tool string
+		args map[string]any
+	}{
+		{"stringified array", "insert_after", map[string]any{"nodes": `[{"text":"s1"},{"text":"s2","children":[{"text":"s2a"}]}]`}},
+		{"string booleans", "insert_after", map[string]any{"text": "b", "completed": "TRUE", "dry_run": "false"}},
+		{"integral float and numeric string", "read_outline", map[string]any{"depth": 2.0, "limit": "50"}},
+		{"one string for a list", "move_node", map[string]any{"nodes": keys[1], "position": "first"}},
+	}
+	for _, tc := range accepted {
+		t.Run(tc.name, func(t *testing.T) {
+			res, _ := call(t, f.c, tc.tool, tc.args)
+			if res.IsError {
+				t.Fatalf("refused: %s", text(res))
+			}
+		})
+	}
+}
+
+// Every tool's structuredContent matches its declared output schema, for
+// successes and errors alike.
+func TestOutputsMatchSchemas(t *testing.T) {
+	f := newFixture(t)
+	_, sc := call(t, f.c, "insert_after", map[string]any{"nodes": []any{map[string]any{"text": "A", "note": "n", "children": []any{map[string]any{"text": "a1"}}}, map[string]any{"text": "B #tag"}}})
+	k := createdKeys(sc)
+	calls := []struct {
+		tool string
+		args map[string]any
+	}{
+		{"read_outline", map[string]any{}},
+		{"read_outline", map[string]any{"format": "json", "flat": true}},
+		{"read_outline", map[string]any{"format": "markdown"}},
+		{"read_outline", map[string]any{"node": "nope"}},
+		{"search", map[string]any{"text": "a"}},
+		{"list_detached", map[string]any{}},
+		{"insert_after", map[string]any{"markdown": "- x\n  - y", "dry_run": true}},
+		{"insert_after", map[string]any{"text": "t", "after": k[1]}},
+		{"move_node", map[string]any{"node": k[1], "position": "first"}},
+		{"update_node", map[string]any{"node": k[1], "note": "nn"}},
+		{"complete_todo", map[string]any{"node": k[1]}},
+		{"delete_node", map[string]any{"node": k[0]}},
+		{"set_outline", map[string]any{"title": "T"}},
+		{"set_comment_policy", map[string]any{"allow": []any{"mentioned"}}},
+		{"add_comment", map[string]any{"subject": k[1], "text": "c"}},
+		{"add_mirror", map[string]any{"original": k[1], "parent": k[0]}},
+		{"apply_batch", map[string]any{"ops": []any{map[string]any{"tool": "insert_after", "args": map[string]any{"text": "q"}}}}},
+		{"import_outline", map[string]any{"content": "- i\n- j"}},
+		{"validate_record", map[string]any{"record": map[string]any{"$type": "app.bulleted.node", "text": "x"}}},
+		{"operations", map[string]any{}},
+		{"operations", map[string]any{"resume": "nope"}},
+		{"undo", map[string]any{}},
+		{"undo", map[string]any{"steps": 50}},
+	}
+	for i, c := range calls {
+		tl, _ := tools.Find(c.tool)
+		raw, _ := json.Marshal(tl.Output)
+		doc, err := jsonschema.UnmarshalJSON(strings.NewReader(string(raw)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		comp := jsonschema.NewCompiler()
+		url := fmt.Sprintf("mem:///out%d.json", i)
+		comp.AddResource(url, doc)
+		sch, err := comp.Compile(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, sc := call(t, f.c, c.tool, c.args)
+		if sc == nil {
+			t.Fatalf("%s %v: no structured content (%s)", c.tool, c.args, text(res))
+		}
+		b, _ := json.Marshal(sc)
+		inst, _ := jsonschema.UnmarshalJSON(strings.NewReader(string(b)))
+		if err := sch.Validate(inst); err != nil {
+			t.Fatalf("%s %v: structured content does not match the output schema: %v\n%s", c.tool, c.args, err, b)
+		}
+	}
+}
+
+// Results stay within the bound, with a continuation: a 2,000-bullet read
+// and a 1,000-bullet dry run.
+func TestResultSizeBound(t *testing.T) {
+	f := newFixture(t)
+	nodes := make([]any, 2000)
+	for i := range nodes {
+		nodes[i] = map[string]any{"text": fmt.Sprintf("bullet number %d with some words to make it longer", i)}
+	}
+	if res, _ := call(t, f.c, "insert_after", map[string]any{"nodes": nodes}); res.IsError {
+		t.Fatal(text(res))
+	}
+	size := func(res *mcp.CallToolResult) int {
+		b, _ := json.Marshal(res)
+		return len(b)
+	}
+	for _, format := range []string{"text", "json"} {
+		res, sc := call(t, f.c, "read_outline", map[string]any{"format": format, "limit": 5000})
+		if n := size(res); n > server.MaxResultBytes+4096 {
+			t.Fatalf("%s read of 2,000 bullets: %d bytes", format, n)
+		}
+		cur, _ := sc["cursor"].(string)
+		if cur == "" || !strings.Contains(text(res), "cursor") {
+			t.Fatalf("%s read cut without a continuation: %.300s", format, text(res))
+		}
+		res2, _ := call(t, f.c, "read_outline", map[string]any{"format": format, "limit": 5000, "cursor": cur})
+		if res2.IsError {
+			t.Fatalf("continuing: %s", text(res2))
+		}
+	}
+	res, _ := call(t, f.c, "insert_after", map[string]any{"nodes": nodes[:1000], "dry_run": true})
+	if n := size(res); res.IsError || n > server.MaxResultBytes+4096 {
+		t.Fatalf("1,000-bullet dry run: %d bytes (error %v)", n, res.IsError)
+	}
+	if !strings.Contains(text(res), "more") {
+		t.Fatalf("a cut dry run does not say how to see the rest: %.300s", text(res))
+	}
+}

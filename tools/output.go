@@ -1,0 +1,69 @@
+package tools
+
+// Output schemas. Every tool declares one; its structuredContent matches it
+// (tools_test checks every tool's real results with a JSON Schema
+// validator). They leave properties open (a result may carry more than it
+// declares, e.g. a truncation note) and require nothing, because an error
+// result carries only "error".
+
+func outSchema(props map[string]any) map[string]any {
+	p := map[string]any{"error": errorSchema, "truncated": map[string]any{"type": "boolean"}}
+	for k, v := range props {
+		p[k] = v
+	}
+	return map[string]any{"type": "object", "properties": p}
+}
+
+var (
+	tString = map[string]any{"type": "string"}
+	tInt    = map[string]any{"type": "integer"}
+	tBool   = map[string]any{"type": "boolean"}
+	tObject = map[string]any{"type": "object"}
+	tStrs   = map[string]any{"type": "array", "items": tString}
+	tObjs   = map[string]any{"type": "array", "items": tObject}
+
+	errorSchema = map[string]any{"type": "object",
+		"properties": map[string]any{
+			"kind": map[string]any{"type": "string", "enum": []string{"node_missing", "anchor_missing", "parent_missing", "cross_repo", "cycle",
+				"has_children", "not_yours", "invalid", "budget", "conflict", "too_large", "partial", "cancelled", "unavailable", "timeout", "no_change", "error"}},
+			"message":   tString,
+			"next":      tString,
+			"retryable": tBool,
+			"details":   tObject,
+		},
+		"required": []string{"kind", "message"}}
+
+	createdSchema = map[string]any{"type": "array", "items": map[string]any{"type": "object",
+		"properties": map[string]any{"rkey": tString, "uri": tString, "input": tString, "text": tString, "sortKey": tString, "line": tInt},
+		"required":   []string{"rkey"}}}
+
+	writeOutput = outSchema(map[string]any{
+		"summary":         tString,
+		"dryRun":          tBool,
+		"noChange":        tBool,
+		"operation":       tString,
+		"created":         createdSchema,
+		"createdTotal":    tInt,
+		"cost":            tInt,
+		"budgetRemaining": tInt,
+		"commit":          map[string]any{"type": "object", "properties": map[string]any{"cid": tString, "rev": tString}},
+		"commits":         tInt,
+		"diagnostics":     tStrs,
+		"writes":          tObjs,
+		"before":          tString,
+		"after":           tString,
+		"lines":           tObjs,
+		"operations":      tObjs,
+	})
+
+	readOutput = outSchema(map[string]any{
+		"did": tString, "handle": tString, "outline": tObject, "truncated": tBool, "stop": tString, "total": tInt,
+		"cursor": tString, "next": tString, "nodes": tObjs, "root": tObject, "markdown": tString, "opml": tString,
+	})
+
+	searchOutput = outSchema(map[string]any{"did": tString, "hits": tObjs, "cursor": tString})
+
+	detachedOutput = outSchema(map[string]any{"detached": tObjs, "contributions": tObjs})
+
+	validateOutput = outSchema(map[string]any{"valid": tBool, "problems": tObjs})
+)

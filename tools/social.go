@@ -1,0 +1,43 @@
+package tools
+
+import "github.com/bulleted-mcp/bulleted-mcp/outline"
+
+func policyTool() Tool {
+	return writeTool(Tool{Name: "set_comment_policy", Title: "Set who may comment", Family: FamilySocial,
+		Description: "Who may comment on your outline or a subtree (root): allow [\"mentioned\"] or []; none = nobody.",
+		Schema: obj(map[string]any{
+			"root":   pRef,
+			"allow":  map[string]any{"type": "array", "items": enum("", "mentioned")},
+			"remove": boolean(""),
+		}),
+		Ann: Annotations{Idempotent: true}}, func(p *outline.Planner, a Args) error {
+		allow, has, err := a.Strings("allow")
+		if err != nil {
+			return argErr("%v", err)
+		}
+		remove, err := a.Bool("remove", false)
+		if err != nil {
+			return argErr("%v", err)
+		}
+		if !has && !remove {
+			return argErr("pass allow ([\"mentioned\"] or []) or remove=true")
+		}
+		return p.SetPolicy(a.Str("root"), allow, remove)
+	})
+}
+
+func mirrorTool() Tool {
+	return writeTool(Tool{Name: "add_mirror", Title: "Mirror a bullet", Family: FamilySocial,
+		Description: "Show any bullet (original: at:// URI or key) and its subtree live in your outline.",
+		Schema:      obj(map[string]any{"original": pRef, "parent": pRef, "after": pAfter, "position": pPosition}, "original")}, func(p *outline.Planner, a Args) error {
+		return p.Mirror(a.Str("original"), position(a, "parent"))
+	})
+}
+
+func commentTool() Tool {
+	return writeTool(Tool{Name: "add_comment", Title: "Comment on a bullet", Family: FamilySocial,
+		Description: "Comment on any bullet; shown where its owner's policy allows.",
+		Schema:      obj(map[string]any{"subject": pRef, "text": pRef}, "subject", "text")}, func(p *outline.Planner, a Args) error {
+		return p.Comment(a.Str("subject"), a.Str("text"))
+	})
+}
