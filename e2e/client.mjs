@@ -103,5 +103,75 @@ await call('undo', {})
 const afterUndo = await call('read_outline', { node: groceries, format: 'json' })
 check(afterUndo.structuredContent.nodes.length === 4, `after undo ${afterUndo.structuredContent.nodes.length}`)
 
+// strict inputs: refused by name or path, nothing written; the documented
+// coercions accepted
+const refuse = async (name, args, want) => {
+  const before = await call('read_outline', { format: 'json', depth: 5, limit: 5000 })
+  const res = await client.callTool({ name, arguments: args })
+  check(res.isError && res.content[0].text.includes(want), `${name} ${JSON.stringify(args)}: want refusal with ${want}, got ${JSON.stringify(res.content)}`)
+  check(typeof res.structuredContent?.error?.kind === 'string', `no error kind: ${JSON.stringify(res.structuredContent)}`)
+  const after = await call('read_outline', { format: 'json', depth: 5, limit: 5000 })
+  check(JSON.stringify(after.structuredContent.nodes) === JSON.stringify(before.structuredContent.nodes), `${name}: a refused call wrote`)
+}
+await refuse('insert_after', { text: 'x', parent_id: groceries }, 'unknown argument parent_id (did you mean parent?)')
+await refuse('insert_after', { text: { a: 1 } }, 'text must be string')
+await refuse('insert_after', { nodes: [{ title: 'y' }] }, 'nodes[0].text is required')
+await refuse('apply_batch', { ops: [{ tool: 'insert_after', args: { text: 'z', dry_run: true } }] }, 'ops[0].args.dry_run')
+await refuse('undo', { steps: 0 }, 'steps')
+const strArr = await call('insert_after', { parent: groceries, nodes: JSON.stringify([{ text: 'Tea' }]), dry_run: 'true' })
+check(strArr.structuredContent.dryRun === true, 'stringified array and "true" accepted')
+
+// every tool declares an output schema (the SDK client validates
+// structuredContent against it on every call above)
+for (const t of tools) check(t.outputSchema?.type === 'object', `${t.name} has no output schema`)
+
+// the rest writes ~30,000 points: more than a PDS's hourly budget allows
+const onPDS = serveArgs.includes('--pds')
+let bytes = 0
+let inc = { batchesLanded: 0, batches: 0 }
+if (!onPDS) {
+// find and complete in a 2,000-bullet outline: search, then complete_todo
+// (three levels: the deepest nesting goes in as markdown)
+await refuse('insert_after', { nodes: [{ text: 'a', children: [{ text: 'b', children: [{ text: 'c' }] }] }] }, 'pass deeper outlines as markdown')
+for (let s = 0; s < 20; s++) {
+  let md = `- Section ${s}\n`
+  for (let j = 0; j < 10; j++) {
+    md += `  - Area ${s}.${j}\n`
+    for (let k = 0; k < 9; k++) {
+      md += s === 13 && j === 7 && k === 4 ? '    - [ ] Prepare the budget review for Q3\n' : `    - [ ] task ${s}.${j}.${k} #work\n`
+    }
+  }
+  await call('insert_after', { markdown: md }, { timeout: 120000 })
+}
+const found = await call('search', { text: 'budget review' })
+bytes += JSON.stringify(found.content).length + JSON.stringify(found.structuredContent).length
+const hit = found.structuredContent.hits[0]
+check(found.structuredContent.hits.length === 1 && hit.text.includes('budget review'), `search: ${JSON.stringify(found.structuredContent)}`)
+const done = await call('complete_todo', { node: hit.rkey })
+bytes += JSON.stringify(done.content).length + JSON.stringify(done.structuredContent).length
+check(bytes <= 2048, `find and complete took ${bytes} bytes`)
+
+// cancellation stops a multi-commit insert between commits
+const ctl = new AbortController()
+const huge = Array.from({ length: 3000 }, (_, i) => ({ text: `c${i}`, note: `n${i}` }))
+let cancelled = false
+const pending = client.callTool({ name: 'insert_after', arguments: { nodes: huge } }, undefined, {
+  signal: ctl.signal, timeout: 120000, onprogress: (p) => { if (p.progress >= 2 && !cancelled) { cancelled = true; ctl.abort() } },
+}).catch((e) => e)
+await pending
+check(cancelled, 'the insert finished before it could be cancelled')
+let ops = { structuredContent: { operations: [] } }
+for (let i = 0; i < 50; i++) { // the server stops after the batch in flight
+  ops = await call('operations', { incomplete: true })
+  if (ops.structuredContent.operations.length > 0) break
+  await new Promise((r) => setTimeout(r, 100))
+}
+inc = ops.structuredContent.operations[0]
+check(inc && inc.batchesLanded >= 2 && inc.batchesLanded < inc.batches && /cancel/.test(inc.reason), `after cancel: ${JSON.stringify(ops.structuredContent)}`)
+await call('undo', { operation: inc.id }, { timeout: 120000 })
+const cleared = await call('operations', { incomplete: true })
+check(cleared.structuredContent.operations.length === 0, 'undo of the cancelled operation')
+}
+
 await client.close()
-console.log('OK ' + JSON.stringify({ tools: names.length, progress: progress.length }))
+console.log('OK ' + JSON.stringify({ tools: names.length, progress: progress.length, findAndCompleteBytes: bytes, cancelledAfterBatches: inc.batchesLanded, ofBatches: inc.batches }))

@@ -194,6 +194,8 @@ func describe(t Tool, ve *jsonschema.ValidationError) string {
 				s := fmt.Sprintf("unknown argument %s", q)
 				if near := closest(p, known(t.Schema, e.InstanceLocation)); near != "" {
 					s += fmt.Sprintf(" (did you mean %s?)", joinPath(path, near))
+				} else if p == "children" {
+					s += " (nodes nest two levels; pass deeper outlines as markdown)"
 				}
 				parts = append(parts, s)
 			}
