@@ -47,7 +47,7 @@ type fixture struct {
 	repo *store.Local
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	l, err := store.OpenLocal(t.TempDir())
 	if err != nil {
@@ -71,7 +71,7 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{c: c, repo: l}
 }
 
-func (f *fixture) head(t *testing.T) string {
+func (f *fixture) head(t testing.TB) string {
 	s, err := f.repo.Snapshot(context.Background())
 	if err != nil {
 		t.Fatal(err)
