@@ -358,6 +358,12 @@ func (s *opStore) list() ([]*Operation, error) {
 	slices.SortFunc(ops, func(a, b *Operation) int { return strings.Compare(a.ID, b.ID) })
 	for i, op := range ops {
 		if op.State == OpRunning && !s.live(op.ID) {
+			// it may have finished or stopped since it was read: read it
+			// again, now that its lock is known to be free
+			if fresh := s.reread(op.ID); fresh != nil && fresh.State != OpRunning {
+				ops[i] = fresh
+				continue
+			}
 			cp := *op
 			cp.State = OpIncomplete
 			if cp.Reason == "" {
@@ -367,6 +373,25 @@ func (s *opStore) list() ([]*Operation, error) {
 		}
 	}
 	return ops, nil
+}
+
+// reread reads operation id from its file, bypassing the cache (nil if
+// it cannot be read).
+func (s *opStore) reread(id string) *Operation {
+	if s.dir == "" {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.mem[id]
+	}
+	raw, err := os.ReadFile(s.path(id))
+	if err != nil {
+		return nil
+	}
+	op, err := decodeOp(raw)
+	if err != nil {
+		return nil
+	}
+	return op
 }
 
 // get returns operation id.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -233,25 +234,60 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 	if err != nil {
 		return err
 	}
-	recs := map[string]Record{}
+	// records whose CID is unchanged keep their decoded value; the others
+	// are decoded on every core
+	prev := l.records
+	recs := make(map[string]Record, len(prev))
+	type todo struct {
+		k string
+		v cid.Cid
+	}
+	var decode []todo
 	err = r.ForEach(ctx, Prefix, func(k string, v cid.Cid) error {
 		if !strings.HasPrefix(k, Prefix) {
 			return nil
 		}
-		blk, err := l.bs.Get(ctx, v)
-		if err != nil {
-			return err
+		if old, ok := prev[k]; ok && old.CID == v.String() {
+			recs[k] = old
+			return nil
 		}
-		val, err := atdata.UnmarshalCBOR(blk.RawData())
-		if err != nil {
-			return fmt.Errorf("record %s: %w", k, err)
-		}
-		coll, rkey, _ := strings.Cut(k, "/")
-		recs[k] = Record{Collection: coll, RKey: rkey, CID: v.String(), Value: val}
+		decode = append(decode, todo{k, v})
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStop) {
 		return err
+	}
+	out := make([]Record, len(decode))
+	errs := make([]error, len(decode))
+	workers := min(runtime.GOMAXPROCS(0), max(1, len(decode)/512))
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < len(decode); i += workers {
+				d := decode[i]
+				blk, err := l.bs.Get(ctx, d.v)
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				val, err := atdata.UnmarshalCBOR(blk.RawData())
+				if err != nil {
+					errs[i] = fmt.Errorf("record %s: %w", d.k, err)
+					continue
+				}
+				coll, rkey, _ := strings.Cut(d.k, "/")
+				out[i] = Record{Collection: coll, RKey: rkey, CID: d.v.String(), Value: val}
+			}
+		}(w)
+	}
+	wg.Wait()
+	for i, d := range decode {
+		if errs[i] != nil {
+			return errs[i]
+		}
+		recs[d.k] = out[i]
 	}
 	l.root, l.rev, l.records = root, r.SignedCommit().Rev, recs
 	return nil
