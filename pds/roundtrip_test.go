@@ -101,4 +101,3 @@ func TestImportRoundTripFromPDS(t *testing.T) {
 		}
 	}
 }
-
