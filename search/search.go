@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -50,6 +51,15 @@ type Index struct {
 	entries map[string]*entry
 	// Derived counts how many entries were (re)derived by the last Update.
 	Derived int
+
+	// the tree of the last update in pre-order, with each item's entry,
+	// where its subtree ends, and its position: a search is a loop over a
+	// slice, not a walk with a map lookup per bullet
+	tree  *outline.Tree
+	order []*outline.Item
+	ents  []*entry
+	end   []int
+	pos   map[*outline.Item]int
 }
 
 // New returns an empty index.
@@ -110,6 +120,33 @@ func (x *Index) update(t *outline.Tree) {
 			}
 		}
 	}
+	x.flatten(t)
+}
+
+// flatten lays t out in pre-order for the scan.
+func (x *Index) flatten(t *outline.Tree) {
+	x.tree = t
+	x.order = x.order[:0]
+	x.ents = x.ents[:0]
+	x.end = x.end[:0]
+	x.pos = make(map[*outline.Item]int, len(t.Nodes))
+	var walk func(items []*outline.Item)
+	walk = func(items []*outline.Item) {
+		for _, it := range items {
+			i := len(x.order)
+			x.pos[it] = i
+			x.order = append(x.order, it)
+			var e *entry
+			if !it.Mirror {
+				e = x.entries[it.Key()]
+			}
+			x.ents = append(x.ents, e)
+			x.end = append(x.end, 0)
+			walk(it.Children)
+			x.end[i] = len(x.order)
+		}
+	}
+	walk(t.Roots)
 }
 
 // Query is what to look for; every given filter must match.
@@ -348,6 +385,9 @@ func (x *Index) Search(t *outline.Tree, q Query) (*Result, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.update(t)
+	if res, ok := x.scan(t, q, m, fp, after); ok {
+		return res, nil
+	}
 	res := &Result{Hits: []Hit{}}
 	var stack []*outline.Item
 	var last *outline.Item
@@ -421,6 +461,127 @@ func (x *Index) Search(t *outline.Tree, q Query) (*Result, error) {
 		res.Cursor = base64.RawURLEncoding.EncodeToString(raw)
 	}
 	return res, nil
+}
+
+// scan is Search over the pre-order slice; false when it cannot tell
+// where to start (a cursor whose bullet is gone, another tree object),
+// and the walk takes over.
+func (x *Index) scan(t *outline.Tree, q Query, m *matcher, fp string, after []step) (*Result, bool) {
+	if x.tree != t {
+		return nil, false
+	}
+	start, stop := 0, len(x.order)
+	if q.Under != nil {
+		i, ok := x.pos[q.Under]
+		if !ok {
+			return nil, false
+		}
+		start, stop = i, x.end[i]
+	}
+	if len(after) > 0 {
+		items := t.Roots // a cursor's path starts at the top, or at Under
+		if q.Under != nil {
+			items = []*outline.Item{q.Under}
+		}
+		var last *outline.Item
+		for _, s := range after {
+			i, found := slices.BinarySearchFunc(items, s, cmp)
+			if !found {
+				return nil, false
+			}
+			last = items[i]
+			items = last.Children
+		}
+		i, ok := x.pos[last]
+		if !ok || i+1 < start {
+			return nil, false
+		}
+		start = max(start, i+1)
+	}
+	res := &Result{Hits: []Hit{}}
+	var lastHit *outline.Item
+	full := false
+	for _, mt := range x.matches(m, start, stop, q.Limit+1) {
+		i, at, n, inNote := mt.i, mt.at, mt.n, mt.inNote
+		if len(res.Hits) == q.Limit {
+			full = true
+			break
+		}
+		it := x.order[i]
+		var stack []*outline.Item
+		for p := it.Parent; p != nil; p = p.Parent {
+			stack = append(stack, p)
+		}
+		slices.Reverse(stack)
+		res.Hits = append(res.Hits, hit(t, it, stack, at, n, inNote))
+		lastHit = it
+	}
+	if full && lastHit != nil {
+		var path []step
+		for p := lastHit; p != nil; p = p.Parent {
+			path = append([]step{{S: p.SortKey(), K: p.Key()}}, path...)
+			if p == q.Under {
+				break
+			}
+		}
+		raw, _ := json.Marshal(cursor{Q: fp, P: path})
+		res.Cursor = base64.RawURLEncoding.EncodeToString(raw)
+	}
+	return res, true
+}
+
+type found struct {
+	i, at, n int
+	inNote   bool
+}
+
+// matches returns the first limit matches in [start, stop), in order; a
+// long range is scanned in chunks on every core.
+func (x *Index) matches(m *matcher, start, stop, limit int) []found {
+	scan := func(a, b int) []found {
+		var out []found
+		for i := a; i < b && len(out) < limit; i++ {
+			if e := x.ents[i]; e != nil {
+				if ok, at, n, inNote := m.match(e); ok {
+					out = append(out, found{i, at, n, inNote})
+				}
+			}
+		}
+		return out
+	}
+	workers := runtime.GOMAXPROCS(0)
+	if stop-start < 20_000 || workers < 2 {
+		return scan(start, stop)
+	}
+	// a common query fills its page in the first chunk: try that first
+	chunk := (stop - start + workers - 1) / workers
+	first := scan(start, min(stop, start+chunk))
+	if len(first) >= limit {
+		return first
+	}
+	parts := make([][]found, workers)
+	parts[0] = first
+	var wg sync.WaitGroup
+	for w := 1; w < workers; w++ {
+		a := start + w*chunk
+		if a >= stop {
+			break
+		}
+		wg.Add(1)
+		go func(w, a int) {
+			defer wg.Done()
+			parts[w] = scan(a, min(stop, a+chunk))
+		}(w, a)
+	}
+	wg.Wait()
+	var out []found
+	for _, p := range parts {
+		out = append(out, p...)
+		if len(out) >= limit {
+			return out[:limit]
+		}
+	}
+	return out
 }
 
 // Window is how many characters of context a hit's text keeps on each side
