@@ -268,7 +268,7 @@ type WriteResult struct {
 	DryRun       bool              `json:"dryRun"`
 	NoChange     bool              `json:"noChange,omitempty"`
 	Operation    string            `json:"operation,omitempty"`
-	Created      []outline.Created `json:"created,omitempty"`
+	Created      []Created         `json:"created,omitempty"`
 	CreatedTotal int               `json:"createdTotal,omitempty"`
 	Commit       *Commit           `json:"commit,omitempty"`
 	Commits      int               `json:"commits,omitempty"`
@@ -282,14 +282,25 @@ type WriteResult struct {
 	After           string        `json:"after,omitempty"`
 }
 
+// Created is a record a write created: its key, the input position it came
+// from (nodes[0].children[2]) and its text, shortened.
+type Created struct {
+	RKey  string `json:"rkey"`
+	Input string `json:"input,omitempty"`
+	Text  string `json:"text,omitempty"`
+}
+
 // Commit names the repository commit a write made.
 type Commit struct {
 	CID string `json:"cid"`
 	Rev string `json:"rev"`
 }
 
-// maxListed bounds the created keys and writes listed in one result.
+// maxListed bounds the created keys listed in one result.
 const maxListed = 200
+
+// maxDumped is the largest dry run whose records are shown whole.
+const maxDumped = 20
 
 // writeResult is the result of a write: compact (a dry run adds the
 // records it would write and the before/after view), the same information
@@ -297,11 +308,16 @@ const maxListed = 200
 // content only.
 func writeResult(out *outline.Outcome, a Args) *mcp.CallToolResult {
 	p := out.Plan
-	verbose := out.DryRun // a dry run is the request for the records
+	// a small dry run shows its records; a large one counts them (the
+	// before/after view shows its effect)
+	verbose := out.DryRun && len(p.Writes) <= maxDumped
 	r := WriteResult{Summary: p.Summary, DryRun: out.DryRun, Cost: p.Cost, Diagnostics: p.Diagnostics, NoChange: out.NoChange}
-	r.Created = p.Created
-	if len(r.Created) > maxListed {
-		r.Created, r.CreatedTotal = r.Created[:maxListed], len(p.Created)
+	for i, c := range p.Created {
+		if i == maxListed {
+			r.CreatedTotal = len(p.Created)
+			break
+		}
+		r.Created = append(r.Created, Created{RKey: c.RKey, Input: c.Input, Text: clip(c.Text, 40)})
 	}
 	if out.Op != nil {
 		r.Operation = out.Op.ID
@@ -317,10 +333,21 @@ func writeResult(out *outline.Outcome, a Args) *mcp.CallToolResult {
 	}
 	if verbose {
 		r.Writes = p.Writes
-		if len(r.Writes) > maxListed {
-			r.Writes = r.Writes[:maxListed]
-			r.Diagnostics = append(r.Diagnostics, fmt.Sprintf("writes: the first %d of %d are listed", maxListed, len(p.Writes)))
+	} else if out.DryRun {
+		counts := map[string]int{}
+		for _, w := range p.Writes {
+			counts[string(w.Op)+" "+strings.TrimPrefix(w.Collection, "app.bulleted.")]++
 		}
+		keys := make([]string, 0, len(counts))
+		for k := range counts {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
+		}
+		r.Diagnostics = append(r.Diagnostics, "writes: "+strings.Join(parts, ", ")+" (records are listed for dry runs of up to 20 writes)")
 	}
 	if out.DryRun && out.Before != nil && len(p.Writes) > 0 {
 		r.Before, r.After = preview(out.Before, p)
@@ -351,7 +378,7 @@ func writeResult(out *outline.Outcome, a Args) *mcp.CallToolResult {
 		for _, c := range r.Created {
 			fmt.Fprintf(&b, "\n- %s ·%s", c.Input, c.RKey)
 			if c.Text != "" {
-				fmt.Fprintf(&b, " %q", clip(c.Text, 40))
+				fmt.Fprintf(&b, " %q", c.Text)
 			}
 		}
 		if r.CreatedTotal > 0 {
