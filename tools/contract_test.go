@@ -144,6 +144,14 @@ func TestStrictInputs(t *testing.T) {
 // Every tool's structuredContent matches its declared output schema, for
 // successes and errors alike.
 func TestOutputsMatchSchemas(t *testing.T) {
+	// an empty outline first (empty lists must be [], not null)
+	e := newFixture(t)
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{{"read_outline", map[string]any{"format": "json"}}, {"read_outline", map[string]any{"format": "json", "flat": true}}, {"search", map[string]any{"text": "x"}}, {"operations", map[string]any{}}, {"list_detached", map[string]any{}}} {
+		checkOutput(t, e, c.tool, c.args)
+	}
 	f := newFixture(t)
 	_, sc := call(t, f.c, "insert_after", map[string]any{"nodes": []any{map[string]any{"text": "A", "note": "n", "children": []any{map[string]any{"text": "a1"}}}, map[string]any{"text": "B #tag"}}})
 	k := createdKeys(sc)
@@ -175,29 +183,36 @@ func TestOutputsMatchSchemas(t *testing.T) {
 		{"undo", map[string]any{}},
 		{"undo", map[string]any{"steps": 50}},
 	}
-	for i, c := range calls {
-		tl, _ := tools.Find(c.tool)
-		raw, _ := json.Marshal(tl.Output)
-		doc, err := jsonschema.UnmarshalJSON(strings.NewReader(string(raw)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		comp := jsonschema.NewCompiler()
-		url := fmt.Sprintf("mem:///out%d.json", i)
-		comp.AddResource(url, doc)
-		sch, err := comp.Compile(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, sc := call(t, f.c, c.tool, c.args)
-		if sc == nil {
-			t.Fatalf("%s %v: no structured content (%s)", c.tool, c.args, text(res))
-		}
-		b, _ := json.Marshal(sc)
-		inst, _ := jsonschema.UnmarshalJSON(strings.NewReader(string(b)))
-		if err := sch.Validate(inst); err != nil {
-			t.Fatalf("%s %v: structured content does not match the output schema: %v\n%s", c.tool, c.args, err, b)
-		}
+	for _, c := range calls {
+		checkOutput(t, f, c.tool, c.args)
+	}
+}
+
+// checkOutput calls tool and checks its structuredContent against the
+// tool's output schema.
+func checkOutput(t *testing.T, f *fixture, tool string, args map[string]any) {
+	t.Helper()
+	tl, _ := tools.Find(tool)
+	raw, _ := json.Marshal(tl.Output)
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	comp := jsonschema.NewCompiler()
+	url := "mem:///" + tool + ".json"
+	comp.AddResource(url, doc)
+	sch, err := comp.Compile(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, sc := call(t, f.c, tool, args)
+	if sc == nil {
+		t.Fatalf("%s %v: no structured content (%s)", tool, args, text(res))
+	}
+	b, _ := json.Marshal(sc)
+	inst, _ := jsonschema.UnmarshalJSON(strings.NewReader(string(b)))
+	if err := sch.Validate(inst); err != nil {
+		t.Fatalf("%s %v: structured content does not match the output schema: %v\n%s", tool, args, err, b)
 	}
 }
 
