@@ -1,0 +1,288 @@
+package pds_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bluesky-social/indigo/atproto/atclient"
+	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/bulleted-mcp/bulleted-mcp/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/outline/enginetest"
+	"github.com/bulleted-mcp/bulleted-mcp/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/pds/pdstest"
+)
+
+// The package's one PDS (TestMain) also publishes the permission sets, so
+// that include:app.bulleted.authFull resolves offline.
+func init() {
+	dir, err := pdstest.PermissionSets()
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv(pdstest.LexiconAuthorityEnv, dir)
+}
+
+// expansion is what the reference PDS grants for include:app.bulleted.authFull.
+var expansion = []string{"atproto", "repo?collection=app.bulleted.comment&collection=app.bulleted.commentPolicy&collection=app.bulleted.mirror&collection=app.bulleted.node&collection=app.bulleted.note&collection=app.bulleted.outline"}
+
+func oauthLogin(t testing.TB, a *pdstest.Account, dir, permissionSet string) *pds.OAuthGrant {
+	t.Helper()
+	start := time.Now()
+	g, err := pds.OAuthLogin{
+		Identifier: a.Handle, PDS: srv.URL, Dir: dir, Directory: pds.Directory(srv.PLCURL),
+		Browse:        func(ctx context.Context, u string) error { return srv.Authorize(ctx, u, a) },
+		PermissionSet: permissionSet, Wait: time.Minute,
+	}.Login(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("login took %v; granted %q", time.Since(start), g.Scopes)
+	slices.Sort(g.Scopes)
+	if g.DID != a.DID || g.Host != srv.URL {
+		t.Fatalf("grant %s on %s, want %s on %s", g.DID, g.Host, a.DID, srv.URL)
+	}
+	return g
+}
+
+func openOAuth(t testing.TB, dir string) (*atclient.APIClient, *pds.OAuthAuth) {
+	t.Helper()
+	c, did, ok, err := pds.OpenOAuth(context.Background(), dir, nil)
+	if err != nil || !ok {
+		t.Fatalf("OpenOAuth: ok=%v %v", ok, err)
+	}
+	if *c.AccountDID != did {
+		t.Fatalf("client DID %s, OpenOAuth said %s", *c.AccountDID, did)
+	}
+	return c, c.Auth.(*pds.OAuthAuth)
+}
+
+// records lists a's collection through an independent (password) client.
+func records(t testing.TB, a *pdstest.Account, collection string) []string {
+	t.Helper()
+	ctx := context.Background()
+	c, err := srv.Client(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Records []struct {
+			URI   string         `json:"uri"`
+			Value map[string]any `json:"value"`
+		} `json:"records"`
+	}
+	if err := c.Get(ctx, "com.atproto.repo.listRecords", map[string]any{"repo": a.DID.String(), "collection": collection, "limit": 100}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, r := range out.Records {
+		texts = append(texts, fmt.Sprint(r.Value["text"]))
+	}
+	slices.Sort(texts)
+	return texts
+}
+
+// insert writes top-level bullets through c (the engine's applyWrites).
+func insert(t testing.TB, c *atclient.APIClient, did syntax.DID, texts ...string) {
+	t.Helper()
+	enginetest.Insert(t, outline.New(pds.New(c, did)), outline.Position{}, texts...)
+}
+
+func refreshToken(t testing.TB, dir string) string {
+	t.Helper()
+	raw, err := os.ReadFile(pds.OAuthFile(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(string(raw), `"refresh_token":"`)
+	if i < 0 {
+		t.Fatalf("no refresh token in %s", raw)
+	}
+	rest := string(raw[i+len(`"refresh_token":"`):])
+	return rest[:strings.IndexByte(rest, '"')]
+}
+
+// Login with the permission set, write through the session, and a write
+// outside the set refused with a clear error and nothing written.
+func TestOAuthLogin(t *testing.T) {
+	ctx := context.Background()
+	a := account(t, srv)
+	dir := t.TempDir()
+	g := oauthLogin(t, a, dir, "")
+	if !g.PermissionSet || g.Fallback != "" || !reflect.DeepEqual(g.Requested, []string{"atproto", "include:app.bulleted.authFull"}) {
+		t.Fatalf("requested %q, fallback %q", g.Requested, g.Fallback)
+	}
+	if !reflect.DeepEqual(g.Scopes, expansion) {
+		t.Fatalf("granted %q, want the permission set's expansion %q", g.Scopes, expansion)
+	}
+	fi, err := os.Stat(pds.OAuthFile(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("session file mode %v", fi.Mode().Perm())
+	}
+	raw, _ := os.ReadFile(pds.OAuthFile(dir))
+	for _, want := range []string{`"dpop_privatekey_multibase":"z`, `"access_token":"`, `"client_id":"http://localhost?redirect_uri=http%3A%2F%2F127.0.0.1%3A`} {
+		if !strings.Contains(string(raw), want) {
+			t.Fatalf("session file lacks %s", want)
+		}
+	}
+	if strings.Contains(string(raw), a.Password) {
+		t.Fatal("the session file holds the password")
+	}
+
+	c, auth := openOAuth(t, dir)
+	if scopes := auth.Scopes(); auth.DID() != a.DID || !reflect.DeepEqual(slices.Sorted(slices.Values(scopes)), expansion) {
+		t.Fatalf("session %s %q", auth.DID(), auth.Scopes())
+	}
+	insert(t, c, a.DID, "through oauth", "second")
+	if got := records(t, a, "app.bulleted.node"); !reflect.DeepEqual(got, []string{"second", "through oauth"}) {
+		t.Fatalf("read back %q", got)
+	}
+
+	// outside the permission set: refused, clearly, and nothing written
+	err = c.Post(ctx, "com.atproto.repo.createRecord", map[string]any{
+		"repo": a.DID.String(), "collection": "app.bsky.feed.post",
+		"record": map[string]any{"$type": "app.bsky.feed.post", "text": "not allowed", "createdAt": time.Now().UTC().Format(time.RFC3339)}}, nil)
+	if !pds.IsScopeMissing(err) {
+		t.Fatalf("want a scope error, got %v", err)
+	}
+	t.Logf("outside the scope: %v", err)
+	for _, want := range []string{"OAuth session does not permit", "app.bsky.feed.post", "app.bulleted collections only"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q lacks %q", err, want)
+		}
+	}
+	if got := records(t, a, "app.bsky.feed.post"); len(got) != 0 {
+		t.Fatalf("a post was written: %q", got)
+	}
+
+	// the app password still works in the same data directory
+	r := login(t, srv, a, dir, nil)
+	if _, _, err := r.Head(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(pds.OAuthFile(dir)); err != nil {
+		t.Fatalf("the app-password login disturbed the OAuth session: %v", err)
+	}
+}
+
+// An authorization server that cannot resolve the permission set: the
+// login asks for the six collections one by one instead, and says so.
+func TestOAuthFallback(t *testing.T) {
+	a := account(t, srv)
+	dir := t.TempDir()
+	g := oauthLogin(t, a, dir, "app.bulleted.unpublished")
+	if g.PermissionSet || !strings.Contains(g.Fallback, "include:app.bulleted.unpublished") {
+		t.Fatalf("permission set %v, fallback %q", g.PermissionSet, g.Fallback)
+	}
+	t.Logf("fallback: %s", g.Fallback)
+	want := pds.GranularScopes()
+	if !reflect.DeepEqual(g.Requested, want) || !reflect.DeepEqual(g.Scopes, slices.Sorted(slices.Values(want))) {
+		t.Fatalf("requested %q, granted %q, want %q", g.Requested, g.Scopes, want)
+	}
+	c, _ := openOAuth(t, dir)
+	insert(t, c, a.DID, "granular")
+	if got := records(t, a, "app.bulleted.node"); !reflect.DeepEqual(got, []string{"granular"}) {
+		t.Fatalf("read back %q", got)
+	}
+}
+
+// Two clients of one data directory (as two processes) refresh at the
+// same time, repeatedly: the lock and the re-read mean the PDS never sees
+// a rotated refresh token again, and the session survives for both.
+func TestOAuthConcurrentRefresh(t *testing.T) {
+	a := account(t, srv)
+	dir := t.TempDir()
+	oauthLogin(t, a, dir, "")
+	c1, auth1 := openOAuth(t, dir)
+	c2, auth2 := openOAuth(t, dir)
+	ctx := context.Background()
+	seen := map[string]bool{refreshToken(t, dir): true}
+	for round := range 3 {
+		var wg sync.WaitGroup
+		errs := make(chan error, 2)
+		for _, au := range []*pds.OAuthAuth{auth1, auth2} {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs <- au.Refresh(ctx) }()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		rt := refreshToken(t, dir)
+		if seen[rt] {
+			t.Fatalf("round %d: the refresh token did not change", round)
+		}
+		seen[rt] = true
+	}
+	insert(t, c1, a.DID, "one")
+	insert(t, c2, a.DID, "two")
+	// c1 refreshes alone; c2 still holds the old tokens and must take c1's
+	// instead of refreshing with a used token
+	if err := auth1.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	insert(t, c2, a.DID, "three")
+	insert(t, c1, a.DID, "four")
+	c3, _ := openOAuth(t, dir)
+	insert(t, c3, a.DID, "five")
+	if got := records(t, a, "app.bulleted.node"); !reflect.DeepEqual(got, []string{"five", "four", "one", "three", "two"}) {
+		t.Fatalf("read back %q", got)
+	}
+}
+
+// Logout revokes the tokens at the server and deletes the file; a copy of
+// the file is worthless afterwards, and says to log in again.
+func TestOAuthLogout(t *testing.T) {
+	ctx := context.Background()
+	a := account(t, srv)
+	dir := t.TempDir()
+	oauthLogin(t, a, dir, "")
+	c, _ := openOAuth(t, dir)
+	saved, err := os.ReadFile(pds.OAuthFile(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	did, err := pds.LogoutOAuth(ctx, dir)
+	if err != nil || did != a.DID {
+		t.Fatalf("logout %s: %v", did, err)
+	}
+	if _, err := os.Stat(pds.OAuthFile(dir)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("session file still there: %v", err)
+	}
+	if _, _, ok, err := pds.OpenOAuth(ctx, dir, nil); ok || err != nil {
+		t.Fatalf("after logout: ok=%v %v", ok, err)
+	}
+	if _, err := pds.LogoutOAuth(ctx, dir); !errors.Is(err, pds.ErrNoOAuthSession) {
+		t.Fatalf("second logout: %v", err)
+	}
+	// the open client: its token is revoked
+	err = c.Get(ctx, "com.atproto.server.getSession", nil, nil)
+	if !pds.IsOAuthExpired(err) || !strings.Contains(err.Error(), "bulleted-mcp login") {
+		t.Fatalf("revoked client: %v", err)
+	}
+	t.Logf("revoked client: %v", err)
+	// a copy of the file: revoked at the server too
+	if err := os.WriteFile(pds.OAuthFile(dir), saved, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, ok, err := pds.OpenOAuth(ctx, dir, nil)
+	if !ok || !errors.Is(err, pds.ErrOAuthExpired) {
+		t.Fatalf("revoked copy: ok=%v %v", ok, err)
+	}
+	t.Logf("revoked copy: %v", err)
+}
