@@ -797,6 +797,12 @@ func IsOAuthExpired(err error) bool {
 	return errors.Is(err, ErrOAuthExpired) || (errors.As(err, &ae) && ae.Name == expiredName)
 }
 
+// HasOAuth reports whether dir holds an OAuth session (login was run).
+func HasOAuth(dir string) bool {
+	_, err := os.Stat(OAuthFile(dir))
+	return err == nil
+}
+
 // OpenOAuth returns a client of the OAuth session saved in dir, checked
 // with one request (which refreshes it when needed). ok is false, with no
 // error, when dir holds no OAuth session (use the app password then). hc

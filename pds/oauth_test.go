@@ -2,18 +2,23 @@ package pds_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/bluesky-social/indigo/atproto/atclient"
+	"github.com/bluesky-social/indigo/atproto/atcrypto"
+	"github.com/bluesky-social/indigo/atproto/auth/oauth"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
 	"github.com/bulleted-mcp/bulleted-mcp/outline"
@@ -54,9 +59,48 @@ func oauthLogin(t testing.TB, a *pdstest.Account, dir, permissionSet string) *pd
 	return g
 }
 
+// statuses counts answers by HTTP status and WWW-Authenticate error.
+type statuses struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (s *statuses) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err == nil {
+		k := strconv.Itoa(resp.StatusCode)
+		h := resp.Header.Get("WWW-Authenticate")
+		if i := strings.Index(h, "error="); i >= 0 {
+			e, _, _ := strings.Cut(h[i:], ",")
+			k += " " + e
+		}
+		s.mu.Lock()
+		s.n[k]++
+		s.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (s *statuses) get(prefix string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for k, v := range s.n {
+		if strings.HasPrefix(k, prefix) {
+			n += v
+		}
+	}
+	return n
+}
+
 func openOAuth(t testing.TB, dir string) (*atclient.APIClient, *pds.OAuthAuth) {
 	t.Helper()
-	c, did, ok, err := pds.OpenOAuth(context.Background(), dir, nil)
+	return openOAuthHTTP(t, dir, nil)
+}
+
+func openOAuthHTTP(t testing.TB, dir string, hc *http.Client) (*atclient.APIClient, *pds.OAuthAuth) {
+	t.Helper()
+	c, did, ok, err := pds.OpenOAuth(context.Background(), dir, hc)
 	if err != nil || !ok {
 		t.Fatalf("OpenOAuth: ok=%v %v", ok, err)
 	}
@@ -206,7 +250,8 @@ func TestOAuthConcurrentRefresh(t *testing.T) {
 	dir := t.TempDir()
 	oauthLogin(t, a, dir, "")
 	c1, auth1 := openOAuth(t, dir)
-	c2, auth2 := openOAuth(t, dir)
+	st := &statuses{n: map[string]int{}}
+	c2, auth2 := openOAuthHTTP(t, dir, &http.Client{Transport: st})
 	ctx := context.Background()
 	seen := map[string]bool{refreshToken(t, dir): true}
 	for round := range 3 {
@@ -236,7 +281,12 @@ func TestOAuthConcurrentRefresh(t *testing.T) {
 	if err := auth1.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
+	before := st.get(`401 error="invalid_token"`)
 	insert(t, c2, a.DID, "three")
+	t.Logf("c2's answers: %v", st.n)
+	if st.get(`401 error="invalid_token"`) == before {
+		t.Fatal("c2's old access token was accepted after c1's refresh: the adoption path was not exercised")
+	}
 	insert(t, c1, a.DID, "four")
 	c3, _ := openOAuth(t, dir)
 	insert(t, c3, a.DID, "five")
@@ -285,4 +335,52 @@ func TestOAuthLogout(t *testing.T) {
 		t.Fatalf("revoked copy: ok=%v %v", ok, err)
 	}
 	t.Logf("revoked copy: %v", err)
+}
+
+// What the lock prevents, measured on the reference PDS: two holders of
+// one session each refreshing with the same refresh token. The second
+// refresh is refused, and the first one's fresh tokens die with it.
+func TestOAuthReplayKillsSession(t *testing.T) {
+	ctx := context.Background()
+	a := account(t, srv)
+	dir := t.TempDir()
+	oauthLogin(t, a, dir, "")
+	raw, err := os.ReadFile(pds.OAuthFile(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		ClientID string                  `json:"client_id"`
+		Session  oauth.ClientSessionData `json:"session"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		t.Fatal(err)
+	}
+	key, err := atcrypto.ParsePrivateMultibase(f.Session.DPoPPrivateKeyMultibase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := func() *oauth.ClientSession {
+		d := f.Session
+		return &oauth.ClientSession{Client: http.DefaultClient, Config: &oauth.ClientConfig{ClientID: f.ClientID}, Data: &d, DPoPPrivateKey: key}
+	}
+	first, second := holder(), holder()
+	if _, err := first.RefreshTokens(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = second.RefreshTokens(ctx)
+	if err == nil {
+		t.Fatal("the PDS accepted a used refresh token")
+	}
+	t.Logf("replayed refresh token: %v", err)
+	err = first.APIClient().Get(ctx, "com.atproto.server.getSession", nil, nil)
+	if err == nil {
+		t.Fatal("the first holder's fresh access token still works after the replay")
+	}
+	t.Logf("the first holder's fresh tokens after the replay: %v", err)
+	if _, err := first.RefreshTokens(ctx); err == nil {
+		t.Fatal("the first holder's fresh refresh token still works after the replay")
+	} else {
+		t.Logf("the first holder's fresh refresh token after the replay: %v", err)
+	}
 }
