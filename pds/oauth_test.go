@@ -384,3 +384,48 @@ func TestOAuthReplayKillsSession(t *testing.T) {
 		t.Logf("the first holder's fresh refresh token after the replay: %v", err)
 	}
 }
+
+// An access token the PDS no longer takes (as when it expires) is renewed
+// on the fly with the refresh token, and the new tokens are saved.
+func TestOAuthStaleAccessToken(t *testing.T) {
+	a := account(t, srv)
+	dir := t.TempDir()
+	oauthLogin(t, a, dir, "")
+	file := func() map[string]any {
+		raw, err := os.ReadFile(pds.OAuthFile(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f map[string]any
+		if err := json.Unmarshal(raw, &f); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	old := file()["session"].(map[string]any)["access_token"]
+	_, auth := openOAuth(t, dir)
+	if err := auth.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// the file now holds the new refresh token and, spliced in, the access
+	// token from before the refresh
+	f := file()
+	rt := f["session"].(map[string]any)["refresh_token"]
+	f["session"].(map[string]any)["access_token"] = old
+	raw, _ := json.Marshal(f)
+	if err := os.WriteFile(pds.OAuthFile(dir), raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st := &statuses{n: map[string]int{}}
+	c, _ := openOAuthHTTP(t, dir, &http.Client{Transport: st})
+	if st.get(`401 error="invalid_token"`) != 1 {
+		t.Fatalf("answers %v: the stale token was not refused once", st.n)
+	}
+	if got := refreshToken(t, dir); got == rt || got == "" {
+		t.Fatal("the renewed tokens were not saved")
+	}
+	insert(t, c, a.DID, "after renewal")
+	if got := records(t, a, "app.bulleted.node"); !reflect.DeepEqual(got, []string{"after renewal"}) {
+		t.Fatalf("read back %q", got)
+	}
+}
