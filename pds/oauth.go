@@ -511,7 +511,9 @@ func (l OAuthLogin) Login(ctx context.Context) (*OAuthGrant, error) {
 			cctx, cancel := context.WithTimeout(ctx, 2*oauthTimeout)
 			defer cancel()
 			sess, err := app.ProcessCallback(cctx, q)
-			done <- result{sess, err}
+			// answer the browser first: Login returns (and stops this
+			// server) once it has the result
+			defer func() { done <- result{sess, err} }()
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			if err != nil {
 				w.WriteHeader(http.StatusBadRequest)
@@ -526,7 +528,14 @@ func (l OAuthLogin) Login(ctx context.Context) (*OAuthGrant, error) {
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
-	defer srv.Close()
+	defer func() {
+		// let the callback's answer reach the browser
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if srv.Shutdown(sctx) != nil {
+			srv.Close()
+		}
+	}()
 	if l.Listening != nil {
 		l.Listening(callback)
 	}
