@@ -429,3 +429,23 @@ func TestOAuthStaleAccessToken(t *testing.T) {
 		t.Fatalf("read back %q", got)
 	}
 }
+
+// Production is https only; plain http only on a loopback host. These are
+// refused before any request.
+func TestOAuthInsecureURLs(t *testing.T) {
+	cases := []struct{ name, pds string }{
+		{"plain http on a public host", "http://pds.example.com"},
+		{"plain http on a private address", "http://10.0.0.1:2583"},
+		{"another scheme", "ftp://pds.example.com"},
+		{"no host", "https://"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := pds.OAuthLogin{Identifier: "someone.example.com", PDS: c.pds, Dir: t.TempDir(), Directory: pds.Directory(srv.PLCURL),
+				Browse: func(context.Context, string) error { t.Fatal("browsed"); return nil }}.Login(context.Background())
+			if !errors.Is(err, pds.ErrInsecureURL) {
+				t.Fatalf("want ErrInsecureURL, got %v", err)
+			}
+		})
+	}
+}
