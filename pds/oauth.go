@@ -850,6 +850,28 @@ func OpenOAuth(ctx context.Context, dir string, hc *http.Client) (c *atclient.AP
 	return c, did, true, nil
 }
 
+// OpenPreferOAuth opens the OAuth session kept in l.Dir when there is one
+// (login was run), else logs in with the app password as Open does. isOAuth
+// reports which. An Identifier that is a DID must match the OAuth
+// session's account.
+func (l Login) OpenPreferOAuth(ctx context.Context) (c *atclient.APIClient, did syntax.DID, isOAuth bool, err error) {
+	c, did, ok, err := OpenOAuth(ctx, l.Dir, l.HTTP)
+	if ok {
+		if err == nil && strings.HasPrefix(l.Identifier, "did:") && l.Identifier != did.String() {
+			return nil, "", true, fmt.Errorf("the OAuth session in %s is for %s, not %s (run `bulleted-mcp logout`, or use another data directory)", l.Dir, did, l.Identifier)
+		}
+		return c, did, true, err
+	}
+	if err != nil {
+		return nil, "", false, err
+	}
+	if l.Identifier == "" {
+		return nil, "", false, fmt.Errorf("no OAuth session in %s (run `bulleted-mcp login`) and no identifier for an app-password login", l.Dir)
+	}
+	c, did, err = l.Open(ctx)
+	return c, did, false, err
+}
+
 // LogoutOAuth revokes the OAuth session saved in dir and deletes it. The
 // file is deleted even when the revocation fails (the error then wraps
 // ErrRevoke): nobody holds its tokens any more.

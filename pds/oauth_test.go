@@ -211,7 +211,24 @@ func TestOAuthLogin(t *testing.T) {
 		t.Fatalf("a post was written: %q", got)
 	}
 
-	// the app password still works in the same data directory
+	// the backend's choice: the OAuth session where there is one, else the
+	// app password
+	pc, did, isOAuth, err := pds.Login{PDS: srv.URL, Identifier: a.Handle, Password: a.AppPassword, Dir: dir}.OpenPreferOAuth(ctx)
+	if _, ok := pc.Auth.(*pds.OAuthAuth); err != nil || !isOAuth || !ok || did != a.DID {
+		t.Fatalf("with an OAuth session: %T oauth=%v %v", pc.Auth, isOAuth, err)
+	}
+	if _, _, _, err := (pds.Login{Identifier: "did:plc:someoneelse", Dir: dir}).OpenPreferOAuth(ctx); err == nil || !strings.Contains(err.Error(), "is for "+a.DID.String()) {
+		t.Fatalf("another DID: %v", err)
+	}
+	other := t.TempDir()
+	pc, did, isOAuth, err = pds.Login{PDS: srv.URL, Identifier: a.Handle, Password: a.AppPassword, Dir: other}.OpenPreferOAuth(ctx)
+	if _, ok := pc.Auth.(*atclient.PasswordAuth); err != nil || isOAuth || !ok || did != a.DID {
+		t.Fatalf("without an OAuth session: %T oauth=%v %v", pc.Auth, isOAuth, err)
+	}
+	if _, _, err := pds.New(pc, did).Head(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// the app password still works in the OAuth session's data directory
 	r := login(t, srv, a, dir, nil)
 	if _, _, err := r.Head(ctx); err != nil {
 		t.Fatal(err)
