@@ -20,6 +20,8 @@ var commands []command
 func init() {
 	commands = []command{
 		{"serve", "run the MCP server (stdio by default, --http for streamable HTTP)", runServe},
+		{"login", "sign in to your PDS with OAuth (the session is kept in the data directory)", runLogin},
+		{"logout", "revoke and delete the OAuth session", runLogout},
 		{"call", "call one tool from the shell: call TOOL [JSON]", runCall},
 		{"demo", "seed a throwaway store with the guide's example and show it", runDemo},
 		{"validate", "validate record files against the app.bulleted lexicons", runValidate},
