@@ -183,13 +183,16 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 // definite reports whether err means the batch was refused before it was
 // written (so nothing is unknown).
 func definite(err error) bool {
-	return errors.Is(err, budget.ErrBudget)
+	return errors.Is(err, budget.ErrBudget) || errors.Is(err, store.ErrRefused)
 }
 
 // refusal is the error of an operation refused before anything landed.
 func refusal(err error) error {
-	if errors.Is(err, budget.ErrBudget) {
+	switch {
+	case errors.Is(err, budget.ErrBudget):
 		return budgetError(err)
+	case errors.Is(err, store.ErrRefused):
+		return &Error{Kind: ErrNotOwner, Msg: err.Error(), Next: "nothing was written; if the session lacks a permission, run bulleted-mcp login again (it asks for the app.bulleted permission set)"}
 	}
 	return unavailable(err)
 }

@@ -46,6 +46,14 @@
 // by OthersTimeout at most. Identities are looked up through indigo's
 // caching directory.
 //
-// Login uses an app password (never a flag, never logged); the session is
-// kept in the data directory with mode 0600 and refreshed automatically.
+// Sign-in: OAuthLogin (AT Protocol OAuth as a loopback public client: PAR,
+// PKCE, DPoP; scope include:app.bulleted.authFull, or the granular repo:
+// scopes when the permission set cannot be resolved) keeps its session in
+// oauth-session.json and refreshes it under the data directory's lock after
+// re-reading the file, so processes never replay a rotated refresh token.
+// Login.OpenPreferOAuth uses that session when there is one, else an app
+// password (never a flag, never logged), whose session is kept in the data
+// directory with mode 0600 and refreshed automatically. A write the
+// repository refuses (a 4xx such as ScopeMissingError) is store.ErrRefused:
+// nothing was written.
 package pds

@@ -314,6 +314,9 @@ func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Writ
 			return nil, fmt.Errorf("%w: %v", budget.ErrBudget, err)
 		}
 		if !ambiguous(err) {
+			if errors.As(err, &ae) && ae.StatusCode >= 400 && ae.StatusCode < 500 && ae.StatusCode != http.StatusRequestTimeout {
+				return nil, fmt.Errorf("%w: applyWrites: %w", store.ErrRefused, err)
+			}
 			return nil, fmt.Errorf("applyWrites: %w", err)
 		}
 		// Unknown whether it committed: look before sending it again.

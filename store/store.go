@@ -22,6 +22,10 @@ var (
 	ErrRecordExists = errors.New("record already exists")
 	// ErrRecordMissing means an update or delete named a record that is absent.
 	ErrRecordMissing = errors.New("record does not exist")
+	// ErrRefused means the repository refused the batch for a reason that
+	// will not change by sending it again (a 4xx: no permission for the
+	// collection, a bad request); nothing of it was written.
+	ErrRefused = errors.New("the repository refused the write")
 	// ErrBatchTooLarge means the repository refused a batch for its size
 	// (HTTP 413); nothing of it was written. Send it in smaller parts.
 	ErrBatchTooLarge = errors.New("batch too large for the repository")

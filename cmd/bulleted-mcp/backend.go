@@ -42,7 +42,9 @@ type backend struct {
 // openBackend opens the embedded store in dir, or, with --pds/--identifier,
 // logs in to the PDS (session, budget ledger and undo journal kept in dir).
 func openBackend(ctx context.Context, dir string, f remoteFlags) (*backend, error) {
-	if !f.remote() {
+	// an OAuth session from `bulleted-mcp login` selects the PDS backend
+	// by itself; else --pds/--identifier with an app password
+	if !f.remote() && !pds.HasOAuth(dir) {
 		l, err := store.OpenLocal(dir)
 		if err != nil {
 			return nil, fmt.Errorf("opening store %s: %w", dir, err)
@@ -54,11 +56,8 @@ func openBackend(ctx context.Context, dir string, f remoteFlags) (*backend, erro
 		}
 		return &backend{env: &tools.Env{Engine: eng}, repo: l, close: func() { l.Close() }}, nil
 	}
-	if *f.identifier == "" {
-		return nil, fmt.Errorf("--pds needs --identifier (your handle or DID)")
-	}
 	directory := pds.Directory(*f.plc)
-	c, did, err := pds.Login{PDS: *f.pds, Identifier: *f.identifier, Password: os.Getenv(pds.PasswordEnv), Dir: dir, Directory: directory}.Open(ctx)
+	c, did, _, err := pds.Login{PDS: *f.pds, Identifier: *f.identifier, Password: os.Getenv(pds.PasswordEnv), Dir: dir, Directory: directory}.OpenPreferOAuth(ctx)
 	if err != nil {
 		return nil, err
 	}
