@@ -64,7 +64,13 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 	)
 	for _, t := range list {
 		t := t
-		s.AddTool(t.MCP(), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		s.AddTool(t.MCP(), func(ctx context.Context, req mcp.CallToolRequest) (res *mcp.CallToolResult, _ error) {
+			defer func() {
+				// a bug must still answer as a tool result, not a protocol error
+				if p := recover(); p != nil {
+					res = tools.ErrorResult(fmt.Errorf("internal error in %s: %v", t.Name, p))
+				}
+			}()
 			raw := req.GetArguments()
 			if raw == nil {
 				raw = map[string]any{}
@@ -78,7 +84,7 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 			if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 				ctx = outline.WithProgress(ctx, progressNotifier(ctx, req.Params.Meta.ProgressToken))
 			}
-			res, err := t.Handle(ctx, env, args)
+			res, err = t.Handle(ctx, env, args)
 			if err != nil {
 				// engine and network failures are results the model can act
 				// on, never protocol errors
