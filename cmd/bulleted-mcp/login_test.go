@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -70,6 +71,22 @@ func TestLoginLogout(t *testing.T) {
 	}
 	if _, err := os.Stat(pds.OAuthFile(dir)); err != nil {
 		t.Fatal(err)
+	}
+
+	// `call` (as `serve`) uses the OAuth session with no flags at all: the
+	// write lands in the account's repository on the PDS
+	var co, ce strings.Builder
+	if c := run([]string{"call", "--store", dir, "--plc", srv.PLCURL, "insert_after", `{"text":"written through OAuth"}`}, nil, &co, &ce); c != 0 {
+		t.Fatalf("call through the OAuth session: exit %d: %s %s", c, co.String(), ce.String())
+	}
+	resp, err := http.Get(srv.URL + "/xrpc/com.atproto.repo.listRecords?repo=" + a.DID.String() + "&collection=app.bulleted.node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "written through OAuth") {
+		t.Fatalf("the PDS does not hold the bullet: %s", body)
 	}
 
 	var lo, le strings.Builder
