@@ -101,13 +101,11 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 		res, err := e.Repo.Apply(cctx, swap, batch)
 		cancel()
 		if err == nil {
-			op.Landed++
-			op.Commits = append(op.Commits, res.Commit)
 			commits = append(commits, *res)
-			swap = res.Commit
-			if err := e.ops.save(op); err != nil {
-				return commits, fmt.Errorf("recording operation %s: %w", op.ID, err)
+			if err := e.markLanded(op, res.Commit); err != nil {
+				return commits, err
 			}
+			swap = res.Commit
 			continue
 		}
 		switch {
@@ -125,12 +123,10 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 				return commits, e.stop(op, rerr, "the repository could not be read after a conflict")
 			}
 			if batchLanded(s, batch) {
-				op.Landed++
-				op.Commits = append(op.Commits, s.Commit)
-				swap = s.Commit
-				if err := e.ops.save(op); err != nil {
+				if err := e.markLanded(op, s.Commit); err != nil {
 					return commits, err
 				}
+				swap = s.Commit
 				continue
 			}
 			if op.Landed == 0 && !anyLanded(s, op) && len(op.Undoes) == 0 {
@@ -154,12 +150,10 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 			// look once, then stop
 			if ctx.Err() == nil {
 				if s, rerr := e.Repo.Snapshot(ctx); rerr == nil && batchLanded(s, batch) {
-					op.Landed++
-					op.Commits = append(op.Commits, s.Commit)
-					swap = s.Commit
-					if err := e.ops.save(op); err != nil {
+					if err := e.markLanded(op, s.Commit); err != nil {
 						return commits, err
 					}
+					swap = s.Commit
 					continue
 				} else if rerr == nil && op.Landed == 0 && !anyLanded(s, op) && definite(err) {
 					e.ops.remove(op.ID)
@@ -178,6 +172,16 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 	}
 	e.ops.prune()
 	return commits, nil
+}
+
+// markLanded records that op's next batch landed in commit.
+func (e *Engine) markLanded(op *Operation, commit string) error {
+	op.Landed++
+	op.Commits = append(op.Commits, commit)
+	if err := e.ops.save(op); err != nil {
+		return fmt.Errorf("recording operation %s: %w", op.ID, err)
+	}
+	return nil
 }
 
 // definite reports whether err means the batch was refused before it was

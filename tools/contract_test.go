@@ -47,14 +47,18 @@ type fixture struct {
 	repo *store.Local
 }
 
-func newFixture(t testing.TB) *fixture {
+func newFixture(t testing.TB) *fixture { return newFixtureWith(t, false) }
+
+// newFixtureWith is an in-process MCP client of a server over a fresh
+// embedded store.
+func newFixtureWith(t testing.TB, readOnly bool) *fixture {
 	t.Helper()
 	l, err := store.OpenLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	c, err := client.NewInProcessClient(server.New(outline.New(l), false))
+	c, err := client.NewInProcessClient(server.New(outline.New(l), readOnly))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,26 +26,7 @@ var update = flag.Bool("update", false, "rewrite testdata snapshots and the READ
 
 func newClient(t *testing.T, readOnly bool) *client.Client {
 	t.Helper()
-	l, err := store.OpenLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	c, err := client.NewInProcessClient(server.New(outline.New(l), readOnly))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	if _, err := c.Initialize(ctx, init); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return newFixtureWith(t, readOnly).c
 }
 
 func call(t *testing.T, c *client.Client, name string, args map[string]any) (*mcp.CallToolResult, map[string]any) {
