@@ -105,14 +105,14 @@ type Ledger struct {
 	// Limit per Window and DayLimit per Day (defaults Limit, DayLimit).
 	Limit, DayLimit int
 
-	mu     sync.Mutex
-	path   string
-	pid    int    // the process reservations are held by (tests fake a dead one)
-	host   string
+	mu   sync.Mutex
+	path string
+	pid  int // the process reservations are held by (tests fake a dead one)
+	host string
 	// lastSettle is the time the last Settle recorded (tests).
 	lastSettle time.Time
-	f      file // oldest spent first
-	paused time.Time
+	f          file // oldest spent first
+	paused     time.Time
 }
 
 // New returns a ledger kept in path ("" = memory only), loading what an

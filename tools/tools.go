@@ -264,15 +264,15 @@ func badArgs(format string, args ...any) (*mcp.CallToolResult, error) {
 
 // WriteResult is the structured result of every write tool.
 type WriteResult struct {
-	Summary      string            `json:"summary"`
-	DryRun       bool              `json:"dryRun"`
-	NoChange     bool              `json:"noChange,omitempty"`
-	Operation    string            `json:"operation,omitempty"`
-	Created      []Created         `json:"created,omitempty"`
-	CreatedTotal int               `json:"createdTotal,omitempty"`
-	Commit       *Commit           `json:"commit,omitempty"`
-	Commits      int               `json:"commits,omitempty"`
-	Cost         int               `json:"cost"`
+	Summary      string    `json:"summary"`
+	DryRun       bool      `json:"dryRun"`
+	NoChange     bool      `json:"noChange,omitempty"`
+	Operation    string    `json:"operation,omitempty"`
+	Created      []Created `json:"created,omitempty"`
+	CreatedTotal int       `json:"createdTotal,omitempty"`
+	Commit       *Commit   `json:"commit,omitempty"`
+	Commits      int       `json:"commits,omitempty"`
+	Cost         int       `json:"cost"`
 	// BudgetRemaining is the write budget left in the rolling hour
 	// (absent when the repository has no budget, as the embedded store).
 	BudgetRemaining *int          `json:"budgetRemaining,omitempty"`
