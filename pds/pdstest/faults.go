@@ -50,7 +50,8 @@ const (
 	// client gives up or the proxy is closed. Not forwarded.
 	EndlessBody
 	// CorruptCAR forwards the request and flips bytes of the PDS's
-	// answer body (one every 4 KiB, from byte 64 on).
+	// answer body: one every 4 KiB from byte 40 on, the first inside a CAR
+	// header's root CID (so that even a header-only CAR is spoiled).
 	CorruptCAR
 )
 
@@ -466,7 +467,7 @@ func (p *FaultProxy) relay(w http.ResponseWriter, r *http.Request, method string
 	io.Copy(w, src)
 }
 
-// flipper inverts one byte every 4 KiB, from byte 64 on.
+// flipper inverts one byte every 4 KiB, from byte flipFrom on.
 type flipper struct {
 	r   io.Reader
 	off int64
@@ -475,7 +476,7 @@ type flipper struct {
 func (f *flipper) Read(b []byte) (int, error) {
 	n, err := f.r.Read(b)
 	for i := 0; i < n; i++ {
-		if o := f.off + int64(i); o >= 64 && (o-64)%4096 == 0 {
+		if o := f.off + int64(i); o >= flipFrom && (o-flipFrom)%4096 == 0 {
 			b[i] ^= 0xff
 		}
 	}
@@ -570,3 +571,7 @@ func writeJSONError(w http.ResponseWriter, code int, name, msg string) {
 	w.WriteHeader(code)
 	io.WriteString(w, body)
 }
+
+// flipFrom is the first byte CorruptCAR flips: inside the root CID of a
+// CAR v1 header (about 59 bytes for one CIDv1 root).
+const flipFrom = 40

@@ -9,12 +9,16 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/bluesky-social/indigo/atproto/syntax"
 	car "github.com/ipld/go-car"
+
+	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
 
 // backend is a trivial XRPC server: every method answers {"ok":N} (N the
@@ -204,7 +208,7 @@ func TestFaultKinds(t *testing.T) {
 					t.Fatalf("got %d, %d bytes", a.status, len(a.body))
 				}
 				for i := range a.body {
-					flipped := i >= 64 && (i-64)%4096 == 0
+					flipped := i >= flipFrom && (i-flipFrom)%4096 == 0
 					if (a.body[i] != b.repo[i]) != flipped {
 						t.Fatalf("byte %d: got %#x, backend sent %#x", i, a.body[i], b.repo[i])
 					}
@@ -340,4 +344,69 @@ func TestEndlessBody(t *testing.T) {
 	within(t, "Close during an endless body", p.Close)
 	// the stream ended: reading on finishes
 	within(t, "reading after Close", func() { io.Copy(io.Discard, resp.Body) })
+}
+
+// ---- the oracle's checks, on records made up here ----
+
+const oracleDID = syntax.DID("did:plc:oracleoracleoracleoracle")
+
+func node(rkey, text, sortKey, parent string) Record {
+	v := map[string]any{"$type": lexicon.Node, "text": text, "sortKey": sortKey}
+	if parent != "" {
+		v["parent"] = "at://" + oracleDID.String() + "/" + lexicon.Node + "/" + parent
+	}
+	return Record{Collection: lexicon.Node, RKey: rkey, Value: v}
+}
+
+func note(rkey, text, subjectKey string) Record {
+	return Record{Collection: lexicon.Note, RKey: rkey, Value: map[string]any{"$type": lexicon.Note, "text": text,
+		"subject": "at://" + oracleDID.String() + "/" + lexicon.Node + "/" + subjectKey}}
+}
+
+func TestOracle(t *testing.T) {
+	base := []Record{
+		node("k1", "A", "a", ""), node("k2", "B", "b", ""), node("k3", "b1", "m", "k2"),
+		node("k0", "b0", "m", "k2"), // same sortKey as b1: record key decides
+		note("k1", "note A", "k1"),
+	}
+	want := []Shape{{Text: "A", Note: "note A"}, {Text: "B", Children: []Shape{{Text: "b0"}, {Text: "b1"}}}}
+	cases := []struct {
+		name     string
+		recs     []Record
+		problems []string // substrings, one per problem, in order
+		diff     string   // substring of DiffShapes(got, want)
+	}{
+		{"consistent", base, nil, ""},
+		{"missing parent", append(slices.Clone(base), node("k9", "lost", "z", "kX")), []string{`detached app.bulleted.node k9 "lost": parent`}, ""},
+		{"parent in another repository", append(slices.Clone(base), Record{Collection: lexicon.Node, RKey: "k9",
+			Value: map[string]any{"text": "far", "sortKey": "z", "parent": "at://did:plc:other/app.bulleted.node/k1"}}), []string{"not a node of this repository"}, ""},
+		{"cycle", append(slices.Clone(base), node("c1", "x", "a", "c2"), node("c2", "y", "a", "c1")), []string{"in a cycle", "in a cycle"}, ""},
+		{"note without its node", append(slices.Clone(base), note("k8", "orphan", "k8")), []string{"note k8 apart from its node"}, ""},
+		{"note about another node", append(slices.Clone(base), note("k2", "wrong", "k1")), []string{"note k2 apart from its node"}, ""},
+		{"duplicate text", append(slices.Clone(base), node("k7", "b1", "n", "k2")), []string{`duplicate "b1" ×2`}, `[2]: unexpected "b1"`},
+		{"lost child", append(slices.Clone(base[:3]), base[4]), nil, `/"B"[0]: got "b1", want "b0"`},
+		{"lost note", base[:4], nil, `[0] "A": note "", want "note A"`},
+		{"order by sortKey", append(slices.Clone(base[1:]), node("k1", "A", "c", ""), note("k1", "note A", "k1")), nil, `[0]: got "B", want "A"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tr := Outline(oracleDID, c.recs)
+			got := tr.CheckConsistent(true)
+			if len(got) != len(c.problems) {
+				t.Fatalf("problems %q, want %d", got, len(c.problems))
+			}
+			for i, p := range c.problems {
+				if !strings.Contains(got[i], p) {
+					t.Fatalf("problem %d: %q, want it to say %q", i, got[i], p)
+				}
+			}
+			d := DiffShapes(tr.Shape(), want)
+			if (c.diff == "") != (d == "") || !strings.Contains(d, c.diff) {
+				t.Fatalf("diff %q, want %q", d, c.diff)
+			}
+		})
+	}
+	if b, n := Size(want); b != 4 || n != 1 {
+		t.Fatalf("Size: %d bullets, %d notes", b, n)
+	}
 }
