@@ -148,6 +148,7 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 		default:
 			// the batch may or may not have landed (timeout, outage):
 			// look once, then stop
+			op.Unknown = true
 			if ctx.Err() == nil {
 				if s, rerr := e.Repo.Snapshot(ctx); rerr == nil && batchLanded(s, batch) {
 					if err := e.markLanded(op, s.Commit); err != nil {
@@ -155,9 +156,12 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 					}
 					swap = s.Commit
 					continue
-				} else if rerr == nil && op.Landed == 0 && !anyLanded(s, op) && definite(err) {
-					e.ops.remove(op.ID)
-					return nil, refusal(err)
+				} else if rerr == nil {
+					op.Unknown = false // read back: it did not land
+					if op.Landed == 0 && !anyLanded(s, op) && definite(err) {
+						e.ops.remove(op.ID)
+						return nil, refusal(err)
+					}
 				}
 			}
 			return commits, e.stop(op, err, "")
@@ -176,6 +180,7 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 
 // markLanded records that op's next batch landed in commit.
 func (e *Engine) markLanded(op *Operation, commit string) error {
+	op.Unknown = false
 	op.Landed++
 	op.Commits = append(op.Commits, commit)
 	if err := e.ops.save(op); err != nil {
@@ -226,6 +231,9 @@ func (e *Engine) stop(op *Operation, err error, why string) error {
 	}
 	rep := op.Report()
 	msg := fmt.Sprintf("operation %s (%s) stopped after %d of %d batch(es) (%d of %d writes landed): %s", op.ID, op.Summary, op.Landed, len(op.Batches), rep.LandedWrites, len(op.Writes), reason)
+	if rep.UnknownWrites > 0 {
+		msg += fmt.Sprintf("; the next %d write(s) may have landed too (the repository could not be read back: resume or undo will find out)", rep.UnknownWrites)
+	}
 	if errors.Is(err, budget.ErrBudget) {
 		var ex *budget.Exceeded
 		if errors.As(err, &ex) && !ex.FreeAt.IsZero() {
@@ -446,6 +454,7 @@ func (e *Engine) Resume(ctx context.Context, id string, dryRun bool) (*Outcome, 
 		op.Landed++
 		op.Commits = append(op.Commits, s.Commit)
 	}
+	op.Unknown = false // the repository was read: what landed is known
 	rest := op.Writes[op.landedWrites():]
 	plan := &Plan{Writes: rest, Cost: store.Cost(rest), Summary: "resume " + op.ID + ": " + op.Summary}
 	out := &Outcome{Plan: plan, DryRun: dryRun, BudgetLeft: e.budgetLeft()}

@@ -49,6 +49,9 @@ type Operation struct {
 	Landed  int             // batches known to be committed
 	Commits []string        // commit CIDs of the landed batches (when known)
 	Reason  string          // why it stopped, for an incomplete operation
+	// Unknown: the batch after the landed ones may have landed too (the
+	// repository could not be read back); resume and undo find out.
+	Unknown bool
 	Undoes  []string        // the operations this one rolls back
 	Keys    []string        // record keys minted while planning it
 }
@@ -81,7 +84,10 @@ type OpReport struct {
 	Writes       int      `json:"writes"`
 	LandedWrites int      `json:"writesLanded"`
 	Reason       string   `json:"reason,omitempty"`
-	Created      []string `json:"createdLanded,omitempty"` // record keys of bullets created by the landed batches
+	// UnknownWrites: writes of a batch whose outcome is unknown (it may
+	// have landed; resume or undo finds out).
+	UnknownWrites int      `json:"writesUnknown,omitempty"`
+	Created       []string `json:"createdLanded,omitempty"` // record keys of bullets created by the landed batches
 	Next         string   `json:"next,omitempty"`
 }
 
@@ -89,6 +95,9 @@ type OpReport struct {
 func (op *Operation) Report() OpReport {
 	r := OpReport{ID: op.ID, Summary: op.Summary, State: op.State, Started: op.Started.UTC().Format(time.RFC3339),
 		Batches: len(op.Batches), Landed: op.Landed, Writes: len(op.Writes), LandedWrites: op.landedWrites(), Reason: op.Reason}
+	if op.Unknown && op.Landed < len(op.Batches) {
+		r.UnknownWrites = len(op.batch(op.Landed))
+	}
 	for _, w := range op.Writes[:r.LandedWrites] {
 		if w.Op == store.Create && (w.Collection == lexicon.Node || w.Collection == lexicon.Mirror) && len(r.Created) < 50 {
 			r.Created = append(r.Created, w.RKey)
@@ -113,6 +122,7 @@ type opFile struct {
 	Landed  int           `json:"landed"`
 	Commits []string      `json:"commits,omitempty"`
 	Reason  string        `json:"reason,omitempty"`
+	Unknown bool          `json:"unknown,omitempty"`
 	Undoes  []string      `json:"undoes,omitempty"`
 }
 
@@ -127,7 +137,7 @@ type opWriteJSON struct {
 
 func encodeOp(op *Operation) ([]byte, error) {
 	f := opFile{ID: op.ID, DID: op.DID, Summary: op.Summary, Started: op.Started, State: op.State,
-		Batches: op.Batches, Landed: op.Landed, Commits: op.Commits, Reason: op.Reason, Undoes: op.Undoes,
+		Batches: op.Batches, Landed: op.Landed, Commits: op.Commits, Reason: op.Reason, Unknown: op.Unknown, Undoes: op.Undoes,
 		Writes: make([]opWriteJSON, len(op.Writes))}
 	for i, w := range op.Writes {
 		jw := opWriteJSON{Op: w.Op, Collection: w.Collection, RKey: w.RKey}
@@ -156,7 +166,7 @@ func decodeOp(raw []byte) (*Operation, error) {
 		return nil, err
 	}
 	op := &Operation{ID: f.ID, DID: f.DID, Summary: f.Summary, Started: f.Started, State: f.State,
-		Batches: f.Batches, Landed: f.Landed, Commits: f.Commits, Reason: f.Reason, Undoes: f.Undoes,
+		Batches: f.Batches, Landed: f.Landed, Commits: f.Commits, Reason: f.Reason, Unknown: f.Unknown, Undoes: f.Undoes,
 		Writes: make([]store.Write, len(f.Writes)), Prev: make([]*store.Record, len(f.Writes))}
 	for i, jw := range f.Writes {
 		w := store.Write{Op: jw.Op, Collection: jw.Collection, RKey: jw.RKey}

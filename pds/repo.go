@@ -311,7 +311,8 @@ func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Writ
 					continue // the loop sleeps through the pause
 				}
 			}
-			return nil, fmt.Errorf("%w: %v", budget.ErrBudget, err)
+			// the server's word on when writes are free again, capped
+			return nil, fmt.Errorf("%w (%v)", &budget.Exceeded{Cost: cost, FreeAt: rl.Until, Paused: true, Window: "hour"}, err)
 		}
 		if !ambiguous(err) {
 			if errors.As(err, &ae) && ae.StatusCode >= 400 && ae.StatusCode < 500 && ae.StatusCode != http.StatusRequestTimeout {
