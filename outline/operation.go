@@ -52,8 +52,8 @@ type Operation struct {
 	// Unknown: the batch after the landed ones may have landed too (the
 	// repository could not be read back); resume and undo find out.
 	Unknown bool
-	Undoes  []string        // the operations this one rolls back
-	Keys    []string        // record keys minted while planning it
+	Undoes  []string // the operations this one rolls back
+	Keys    []string // record keys minted while planning it
 }
 
 // batch returns the writes of batch i.
@@ -75,20 +75,20 @@ func (op *Operation) landedWrites() int {
 
 // OpReport is what an agent is told about an operation.
 type OpReport struct {
-	ID           string   `json:"id"`
-	Summary      string   `json:"summary"`
-	State        string   `json:"state"`
-	Started      string   `json:"started"`
-	Batches      int      `json:"batches"`
-	Landed       int      `json:"batchesLanded"`
-	Writes       int      `json:"writes"`
-	LandedWrites int      `json:"writesLanded"`
-	Reason       string   `json:"reason,omitempty"`
+	ID           string `json:"id"`
+	Summary      string `json:"summary"`
+	State        string `json:"state"`
+	Started      string `json:"started"`
+	Batches      int    `json:"batches"`
+	Landed       int    `json:"batchesLanded"`
+	Writes       int    `json:"writes"`
+	LandedWrites int    `json:"writesLanded"`
+	Reason       string `json:"reason,omitempty"`
 	// UnknownWrites: writes of a batch whose outcome is unknown (it may
 	// have landed; resume or undo finds out).
 	UnknownWrites int      `json:"writesUnknown,omitempty"`
 	Created       []string `json:"createdLanded,omitempty"` // record keys of bullets created by the landed batches
-	Next         string   `json:"next,omitempty"`
+	Next          string   `json:"next,omitempty"`
 }
 
 // Report describes op.
