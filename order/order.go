@@ -444,6 +444,17 @@ type Plan struct {
 	Respace []Respace
 }
 
+// Options tune Place.
+type Options struct {
+	// Foreign reports whether sibs[i] was written by another client.
+	Foreign func(i int) bool
+}
+
+// PlaceOpt is Place with options.
+func PlaceOpt(sibs []string, at, n int, bias Bias, opt Options) (Plan, error) {
+	return Place(sibs, at, n, bias)
+}
+
 // Place chooses keys for n new items inserted before sibs[at] (at == len(sibs)
 // appends). sibs are the sibling keys in display order (sortKey bytes, then
 // record key). bias is used for a single insert; see BiasFor.

@@ -209,15 +209,19 @@ func FuzzBetween(f *testing.F) {
 }
 
 // BenchmarkPatterns reports key lengths and extra writes for every pattern at
-// 1,000 and 10,000 insertions, for this package and the midpoint baseline.
+// 1,000, 10,000 and 100,000 insertions into one list, for this package and
+// (up to 10,000) the midpoint baseline.
 // Run: go test ./order -run '^$' -bench Patterns -benchtime 1x
 func BenchmarkPatterns(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
+	for _, n := range []int{1000, 10000, 100000} {
 		for _, p := range Patterns {
 			for _, g := range []struct {
 				name string
 				gen  Generator
 			}{{"place", PlaceGen}, {"midpoint", Midpoint}} {
+				if g.name == "midpoint" && n > 10000 {
+					continue // its keys grow linearly: megabytes of keys
+				}
 				b.Run(fmt.Sprintf("%s/n=%d/%s", p, n, g.name), func(b *testing.B) {
 					var s Stats
 					for i := 0; i < b.N; i++ {
@@ -229,6 +233,9 @@ func BenchmarkPatterns(b *testing.B) {
 					b.ReportMetric(float64(s.MaxLen), "maxlen")
 					b.ReportMetric(s.MeanLen, "meanlen")
 					b.ReportMetric(float64(s.ExtraWrites)/float64(n), "extra/ins")
+					b.ReportMetric(float64(s.Worst), "worst")
+					b.ReportMetric(float64(s.OverBound), "over32")
+					b.ReportMetric(float64(s.ForeignWrites), "foreign")
 				})
 			}
 		}
