@@ -16,7 +16,7 @@ const MaxKey = 512
 const Threshold = 24
 
 // jump is how far a biased choice moves from zero on a fresh level.
-const jump = 62 * 62
+const jump = 62 * 62 * 62 / 2
 
 // ErrNoRoom is returned by Between when no key of the alphabet fits strictly
 // between the bounds (equal bounds, or bounds that differ only in bytes
@@ -29,27 +29,50 @@ type Bias int
 const (
 	// Mid places the key in the middle of the gap.
 	Mid Bias = iota
-	// NearLo places the key just above the lower neighbour.
+	// NearLo places the key just above the lower neighbour (zig-zag: the
+	// upper neighbour is the newest and the next edit goes above the key).
 	NearLo
-	// NearHi places the key just below the upper neighbour.
+	// NearHi places the key just below the upper neighbour (zig-zag: the
+	// lower neighbour is the newest and the next edit goes below the key).
 	NearHi
+	// Next continues a run downwards from the lower neighbour (typing down:
+	// the next edit goes right after the key), counting up in steps that
+	// leave room for later inserts between the run's bullets.
+	Next
+	// Prev continues a run upwards from the upper neighbour (inserting again
+	// and again after the same bullet), counting down likewise.
+	Prev
 )
+
+// runStep is how far Next and Prev count on an open side: a gap of 61 keys
+// of the same length is left between a run's bullets for later inserts.
+const runStep = 62
 
 // BiasFor returns the bias for inserting before sibs[at], given the indices
 // of the newest and second-newest siblings (-1 when there are none; record
 // keys are TIDs, so the snapshot says which they are). When the newest
 // sibling borders the gap and the second newest is next to it, an edit run is
-// under way (typing down a list, inserting again after the same bullet,
-// zig-zagging between the two newest): the key goes next to the older
-// neighbour, so the gap the next edit will use stays wide. Otherwise Mid.
+// under way: typing down a list (Next), inserting again after the same bullet
+// (Prev), zig-zagging between the two newest (NearLo, NearHi: the key goes
+// next to the older neighbour, so the gap the next edit will use stays wide).
+// Otherwise Mid.
 func BiasFor(at, newest, second int) Bias {
 	switch {
-	case newest >= 0 && newest == at-1 && (second == at-2 || second == at):
+	case newest >= 0 && newest == at-1 && second == at-2:
+		return Next
+	case newest >= 0 && newest == at-1 && second == at:
 		return NearHi
-	case newest >= 0 && newest == at && (second == at-1 || second == at+1):
+	case newest >= 0 && newest == at && second == at+1:
+		return Prev
+	case newest >= 0 && newest == at && second == at-1:
 		return NearLo
 	}
 	return Mid
+}
+
+// stepIn is the step of a run into a bounded gap of width w (≥ 2).
+func stepIn(w int64) int64 {
+	return max(1, min(runStep, w/64))
 }
 
 // Valid reports whether k is acceptable as a stored sortKey (1..512 bytes).
@@ -216,6 +239,11 @@ func Between(lo, hi string, bias Bias) (string, error) {
 	if k, ok := structured(lo, hi, lo == "", hi == "", bias, true, 0); ok && inside(lo, hi, k) {
 		return k, nil
 	}
+	if bias != Mid {
+		if k, ok := suffixed(lo, hi, bias); ok {
+			return k, nil
+		}
+	}
 	k, err := raw(lo, hi)
 	if err == nil && !inside(lo, hi, k) {
 		return "", ErrNoRoom
@@ -259,20 +287,26 @@ func structured(lo, hi string, loOpen, hiOpen bool, bias Bias, top bool, depth i
 			m = 0
 		}
 	case aInf:
-		if b <= minInt {
+		if b <= minInt+runStep {
 			return "", false
 		}
 		m = b - 1
-		if !top && bias == NearLo && m > -jump {
-			m = -jump
+		switch {
+		case bias == Prev:
+			m = b - runStep
+		case !top && bias == NearLo && b > 0:
+			m = -jump // leave the negative half to this run
 		}
 	case bInf:
-		if a >= maxInt {
+		if a >= maxInt-runStep {
 			return "", false
 		}
 		m = a + 1
-		if !top && bias == NearHi && m < jump {
-			m = jump
+		switch {
+		case bias == Next:
+			m = a + runStep
+		case !top && bias == NearHi && a < 0:
+			m = jump // leave the negative half to the other run
 		}
 	case b-a >= 2:
 		switch bias {
@@ -280,6 +314,10 @@ func structured(lo, hi string, loOpen, hiOpen bool, bias Bias, top bool, depth i
 			m = a + 1
 		case NearHi:
 			m = b - 1
+		case Next:
+			m = a + stepIn(b-a)
+		case Prev:
+			m = b - stepIn(b-a)
 		default:
 			m = a + (b-a)/2
 		}
@@ -300,6 +338,57 @@ func structured(lo, hi string, loOpen, hiOpen bool, bias Bias, top bool, depth i
 		return e + sub, true
 	}
 	return enc(m), true
+}
+
+// suffixed handles keys that do not parse as elements from the start
+// (midpoints of fractional parts, foreign keys): it takes as the anchor of a
+// level either lo itself or lo or hi without its last element, and places the
+// key at that level as structured does, so runs there grow logarithmically
+// too. Every candidate is checked to lie strictly between the bounds; the
+// shortest wins.
+func suffixed(lo, hi string, bias Bias) (string, bool) {
+	best := ""
+	try := func(p string) {
+		var restLo, restHi string
+		loOpen, hiOpen := false, false
+		switch {
+		case strings.HasPrefix(lo, p):
+			restLo, loOpen = lo[len(p):], lo == p
+		case lo == "" || lo < p:
+			loOpen = true
+		default:
+			return
+		}
+		switch {
+		case hi != "" && strings.HasPrefix(hi, p):
+			if restHi = hi[len(p):]; restHi == "" {
+				return
+			}
+		case hi == "" || hi > p:
+			hiOpen = true
+		default:
+			return
+		}
+		sub, ok := structured(restLo, restHi, loOpen, hiOpen, bias, false, 0)
+		if !ok {
+			return
+		}
+		k := p + sub
+		if inside(lo, hi, k) && Generated(k) && len(k) <= MaxKey && (best == "" || len(k) < len(best)) {
+			best = k
+		}
+	}
+	for _, key := range []string{lo, hi} {
+		for s := 2; s <= maxDigits+1 && s <= len(key); s++ {
+			if _, size, ok := dec(key[len(key)-s:]); ok && size == s {
+				try(key[:len(key)-s])
+			}
+		}
+	}
+	if lo != "" {
+		try(lo)
+	}
+	return best, best != ""
 }
 
 // raw finds a short alphabet key strictly between lo and hi byte by byte.

@@ -31,7 +31,7 @@ func TestBetweenVectors(t *testing.T) {
 		{strings.Repeat("a", 511), strings.Repeat("a", 511) + "b"}, {"a0", "a0000001"},
 	}
 	for _, c := range cases {
-		for _, b := range []Bias{Mid, NearLo, NearHi} {
+		for _, b := range []Bias{Mid, NearLo, NearHi, Next, Prev} {
 			k, err := Between(c.lo, c.hi, b)
 			if err != nil {
 				t.Fatalf("Between(%q,%q,%d): %v", c.lo, c.hi, b, err)
@@ -130,7 +130,7 @@ func TestPlaceProperty(t *testing.T) {
 		for step := 0; step < 30; step++ {
 			at := rng.IntN(len(sibs) + 1)
 			n := 1 + rng.IntN(3)
-			sibs = checkPlace(t, sibs, at, n, Bias(rng.IntN(3)))
+			sibs = checkPlace(t, sibs, at, n, Bias(rng.IntN(5)))
 		}
 	}
 }
@@ -179,7 +179,7 @@ func FuzzBetween(f *testing.F) {
 		if len(lo) > MaxKey || len(hi) > MaxKey {
 			return
 		}
-		bias := Bias(((b % 3) + 3) % 3)
+		bias := Bias(((b % 5) + 5) % 5)
 		k, err := Between(lo, hi, bias)
 		if lo != "" && hi != "" && lo >= hi {
 			if err == nil {
