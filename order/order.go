@@ -12,8 +12,18 @@ const Alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz
 // MaxKey is Bulleted's limit on a sortKey in bytes.
 const MaxKey = 512
 
-// Threshold is the longest key Place generates before it renormalises.
+// Threshold is the key length above which Place looks for a small window of
+// its own siblings to respace (at most Window of them, none foreign) so that
+// keys stay short; when there is none it accepts a longer key.
 const Threshold = 24
+
+// MaxGen is the longest key Place ever generates: above it, it respaces a
+// window of at most Window siblings (foreign ones last), and only when even
+// that fails a larger one.
+const MaxGen = 32
+
+// Window is the most siblings a bounded respacing rewrites.
+const Window = 32
 
 // jump is how far a biased choice moves from zero on a fresh level.
 const jump = 62 * 62 * 62 / 2
@@ -533,82 +543,165 @@ type Plan struct {
 	Respace []Respace
 }
 
-// Options tune Place.
+// Place chooses keys for n new items inserted before sibs[at] (at == len(sibs)
+// appends). sibs are the sibling keys in display order (sortKey bytes, then
+// record key). bias is used for a single insert; see BiasFor. All siblings
+// are treated as this client's own; see PlaceOpt.
+func Place(sibs []string, at, n int, bias Bias) (Plan, error) {
+	return PlaceOpt(sibs, at, n, bias, Options{})
+}
+
+// Options tune PlaceOpt.
 type Options struct {
-	// Foreign reports whether sibs[i] was written by another client.
+	// Foreign reports whether sibs[i] was last written by another client
+	// (the planner can tell from the record's TID clock identifier, or from
+	// the set of records it wrote itself). Place rewrites foreign siblings
+	// only when no key of at most MaxGen bytes fits otherwise, and then as
+	// few as it can: rewriting them races that client's own edits. nil means
+	// none is foreign.
 	Foreign func(i int) bool
 }
 
-// PlaceOpt is Place with options.
+// PlaceOpt is Place with options. It generates, in order of preference:
+//
+//  1. keys straight between the neighbours, when they are at most Threshold
+//     bytes;
+//  2. a respacing of a window of at most Window siblings, none foreign, with
+//     the fewest rewrites that brings every key to at most Threshold bytes;
+//  3. keys straight between the neighbours up to MaxGen bytes (a longer key
+//     rather than a rewrite);
+//  4. a respacing of a window of at most Window siblings with keys of at most
+//     MaxGen bytes, fewest foreign siblings first, then fewest rewrites;
+//  5. a respacing of windows doubling around the insertion point, up to the
+//     whole list with open ends (which always fits). Only this step can
+//     rewrite more than Window siblings.
+//
+// Respaced keys are spread evenly over their window, leaving room between
+// them. The visible order never changes.
 func PlaceOpt(sibs []string, at, n int, bias Bias, opt Options) (Plan, error) {
-	return Place(sibs, at, n, bias)
-}
-
-// Place chooses keys for n new items inserted before sibs[at] (at == len(sibs)
-// appends). sibs are the sibling keys in display order (sortKey bytes, then
-// record key). bias is used for a single insert; see BiasFor.
-func Place(sibs []string, at, n int, bias Bias) (Plan, error) {
 	if at < 0 || at > len(sibs) || n < 0 {
 		return Plan{}, errors.New("order: position out of range")
 	}
 	if n == 0 {
 		return Plan{}, nil
 	}
+	foreign := func(i int) bool { return opt.Foreign != nil && opt.Foreign(i) }
+	var direct []string
 	lo, okLo := bound(sibs, at-1)
 	hi, okHi := bound(sibs, at)
 	if okLo && okHi {
-		var keys []string
 		var err error
 		if n == 1 {
 			var k string
 			k, err = Between(lo, hi, bias)
-			keys = []string{k}
+			direct = []string{k}
 		} else {
-			keys, err = Spread(lo, hi, n)
+			direct, err = Spread(lo, hi, n)
 		}
-		if err == nil && fits(keys) {
-			return Plan{Keys: keys}, nil
+		if err != nil || !fits(direct, MaxGen) {
+			direct = nil
+		}
+		if direct != nil && fits(direct, Threshold) {
+			return Plan{Keys: direct}, nil
 		}
 	}
-	// renormalise a window [a, b) around at, doubling
+	if p, ok := bestWindow(sibs, at, n, Threshold, false, foreign); ok {
+		return p, nil
+	}
+	if direct != nil {
+		return Plan{Keys: direct}, nil
+	}
+	if p, ok := bestWindow(sibs, at, n, MaxGen, true, foreign); ok {
+		return p, nil
+	}
 	for w := 1; ; w *= 2 {
-		a, b := at-w, at+w
-		if a < 0 {
-			a = 0
+		a, b := max(at-w, 0), min(at+w, len(sibs))
+		if p, ok := respace(sibs, at, n, a, b, MaxGen); ok {
+			return p, nil
 		}
-		if b > len(sibs) {
-			b = len(sibs)
+		if a == 0 && b == len(sibs) {
+			// unreachable: open ends always fit
+			return Plan{}, errors.New("order: cannot place keys even across the whole list")
 		}
-		lo, okLo := bound(sibs, a-1)
-		hi, okHi := bound(sibs, b)
-		whole := a == 0 && b == len(sibs)
-		if okLo && okHi {
-			keys, err := Spread(lo, hi, (b-a)+n)
-			if err == nil && fits(keys) {
-				p := Plan{}
-				// assign: siblings a..at-1, then new, then at..b-1
-				idx := 0
-				for i := a; i < at; i++ {
-					if sibs[i] != keys[idx] {
-						p.Respace = append(p.Respace, Respace{Index: i, Key: keys[idx]})
-					}
-					idx++
+	}
+}
+
+// bestWindow tries windows [a, b) around at of at most Window siblings and
+// returns the cheapest respacing whose keys are at most limit bytes: with
+// allowForeign false only windows without foreign siblings, otherwise the
+// fewest foreign siblings first; then the fewest rewrites, then the shortest
+// keys.
+func bestWindow(sibs []string, at, n, limit int, allowForeign bool, foreign func(int) bool) (Plan, bool) {
+	var best Plan
+	bestF, bestW, bestL := -1, 0, 0
+	seen := map[[2]int]bool{}
+	for t := 2; t <= Window; t *= 2 {
+		for q := 0; q <= 4; q++ {
+			a := max(at-t*q/4, 0)
+			b := min(a+t, len(sibs))
+			a = max(min(a, b-t), 0)
+			if seen[[2]int{a, b}] || a == b {
+				continue
+			}
+			seen[[2]int{a, b}] = true
+			f := 0
+			for i := a; i < b; i++ {
+				if foreign(i) {
+					f++
 				}
-				p.Keys = append([]string(nil), keys[idx:idx+n]...)
-				idx += n
-				for i := at; i < b; i++ {
-					if sibs[i] != keys[idx] {
-						p.Respace = append(p.Respace, Respace{Index: i, Key: keys[idx]})
-					}
-					idx++
-				}
-				return p, nil
+			}
+			if f > 0 && !allowForeign {
+				continue
+			}
+			p, ok := respace(sibs, at, n, a, b, limit)
+			if !ok {
+				continue
+			}
+			l := 0
+			for _, k := range p.Keys {
+				l = max(l, len(k))
+			}
+			for _, r := range p.Respace {
+				l = max(l, len(r.Key))
+			}
+			w := len(p.Respace)
+			if bestF < 0 || f < bestF || (f == bestF && (w < bestW || (w == bestW && l < bestL))) {
+				best, bestF, bestW, bestL = p, f, w, l
 			}
 		}
-		if whole {
-			return Plan{}, errors.New("order: cannot place keys even across the whole list") // unreachable
-		}
 	}
+	return best, bestF >= 0
+}
+
+// respace spreads fresh keys over siblings a..b-1 and the n new items
+// (inserted before at), all of at most limit bytes.
+func respace(sibs []string, at, n, a, b, limit int) (Plan, bool) {
+	lo, okLo := bound(sibs, a-1)
+	hi, okHi := bound(sibs, b)
+	if !okLo || !okHi {
+		return Plan{}, false
+	}
+	keys, err := Spread(lo, hi, (b-a)+n)
+	if err != nil || !fits(keys, limit) {
+		return Plan{}, false
+	}
+	p := Plan{}
+	idx := 0
+	for i := a; i < at; i++ {
+		if sibs[i] != keys[idx] {
+			p.Respace = append(p.Respace, Respace{Index: i, Key: keys[idx]})
+		}
+		idx++
+	}
+	p.Keys = append([]string(nil), keys[idx:idx+n]...)
+	idx += n
+	for i := at; i < b; i++ {
+		if sibs[i] != keys[idx] {
+			p.Respace = append(p.Respace, Respace{Index: i, Key: keys[idx]})
+		}
+		idx++
+	}
+	return p, true
 }
 
 // bound returns sibs[i] as a bound ("" for an open end), and false when the
@@ -623,9 +716,9 @@ func bound(sibs []string, i int) (string, bool) {
 	return sibs[i], true
 }
 
-func fits(keys []string) bool {
+func fits(keys []string, limit int) bool {
 	for _, k := range keys {
-		if len(k) > Threshold || !Generated(k) {
+		if len(k) > limit || !Generated(k) {
 			return false
 		}
 	}

@@ -61,7 +61,7 @@ func checkPlace(t testing.TB, sibs []string, at, n int, bias Bias) []string {
 	out = append(out[:at], append(append([]string(nil), p.Keys...), out[at:]...)...)
 	for i, k := range out {
 		if i >= at && i < at+n || changed(p, i) {
-			if !Generated(k) || len(k) > Threshold {
+			if !Generated(k) || len(k) > MaxGen {
 				t.Fatalf("generated key %q invalid", k)
 			}
 		}
