@@ -26,29 +26,39 @@
 // otherwise it keeps the element of a and descends one level, where the side
 // that the common element leaves open is unbounded. Which integer it picks is
 // the bias, chosen by the caller from the neighbours' ages (record keys are
-// TIDs, so the newest sibling is known from the snapshot):
+// TIDs, so the newest sibling is known from the snapshot; see BiasFor):
 //
-//   - next to the older neighbour when the other neighbour is the newest
-//     sibling (typing down a list, inserting again after the same bullet,
-//     zig-zag between the two newest): the run continues from the key it
-//     extends as a counter, and counters grow logarithmically (one more digit
-//     per factor of 62), where a memoryless midpoint grows linearly;
-//   - the middle otherwise (random edits), like a midpoint;
-//   - appends and prepends at the ends of the list are a counter step.
+//   - Next when typing down (the newest is the lower neighbour and the second
+//     newest just above it) and Prev when inserting again and again after
+//     the same bullet: the run counts on from the key it extends, in steps of
+//     62 on an open side (so later inserts between the run's bullets find
+//     room at the same level) and of at most 1/64 of a bounded gap;
+//   - NearLo/NearHi when zig-zagging between the two newest: next to the
+//     older neighbour, so the gap the next edit will use stays wide;
+//   - the middle otherwise (random edits), like a midpoint.
 //
-// When a fresh level opens with both sides unbounded, the biased choice jumps
-// ±3,844 (62²) from zero so that both counters of a zig-zag have room.
+// Counters grow logarithmically (one more digit per factor of 62), where a
+// memoryless midpoint grows linearly. When a fresh level opens with both
+// sides unbounded, a zig-zag's choice jumps ±119,164 (62³/2) from zero so
+// that its two counters each have about 115,000 keys of 4 bytes before they
+// meet (a repository holds at most 250,000 records). Keys that do not parse
+// as elements from the start (midpoints, foreign keys) continue a run from
+// their last element, or open a fresh level under the lower neighbour.
 //
 // # Renormalisation
 //
-// A key is never longer than Threshold bytes (24). When the generated key
-// would be longer, when the neighbours are equal, or when a neighbour is
-// itself invalid (empty or over 512 bytes, so it cannot be a bound), Place
-// respaces a window of existing siblings around the insertion point, doubling
-// it until fresh, evenly spread keys fit; the outermost window is the whole
-// sibling list with open ends, which always fits. The respaced siblings are
-// returned as updates so the planner can cost them (2 points each) and commit
-// them with the insert. Renormalisation never changes the visible order.
+// Keys stay at most MaxGen (32) bytes. A key over Threshold (24) bytes is
+// first avoided by respacing a window of at most Window (32) of this
+// client's own siblings when that brings every key back to Threshold; if
+// there is none, the longer key is taken. Only over MaxGen, or when the
+// neighbours are equal or invalid (empty or over 512 bytes, so they cannot
+// be a bound), does Place respace a window with foreign siblings (fewest
+// foreign first; the planner says which via Options.Foreign), still at most
+// Window of them; windows doubling up to the whole list with open ends
+// (which always fits) are the last resort. Respaced keys are spread evenly,
+// with room between them; they are returned as updates so the planner can
+// cost them (2 points each) and commit them with the insert.
+// Renormalisation never changes the visible order.
 //
 // Nodes and mirrors under the same parent share one key space: the planner
 // passes both as siblings.

@@ -12,11 +12,21 @@ const Alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz
 // MaxKey is Bulleted's limit on a sortKey in bytes.
 const MaxKey = 512
 
-// Threshold is the longest key Place generates before it renormalises.
+// Threshold is the key length above which Place looks for a small window of
+// its own siblings to respace (at most Window of them, none foreign) so that
+// keys stay short; when there is none it accepts a longer key.
 const Threshold = 24
 
+// MaxGen is the longest key Place ever generates: above it, it respaces a
+// window of at most Window siblings (foreign ones last), and only when even
+// that fails a larger one.
+const MaxGen = 32
+
+// Window is the most siblings a bounded respacing rewrites.
+const Window = 32
+
 // jump is how far a biased choice moves from zero on a fresh level.
-const jump = 62 * 62
+const jump = 62 * 62 * 62 / 2
 
 // ErrNoRoom is returned by Between when no key of the alphabet fits strictly
 // between the bounds (equal bounds, or bounds that differ only in bytes
@@ -29,27 +39,50 @@ type Bias int
 const (
 	// Mid places the key in the middle of the gap.
 	Mid Bias = iota
-	// NearLo places the key just above the lower neighbour.
+	// NearLo places the key just above the lower neighbour (zig-zag: the
+	// upper neighbour is the newest and the next edit goes above the key).
 	NearLo
-	// NearHi places the key just below the upper neighbour.
+	// NearHi places the key just below the upper neighbour (zig-zag: the
+	// lower neighbour is the newest and the next edit goes below the key).
 	NearHi
+	// Next continues a run downwards from the lower neighbour (typing down:
+	// the next edit goes right after the key), counting up in steps that
+	// leave room for later inserts between the run's bullets.
+	Next
+	// Prev continues a run upwards from the upper neighbour (inserting again
+	// and again after the same bullet), counting down likewise.
+	Prev
 )
+
+// runStep is how far Next and Prev count on an open side: a gap of 61 keys
+// of the same length is left between a run's bullets for later inserts.
+const runStep = 62
 
 // BiasFor returns the bias for inserting before sibs[at], given the indices
 // of the newest and second-newest siblings (-1 when there are none; record
 // keys are TIDs, so the snapshot says which they are). When the newest
 // sibling borders the gap and the second newest is next to it, an edit run is
-// under way (typing down a list, inserting again after the same bullet,
-// zig-zagging between the two newest): the key goes next to the older
-// neighbour, so the gap the next edit will use stays wide. Otherwise Mid.
+// under way: typing down a list (Next), inserting again after the same bullet
+// (Prev), zig-zagging between the two newest (NearLo, NearHi: the key goes
+// next to the older neighbour, so the gap the next edit will use stays wide).
+// Otherwise Mid.
 func BiasFor(at, newest, second int) Bias {
 	switch {
-	case newest >= 0 && newest == at-1 && (second == at-2 || second == at):
+	case newest >= 0 && newest == at-1 && second == at-2:
+		return Next
+	case newest >= 0 && newest == at-1 && second == at:
 		return NearHi
-	case newest >= 0 && newest == at && (second == at-1 || second == at+1):
+	case newest >= 0 && newest == at && second == at+1:
+		return Prev
+	case newest >= 0 && newest == at && second == at-1:
 		return NearLo
 	}
 	return Mid
+}
+
+// stepIn is the step of a run into a bounded gap of width w (≥ 2).
+func stepIn(w int64) int64 {
+	return max(1, min(runStep, w/64))
 }
 
 // Valid reports whether k is acceptable as a stored sortKey (1..512 bytes).
@@ -216,6 +249,11 @@ func Between(lo, hi string, bias Bias) (string, error) {
 	if k, ok := structured(lo, hi, lo == "", hi == "", bias, true, 0); ok && inside(lo, hi, k) {
 		return k, nil
 	}
+	if bias != Mid {
+		if k, ok := suffixed(lo, hi, bias); ok {
+			return k, nil
+		}
+	}
 	k, err := raw(lo, hi)
 	if err == nil && !inside(lo, hi, k) {
 		return "", ErrNoRoom
@@ -259,20 +297,26 @@ func structured(lo, hi string, loOpen, hiOpen bool, bias Bias, top bool, depth i
 			m = 0
 		}
 	case aInf:
-		if b <= minInt {
+		if b <= minInt+runStep {
 			return "", false
 		}
 		m = b - 1
-		if !top && bias == NearLo && m > -jump {
-			m = -jump
+		switch {
+		case bias == Prev:
+			m = b - runStep
+		case !top && bias == NearLo && b > 0:
+			m = -jump // leave the negative half to this run
 		}
 	case bInf:
-		if a >= maxInt {
+		if a >= maxInt-runStep {
 			return "", false
 		}
 		m = a + 1
-		if !top && bias == NearHi && m < jump {
-			m = jump
+		switch {
+		case bias == Next:
+			m = a + runStep
+		case !top && bias == NearHi && a < 0:
+			m = jump // leave the negative half to the other run
 		}
 	case b-a >= 2:
 		switch bias {
@@ -280,6 +324,10 @@ func structured(lo, hi string, loOpen, hiOpen bool, bias Bias, top bool, depth i
 			m = a + 1
 		case NearHi:
 			m = b - 1
+		case Next:
+			m = a + stepIn(b-a)
+		case Prev:
+			m = b - stepIn(b-a)
 		default:
 			m = a + (b-a)/2
 		}
@@ -300,6 +348,57 @@ func structured(lo, hi string, loOpen, hiOpen bool, bias Bias, top bool, depth i
 		return e + sub, true
 	}
 	return enc(m), true
+}
+
+// suffixed handles keys that do not parse as elements from the start
+// (midpoints of fractional parts, foreign keys): it takes as the anchor of a
+// level either lo itself or lo or hi without its last element, and places the
+// key at that level as structured does, so runs there grow logarithmically
+// too. Every candidate is checked to lie strictly between the bounds; the
+// shortest wins.
+func suffixed(lo, hi string, bias Bias) (string, bool) {
+	best := ""
+	try := func(p string) {
+		var restLo, restHi string
+		loOpen, hiOpen := false, false
+		switch {
+		case strings.HasPrefix(lo, p):
+			restLo, loOpen = lo[len(p):], lo == p
+		case lo == "" || lo < p:
+			loOpen = true
+		default:
+			return
+		}
+		switch {
+		case hi != "" && strings.HasPrefix(hi, p):
+			if restHi = hi[len(p):]; restHi == "" {
+				return
+			}
+		case hi == "" || hi > p:
+			hiOpen = true
+		default:
+			return
+		}
+		sub, ok := structured(restLo, restHi, loOpen, hiOpen, bias, false, 0)
+		if !ok {
+			return
+		}
+		k := p + sub
+		if inside(lo, hi, k) && Generated(k) && len(k) <= MaxKey && (best == "" || len(k) < len(best)) {
+			best = k
+		}
+	}
+	for _, key := range []string{lo, hi} {
+		for s := 2; s <= maxDigits+1 && s <= len(key); s++ {
+			if _, size, ok := dec(key[len(key)-s:]); ok && size == s {
+				try(key[:len(key)-s])
+			}
+		}
+	}
+	if lo != "" {
+		try(lo)
+	}
+	return best, best != ""
 }
 
 // raw finds a short alphabet key strictly between lo and hi byte by byte.
@@ -446,69 +545,163 @@ type Plan struct {
 
 // Place chooses keys for n new items inserted before sibs[at] (at == len(sibs)
 // appends). sibs are the sibling keys in display order (sortKey bytes, then
-// record key). bias is used for a single insert; see BiasFor.
+// record key). bias is used for a single insert; see BiasFor. All siblings
+// are treated as this client's own; see PlaceOpt.
 func Place(sibs []string, at, n int, bias Bias) (Plan, error) {
+	return PlaceOpt(sibs, at, n, bias, Options{})
+}
+
+// Options tune PlaceOpt.
+type Options struct {
+	// Foreign reports whether sibs[i] was last written by another client
+	// (the planner can tell from the record's TID clock identifier, or from
+	// the set of records it wrote itself). Place rewrites foreign siblings
+	// only when no key of at most MaxGen bytes fits otherwise, and then as
+	// few as it can: rewriting them races that client's own edits. nil means
+	// none is foreign.
+	Foreign func(i int) bool
+}
+
+// PlaceOpt is Place with options. It generates, in order of preference:
+//
+//  1. keys straight between the neighbours, when they are at most Threshold
+//     bytes;
+//  2. a respacing of a window of at most Window siblings, none foreign, with
+//     the fewest rewrites that brings every key to at most Threshold bytes;
+//  3. keys straight between the neighbours up to MaxGen bytes (a longer key
+//     rather than a rewrite);
+//  4. a respacing of a window of at most Window siblings with keys of at most
+//     MaxGen bytes, fewest foreign siblings first, then fewest rewrites;
+//  5. a respacing of windows doubling around the insertion point, up to the
+//     whole list with open ends (which always fits). Only this step can
+//     rewrite more than Window siblings.
+//
+// Respaced keys are spread evenly over their window, leaving room between
+// them. The visible order never changes.
+func PlaceOpt(sibs []string, at, n int, bias Bias, opt Options) (Plan, error) {
 	if at < 0 || at > len(sibs) || n < 0 {
 		return Plan{}, errors.New("order: position out of range")
 	}
 	if n == 0 {
 		return Plan{}, nil
 	}
+	foreign := func(i int) bool { return opt.Foreign != nil && opt.Foreign(i) }
+	var direct []string
 	lo, okLo := bound(sibs, at-1)
 	hi, okHi := bound(sibs, at)
 	if okLo && okHi {
-		var keys []string
 		var err error
 		if n == 1 {
 			var k string
 			k, err = Between(lo, hi, bias)
-			keys = []string{k}
+			direct = []string{k}
 		} else {
-			keys, err = Spread(lo, hi, n)
+			direct, err = Spread(lo, hi, n)
 		}
-		if err == nil && fits(keys) {
-			return Plan{Keys: keys}, nil
+		if err != nil || !fits(direct, MaxGen) {
+			direct = nil
+		}
+		if direct != nil && fits(direct, Threshold) {
+			return Plan{Keys: direct}, nil
 		}
 	}
-	// renormalise a window [a, b) around at, doubling
+	if p, ok := bestWindow(sibs, at, n, Threshold, false, foreign); ok {
+		return p, nil
+	}
+	if direct != nil {
+		return Plan{Keys: direct}, nil
+	}
+	if p, ok := bestWindow(sibs, at, n, MaxGen, true, foreign); ok {
+		return p, nil
+	}
 	for w := 1; ; w *= 2 {
-		a, b := at-w, at+w
-		if a < 0 {
-			a = 0
+		a, b := max(at-w, 0), min(at+w, len(sibs))
+		if p, ok := respace(sibs, at, n, a, b, MaxGen); ok {
+			return p, nil
 		}
-		if b > len(sibs) {
-			b = len(sibs)
+		if a == 0 && b == len(sibs) {
+			// unreachable: open ends always fit
+			return Plan{}, errors.New("order: cannot place keys even across the whole list")
 		}
-		lo, okLo := bound(sibs, a-1)
-		hi, okHi := bound(sibs, b)
-		whole := a == 0 && b == len(sibs)
-		if okLo && okHi {
-			keys, err := Spread(lo, hi, (b-a)+n)
-			if err == nil && fits(keys) {
-				p := Plan{}
-				// assign: siblings a..at-1, then new, then at..b-1
-				idx := 0
-				for i := a; i < at; i++ {
-					if sibs[i] != keys[idx] {
-						p.Respace = append(p.Respace, Respace{Index: i, Key: keys[idx]})
-					}
-					idx++
+	}
+}
+
+// bestWindow tries windows [a, b) around at of at most Window siblings and
+// returns the cheapest respacing whose keys are at most limit bytes: with
+// allowForeign false only windows without foreign siblings, otherwise the
+// fewest foreign siblings first; then the fewest rewrites, then the shortest
+// keys.
+func bestWindow(sibs []string, at, n, limit int, allowForeign bool, foreign func(int) bool) (Plan, bool) {
+	var best Plan
+	bestF, bestW, bestL := -1, 0, 0
+	seen := map[[2]int]bool{}
+	for t := 2; t <= Window; t *= 2 {
+		for q := 0; q <= 4; q++ {
+			a := max(at-t*q/4, 0)
+			b := min(a+t, len(sibs))
+			a = max(min(a, b-t), 0)
+			if seen[[2]int{a, b}] || a == b {
+				continue
+			}
+			seen[[2]int{a, b}] = true
+			f := 0
+			for i := a; i < b; i++ {
+				if foreign(i) {
+					f++
 				}
-				p.Keys = append([]string(nil), keys[idx:idx+n]...)
-				idx += n
-				for i := at; i < b; i++ {
-					if sibs[i] != keys[idx] {
-						p.Respace = append(p.Respace, Respace{Index: i, Key: keys[idx]})
-					}
-					idx++
-				}
-				return p, nil
+			}
+			if f > 0 && !allowForeign {
+				continue
+			}
+			p, ok := respace(sibs, at, n, a, b, limit)
+			if !ok {
+				continue
+			}
+			l := 0
+			for _, k := range p.Keys {
+				l = max(l, len(k))
+			}
+			for _, r := range p.Respace {
+				l = max(l, len(r.Key))
+			}
+			w := len(p.Respace)
+			if bestF < 0 || f < bestF || (f == bestF && (w < bestW || (w == bestW && l < bestL))) {
+				best, bestF, bestW, bestL = p, f, w, l
 			}
 		}
-		if whole {
-			return Plan{}, errors.New("order: cannot place keys even across the whole list") // unreachable
-		}
 	}
+	return best, bestF >= 0
+}
+
+// respace spreads fresh keys over siblings a..b-1 and the n new items
+// (inserted before at), all of at most limit bytes.
+func respace(sibs []string, at, n, a, b, limit int) (Plan, bool) {
+	lo, okLo := bound(sibs, a-1)
+	hi, okHi := bound(sibs, b)
+	if !okLo || !okHi {
+		return Plan{}, false
+	}
+	keys, err := Spread(lo, hi, (b-a)+n)
+	if err != nil || !fits(keys, limit) {
+		return Plan{}, false
+	}
+	p := Plan{}
+	idx := 0
+	for i := a; i < at; i++ {
+		if sibs[i] != keys[idx] {
+			p.Respace = append(p.Respace, Respace{Index: i, Key: keys[idx]})
+		}
+		idx++
+	}
+	p.Keys = append([]string(nil), keys[idx:idx+n]...)
+	idx += n
+	for i := at; i < b; i++ {
+		if sibs[i] != keys[idx] {
+			p.Respace = append(p.Respace, Respace{Index: i, Key: keys[idx]})
+		}
+		idx++
+	}
+	return p, true
 }
 
 // bound returns sibs[i] as a bound ("" for an open end), and false when the
@@ -523,9 +716,9 @@ func bound(sibs []string, i int) (string, bool) {
 	return sibs[i], true
 }
 
-func fits(keys []string) bool {
+func fits(keys []string, limit int) bool {
 	for _, k := range keys {
-		if len(k) > Threshold || !Generated(k) {
+		if len(k) > limit || !Generated(k) {
 			return false
 		}
 	}

@@ -31,7 +31,7 @@ func TestBetweenVectors(t *testing.T) {
 		{strings.Repeat("a", 511), strings.Repeat("a", 511) + "b"}, {"a0", "a0000001"},
 	}
 	for _, c := range cases {
-		for _, b := range []Bias{Mid, NearLo, NearHi} {
+		for _, b := range []Bias{Mid, NearLo, NearHi, Next, Prev} {
 			k, err := Between(c.lo, c.hi, b)
 			if err != nil {
 				t.Fatalf("Between(%q,%q,%d): %v", c.lo, c.hi, b, err)
@@ -61,7 +61,7 @@ func checkPlace(t testing.TB, sibs []string, at, n int, bias Bias) []string {
 	out = append(out[:at], append(append([]string(nil), p.Keys...), out[at:]...)...)
 	for i, k := range out {
 		if i >= at && i < at+n || changed(p, i) {
-			if !Generated(k) || len(k) > Threshold {
+			if !Generated(k) || len(k) > MaxGen {
 				t.Fatalf("generated key %q invalid", k)
 			}
 		}
@@ -130,7 +130,7 @@ func TestPlaceProperty(t *testing.T) {
 		for step := 0; step < 30; step++ {
 			at := rng.IntN(len(sibs) + 1)
 			n := 1 + rng.IntN(3)
-			sibs = checkPlace(t, sibs, at, n, Bias(rng.IntN(3)))
+			sibs = checkPlace(t, sibs, at, n, Bias(rng.IntN(5)))
 		}
 	}
 }
@@ -170,6 +170,86 @@ func TestPatternsShort(t *testing.T) {
 	}
 }
 
+// TestBoundedRespacing is the re-spacing bound as a property: every pattern,
+// and mixes of them anchored at random bullets with a quarter of the bullets
+// foreign, at 20,000 inserts into one list: no insert rewrites more than
+// Bound siblings, at most 0.1 rewrites per insert on average, no key over
+// MaxGen bytes, order checked after every insert (Simulate).
+func TestBoundedRespacing(t *testing.T) {
+	type run struct {
+		pattern string
+		seed    uint64
+	}
+	var runs []run
+	for _, p := range Patterns {
+		runs = append(runs, run{p, 1})
+	}
+	for seed := uint64(2); seed <= 4; seed++ {
+		runs = append(runs, run{"mixed", seed}, run{"typing-runs", seed}, run{"random", seed})
+	}
+	for _, r := range runs {
+		t.Run(fmt.Sprintf("%s/seed=%d", r.pattern, r.seed), func(t *testing.T) {
+			s, err := SimulateSeed(r.pattern, 20000, r.seed, PlaceGen, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Worst > Bound {
+				t.Errorf("worst insert rewrote %d siblings (%d inserts over %d)", s.Worst, s.OverBound, Bound)
+			}
+			if per := float64(s.ExtraWrites) / float64(s.N); per > 0.1 {
+				t.Errorf("%.3f extra writes per insert", per)
+			}
+			if s.MaxLen > MaxGen {
+				t.Errorf("key of %d bytes", s.MaxLen)
+			}
+		})
+	}
+}
+
+// TestForeignSiblingsKept checks that a key longer than Threshold is taken
+// rather than rewriting another client's siblings, and that the same
+// neighbours of our own are respaced instead.
+func TestForeignSiblingsKept(t *testing.T) {
+	base := "a0" + strings.Repeat("V", 22) // 24 bytes
+	sibs := []string{"a0", base + "1", base + "2", "a1"}
+	all := func(int) bool { return true }
+	cases := []struct {
+		name        string
+		foreign     func(int) bool
+		wantRespace bool
+	}{
+		{"foreign neighbours: longer key", all, false},
+		{"own neighbours: respaced", nil, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := PlaceOpt(sibs, 2, 1, Mid, Options{Foreign: c.foreign})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := append([]string(nil), sibs...)
+			for _, r := range p.Respace {
+				out[r.Index] = r.Key
+			}
+			out = append(out[:2], append([]string{p.Keys[0]}, out[2:]...)...)
+			if !strictly(out) {
+				t.Fatalf("not strictly ordered: %q", out)
+			}
+			for _, k := range out {
+				if len(k) > MaxGen || !Valid(k) {
+					t.Fatalf("key %q over %d bytes", k, MaxGen)
+				}
+			}
+			if got := len(p.Respace) > 0; got != c.wantRespace {
+				t.Fatalf("respaced %d siblings, want respacing %v (keys %q)", len(p.Respace), c.wantRespace, out)
+			}
+			if c.wantRespace && len(out[2]) > Threshold {
+				t.Fatalf("respaced but the new key %q is still over %d bytes", out[2], Threshold)
+			}
+		})
+	}
+}
+
 func FuzzBetween(f *testing.F) {
 	f.Add("a", "b", 0)
 	f.Add("a0", "a0V", 1)
@@ -179,7 +259,7 @@ func FuzzBetween(f *testing.F) {
 		if len(lo) > MaxKey || len(hi) > MaxKey {
 			return
 		}
-		bias := Bias(((b % 3) + 3) % 3)
+		bias := Bias(((b % 5) + 5) % 5)
 		k, err := Between(lo, hi, bias)
 		if lo != "" && hi != "" && lo >= hi {
 			if err == nil {
@@ -209,15 +289,19 @@ func FuzzBetween(f *testing.F) {
 }
 
 // BenchmarkPatterns reports key lengths and extra writes for every pattern at
-// 1,000 and 10,000 insertions, for this package and the midpoint baseline.
+// 1,000, 10,000 and 100,000 insertions into one list, for this package and
+// (up to 10,000) the midpoint baseline.
 // Run: go test ./order -run '^$' -bench Patterns -benchtime 1x
 func BenchmarkPatterns(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
+	for _, n := range []int{1000, 10000, 100000} {
 		for _, p := range Patterns {
 			for _, g := range []struct {
 				name string
 				gen  Generator
 			}{{"place", PlaceGen}, {"midpoint", Midpoint}} {
+				if g.name == "midpoint" && n > 10000 {
+					continue // its keys grow linearly: megabytes of keys
+				}
 				b.Run(fmt.Sprintf("%s/n=%d/%s", p, n, g.name), func(b *testing.B) {
 					var s Stats
 					for i := 0; i < b.N; i++ {
@@ -229,6 +313,9 @@ func BenchmarkPatterns(b *testing.B) {
 					b.ReportMetric(float64(s.MaxLen), "maxlen")
 					b.ReportMetric(s.MeanLen, "meanlen")
 					b.ReportMetric(float64(s.ExtraWrites)/float64(n), "extra/ins")
+					b.ReportMetric(float64(s.Worst), "worst")
+					b.ReportMetric(float64(s.OverBound), "over32")
+					b.ReportMetric(float64(s.ForeignWrites), "foreign")
 				})
 			}
 		}
