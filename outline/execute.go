@@ -653,6 +653,27 @@ func (e *Engine) Undo(ctx context.Context, steps int, id string, dryRun bool) (*
 	return out, nil
 }
 
+// ownKeys is the record keys of the bullets this server's recorded
+// operations created (the journal), for re-spacing to prefer them.
+func (e *Engine) ownKeys() map[string]bool {
+	own := map[string]bool{}
+	ops, err := e.ops.list()
+	if err != nil {
+		return own
+	}
+	for _, op := range ops {
+		if op.State == OpUndone || len(op.Undoes) > 0 {
+			continue
+		}
+		for _, w := range op.Writes {
+			if w.Collection == lexicon.Node || w.Collection == lexicon.Mirror {
+				own[w.RKey] = true
+			}
+		}
+	}
+	return own
+}
+
 // markUndone records that the operations ids were rolled back.
 func (e *Engine) markUndone(ids []string) {
 	for _, id := range ids {

@@ -152,7 +152,15 @@ func (p *Planner) place(sibs []*Item, at, n int) ([]string, error) {
 		}
 	}
 	bias := order.BiasFor(at, newest, second)
-	plan, err := order.Place(keys, at, n, bias)
+	// re-spacing prefers rewriting bullets this server wrote over other
+	// clients' (rewriting theirs races their own edits)
+	var own map[string]bool
+	plan, err := order.PlaceOpt(keys, at, n, bias, order.Options{Foreign: func(i int) bool {
+		if own == nil {
+			own = p.e.ownKeys()
+		}
+		return !own[sibs[i].Key()]
+	}})
 	if err != nil {
 		return nil, err
 	}
