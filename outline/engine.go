@@ -100,26 +100,45 @@ func (e *Engine) KeepOperations(dir string) error {
 	return err
 }
 
-// Tree returns the tree of the current snapshot, rebuilt only when the commit
-// changed. No lock is held while the repository is read.
+// Tree returns the tree of the current commit. A repository that can tell
+// what a commit changed (store.Deltas) brings the kept tree forward by those
+// changes, at the cost of what changed; otherwise, and when it cannot tell,
+// the tree is rebuilt from a snapshot when the commit changed. No lock is
+// held while the repository is read.
 func (e *Engine) Tree(ctx context.Context) (*Tree, error) {
+	e.mu.Lock()
+	prev := e.cache
+	e.mu.Unlock()
+	if d, ok := e.Repo.(store.Deltas); ok && prev != nil {
+		commit, rev, changes, ok, err := d.Changes(ctx, prev.Commit)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			if commit == prev.Commit {
+				return prev, nil
+			}
+			return e.keep(prev.Next(commit, rev, changes)), nil
+		}
+	}
 	s, err := e.Repo.Snapshot(ctx)
 	if err != nil {
 		return nil, err
 	}
-	e.mu.Lock()
-	prev := e.cache
-	e.mu.Unlock()
 	if prev != nil && prev.Commit == s.Commit {
 		return prev, nil
 	}
-	t := Rebuild(s, prev)
+	return e.keep(Rebuild(s, prev)), nil
+}
+
+// keep makes t the cached tree unless a newer one is there already.
+func (e *Engine) keep(t *Tree) *Tree {
 	e.mu.Lock()
 	if e.cache == nil || e.cache.Rev <= t.Rev {
 		e.cache = t
 	}
 	e.mu.Unlock()
-	return t, nil
+	return t
 }
 
 func (e *Engine) nextKeys() *keyList {

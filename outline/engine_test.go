@@ -75,7 +75,7 @@ func BenchmarkRebuild10k(b *testing.B) {
 	_, tr := seed10k(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		outline.Rebuild(tr.Snap, tr)
+		outline.Rebuild(tr.Snapshot(), tr)
 	}
 }
 
@@ -121,8 +121,8 @@ func TestJournalKeptAcrossRestart(t *testing.T) {
 		t.Fatalf("after undo across restart: %v", got)
 	}
 	tr, _ := e2.Tree(ctx)
-	if len(tr.Notes) != 0 {
-		t.Fatalf("undo left %d note(s)", len(tr.Notes))
+	if tr.Notes.Len() != 0 {
+		t.Fatalf("undo left %d note(s)", tr.Notes.Len())
 	}
 	if _, err := e2.Undo(ctx, 1, "", false); err != nil {
 		t.Fatal(err)

@@ -266,9 +266,9 @@ func (p *Planner) Move(refs []string, pos Position) error {
 		set[it] = true
 		items = append(items, it)
 	}
-	cur := items[0].Parent
+	cur := p.t.Parent(items[0])
 	for _, it := range items[1:] {
-		if it.Parent != cur || (it.Detached != "") != (items[0].Detached != "") {
+		if p.t.Parent(it) != cur || (it.Detached != "") != (items[0].Detached != "") {
 			return fail(ErrInvalidInput, "move bullets with different parents in separate calls", "%s and %s are not siblings", items[0].Key(), it.Key())
 		}
 	}
@@ -282,7 +282,7 @@ func (p *Planner) Move(refs []string, pos Position) error {
 		return err
 	}
 	for _, it := range items {
-		if parent != nil && IsAncestor(it, parent) {
+		if parent != nil && p.t.IsAncestor(it, parent) {
 			return fail(ErrCycle, "choose a parent outside the moved bullet's subtree", "cannot move %s into its own subtree (under %s)", it.Key(), parent.Key())
 		}
 	}
@@ -460,7 +460,7 @@ func (p *Planner) DeleteNode(ref, children string) error {
 		}
 	case "lift":
 		if len(kids) > 0 {
-			parent := it.Parent
+			parent := p.t.Parent(it)
 			var sibs []*Item
 			at := 0
 			for _, s := range p.t.ChildrenOf(parent) {
@@ -488,7 +488,7 @@ func (p *Planner) DeleteNode(ref, children string) error {
 			if d.Note != nil {
 				p.delete(*d.Note, "")
 			}
-			if pol, ok := p.t.Policies[d.Key()]; ok && !d.Mirror {
+			if pol, ok := p.t.Policies.Lookup(d.Key()); ok && !d.Mirror {
 				p.delete(pol, "")
 			}
 		}
@@ -499,7 +499,7 @@ func (p *Planner) DeleteNode(ref, children string) error {
 	if it.Note != nil {
 		p.delete(*it.Note, "")
 	}
-	if pol, ok := p.t.Policies[it.Key()]; ok && !it.Mirror {
+	if pol, ok := p.t.Policies.Lookup(it.Key()); ok && !it.Mirror {
 		p.delete(pol, "")
 		p.note("its comment policy was deleted with it")
 	}
@@ -524,7 +524,7 @@ func (p *Planner) SetPolicy(root string, allow []string, remove bool) error {
 		}
 		rkey, rootURI = it.Key(), p.t.NodeURI(it.Key())
 	}
-	old, exists := p.t.Policies[rkey]
+	old, exists := p.t.Policies.Lookup(rkey)
 	if remove {
 		if !exists {
 			return fail(ErrNodeNotFound, "", "no comment policy for %s", orDefault(root, "the repository"))
@@ -577,11 +577,11 @@ func (p *Planner) Mirror(original string, pos Position) error {
 		return err
 	}
 	if u.Authority().String() == p.t.DID.String() {
-		orig := p.t.Nodes[u.RecordKey().String()]
+		orig := p.t.Nodes.Get(u.RecordKey().String())
 		if orig == nil {
 			return fail(ErrNodeNotFound, "", "original %s does not exist", u.RecordKey())
 		}
-		if parent != nil && IsAncestor(orig, parent) {
+		if parent != nil && p.t.IsAncestor(orig, parent) {
 			return fail(ErrCycle, "mirror it somewhere outside its own subtree", "mirroring %s under its own descendant %s would render forever", orig.Key(), parent.Key())
 		}
 	}
@@ -629,7 +629,7 @@ func (p *Planner) SetOutline(root string, title, description *string) error {
 		}
 		rkey, rootURI = it.Key(), p.t.NodeURI(it.Key())
 	}
-	old, exists := p.t.Outlines[rkey]
+	old, exists := p.t.Outlines.Lookup(rkey)
 	if title == nil && description == nil {
 		p.summary("set the outline title/description of %s", orDefault(root, "the repository"))
 		p.note("no title or description given")

@@ -86,8 +86,8 @@ func checkWhole(t *testing.T, repo store.Repository, n int, extra ...string) {
 	if len(tr.Detached) > 0 {
 		t.Fatalf("%d detached bullet(s), e.g. %s", len(tr.Detached), tr.Detached[0].Key())
 	}
-	for k := range tr.Notes {
-		if tr.Nodes[k] == nil {
+	for k := range tr.Notes.All() {
+		if tr.Nodes.Get(k) == nil {
 			t.Fatalf("note %s without its node", k)
 		}
 	}

@@ -47,6 +47,7 @@ type Planner struct {
 	index   map[string]int      // path → index in writes
 	prior   map[string]priorRec // path → the record before the plan
 	created map[string]bool     // paths of records this plan's key list minted
+	dirty   []string            // paths changed since the tree was last advanced
 }
 
 // priorRec is a record's state in the snapshot the plan is made against.
@@ -126,6 +127,7 @@ func (p *Planner) add(w store.Write, prior priorRec, label string) {
 			p.labels[i] = label
 		}
 	}
+	p.dirty = append(p.dirty, path)
 	present := w.Op != store.Delete
 	var out store.Write
 	switch {
@@ -231,22 +233,32 @@ func (p *Planner) Batch(steps []Step) error {
 	return nil
 }
 
-// advance rebuilds the planner's tree from the base snapshot with the writes
-// planned so far, so the next step of a batch sees them.
+// advance brings the planner's tree up to the writes planned so far, so the
+// next step of a batch sees them: the records the last step changed are
+// applied to the tree (Tree.Next), at the cost of what changed.
 func (p *Planner) advance() {
-	nt := Rebuild(Applied(p.base.Snap, p.liveWrites()), p.base)
-	nt.Commit = p.base.Commit
-	p.t = nt
-}
-
-func (p *Planner) liveWrites() []store.Write {
-	ws := make([]store.Write, 0, len(p.writes))
-	for _, w := range p.writes {
-		if w.Op != "" {
-			ws = append(ws, w)
+	if len(p.dirty) == 0 {
+		return
+	}
+	changes := make([]store.Record, 0, len(p.dirty))
+	for _, path := range p.dirty {
+		w := p.writes[p.index[path]]
+		switch w.Op {
+		case store.Create, store.Update:
+			changes = append(changes, store.Record{Collection: w.Collection, RKey: w.RKey, Value: w.Value})
+		case store.Delete:
+			changes = append(changes, store.Record{Collection: w.Collection, RKey: w.RKey})
+		default: // folded away: the record as it was before the plan
+			coll, rkey, _ := strings.Cut(path, "/")
+			if pr := p.prior[path]; pr.exists {
+				changes = append(changes, pr.rec)
+			} else {
+				changes = append(changes, store.Record{Collection: coll, RKey: rkey})
+			}
 		}
 	}
-	return ws
+	p.dirty = p.dirty[:0]
+	p.t = p.t.Next(p.base.Commit, p.base.Rev, changes)
 }
 
 // Tree is the tree the planner currently plans against.

@@ -39,7 +39,7 @@ func TestFoldTable(t *testing.T) {
 			wantOps: []store.Op{store.Update},
 			check: func(t *testing.T, s setup) {
 				tr, _ := s.e.Tree(context.Background())
-				pol, ok := tr.Policies["self"]
+				pol, ok := tr.Policies.Lookup("self")
 				if !ok {
 					t.Fatal("the policy is gone")
 				}
@@ -57,14 +57,14 @@ func TestFoldTable(t *testing.T) {
 						if err := p.Insert(outline.Position{}, []outline.NewNode{{Text: "temp", Note: "n"}}); err != nil {
 							return err
 						}
-						for k, it := range p.Tree().Nodes {
+						for k, it := range p.Tree().Nodes.All() {
 							_ = it
 							_ = k
 						}
 						return nil
 					}},
 					{Tool: "delete_node", Plan: func(p *outline.Planner) error {
-						for k, it := range p.Tree().Nodes {
+						for k, it := range p.Tree().Nodes.All() {
 							if it.Str("text") == "temp" {
 								key = k
 							}
@@ -128,7 +128,7 @@ func TestFoldTable(t *testing.T) {
 						return p.Insert(outline.Position{}, []outline.NewNode{{Text: "new"}})
 					}},
 					{Tool: "update_node", Plan: func(p *outline.Planner) error {
-						for k, it := range p.Tree().Nodes {
+						for k, it := range p.Tree().Nodes.All() {
 							if it.Str("text") == "new" {
 								key = k
 							}

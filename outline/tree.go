@@ -1,6 +1,7 @@
 package outline
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -17,8 +18,7 @@ import (
 type Item struct {
 	Rec      store.Record
 	Mirror   bool
-	Parent   *Item // nil at the top level or when detached
-	Children []*Item
+	Children []*Item // in sibling order; never modified once the tree is built
 	Note     *store.Record
 	Detached string // why the item does not hang in the tree ("" if it does)
 
@@ -28,6 +28,7 @@ type Item struct {
 	done    atomic.Bool // problem is set
 	sortKey string      // cached: the record's sortKey
 	mark    uint8       // cycle detection state while building
+	parent  *Item       // while building (Tree.Parent afterwards)
 	pkey    string      // parent's record key when the parent field names a node of this repo
 	pwhy    string      // why the parent field cannot hang here ("" if it can)
 	parsed  bool        // pkey and pwhy are set
@@ -56,11 +57,11 @@ func (t *Tree) item(r store.Record) *Item {
 	if t == nil || r.CID == "" {
 		return nil
 	}
-	m := t.Nodes
+	m := &t.Nodes
 	if r.Collection == lexicon.Mirror {
-		m = t.Mirrors
+		m = &t.Mirrors
 	}
-	if old := m[r.RKey]; old != nil && old.Rec.CID == r.CID {
+	if old := m.Get(r.RKey); old != nil && old.Rec.CID == r.CID {
 		return old
 	}
 	return nil
@@ -99,21 +100,40 @@ func (it *Item) SortKey() string { return it.sortKey }
 // Str returns a string field of the record.
 func (it *Item) Str(f string) string { s, _ := it.Rec.Value[f].(string); return s }
 
-// Tree is the forest built from one snapshot.
+// Tree is the forest of one snapshot. A tree is never modified once built:
+// the tree of the next commit (Next) shares every item that did not change,
+// so items know their parent by record key (Tree.Parent), not by pointer.
 type Tree struct {
 	DID      syntax.DID
 	Commit   string
 	Rev      string
 	Roots    []*Item
-	Nodes    map[string]*Item // by record key
-	Mirrors  map[string]*Item
-	Notes    map[string]store.Record
-	Policies map[string]store.Record
-	Outlines map[string]store.Record
-	Comments []store.Record
+	Nodes    Map[*Item] // by record key
+	Mirrors  Map[*Item]
+	Notes    Map[store.Record]
+	Policies Map[store.Record]
+	Outlines Map[store.Record]
+	Comments []store.Record    // by record key
+	Others   Map[store.Record] // other app.bulleted collections, by "collection/rkey"
 	Detached []*Item
 	Count    int // all app.bulleted records
-	Snap     *store.Snapshot
+}
+
+// Parent is the node it hangs under (nil at the top level or when detached).
+func (t *Tree) Parent(it *Item) *Item {
+	if it.Detached != "" || it.pkey == "" {
+		return nil
+	}
+	return t.Nodes.Get(it.pkey)
+}
+
+// ParentKey is the record key of the node it hangs under ("" at the top
+// level or when detached).
+func (it *Item) ParentKey() string {
+	if it.Detached != "" {
+		return ""
+	}
+	return it.pkey
 }
 
 func (t *Tree) uri(coll, rkey string) string {
@@ -130,7 +150,8 @@ func Build(s *store.Snapshot) *Tree { return Rebuild(s, nil) }
 
 // Rebuild is Build reusing what prev (an earlier tree of the same repository,
 // or nil) already knows about records whose CID is unchanged, so that only
-// new and changed records are validated again.
+// new and changed records are validated again. It reads every record: after
+// a commit whose changes are known, Next costs only what changed.
 func Rebuild(s *store.Snapshot, prev *Tree) *Tree {
 	if prev != nil && prev.DID != s.DID {
 		prev = nil
@@ -148,8 +169,9 @@ func Rebuild(s *store.Snapshot, prev *Tree) *Tree {
 			nNotes++
 		}
 	}
-	t := &Tree{DID: s.DID, Commit: s.Commit, Rev: s.Rev, Nodes: make(map[string]*Item, nNodes), Mirrors: make(map[string]*Item, nMirrors),
-		Notes: make(map[string]store.Record, nNotes), Policies: map[string]store.Record{}, Outlines: map[string]store.Record{}, Count: len(s.Records), Snap: s}
+	t := &Tree{DID: s.DID, Commit: s.Commit, Rev: s.Rev, Count: len(s.Records)}
+	nodes, mirrors := make(map[string]*Item, nNodes), make(map[string]*Item, nMirrors)
+	notes, policies, outlines, others := make(map[string]store.Record, nNotes), map[string]store.Record{}, map[string]store.Record{}, map[string]store.Record{}
 	slab := make([]Item, nNodes+nMirrors)
 	items := make([]*Item, 0, len(slab))
 	for _, r := range s.Records {
@@ -168,26 +190,31 @@ func Rebuild(s *store.Snapshot, prev *Tree) *Tree {
 				it.sortKey, _ = r.Value["sortKey"].(string)
 			}
 			if it.Mirror {
-				t.Mirrors[r.RKey] = it
+				mirrors[r.RKey] = it
 			} else {
-				t.Nodes[r.RKey] = it
+				nodes[r.RKey] = it
 			}
 			items = append(items, it)
 		case lexicon.Note:
-			t.Notes[r.RKey] = r
+			notes[r.RKey] = r
 		case lexicon.CommentPolicy:
-			t.Policies[r.RKey] = r
+			policies[r.RKey] = r
 		case lexicon.Outline:
-			t.Outlines[r.RKey] = r
+			outlines[r.RKey] = r
 		case lexicon.Comment:
 			t.Comments = append(t.Comments, r)
+		default:
+			others[r.Collection+"/"+r.RKey] = r
 		}
 	}
-	notes := make([]store.Record, 0, len(t.Notes))
-	for rk, n := range t.Notes {
-		if it := t.Nodes[rk]; it != nil {
-			notes = append(notes, n)
-			it.Note = &notes[len(notes)-1]
+	if !slices.IsSortedFunc(t.Comments, byKey) {
+		slices.SortFunc(t.Comments, byKey)
+	}
+	kept := make([]store.Record, 0, len(notes))
+	for rk, n := range notes {
+		if it := nodes[rk]; it != nil {
+			kept = append(kept, n)
+			it.Note = &kept[len(kept)-1]
 		}
 	}
 	// siblings share their parent: parse each distinct parent once
@@ -209,8 +236,8 @@ func Rebuild(s *store.Snapshot, prev *Tree) *Tree {
 			it.Detached = it.pwhy
 		case it.pkey == "":
 		default:
-			if par := t.Nodes[it.pkey]; par != nil {
-				it.Parent = par
+			if par := nodes[it.pkey]; par != nil {
+				it.parent = par
 			} else {
 				it.Detached = "parent " + it.pkey + " does not exist"
 			}
@@ -228,7 +255,7 @@ func Rebuild(s *store.Snapshot, prev *Tree) *Tree {
 	for _, it := range items {
 		path = path[:0]
 		end := uint8(rooted)
-		for p := it; p != nil; p = p.Parent {
+		for p := it; p != nil; p = p.parent {
 			if p.mark == visiting {
 				end = looping
 				break
@@ -243,29 +270,38 @@ func Rebuild(s *store.Snapshot, prev *Tree) *Tree {
 		for _, p := range path {
 			p.mark = end
 			if end == looping {
-				p.Detached = "part of a parent cycle"
+				p.Detached = cycleReason
 			}
 		}
 	}
 	for _, it := range items {
 		if it.Detached != "" {
-			it.Parent = nil
+			it.parent = nil
 			t.Detached = append(t.Detached, it)
 			continue
 		}
-		if it.Parent == nil {
+		if it.parent == nil {
 			t.Roots = append(t.Roots, it)
 		} else {
-			it.Parent.Children = append(it.Parent.Children, it)
+			it.parent.Children = append(it.parent.Children, it)
 		}
 	}
 	sortItems(t.Roots)
 	for _, it := range items {
+		it.parent = nil
 		sortItems(it.Children)
 	}
 	sortItems(t.Detached)
+	t.Nodes, t.Mirrors = mapOf(nodes), mapOf(mirrors)
+	t.Notes, t.Policies, t.Outlines, t.Others = mapOf(notes), mapOf(policies), mapOf(outlines), mapOf(others)
 	return t
 }
+
+// cycleReason is the Detached reason of items in, or hanging below, a
+// parent cycle.
+const cycleReason = "part of a parent cycle"
+
+func byKey(a, b store.Record) int { return strings.Compare(a.RKey, b.RKey) }
 
 func sortItems(xs []*Item) {
 	slices.SortFunc(xs, func(a, b *Item) int {
@@ -305,8 +341,8 @@ func (t *Tree) ChildrenOf(parent *Item) []*Item {
 }
 
 // IsAncestor reports whether a is an ancestor of (or equal to) b.
-func IsAncestor(a, b *Item) bool {
-	for p := b; p != nil; p = p.Parent {
+func (t *Tree) IsAncestor(a, b *Item) bool {
+	for p := b; p != nil; p = t.Parent(p) {
 		if p == a {
 			return true
 		}
@@ -340,26 +376,26 @@ func (t *Tree) Resolve(ref string) (*Item, error) {
 		}
 		switch u.Collection().String() {
 		case lexicon.Node:
-			if it := t.Nodes[u.RecordKey().String()]; it != nil {
+			if it := t.Nodes.Get(u.RecordKey().String()); it != nil {
 				return it, nil
 			}
 		case lexicon.Mirror:
-			if it := t.Mirrors[u.RecordKey().String()]; it != nil {
+			if it := t.Mirrors.Get(u.RecordKey().String()); it != nil {
 				return it, nil
 			}
 		default:
 			return nil, fail(ErrInvalidInput, "", "%s is not a node or mirror", ref)
 		}
 		ref = u.RecordKey().String()
-	} else if it := t.Nodes[ref]; it != nil {
+	} else if it := t.Nodes.Get(ref); it != nil {
 		return it, nil
-	} else if it := t.Mirrors[ref]; it != nil {
+	} else if it := t.Mirrors.Get(ref); it != nil {
 		return it, nil
 	}
 	if !strings.HasPrefix(ref, "at://") {
 		// an agent passed the bullet's text: say which bullets have it
 		var keys []string
-		for _, it := range t.Nodes {
+		for _, it := range t.Nodes.All() {
 			if strings.EqualFold(strings.TrimSpace(it.Str("text")), ref) {
 				keys = append(keys, it.Key())
 			}
@@ -375,69 +411,89 @@ func (t *Tree) Resolve(ref string) (*Item, error) {
 	return nil, fail(ErrNodeNotFound, "call read_outline or search to see the bullets and their record keys", "no bullet with record key %s in %s", ref, t.DID)
 }
 
-// Applied returns the snapshot with writes applied in memory (CIDs of changed
-// records are left empty): the basis of previews and of batches whose later
-// operations must see the earlier ones.
-func Applied(s *store.Snapshot, writes []store.Write) *store.Snapshot {
-	idx := map[string]int{}
-	out := &store.Snapshot{DID: s.DID, Commit: s.Commit, Rev: s.Rev, Records: append([]store.Record(nil), s.Records...)}
-	for i, r := range out.Records {
-		idx[r.Collection+"/"+r.RKey] = i
-	}
-	for _, w := range writes {
-		path := w.Collection + "/" + w.RKey
-		switch w.Op {
-		case store.Create, store.Update:
-			rec := store.Record{Collection: w.Collection, RKey: w.RKey, Value: w.Value}
-			if i, ok := idx[path]; ok {
-				out.Records[i] = rec
-			} else {
-				idx[path] = len(out.Records)
-				out.Records = append(out.Records, rec)
-			}
-		case store.Delete:
-			if i, ok := idx[path]; ok {
-				out.Records[i].Collection = "" // tombstone
-			}
-		}
-	}
-	live := out.Records[:0]
-	for _, r := range out.Records {
-		if r.Collection != "" {
-			live = append(live, r)
-		}
-	}
-	out.Records = live
-	return out
-}
-
-// Record returns the record at coll/rkey in the tree's snapshot.
+// Record returns the record at coll/rkey in the tree.
 func (t *Tree) Record(coll, rkey string) (store.Record, bool) {
 	switch coll {
-	case lexicon.Node:
-		if it := t.Nodes[rkey]; it != nil {
-			return it.Rec, true
+	case lexicon.Node, lexicon.Mirror:
+		m := &t.Nodes
+		if coll == lexicon.Mirror {
+			m = &t.Mirrors
 		}
-		return store.Record{}, false
-	case lexicon.Mirror:
-		if it := t.Mirrors[rkey]; it != nil {
+		if it := m.Get(rkey); it != nil {
 			return it.Rec, true
 		}
 		return store.Record{}, false
 	case lexicon.Note:
-		r, ok := t.Notes[rkey]
-		return r, ok
+		return t.Notes.Lookup(rkey)
 	case lexicon.CommentPolicy:
-		r, ok := t.Policies[rkey]
-		return r, ok
+		return t.Policies.Lookup(rkey)
 	case lexicon.Outline:
-		r, ok := t.Outlines[rkey]
-		return r, ok
+		return t.Outlines.Lookup(rkey)
+	case lexicon.Comment:
+		if i, ok := slices.BinarySearchFunc(t.Comments, rkey, func(r store.Record, k string) int { return strings.Compare(r.RKey, k) }); ok {
+			return t.Comments[i], true
+		}
+		return store.Record{}, false
 	}
-	for _, r := range t.Comments {
-		if r.Collection == coll && r.RKey == rkey {
-			return r, true
+	return t.Others.Lookup(coll + "/" + rkey)
+}
+
+// Records returns every record of the tree in (collection, record key)
+// order: the snapshot it stands for.
+func (t *Tree) Records() []store.Record {
+	out := make([]store.Record, 0, t.Count)
+	for _, it := range t.Nodes.All() {
+		out = append(out, it.Rec)
+	}
+	for _, it := range t.Mirrors.All() {
+		out = append(out, it.Rec)
+	}
+	for _, m := range []*Map[store.Record]{&t.Notes, &t.Policies, &t.Outlines, &t.Others} {
+		for _, r := range m.All() {
+			out = append(out, r)
 		}
 	}
-	return store.Record{}, false
+	out = append(out, t.Comments...)
+	slices.SortFunc(out, store.CompareRecords)
+	return out
+}
+
+// Snapshot is the tree's records as a snapshot.
+func (t *Tree) Snapshot() *store.Snapshot {
+	return &store.Snapshot{DID: t.DID, Commit: t.Commit, Rev: t.Rev, Records: t.Records()}
+}
+
+// Describe is a canonical text of the tree's structure and records (every
+// item in order with its parent, record CID, note and detached reason, then
+// the other records): two trees of the same records describe the same,
+// however they were built.
+func (t *Tree) Describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s %s count=%d nodes=%d mirrors=%d notes=%d\n", t.DID, t.Commit, t.Rev, t.Count, t.Nodes.Len(), t.Mirrors.Len(), t.Notes.Len())
+	var walk func(items []*Item, depth int, parent string)
+	walk = func(items []*Item, depth int, parent string) {
+		for _, it := range items {
+			note := ""
+			if it.Note != nil {
+				note = it.Note.RKey + "@" + it.Note.CID + fmt.Sprint(it.Note.Value["text"])
+			}
+			fmt.Fprintf(&b, "%*s%s parent=%q tree-parent=%q cid=%s sk=%q note=%q detached=%q text=%q\n", depth*2, "", itemID(it), parent,
+				t.Parent(it).keyOrEmpty(), it.Rec.CID, it.sortKey, note, it.Detached, it.Str("text"))
+			walk(it.Children, depth+1, it.Key())
+		}
+	}
+	walk(t.Roots, 0, "")
+	b.WriteString("detached:\n")
+	walk(t.Detached, 1, "")
+	for _, r := range t.Records() {
+		fmt.Fprintf(&b, "%s/%s %s\n", r.Collection, r.RKey, r.CID)
+	}
+	return b.String()
+}
+
+func (it *Item) keyOrEmpty() string {
+	if it == nil {
+		return ""
+	}
+	return it.Key()
 }

@@ -112,8 +112,8 @@ func coldRead(b *testing.B, host string, a *pdstest.Account, opt func(*pds.Repo)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if len(t.Nodes) != 10000 {
-		b.Fatalf("%d nodes", len(t.Nodes))
+	if t.Nodes.Len() != 10000 {
+		b.Fatalf("%d nodes", t.Nodes.Len())
 	}
 	return r
 }
@@ -188,7 +188,7 @@ func BenchmarkReadOutline10k(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if t.Nodes[key].Str("text") != fmt.Sprint("edited ", i) {
+				if t.Nodes.Get(key).Str("text") != fmt.Sprint("edited ", i) {
 					b.Fatal("the edit is not there")
 				}
 			}
@@ -228,8 +228,8 @@ func BenchmarkReadOutline10k(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if len(t.Nodes) != 10000 || r.Stats.CacheLoads.Load() != 1 {
-					b.Fatalf("%d nodes, %d cache loads", len(t.Nodes), r.Stats.CacheLoads.Load())
+				if t.Nodes.Len() != 10000 || r.Stats.CacheLoads.Load() != 1 {
+					b.Fatalf("%d nodes, %d cache loads", t.Nodes.Len(), r.Stats.CacheLoads.Load())
 				}
 				cars += r.Stats.CARs.Load()
 			}

@@ -93,7 +93,7 @@ func TestIncrementalRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rec := range t0.Snap.Records {
+	for _, rec := range t0.Records() {
 		if !strings.HasPrefix(rec.Collection, "app.bulleted.") {
 			t.Fatalf("snapshot has %s", rec.Collection)
 		}
@@ -151,10 +151,10 @@ func TestIncrementalRead(t *testing.T) {
 	if r.Stats.CARs.Load() != cars {
 		t.Fatalf("after our write: %d CARs", r.Stats.CARs.Load())
 	}
-	if t1.Nodes[roots[12].Key()] != nil || t1.Nodes[roots[1].Key()].Str("text") != "edited" {
+	if t1.Nodes.Get(roots[12].Key()) != nil || t1.Nodes.Get(roots[1].Key()).Str("text") != "edited" {
 		t.Fatal("the tree does not show the changes")
 	}
-	agreesWithFresh(t, srv.URL, r, t1.Snap)
+	agreesWithFresh(t, srv.URL, r, t1.Snapshot())
 
 	// deleting most of the outline leaves most kept blocks unreachable:
 	// they are dropped

@@ -285,8 +285,8 @@ func TestReadPathsAgree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tl.Nodes) != 130+44 || len(tl.Notes) != 44 || len(tl.Policies) != 1 {
-		t.Fatalf("list tree: %d nodes %d notes %d policies", len(tl.Nodes), len(tl.Notes), len(tl.Policies))
+	if tl.Nodes.Len() != 130+44 || tl.Notes.Len() != 44 || tl.Policies.Len() != 1 {
+		t.Fatalf("list tree: %d nodes %d notes %d policies", tl.Nodes.Len(), tl.Notes.Len(), tl.Policies.Len())
 	}
 }
 

@@ -100,7 +100,7 @@ func (x *Index) update(t *outline.Tree) {
 	x.did, x.commit = t.DID.String(), t.Commit
 	x.gen++
 	x.Derived = 0
-	for k, it := range t.Nodes {
+	for k, it := range t.Nodes.All() {
 		e := x.entries[k]
 		noteCID := ""
 		if it.Note != nil {
@@ -113,7 +113,7 @@ func (x *Index) update(t *outline.Tree) {
 		}
 		e.gen = x.gen
 	}
-	if len(x.entries) != len(t.Nodes) {
+	if len(x.entries) != t.Nodes.Len() {
 		for k, e := range x.entries {
 			if e.gen != x.gen {
 				delete(x.entries, k)
@@ -129,7 +129,7 @@ func (x *Index) flatten(t *outline.Tree) {
 	x.order = x.order[:0]
 	x.ents = x.ents[:0]
 	x.end = x.end[:0]
-	x.pos = make(map[*outline.Item]int, len(t.Nodes))
+	x.pos = make(map[*outline.Item]int, t.Nodes.Len())
 	var walk func(items []*outline.Item)
 	walk = func(items []*outline.Item) {
 		for _, it := range items {
@@ -443,7 +443,7 @@ func (x *Index) Search(t *outline.Tree, q Query) (*Result, error) {
 	}
 	top := t.Roots
 	if q.Under != nil {
-		for p := q.Under.Parent; p != nil; p = p.Parent {
+		for p := t.Parent(q.Under); p != nil; p = t.Parent(p) {
 			stack = append([]*outline.Item{p}, stack...)
 		}
 		top = []*outline.Item{q.Under}
@@ -451,7 +451,7 @@ func (x *Index) Search(t *outline.Tree, q Query) (*Result, error) {
 	resume(top, after)
 	if full && last != nil {
 		var path []step
-		for p := last; p != nil; p = p.Parent {
+		for p := last; p != nil; p = t.Parent(p) {
 			path = append([]step{{S: p.SortKey(), K: p.Key()}}, path...)
 			if p == q.Under {
 				break
@@ -509,7 +509,7 @@ func (x *Index) scan(t *outline.Tree, q Query, m *matcher, fp string, after []st
 		}
 		it := x.order[i]
 		var stack []*outline.Item
-		for p := it.Parent; p != nil; p = p.Parent {
+		for p := t.Parent(it); p != nil; p = t.Parent(p) {
 			stack = append(stack, p)
 		}
 		slices.Reverse(stack)
@@ -518,7 +518,7 @@ func (x *Index) scan(t *outline.Tree, q Query, m *matcher, fp string, after []st
 	}
 	if full && lastHit != nil {
 		var path []step
-		for p := lastHit; p != nil; p = p.Parent {
+		for p := lastHit; p != nil; p = t.Parent(p) {
 			path = append([]step{{S: p.SortKey(), K: p.Key()}}, path...)
 			if p == q.Under {
 				break
@@ -591,8 +591,8 @@ const Window = 40
 func hit(t *outline.Tree, it *outline.Item, stack []*outline.Item, at, n int, inNote bool) Hit {
 	h := Hit{RKey: it.Key(), URI: t.NodeURI(it.Key()), Layout: it.Str("layout"), ChildCount: len(it.Children), Breadcrumb: []string{}, InNote: inNote}
 	h.Done = h.Layout == "todo" && it.Str("completedAt") != ""
-	if it.Parent != nil {
-		h.Parent = it.Parent.Key()
+	if par := t.Parent(it); par != nil {
+		h.Parent = par.Key()
 	}
 	for _, a := range stack {
 		h.Breadcrumb = append(h.Breadcrumb, clip(a.Str("text"), 40))

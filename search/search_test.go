@@ -69,7 +69,7 @@ func TestFilters(t *testing.T) {
 		{"created range by date", Query{CreatedFrom: "2026-04-01", CreatedTo: "2026-05-01"}, []string{"deep"}},
 		{"completed range excludes", Query{CompletedFrom: "2026-04-03"}, nil},
 		{"completed range includes the to day", Query{CompletedTo: "2026-04-02"}, []string{"plan"}},
-		{"subtree", Query{Text: "budget", Under: tr.Nodes["work"]}, []string{"budget", "deep"}},
+		{"subtree", Query{Text: "budget", Under: tr.Nodes.Get("work")}, []string{"budget", "deep"}},
 		{"filters combine", Query{Text: "budget", Layout: "todo"}, []string{"budget"}},
 	}
 	for _, c := range cases {

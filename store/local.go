@@ -71,6 +71,7 @@ type Local struct {
 	rev     string
 	records map[string]Record // "collection/rkey"
 	snap    *Snapshot         // sorted snapshot of the current commit, built on demand
+	history []transition      // the last commits' changes, oldest first (Changes)
 	log     *os.File
 	logOff  int64    // how much of the log has been read (and is whole)
 	lock    *os.File // flock'd while the files are read or written
@@ -289,11 +290,77 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 		}
 		recs[d.k] = out[i]
 	}
+	if prev != nil {
+		changes := out
+		for k := range prev {
+			if _, ok := recs[k]; !ok {
+				coll, rkey, _ := strings.Cut(k, "/")
+				changes = append(changes, Record{Collection: coll, RKey: rkey})
+			}
+		}
+		l.remember(l.root, root, changes)
+	}
 	l.root, l.rev, l.records = root, r.SignedCommit().Rev, recs
 	return nil
 }
 
 var errStop = errors.New("stop")
+
+// transition is what one move of HEAD changed.
+type transition struct {
+	from, to string
+	changes  []Record // Value nil: deleted
+}
+
+// History is how many moves of HEAD the store remembers for Changes.
+const History = 256
+
+func (l *Local) remember(from, to cid.Cid, changes []Record) {
+	if !from.Defined() {
+		return
+	}
+	if len(l.history) >= History {
+		l.history = slices.Delete(l.history, 0, len(l.history)-History+1)
+	}
+	l.history = append(l.history, transition{from.String(), to.String(), changes})
+}
+
+// Changes implements Deltas from the moves of HEAD this process made or
+// saw (its own commits, and other processes' picked up by refresh).
+func (l *Local) Changes(ctx context.Context, since string) (string, string, []Record, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.locked(ctx, false, func() error { return nil }); err != nil {
+		return "", "", nil, false, err
+	}
+	head := l.root.String()
+	if since == head {
+		return head, l.rev, nil, true, nil
+	}
+	// the chain of moves from since to HEAD, newest first
+	i := len(l.history) - 1
+	if i < 0 || l.history[i].to != head {
+		return "", "", nil, false, nil
+	}
+	n := 0
+	for ; i >= 0; i-- {
+		n += len(l.history[i].changes)
+		if l.history[i].from == since {
+			break
+		}
+		if i > 0 && l.history[i-1].to != l.history[i].from {
+			return "", "", nil, false, nil
+		}
+	}
+	if i < 0 || n > 100_000 {
+		return "", "", nil, false, nil
+	}
+	out := make([]Record, 0, n)
+	for _, t := range l.history[i:] {
+		out = append(out, t.changes...)
+	}
+	return head, l.rev, out, true, nil
+}
 
 // beforeHead lets tests stop a commit between appending its blocks and
 // replacing HEAD (a process killed there).
@@ -517,38 +584,26 @@ func (l *Local) apply(ctx context.Context, swapCommit string, writes []Write) (*
 	if err := l.persist(root); err != nil {
 		return fail(err)
 	}
+	var recorded []Record
 	for _, ch := range changes {
 		if ch.rec == nil {
 			delete(l.records, ch.path)
 		} else {
 			l.records[ch.path] = *ch.rec
 		}
-	}
-	if l.snap != nil && l.snap.Commit == l.root.String() {
-		// carry the sorted snapshot forward instead of re-sorting everything
-		next := &Snapshot{DID: l.did, Commit: root.String(), Rev: rev, Records: slices.Clone(l.snap.Records)}
-		for _, w := range writes {
-			if !strings.HasPrefix(w.Collection, Prefix) {
-				continue
-			}
-			i, found := slices.BinarySearchFunc(next.Records, w, func(r Record, w Write) int {
-				if c := strings.Compare(r.Collection, w.Collection); c != 0 {
-					return c
-				}
-				return strings.Compare(r.RKey, w.RKey)
-			})
-			rec, live := l.records[w.Collection+"/"+w.RKey]
-			switch {
-			case live && found:
-				next.Records[i] = rec
-			case live:
-				next.Records = slices.Insert(next.Records, i, rec)
-			case found:
-				next.Records = slices.Delete(next.Records, i, i+1)
+		if strings.HasPrefix(ch.path, Prefix) {
+			if ch.rec != nil {
+				recorded = append(recorded, *ch.rec)
+			} else {
+				coll, rkey, _ := strings.Cut(ch.path, "/")
+				recorded = append(recorded, Record{Collection: coll, RKey: rkey})
 			}
 		}
-		l.snap = next
 	}
+	// the sorted snapshot is made again only if somebody asks for one:
+	// readers that follow Changes never do
+	l.snap = nil
+	l.remember(l.root, root, recorded)
 	l.root, l.rev = root, rev
 	res.Commit, res.Rev = root.String(), rev
 	return res, nil

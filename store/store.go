@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
@@ -119,4 +120,25 @@ func Cost(writes []Write) int {
 		}
 	}
 	return n
+}
+
+// CompareRecords orders records by collection, then record key (a
+// snapshot's order).
+func CompareRecords(a, b Record) int {
+	if c := strings.Compare(a.Collection, b.Collection); c != 0 {
+		return c
+	}
+	return strings.Compare(a.RKey, b.RKey)
+}
+
+// Deltas is implemented by repositories that can tell what changed between
+// two commits, so that readers keep their state current from each commit's
+// changes instead of reading every record again.
+type Deltas interface {
+	// Changes returns the current commit and rev and the app.bulleted.*
+	// records changed since the commit since: created and updated records
+	// with their value and CID, deleted ones with a nil Value. ok is false
+	// when the repository cannot tell (since is too old or unknown): read a
+	// Snapshot instead.
+	Changes(ctx context.Context, since string) (commit, rev string, changes []Record, ok bool, err error)
 }

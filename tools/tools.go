@@ -409,18 +409,18 @@ const previewRows = 60
 // after, at the same scope: the parent (after the plan) of the first
 // touched bullet.
 func preview(before *outline.Tree, p *outline.Plan) (string, string) {
-	after := outline.Rebuild(outline.Applied(before.Snap, p.Writes), before)
+	after := before.Next(before.Commit, before.Rev, outline.WriteChanges(p.Writes))
 	scope := ""
 	for _, k := range p.Touched {
 		if it, err := after.Resolve(k); err == nil {
-			if it.Parent != nil {
-				scope = it.Parent.Key()
+			if par := after.Parent(it); par != nil {
+				scope = par.Key()
 			}
 			break
 		}
 		if it, err := before.Resolve(k); err == nil { // deleted by the plan
-			if it.Parent != nil {
-				scope = it.Parent.Key()
+			if par := before.Parent(it); par != nil {
+				scope = par.Key()
 			}
 			break
 		}

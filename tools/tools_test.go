@@ -248,7 +248,7 @@ func BenchmarkTextVsListRecords(b *testing.B) {
 		Value map[string]any `json:"value"`
 	}
 	var recs []rec
-	for _, r := range tr.Snap.Records {
+	for _, r := range tr.Records() {
 		recs = append(recs, rec{"at://" + tr.DID.String() + "/" + r.Collection + "/" + r.RKey, r.CID, r.Value})
 	}
 	raw, _ := json.Marshal(map[string]any{"records": recs, "cursor": "x"})

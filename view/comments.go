@@ -25,7 +25,7 @@ func policyFor(t *outline.Tree, it *outline.Item) (allow []string, ok bool) {
 	byRoot := map[string][]string{}
 	var self []string
 	haveSelf := false
-	for rk, p := range t.Policies {
+	for rk, p := range t.Policies.All() {
 		allow := stringsOf(p.Value["allow"])
 		root, _ := p.Value["root"].(string)
 		if root == "" {
@@ -38,7 +38,7 @@ func policyFor(t *outline.Tree, it *outline.Item) (allow []string, ok bool) {
 			byRoot[u.RecordKey().String()] = allow
 		}
 	}
-	for p := it; p != nil; p = p.Parent {
+	for p := it; p != nil; p = t.Parent(p) {
 		if a, found := byRoot[p.Key()]; found {
 			return a, true
 		}
@@ -59,9 +59,9 @@ func stringsOf(v any) []string {
 
 // mentions returns the DIDs mentioned in the facets of it and its
 // ancestors.
-func mentions(it *outline.Item) []string {
+func mentions(t *outline.Tree, it *outline.Item) []string {
 	var out []string
-	for p := it; p != nil; p = p.Parent {
+	for p := it; p != nil; p = t.Parent(p) {
 		for _, d := range facet.Values(p.Rec.Value, facet.Mention) {
 			if !slices.Contains(out, d) {
 				out = append(out, d)
@@ -83,7 +83,7 @@ func MayComment(t *outline.Tree, it *outline.Item) []string {
 	if !ok || !slices.Contains(allow, "mentioned") {
 		return nil
 	}
-	return mentions(it)
+	return mentions(t, it)
 }
 
 // CommentsOn returns the comments in t's repository whose subject is uri.

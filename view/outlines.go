@@ -24,7 +24,7 @@ type OutlineRef struct {
 // record; "" is the repository-wide `self` record.
 func outlineRecords(t *outline.Tree) map[string]store.Record {
 	out := map[string]store.Record{}
-	for rk, r := range t.Outlines {
+	for rk, r := range t.Outlines.All() {
 		root, _ := r.Value["root"].(string)
 		if root == "" {
 			if rk == "self" {
@@ -43,7 +43,7 @@ func outlineRecords(t *outline.Tree) map[string]store.Record {
 // level): the nearest one whose root is it or an ancestor, else `self`.
 func OutlineAt(t *outline.Tree, it *outline.Item) *OutlineRef {
 	recs := outlineRecords(t)
-	for p := it; p != nil; p = p.Parent {
+	for p := it; p != nil; p = t.Parent(p) {
 		if r, ok := recs[p.Key()]; ok {
 			return ref(t, r)
 		}
@@ -87,7 +87,7 @@ func contributorsOf(r store.Record) ([]string, bool) {
 // else of `self`.
 func ContributorsAt(t *outline.Tree, it *outline.Item) []string {
 	recs := outlineRecords(t)
-	for p := it; p != nil; p = p.Parent {
+	for p := it; p != nil; p = t.Parent(p) {
 		if r, ok := recs[p.Key()]; ok {
 			if c, ok := contributorsOf(r); ok {
 				return c
@@ -104,7 +104,7 @@ func ContributorsAt(t *outline.Tree, it *outline.Item) []string {
 // allContributors lists every identity named in any outline record of t.
 func allContributors(t *outline.Tree) []string {
 	var out []string
-	for _, r := range t.Outlines {
+	for _, r := range t.Outlines.All() {
 		c, _ := contributorsOf(r)
 		for _, d := range c {
 			if d != t.DID.String() && !slices.Contains(out, d) {
@@ -136,7 +136,7 @@ func Contributed(owner *outline.Tree, c *outline.Tree, it *outline.Item) bool {
 	if err != nil || p.Authority().String() != owner.DID.String() || p.Collection().String() != lexicon.Node {
 		return false
 	}
-	par := owner.Nodes[p.RecordKey().String()]
+	par := owner.Nodes.Get(p.RecordKey().String())
 	if par == nil {
 		return false
 	}

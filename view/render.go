@@ -53,7 +53,7 @@ func (v *View) Enrich(t *outline.Tree, other Trees) []string {
 		if ot == nil {
 			return
 		}
-		n := ot.Nodes[u.RecordKey().String()]
+		n := ot.Nodes.Get(u.RecordKey().String())
 		if n == nil {
 			r.Mirror.Missing = true
 			return
@@ -104,7 +104,7 @@ func (v *View) Enrich(t *outline.Tree, other Trees) []string {
 			budget := MirrorRows
 			mirror(r, nil, &budget)
 		} else if r.DID == t.DID.String() {
-			if it := t.Nodes[r.RKey]; it != nil {
+			if it := t.Nodes.Get(r.RKey); it != nil {
 				for _, did := range MayComment(t, it) {
 					if ct := get(did); ct != nil {
 						r.Comments = append(r.Comments, CommentsOn(ct, r.URI)...)

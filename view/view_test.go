@@ -103,7 +103,7 @@ func TestPagingTextSaysHowToContinue(t *testing.T) {
 	if !strings.Contains(txt, "cursor=\""+v.Cursor+"\"") || v.Stop != "limit" || !v.Truncated {
 		t.Fatalf("no continuation:\n%s", txt)
 	}
-	if _, err := view.Read(tr, tr.Nodes["k01"], view.Options{Cursor: v.Cursor}); err == nil {
+	if _, err := view.Read(tr, tr.Nodes.Get("k01"), view.Options{Cursor: v.Cursor}); err == nil {
 		t.Fatal("cursor of another node accepted")
 	}
 	if !strings.Contains(v.Markdown(), "<!-- cut by limit") || !strings.Contains(v.OPML(), "<!-- cut by limit") {
@@ -197,7 +197,7 @@ func TestContributorsRenderInPlace(t *testing.T) {
 	if got := strings.ReplaceAll(v.Text(false), " [invalid record]", ""); got != want {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}
-	if !view.Contributed(ownTree, friendTree, friendTree.Nodes["fr1"]) || view.Contributed(ownTree, friendTree, friendTree.Nodes["fr3"]) {
+	if !view.Contributed(ownTree, friendTree, friendTree.Nodes.Get("fr1")) || view.Contributed(ownTree, friendTree, friendTree.Nodes.Get("fr3")) {
 		t.Fatal("Contributed disagrees with the outline record")
 	}
 }

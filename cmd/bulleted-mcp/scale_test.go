@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulleted-mcp/bulleted-mcp/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/outlinegen"
 	"github.com/bulleted-mcp/bulleted-mcp/store"
+	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
 
 // seedStore makes (once per size, kept under the system temp directory) an
@@ -123,4 +125,104 @@ func rssOf(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// scaleSizes are the repository sizes of the write benchmarks: 1k and 10k
+// always, 100k and 250k with BULLETED_SCALE=1 (seeding takes a minute).
+func scaleSizes() []int {
+	if os.Getenv("BULLETED_SCALE") == "" {
+		return []int{1_000, 10_000}
+	}
+	return []int{1_000, 10_000, 100_000, 250_000}
+}
+
+// scaleEnv is the tool environment of a copy of the seeded store of n
+// records (the copy grows as the benchmark writes), warmed by one read.
+func scaleEnv(b *testing.B, n int) *tools.Env {
+	src := seedStore(b, n)
+	dir := b.TempDir()
+	if out, err := exec.Command("cp", "-a", src+"/.", dir).CombinedOutput(); err != nil {
+		b.Fatalf("cp: %v %s", err, out)
+	}
+	l, err := store.OpenLocal(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Close() })
+	e, err := newEngine(l, dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := e.Tree(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return &tools.Env{Engine: e}
+}
+
+// firstSection is the record key of the outline's first top-level bullet.
+func firstSection(b *testing.B, env *tools.Env) string {
+	tr, err := env.Engine.Tree(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return tr.Roots[0].Key()
+}
+
+// BenchmarkInsertEmbedded is one insert_after tool call (planned, committed
+// to the embedded store with its fsyncs, recorded as an operation, and the
+// tree brought to the new commit) on outlines of 1k to 250k records.
+func BenchmarkInsertEmbedded(b *testing.B) {
+	for _, n := range scaleSizes() {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			env := scaleEnv(b, n)
+			parent := firstSection(b, env)
+			ctx := context.Background()
+			b.ResetTimer()
+			i := 0
+			for b.Loop() {
+				i++
+				res, err := callTool(ctx, env, "insert_after", fmt.Sprintf(`{"parent":%q,"position":"first","text":"bench %d"}`, parent, i))
+				if err != nil || res.IsError {
+					b.Fatalf("%v %v", err, res)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkApplyBatchEmbedded is an apply_batch of 50 ops (25 inserts and
+// 25 edits of existing bullets, each op planned on the result of the ones
+// before it), reported per op.
+func BenchmarkApplyBatchEmbedded(b *testing.B) {
+	for _, n := range scaleSizes() {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			env := scaleEnv(b, n)
+			parent := firstSection(b, env)
+			tr, _ := env.Engine.Tree(context.Background())
+			var edit []string
+			for _, r := range tr.Roots[1:] {
+				for _, it := range outline.Subtree(r) {
+					if len(edit) < 25 {
+						edit = append(edit, it.Key())
+					}
+				}
+			}
+			ctx := context.Background()
+			b.ResetTimer()
+			i := 0
+			for b.Loop() {
+				var ops []string
+				for j := range 25 {
+					i++
+					ops = append(ops, fmt.Sprintf(`{"tool":"insert_after","args":{"parent":%q,"position":"last","text":"batch %d"}}`, parent, i))
+					ops = append(ops, fmt.Sprintf(`{"tool":"update_node","args":{"node":%q,"text":"edited %d"}}`, edit[j], i))
+				}
+				res, err := callTool(ctx, env, "apply_batch", `{"ops":[`+strings.Join(ops, ",")+`]}`)
+				if err != nil || res.IsError {
+					b.Fatalf("%v %+v", err, res.Content)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N*50), "ms/op-in-batch")
+		})
+	}
 }

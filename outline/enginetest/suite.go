@@ -97,7 +97,7 @@ func insertMoveDeleteUndo(t *testing.T, open Open) {
 		t.Fatalf("want has children, got %v", err)
 	}
 	tr0, _ := e.Tree(ctx)
-	before := tr0.Snap
+	before := tr0.Snapshot()
 	if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.DeleteNode(top[1], "lift") }); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func insertMoveDeleteUndo(t *testing.T, open Open) {
 		t.Fatal(err)
 	}
 	tr1, _ := e.Tree(ctx)
-	if !sameRecords(before, tr1.Snap) {
+	if !sameRecords(before, tr1.Snapshot()) {
 		t.Fatal("undo did not restore the records")
 	}
 	// dry run writes nothing
@@ -164,7 +164,7 @@ func notesPoliciesCompleteUnknownFields(t *testing.T, open Open) {
 		}
 	}
 	tr, _ = e.Tree(ctx)
-	if len(tr.Policies) != 1 || tr.Policies[k].Value["root"] == nil {
+	if tr.Policies.Len() != 1 || tr.Policies.Get(k).Value["root"] == nil {
 		t.Fatalf("policies %v", tr.Policies)
 	}
 	_, err = e.Do(ctx, false, func(p *outline.Planner) error { return p.SetPolicy(k, []string{"everyone"}, false) })
@@ -223,7 +223,7 @@ func randomIntents(t *testing.T, open Open, steps int) {
 	for step := 0; step < steps; step++ {
 		tr, _ := e.Tree(ctx)
 		var all []*outline.Item
-		for _, it := range tr.Nodes {
+		for _, it := range tr.Nodes.All() {
 			all = append(all, it)
 		}
 		if len(all) == 0 {
@@ -232,7 +232,7 @@ func randomIntents(t *testing.T, open Open, steps int) {
 		}
 		sort.Slice(all, func(i, j int) bool { return all[i].Key() < all[j].Key() })
 		pick := func() string { return all[rng.IntN(len(all))].Key() }
-		before := tr.Snap
+		before := tr.Snapshot()
 		var fn func(p *outline.Planner) error
 		switch rng.IntN(5) {
 		case 0, 1:
@@ -264,7 +264,7 @@ func randomIntents(t *testing.T, open Open, steps int) {
 				t.Fatalf("undo: %v", err)
 			}
 			tr, _ := e.Tree(ctx)
-			if !sameRecords(before, tr.Snap) {
+			if !sameRecords(before, tr.Snapshot()) {
 				t.Fatalf("step %d: undo did not restore", step)
 			}
 		}
@@ -276,6 +276,15 @@ func checkInvariants(t *testing.T, e *outline.Engine) {
 	tr, _ := e.Tree(context.Background())
 	if len(tr.Detached) > 0 {
 		t.Fatalf("engine detached %s: %s", tr.Detached[0].Key(), tr.Detached[0].Detached)
+	}
+	// the engine keeps its tree current from each commit's changes: it
+	// must be the tree of the repository's records as read back
+	s, err := e.Repo.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tr.Describe(), outline.Build(s).Describe(); got != want {
+		t.Fatalf("the engine's tree differs from the repository's records:\n%s", firstDiff(got, want))
 	}
 	var walk func(items []*outline.Item)
 	walk = func(items []*outline.Item) {
@@ -297,8 +306,8 @@ func checkInvariants(t *testing.T, e *outline.Engine) {
 		}
 	}
 	walk(tr.Roots)
-	for rk, n := range tr.Notes {
-		if tr.Nodes[rk] == nil {
+	for rk, n := range tr.Notes.All() {
+		if tr.Nodes.Get(rk) == nil {
 			t.Fatalf("note %s without its node", rk)
 		}
 		if err := validate.Default().Data(n.Value, "", nil); err != nil {
@@ -339,4 +348,15 @@ func reattachDetached(t *testing.T, open Open) {
 	if len(tr.Detached) != 0 || !reflect.DeepEqual(Texts(t, e, home), []string{"orphan"}) {
 		t.Fatalf("after re-attach: detached %d, children %v", len(tr.Detached), Texts(t, e, home))
 	}
+}
+
+// firstDiff shows where two descriptions part.
+func firstDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := 0; i < len(al) && i < len(bl); i++ {
+		if al[i] != bl[i] {
+			return fmt.Sprintf("line %d:\n got  %s\n want %s", i, al[i], bl[i])
+		}
+	}
+	return fmt.Sprintf("lengths %d and %d", len(al), len(bl))
 }
