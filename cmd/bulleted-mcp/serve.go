@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -106,6 +107,14 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer be.close()
 	repo := be.repo
+	if _, local := repo.(*store.Local); local {
+		// the embedded store was read at open: build the tree now, and
+		// (while the first requests are served) give the memory the load
+		// used back to the system, so that a large outline's server holds
+		// what it keeps, not its peak
+		be.env.Engine.Tree(ctx)
+		go debug.FreeOSMemory()
+	}
 	s, err := server.NewWithOptions(be.env, server.Options{ReadOnly: *readOnly, Families: strings.Split(*families, ",")})
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
