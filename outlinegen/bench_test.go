@@ -35,7 +35,7 @@ func TestShape(t *testing.T) {
 		}
 	}
 	walk(tr.Roots, 1)
-	n := len(tr.Nodes)
+	n := tr.Nodes.Len()
 	if n < 9500 || n > 10500 || len(tr.Roots) < 15 || len(tr.Roots) > 25 || big == 0 || depth < 3 || depth > 5 || todos < n/4 || todos > n*35/100 {
 		t.Fatalf("nodes %d sections %d big levels %d depth %d todos %d", n, len(tr.Roots), big, depth, todos)
 	}
