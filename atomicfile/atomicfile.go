@@ -46,3 +46,15 @@ func Write(path string, data []byte, mode os.FileMode) (err error) {
 	}
 	return nil
 }
+
+// SyncDir makes renames in dir durable (where the system can; elsewhere a
+// no-op).
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	d.Sync() // not supported on every system: best effort, like Write's
+	return nil
+}

@@ -115,6 +115,7 @@ type Local struct {
 	records map[string]Record // "collection/rkey"
 	snap    *Snapshot         // sorted snapshot of the current commit, built on demand
 	history []transition      // the last commits' changes, oldest first (Changes)
+	reachable int             // blocks the commit at root uses (at its load)
 	log     *os.File
 	logOff  int64    // how much of the log has been read (and is whole)
 	lock    *os.File // flock'd while the files are read or written
@@ -325,6 +326,13 @@ func (l *Local) load() error {
 		}
 	}
 	l.log, l.logOff = f, good
+	// a compaction that did not finish left its file: the log is whole
+	os.Remove(l.compactPath())
+	if l.stale() {
+		// best effort: a store that cannot be compacted (a system that
+		// does not rename over an open file) still opens
+		l.compact(context.Background())
+	}
 	return nil
 }
 
@@ -368,7 +376,9 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 	}
 	var decode []todo
 	var keys []string // in key order: the snapshot's order
-	err = l.walk(ctx, commit.Data, func(k string, v cid.Cid) error {
+	reachable := 1 // the commit
+	err = l.walkNodes(ctx, commit.Data, func(k string, v cid.Cid) error {
+		reachable++
 		if !strings.HasPrefix(k, Prefix) {
 			return nil
 		}
@@ -379,7 +389,7 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 		}
 		decode = append(decode, todo{k, v})
 		return nil
-	})
+	}, func(cid.Cid) { reachable++ })
 	if err != nil && !errors.Is(err, errStop) {
 		return err
 	}
@@ -425,7 +435,7 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 		}
 		l.remember(l.root, root, changes)
 	}
-	l.root, l.rev, l.records = root, commit.Rev, recs
+	l.root, l.rev, l.records, l.reachable = root, commit.Rev, recs, reachable
 	// the walk was in key order: the snapshot needs no sort
 	snap := &Snapshot{DID: l.did, Commit: root.String(), Rev: commit.Rev, Records: make([]Record, len(keys))}
 	for i, k := range keys {
@@ -439,6 +449,14 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 // Each node is decoded once with the MST package's node codec; a missing
 // node is an error (a tree with holes must not read as fewer records).
 func (l *Local) walk(ctx context.Context, root cid.Cid, fn func(k string, v cid.Cid) error) error {
+	return l.walkNodes(ctx, root, fn, nil)
+}
+
+// walkNodes is walk that also tells node about every MST node.
+func (l *Local) walkNodes(ctx context.Context, root cid.Cid, fn func(k string, v cid.Cid) error, node func(cid.Cid)) error {
+	if node != nil {
+		node(root)
+	}
 	blk, err := l.bs.Get(ctx, root)
 	if err != nil {
 		return fmt.Errorf("MST node %s: %w", root, err)
@@ -448,7 +466,7 @@ func (l *Local) walk(ctx context.Context, root cid.Cid, fn func(k string, v cid.
 		return fmt.Errorf("MST node %s: %w", root, err)
 	}
 	if nd.Left != nil {
-		if err := l.walk(ctx, *nd.Left, fn); err != nil {
+		if err := l.walkNodes(ctx, *nd.Left, fn, node); err != nil {
 			return err
 		}
 	}
@@ -463,7 +481,7 @@ func (l *Local) walk(ctx context.Context, root cid.Cid, fn func(k string, v cid.
 		}
 		prev = key
 		if e.Right != nil {
-			if err := l.walk(ctx, *e.Right, fn); err != nil {
+			if err := l.walkNodes(ctx, *e.Right, fn, node); err != nil {
 				return err
 			}
 		}
@@ -588,12 +606,25 @@ func (l *Local) refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: HEAD: %v", ErrCorrupt, err)
 	}
-	if c == l.root {
-		return nil
-	}
+	// another process may have compacted the log (a new file under the
+	// same name): this process's blocks are then read from the new one
 	info, err := l.log.Stat()
 	if err != nil {
 		return err
+	}
+	if now, err := os.Stat(l.logPath()); err == nil && !os.SameFile(info, now) {
+		f, err := os.OpenFile(l.logPath(), os.O_RDWR, 0o600)
+		if err != nil {
+			return err
+		}
+		l.log.Close()
+		l.log, l.logOff = f, 0
+		l.bs = newBlocks(f)
+		info = now
+		l.root = cid.Undef // load HEAD's commit from the new file
+	}
+	if c == l.root {
+		return nil
 	}
 	defer func() { l.bs.evict() }()
 	if info.Size() >= l.logOff {
