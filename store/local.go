@@ -19,9 +19,9 @@ import (
 
 	"github.com/bluesky-social/indigo/atproto/atcrypto"
 	"github.com/bluesky-social/indigo/atproto/atdata"
-	"github.com/bluesky-social/indigo/atproto/syntax"
 	atrepo "github.com/bluesky-social/indigo/atproto/repo"
 	"github.com/bluesky-social/indigo/atproto/repo/mst"
+	"github.com/bluesky-social/indigo/atproto/syntax"
 	legacy "github.com/bluesky-social/indigo/repo"
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
@@ -105,20 +105,20 @@ func (r rawRecord) MarshalCBOR(w io.Writer) error { _, err := w.Write(r); return
 
 // Local is the embedded repository.
 type Local struct {
-	mu      sync.Mutex
-	dir     string
-	key     *atcrypto.PrivateKeyK256
-	did     syntax.DID
-	bs      *memBlocks
-	root    cid.Cid
-	rev     string
-	records map[string]Record // "collection/rkey"
-	snap    *Snapshot         // sorted snapshot of the current commit, built on demand
-	history []transition      // the last commits' changes, oldest first (Changes)
-	reachable int             // blocks the commit at root uses (at its load)
-	log     *os.File
-	logOff  int64    // how much of the log has been read (and is whole)
-	lock    *os.File // flock'd while the files are read or written
+	mu        sync.Mutex
+	dir       string
+	key       *atcrypto.PrivateKeyK256
+	did       syntax.DID
+	bs        *memBlocks
+	root      cid.Cid
+	rev       string
+	records   map[string]Record // "collection/rkey"
+	snap      *Snapshot         // sorted snapshot of the current commit, built on demand
+	history   []transition      // the last commits' changes, oldest first (Changes)
+	reachable int               // blocks the commit at root uses (at its load)
+	log       *os.File
+	logOff    int64    // how much of the log has been read (and is whole)
+	lock      *os.File // flock'd while the files are read or written
 }
 
 // OpenLocal opens (or creates) the embedded repository in dir.
@@ -376,7 +376,7 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 	}
 	var decode []todo
 	var keys []string // in key order: the snapshot's order
-	reachable := 1 // the commit
+	reachable := 1    // the commit
 	err = l.walkNodes(ctx, commit.Data, func(k string, v cid.Cid) error {
 		reachable++
 		if !strings.HasPrefix(k, Prefix) {
@@ -889,4 +889,3 @@ func writeSection(buf *bytes.Buffer, c cid.Cid, data []byte) {
 // MaxSection bounds one log section (a CID and a block: records and MST
 // nodes are far smaller).
 const MaxSection = 4 << 20
-
