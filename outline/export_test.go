@@ -1,4 +1,31 @@
 package outline
 
+import (
+	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
+)
+
 // FullBuilds is how many times Next fell back to building the whole tree.
 func FullBuilds() int64 { return fullBuilds.Load() }
+
+// ParentKey is Tree.parentKey (tests).
+func (t *Tree) ParentKey(p string) (string, string) { return t.parentKey(p) }
+
+// SlowParentKey is parentKey through the URI parser alone (tests).
+func (t *Tree) SlowParentKey(p string) (string, string) {
+	saved := t.DID
+	defer func() { t.DID = saved }()
+	u, err := syntax.ParseATURI(p)
+	switch {
+	case p == "":
+		return "", ""
+	case err != nil:
+		return "", "parent is not a valid AT-URI"
+	case u.Authority().String() != t.DID.String():
+		return "", "parent is in another repository"
+	case u.Collection().String() != lexicon.Node:
+		return "", "parent is not an app.bulleted.node"
+	}
+	return u.RecordKey().String(), ""
+}

@@ -245,3 +245,21 @@ func diffLine(a, b string) string {
 	}
 	return fmt.Sprintf("lengths %d and %d", len(al), len(bl))
 }
+
+// The parent field's fast path reads every parent as the URI parser does.
+func TestParentKeyFastPath(t *testing.T) {
+	tr := outline.Build(&store.Snapshot{DID: nextDID})
+	base := "at://" + nextDID + "/app.bulleted.node/"
+	for _, p := range []string{
+		"", base + "3kaaaaaaaaa22", base + "self", base + "a.b-c_d:e~f", base + ".", base + "..", base + "a b", base + "a/b",
+		base + "", base + "ä", base + strings.Repeat("k", 512), base + strings.Repeat("k", 513), base + "k?x=1", base + "k#frag",
+		"at://" + nextDID + "/app.bulleted.note/k", "at://did:plc:other/app.bulleted.node/k", "at://" + nextDID + "x/app.bulleted.node/k",
+		"at://" + nextDID + "/app.bulleted.node", "https://example.com/app.bulleted.node/k", "at://" + nextDID, "not a uri",
+	} {
+		gk, gw := tr.ParentKey(p)
+		wk, ww := tr.SlowParentKey(p)
+		if gk != wk || gw != ww {
+			t.Errorf("%q: fast (%q, %q), parser (%q, %q)", p, gk, gw, wk, ww)
+		}
+	}
+}

@@ -40,6 +40,16 @@ func (t *Tree) parentKey(p string) (key, why string) {
 	if p == "" {
 		return "", ""
 	}
+	// the common case, without the URI parser's regular expressions (a
+	// third of building a 250,000-record tree): this repository's node
+	// collection and a record key of the record-key alphabet
+	if rest, ok := strings.CutPrefix(p, "at://"); ok {
+		if rest, ok := strings.CutPrefix(rest, t.DID.String()); ok {
+			if k, ok := strings.CutPrefix(rest, "/"+lexicon.Node+"/"); ok && plainKey(k) {
+				return k, ""
+			}
+		}
+	}
 	u, err := syntax.ParseATURI(p)
 	switch {
 	case err != nil:
@@ -50,6 +60,21 @@ func (t *Tree) parentKey(p string) (key, why string) {
 		return "", "parent is not an app.bulleted.node"
 	}
 	return u.RecordKey().String(), ""
+}
+
+// plainKey reports whether k is a record key (1–512 characters of
+// A–Z a–z 0–9 . - _ : ~, not "." or "..").
+func plainKey(k string) bool {
+	if len(k) == 0 || len(k) > 512 || k == "." || k == ".." {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_' || c == ':' || c == '~') {
+			return false
+		}
+	}
+	return true
 }
 
 // item returns prev's item for the same record at the same CID, or nil.
