@@ -1,6 +1,7 @@
 package outline
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -160,10 +161,30 @@ func encodeOp(op *Operation) ([]byte, error) {
 	return json.Marshal(f)
 }
 
+// opDelta is what changed while an operation ran, appended to its file.
+type opDelta struct {
+	State   string   `json:"state"`
+	Landed  int      `json:"landed"`
+	Commits []string `json:"commits,omitempty"`
+	Reason  string   `json:"reason,omitempty"`
+	Unknown bool     `json:"unknown,omitempty"`
+}
+
 func decodeOp(raw []byte) (*Operation, error) {
 	var f opFile
-	if err := json.Unmarshal(raw, &f); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&f); err != nil {
 		return nil, err
+	}
+	// the lines appended since: the last whole one is the state (a line
+	// torn by a crash ends them; the batch it recorded is found landed
+	// again by resume or undo, which read the repository)
+	for {
+		var d opDelta
+		if err := dec.Decode(&d); err != nil {
+			break
+		}
+		f.State, f.Landed, f.Commits, f.Reason, f.Unknown = d.State, d.Landed, d.Commits, d.Reason, d.Unknown
 	}
 	op := &Operation{ID: f.ID, DID: f.DID, Summary: f.Summary, Started: f.Started, State: f.State,
 		Batches: f.Batches, Landed: f.Landed, Commits: f.Commits, Reason: f.Reason, Unknown: f.Unknown, Undoes: f.Undoes,
@@ -201,10 +222,11 @@ type opStore struct {
 	did string
 	dir string // "" = memory only
 
-	mu    sync.Mutex
-	mem   map[string]*Operation // memory-only store, and this process's live operations
-	files map[string]cachedOp   // parsed files by name, reused while unchanged
-	held  map[string]*os.File   // locks this process holds
+	mu      sync.Mutex
+	mem     map[string]*Operation // memory-only store, and this process's live operations
+	written map[string][]int      // operations whose plan this process wrote whole, with their batches
+	files   map[string]cachedOp   // parsed files by name, reused while unchanged
+	held    map[string]*os.File   // locks this process holds
 }
 
 type cachedOp struct {
@@ -214,18 +236,41 @@ type cachedOp struct {
 }
 
 func newOpStore(did, dir string) *opStore {
-	return &opStore{did: did, dir: dir, mem: map[string]*Operation{}, files: map[string]cachedOp{}, held: map[string]*os.File{}}
+	return &opStore{did: did, dir: dir, mem: map[string]*Operation{}, files: map[string]cachedOp{}, held: map[string]*os.File{}, written: map[string][]int{}}
 }
 
 func (s *opStore) path(id string) string { return filepath.Join(s.dir, id+".json") }
 
-// save records op (durably, with a directory).
+// save records op (durably, with a directory). The plan is written once,
+// whole; what changes while it runs (batches landed, state) is appended to
+// the same file as a short line, so a long operation's record is not
+// rewritten after every batch.
 func (s *opStore) save(op *Operation) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mem[op.ID] = op
 	if s.dir == "" {
 		return nil
+	}
+	if w, ok := s.written[op.ID]; ok && slices.Equal(w, op.Batches) {
+		raw, err := json.Marshal(opDelta{State: op.State, Landed: op.Landed, Commits: op.Commits, Reason: op.Reason, Unknown: op.Unknown})
+		if err != nil {
+			return err
+		}
+		f, err := os.OpenFile(s.path(op.ID), os.O_WRONLY|os.O_APPEND, 0o600)
+		if err == nil {
+			_, err = f.Write(append(raw, '\n'))
+			if err == nil {
+				err = f.Sync()
+			}
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err == nil {
+				return nil
+			}
+		}
+		// the file is gone or could not be appended to: write it whole
 	}
 	raw, err := encodeOp(op)
 	if err != nil {
@@ -234,7 +279,11 @@ func (s *opStore) save(op *Operation) error {
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return err
 	}
-	return atomicfile.Write(s.path(op.ID), raw, 0o600)
+	if err := atomicfile.Write(s.path(op.ID), append(raw, '\n'), 0o600); err != nil {
+		return err
+	}
+	s.written[op.ID] = slices.Clone(op.Batches)
+	return nil
 }
 
 // remove forgets op (a plan that never sent anything).
@@ -242,6 +291,7 @@ func (s *opStore) remove(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.mem, id)
+	delete(s.written, id)
 	if s.dir != "" {
 		os.Remove(s.path(id))
 	}

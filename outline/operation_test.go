@@ -588,3 +588,59 @@ func TestReadWhileWriteInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An operation's record is written whole once; each landed batch appends a
+// short line instead of rewriting it, so a long operation's record costs
+// about one plan, not one plan per batch. A line torn by a crash reads as
+// the state before it, and a record of the earlier one-object format reads.
+func TestOperationRecordAppends(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	e := outline.New(openLocal(t, dir+"/repo"))
+	if err := e.KeepOperations(dir); err != nil {
+		t.Fatal(err)
+	}
+	out, err := insertTop(ctx, e, nodesWithNotes(500)) // 2,000 writes, 10 batches
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := dir + "/ops/" + out.Op.ID + ".json"
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+	plan := len(lines[0])
+	if len(out.Commits) < 10 || len(lines) != 1+len(out.Commits)+1 {
+		t.Fatalf("%d commits, %d lines in the record", len(out.Commits), len(lines))
+	}
+	if len(raw) > plan+plan/10 {
+		t.Fatalf("record %d bytes for a plan of %d: rewritten, not appended", len(raw), plan)
+	}
+	// a fresh engine (another process) reads the state of the last line
+	e2 := outline.New(openLocal(t, dir+"/repo"))
+	if err := e2.KeepOperations(dir); err != nil {
+		t.Fatal(err)
+	}
+	ops, err := e2.Operations()
+	if err != nil || len(ops) != 1 || ops[0].State != outline.OpDone || ops[0].Landed != len(out.Commits) {
+		t.Fatalf("operations: %+v %v", ops, err)
+	}
+	// torn last line: the state before it
+	torn := strings.Join(lines[:len(lines)-1], "\n") + "\n" + lines[len(lines)-1][:10]
+	if err := os.WriteFile(path, []byte(torn), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ops, err = e2.Operations()
+	if err != nil || len(ops) != 1 || ops[0].Landed != len(out.Commits) || ops[0].State == outline.OpDone {
+		t.Fatalf("after a torn line: %+v %v", ops, err)
+	}
+	// the earlier format: one object
+	if err := os.WriteFile(path, []byte(lines[0]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ops, err = e2.Operations()
+	if err != nil || len(ops) != 1 || ops[0].Landed != 0 {
+		t.Fatalf("one-object record: %+v %v", ops, err)
+	}
+}
