@@ -72,21 +72,23 @@ func BenchmarkServeStartFirstRead(b *testing.B) {
 	for _, n := range []int{10_000, 100_000, 249_000} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			dir := seedStore(b, n)
-			var rss, settled int64
+			var rss, settled, peak int64
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				r, s := startAndRead(b, bin, dir)
-				rss, settled = max(rss, r), max(settled, s)
+				r, s, p := startAndRead(b, bin, dir)
+				rss, settled, peak = max(rss, r), max(settled, s), max(peak, p)
 			}
 			b.ReportMetric(float64(rss)/(1<<20), "RSS-MB")
 			b.ReportMetric(float64(settled)/(1<<20), "RSS-2s-MB")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-MB")
 		})
 	}
 }
 
 // startAndRead returns the server's resident memory right after its first
-// answer and two seconds later (once it returned the memory of the load).
-func startAndRead(b *testing.B, bin, dir string) (int64, int64) {
+// answer, two seconds later (once it returned the memory of the load), and
+// its peak.
+func startAndRead(b *testing.B, bin, dir string) (int64, int64, int64) {
 	cmd := exec.Command(bin, "serve", "--store", dir)
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
@@ -110,25 +112,27 @@ func startAndRead(b *testing.B, bin, dir string) (int64, int64) {
 				b.Fatalf("read_outline answered %.200s", msg.Result)
 			}
 			b.StopTimer()
-			rss := rssOf(cmd.Process.Pid)
+			rss := rssOf(cmd.Process.Pid, "VmRSS:")
 			time.Sleep(2 * time.Second)
-			settled := rssOf(cmd.Process.Pid)
+			settled := rssOf(cmd.Process.Pid, "VmRSS:")
+			peak := rssOf(cmd.Process.Pid, "VmHWM:")
 			b.StartTimer()
-			return rss, settled
+			return rss, settled, peak
 		}
 	}
 	b.Fatal("no answer to read_outline")
-	return 0, 0
+	return 0, 0, 0
 }
 
-// rssOf is the resident set of pid in bytes (Linux).
-func rssOf(pid int) int64 {
+// rssOf is a memory figure of pid in bytes (Linux): field "VmRSS:" (the
+// resident set) or "VmHWM:" (its peak).
+func rssOf(pid int, field string) int64 {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			var kb int64
 			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
 			return kb << 10
