@@ -117,14 +117,15 @@ func BenchmarkPlanInsert(b *testing.B) {
 }
 
 // BenchmarkIndexUpdate: bringing the index to a commit that changed one
-// bullet.
+// bullet (the tree brought forward as the engine does, Tree.Next).
 func BenchmarkIndexUpdate(b *testing.B) {
 	benchSizes(b, func(b *testing.B, n int) {
 		recs := outlinegen.Generate(n, 1)
 		t1 := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c1", Records: recs})
-		recs2 := append([]store.Record(nil), recs...)
-		recs2[5].CID = "changed"
-		t2 := outline.Rebuild(&store.Snapshot{DID: outlinegen.DID, Commit: "c2", Records: recs2}, t1)
+		r := t1.Roots[3].Children[0].Rec
+		v := outline.Copy(r.Value)
+		v["text"] = "changed budget review"
+		t2 := t1.Next("c2", "c2", []store.Record{{Collection: r.Collection, RKey: r.RKey, CID: "changed", Value: v}})
 		x := search.New()
 		x.Update(t1)
 		b.ResetTimer()

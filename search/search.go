@@ -39,7 +39,6 @@ type entry struct {
 	layout       string
 	created      time.Time
 	completed    time.Time
-	gen          uint64
 }
 
 // Index is the search index of one repository.
@@ -47,7 +46,6 @@ type Index struct {
 	mu      sync.Mutex
 	did     string
 	commit  string
-	gen     uint64
 	entries map[string]*entry
 	// Derived counts how many entries were (re)derived by the last Update.
 	Derived int
@@ -59,7 +57,7 @@ type Index struct {
 	order []*outline.Item
 	ents  []*entry
 	end   []int
-	pos   map[*outline.Item]int
+	spare flat // the arrays of the update before, reused by the next
 }
 
 // New returns an empty index.
@@ -82,8 +80,11 @@ func derive(it *outline.Item) *entry {
 }
 
 // Update brings the index to tree t: entries of nodes whose record or note
-// CID changed since the last update are derived again, entries of deleted
-// nodes dropped. The same commit is a no-op.
+// CID changed since the last update are derived again. The same commit is
+// a no-op. After a commit of the same repository, only what changed is
+// visited: trees share every unchanged bullet (outline.Tree.Next), so an
+// unchanged subtree is one pointer, and its part of the pre-order scan is
+// copied as it was.
 func (x *Index) Update(t *outline.Tree) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -91,62 +92,145 @@ func (x *Index) Update(t *outline.Tree) {
 }
 
 func (x *Index) update(t *outline.Tree) {
-	if x.did == t.DID.String() && x.commit == t.Commit && t.Commit != "" {
+	if x.did == t.DID.String() && x.commit == t.Commit && t.Commit != "" && x.tree != nil {
 		return
 	}
-	if x.did != t.DID.String() {
-		x.entries = map[string]*entry{}
-	}
-	x.did, x.commit = t.DID.String(), t.Commit
-	x.gen++
 	x.Derived = 0
-	for k, it := range t.Nodes.All() {
-		e := x.entries[k]
-		noteCID := ""
-		if it.Note != nil {
-			noteCID = it.Note.CID
-		}
-		if e == nil || e.cid != it.Rec.CID || e.noteCID != noteCID || it.Rec.CID == "" {
-			e = derive(it)
-			x.entries[k] = e
-			x.Derived++
-		}
-		e.gen = x.gen
+	if x.did != t.DID.String() || x.tree == nil {
+		x.entries = map[string]*entry{}
+		x.did = t.DID.String()
+		x.order, x.ents, x.end = nil, nil, nil
 	}
-	if len(x.entries) != t.Nodes.Len() {
-		for k, e := range x.entries {
-			if e.gen != x.gen {
+	x.commit = t.Commit
+	// the arrays of the update before last are reused (searches hold the
+	// index's lock, so nobody reads them any more): fresh memory for three
+	// arrays of a quarter of a million entries was most of an update
+	nb := &x.spare
+	nb.order, nb.ents, nb.end = nb.order[:0], nb.ents[:0], nb.end[:0]
+	var oldRoots []*outline.Item
+	if x.tree != nil && x.tree.DID == t.DID {
+		oldRoots = x.tree.Roots
+	}
+	x.merge(nb, t.Roots, oldRoots, 0)
+	cur := flat{x.order, x.ents, x.end}
+	x.tree, x.order, x.ents, x.end = t, nb.order, nb.ents, nb.end
+	clear(cur.order[:cap(cur.order)]) // no hold on the old tree's items
+	x.spare = cur
+	// entries of bullets no longer in the outline: swept once they are a
+	// fifth of the index
+	if len(x.entries) > t.Nodes.Len()+t.Nodes.Len()/5+64 {
+		for k := range x.entries {
+			if t.Nodes.Get(k) == nil {
 				delete(x.entries, k)
 			}
 		}
 	}
-	x.flatten(t)
 }
 
-// flatten lays t out in pre-order for the scan.
-func (x *Index) flatten(t *outline.Tree) {
-	x.tree = t
-	x.order = x.order[:0]
-	x.ents = x.ents[:0]
-	x.end = x.end[:0]
-	x.pos = make(map[*outline.Item]int, t.Nodes.Len())
-	var walk func(items []*outline.Item)
-	walk = func(items []*outline.Item) {
-		for _, it := range items {
-			i := len(x.order)
-			x.pos[it] = i
-			x.order = append(x.order, it)
-			var e *entry
-			if !it.Mirror {
-				e = x.entries[it.Key()]
-			}
-			x.ents = append(x.ents, e)
-			x.end = append(x.end, 0)
-			walk(it.Children)
-			x.end[i] = len(x.order)
+// flat is the pre-order scan being built.
+type flat struct {
+	order []*outline.Item
+	ents  []*entry
+	end   []int
+}
+
+// entry returns it's entry, derived again if its record or note changed.
+func (x *Index) entry(it *outline.Item) *entry {
+	if it.Mirror {
+		return nil
+	}
+	noteCID := ""
+	if it.Note != nil {
+		noteCID = it.Note.CID
+	}
+	e := x.entries[it.Key()]
+	if e == nil || e.cid != it.Rec.CID || e.noteCID != noteCID || it.Rec.CID == "" {
+		e = derive(it)
+		x.entries[it.Key()] = e
+		x.Derived++
+	}
+	return e
+}
+
+// merge lays out items (a sibling list of the new tree) in pre-order into
+// nb. olds is the same list in the indexed tree, whose first item is at
+// position first of the old scan: an item found there unchanged (the same
+// pointer) brings its whole subtree's part of the old scan along; a new
+// version of an old item is laid out again, its children merged with the
+// old version's.
+func (x *Index) merge(nb *flat, items, olds []*outline.Item, first int) {
+	var byPtr map[*outline.Item]int
+	var byID map[string]int
+	if len(olds) > 0 {
+		byPtr = make(map[*outline.Item]int, len(olds))
+		byID = make(map[string]int, len(olds))
+		q := first
+		for _, o := range olds {
+			byPtr[o] = q
+			byID[id(o)] = q
+			q = x.end[q]
 		}
 	}
-	walk(t.Roots)
+	for _, it := range items {
+		if p, ok := byPtr[it]; ok {
+			e := x.end[p]
+			delta := len(nb.order) - p
+			nb.order = append(nb.order, x.order[p:e]...)
+			nb.ents = append(nb.ents, x.ents[p:e]...)
+			for _, v := range x.end[p:e] {
+				nb.end = append(nb.end, v+delta)
+			}
+			continue
+		}
+		i := len(nb.order)
+		nb.order = append(nb.order, it)
+		nb.ents = append(nb.ents, x.entry(it))
+		nb.end = append(nb.end, 0)
+		if p, ok := byID[id(it)]; ok {
+			x.merge(nb, it.Children, x.order[p].Children, p+1)
+		} else {
+			x.merge(nb, it.Children, nil, 0)
+		}
+		nb.end[i] = len(nb.order)
+	}
+}
+
+func id(it *outline.Item) string {
+	if it.Mirror {
+		return "m/" + it.Key()
+	}
+	return "n/" + it.Key()
+}
+
+// position is it's place in the scan of tree t (false if it is not in it:
+// detached, or another tree's item): found from the top down, a sibling
+// list at a time.
+func (x *Index) position(t *outline.Tree, it *outline.Item) (int, bool) {
+	var path []*outline.Item
+	for p := it; p != nil; p = t.Parent(p) {
+		path = append(path, p)
+	}
+	items, q := t.Roots, 0
+	for i := len(path) - 1; i >= 0; i-- {
+		found := false
+		for _, s := range items {
+			if q >= len(x.order) || x.order[q] != s {
+				return 0, false
+			}
+			if s == path[i] {
+				found = true
+				break
+			}
+			q = x.end[q]
+		}
+		if !found {
+			return 0, false
+		}
+		if i > 0 {
+			items, q = path[i].Children, q+1
+		}
+	}
+	return q, true
 }
 
 // Query is what to look for; every given filter must match.
@@ -394,7 +478,7 @@ func (x *Index) Search(t *outline.Tree, q Query) (*Result, error) {
 	full := false
 	var visit func(it *outline.Item) bool
 	visit = func(it *outline.Item) bool {
-		if e := x.entries[it.Key()]; e != nil && !it.Mirror {
+		if e := x.entry(it); e != nil {
 			res.Scanned++
 			if ok, at, n, inNote := m.match(e); ok {
 				if len(res.Hits) == q.Limit {
@@ -472,7 +556,7 @@ func (x *Index) scan(t *outline.Tree, q Query, m *matcher, fp string, after []st
 	}
 	start, stop := 0, len(x.order)
 	if q.Under != nil {
-		i, ok := x.pos[q.Under]
+		i, ok := x.position(t, q.Under)
 		if !ok {
 			return nil, false
 		}
@@ -492,7 +576,7 @@ func (x *Index) scan(t *outline.Tree, q Query, m *matcher, fp string, after []st
 			last = items[i]
 			items = last.Children
 		}
-		i, ok := x.pos[last]
+		i, ok := x.position(t, last)
 		if !ok || i+1 < start {
 			return nil, false
 		}
