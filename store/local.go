@@ -408,7 +408,7 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 					errs[i] = err
 					continue
 				}
-				val, err := atdata.UnmarshalCBOR(blk.RawData())
+				val, err := DecodeRecord(blk.RawData())
 				if err != nil {
 					errs[i] = fmt.Errorf("record %s: %w", d.k, err)
 					continue
@@ -775,7 +775,7 @@ func (l *Local) apply(ctx context.Context, swapCommit string, writes []Write) (*
 		if err != nil {
 			return fail(err)
 		}
-		dec, err := atdata.UnmarshalCBOR(raw)
+		dec, err := DecodeRecord(raw)
 		if err != nil {
 			return fail(err)
 		}
