@@ -45,6 +45,10 @@ func NewWith(env *tools.Env, readOnly bool) *mcpserver.MCPServer {
 type Options struct {
 	ReadOnly bool     // only read-only tools
 	Families []string // tool families (tools.Families); empty = all
+	// EnvFor, if set, gives each call its environment (the hosted server:
+	// the repository, budget and journal of the user the request's bearer
+	// token belongs to); env is then unused. An error is the call's result.
+	EnvFor func(ctx context.Context) (*tools.Env, error)
 }
 
 // MaxResultBytes bounds a tool result (text and structured content
@@ -83,6 +87,12 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 			}
 			if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 				ctx = outline.WithProgress(ctx, progressNotifier(ctx, req.Params.Meta.ProgressToken))
+			}
+			env := env
+			if o.EnvFor != nil {
+				if env, err = o.EnvFor(ctx); err != nil {
+					return tools.ErrorResult(err), nil
+				}
 			}
 			res, err = t.Handle(ctx, env, args)
 			if err != nil {
