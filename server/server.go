@@ -47,8 +47,9 @@ type Options struct {
 	Families []string // tool families (tools.Families); empty = all
 	// EnvFor, if set, gives each call its environment (the hosted server:
 	// the repository, budget and journal of the user the request's bearer
-	// token belongs to); env is then unused. An error is the call's result.
-	EnvFor func(ctx context.Context) (*tools.Env, error)
+	// token belongs to); env is then unused. An error is the call's result;
+	// done, if not nil, is called when the call's result is complete.
+	EnvFor func(ctx context.Context) (env *tools.Env, done func(), err error)
 }
 
 // MaxResultBytes bounds a tool result (text and structured content
@@ -90,8 +91,12 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 			}
 			env := env
 			if o.EnvFor != nil {
-				if env, err = o.EnvFor(ctx); err != nil {
+				var done func()
+				if env, done, err = o.EnvFor(ctx); err != nil {
 					return tools.ErrorResult(err), nil
+				}
+				if done != nil {
+					defer done()
 				}
 			}
 			res, err = t.Handle(ctx, env, args)
