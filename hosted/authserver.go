@@ -87,19 +87,19 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func (s *Server) asMetadata(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Access-Control-Allow-Origin", "*")
 	writeJSON(w, 200, map[string]any{
-		"issuer":                                s.public,
-		"authorization_endpoint":                s.public + "/authorize",
-		"token_endpoint":                        s.public + "/token",
-		"registration_endpoint":                 s.public + "/register",
-		"revocation_endpoint":                   s.public + "/revoke",
-		"scopes_supported":                      allScopes,
-		"response_types_supported":              []string{"code"},
-		"response_modes_supported":              []string{"query"},
-		"grant_types_supported":                 []string{"authorization_code", "refresh_token"},
-		"code_challenge_methods_supported":      []string{"S256"},
-		"token_endpoint_auth_methods_supported": []string{"none", "client_secret_post", "client_secret_basic"},
-		"revocation_endpoint_auth_methods_supported":    []string{"none", "client_secret_post", "client_secret_basic"},
-		"client_id_metadata_document_supported":         true,
+		"issuer":                                         s.public,
+		"authorization_endpoint":                         s.public + "/authorize",
+		"token_endpoint":                                 s.public + "/token",
+		"registration_endpoint":                          s.public + "/register",
+		"revocation_endpoint":                            s.public + "/revoke",
+		"scopes_supported":                               allScopes,
+		"response_types_supported":                       []string{"code"},
+		"response_modes_supported":                       []string{"query"},
+		"grant_types_supported":                          []string{"authorization_code", "refresh_token"},
+		"code_challenge_methods_supported":               []string{"S256"},
+		"token_endpoint_auth_methods_supported":          []string{"none", "client_secret_post", "client_secret_basic"},
+		"revocation_endpoint_auth_methods_supported":     []string{"none", "client_secret_post", "client_secret_basic"},
+		"client_id_metadata_document_supported":          true,
 		"authorization_response_iss_parameter_supported": true,
 	})
 }
@@ -1096,4 +1096,3 @@ func toolCall(body []byte) (string, bool) {
 	}
 	return m.Params.Name, true
 }
-
