@@ -147,7 +147,7 @@ type clientMeta struct {
 	Scope                   string   `json:"scope,omitempty"`
 }
 
-type client struct {
+type regClient struct {
 	meta       clientMeta
 	secretHash []byte
 }
@@ -258,9 +258,9 @@ func (s *Server) isCIMD(clientID string) bool {
 
 // client finds a registered client, or fetches (and caches) the client ID
 // metadata document a URL client_id names.
-func (s *Server) client(ctx context.Context, clientID string) (*client, error) {
+func (s *Server) client(ctx context.Context, clientID string) (*regClient, error) {
 	var raw []byte
-	var c client
+	var c regClient
 	var kind string
 	var fetched time.Time
 	err := s.db.QueryRow(ctx, "SELECT kind, secret_hash, metadata, fetched_at FROM oauth_clients WHERE client_id = $1", clientID).Scan(&kind, &c.secretHash, &raw, &fetched)
@@ -285,7 +285,7 @@ func (s *Server) client(ctx context.Context, clientID string) (*client, error) {
 		ON CONFLICT (client_id) DO UPDATE SET metadata = excluded.metadata, fetched_at = now() WHERE oauth_clients.kind = 'cimd'`, clientID, raw); err != nil {
 		return nil, err
 	}
-	return &client{meta: *m}, nil
+	return &regClient{meta: *m}, nil
 }
 
 func (s *Server) fetchCIMD(ctx context.Context, clientID string) (*clientMeta, error) {
@@ -756,7 +756,7 @@ func (s *Server) forget(did string) {
 // ---- /token and /revoke ----
 
 // authClient authenticates the client of a token or revocation request.
-func (s *Server) authClient(ctx context.Context, r *http.Request) (*client, error) {
+func (s *Server) authClient(ctx context.Context, r *http.Request) (*regClient, error) {
 	id, secret, basic := r.BasicAuth()
 	if basic {
 		id, _ = url.QueryUnescape(id)
@@ -855,7 +855,7 @@ func pkceOK(verifier, challenge string) bool {
 	return subtle.ConstantTimeCompare([]byte(oauth.S256CodeChallenge(verifier)), []byte(challenge)) == 1
 }
 
-func (s *Server) codeGrant(ctx context.Context, c *client, f url.Values) (*tokenResponse, error) {
+func (s *Server) codeGrant(ctx context.Context, c *regClient, f url.Values) (*tokenResponse, error) {
 	var out *tokenResponse
 	var replay bool
 	codeHash := hashToken(f.Get("code"))
@@ -899,7 +899,7 @@ func (s *Server) codeGrant(ctx context.Context, c *client, f url.Values) (*token
 	return out, err
 }
 
-func (s *Server) refreshGrant(ctx context.Context, c *client, f url.Values) (*tokenResponse, error) {
+func (s *Server) refreshGrant(ctx context.Context, c *regClient, f url.Values) (*tokenResponse, error) {
 	var out *tokenResponse
 	var replayFamily string
 	h := hashToken(f.Get("refresh_token"))
