@@ -15,7 +15,6 @@ import (
 
 	"github.com/bluesky-social/indigo/atproto/auth/oauth"
 	"github.com/bluesky-social/indigo/atproto/syntax"
-	"github.com/mark3labs/mcp-go/client/transport"
 )
 
 var noRedirect = &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -421,5 +420,3 @@ func TestLedgerShared(t *testing.T) {
 		t.Fatalf("over the limit: %v", err)
 	}
 }
-
-var _ = transport.GenerateState

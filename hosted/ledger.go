@@ -2,7 +2,6 @@ package hosted
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -165,5 +164,3 @@ func (l *Ledger) Prune(ctx context.Context) error {
 		DELETE FROM budget_pause WHERE until < now()`)
 	return err
 }
-
-var errNoBudget = errors.New("no ledger")
