@@ -45,6 +45,11 @@ func NewWith(env *tools.Env, readOnly bool) *mcpserver.MCPServer {
 type Options struct {
 	ReadOnly bool     // only read-only tools
 	Families []string // tool families (tools.Families); empty = all
+	// EnvFor, if set, gives each call its environment (the hosted server:
+	// the repository, budget and journal of the user the request's bearer
+	// token belongs to); env is then unused. An error is the call's result;
+	// done, if not nil, is called when the call's result is complete.
+	EnvFor func(ctx context.Context) (env *tools.Env, done func(), err error)
 }
 
 // MaxResultBytes bounds a tool result (text and structured content
@@ -83,6 +88,16 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 			}
 			if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 				ctx = outline.WithProgress(ctx, progressNotifier(ctx, req.Params.Meta.ProgressToken))
+			}
+			env := env
+			if o.EnvFor != nil {
+				var done func()
+				if env, done, err = o.EnvFor(ctx); err != nil {
+					return tools.ErrorResult(err), nil
+				}
+				if done != nil {
+					defer done()
+				}
 			}
 			res, err = t.Handle(ctx, env, args)
 			if err != nil {

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+
+	"github.com/bulleted-mcp/bulleted-mcp/hosted"
+	"github.com/bulleted-mcp/bulleted-mcp/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/server"
+)
+
+type hostedFlags struct {
+	addr, publicURL, database, dir, plc string
+	origins                             []string
+	opts                                server.Options
+}
+
+// serveHosted runs the hosted service (serve --database): many users, each
+// signed in with OAuth, all shared state in Postgres.
+func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
+	if f.addr == "" || f.publicURL == "" {
+		fmt.Fprintln(stderr, "bulleted-mcp: --database needs --http ADDR and --public-url https://HOST")
+		return 2
+	}
+	sealer, err := hosted.SealerFromEnv(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
+		return 2
+	}
+	db, err := hosted.OpenDB(ctx, f.database)
+	if err != nil {
+		fmt.Fprintf(stderr, "bulleted-mcp: database: %v\n", err)
+		return 1
+	}
+	defer db.Close()
+	s, err := hosted.New(ctx, hosted.Config{PublicURL: f.publicURL, DB: db, Sealer: sealer, DataDir: f.dir,
+		Directory: pds.Directory(f.plc), Server: f.opts, AllowOrigins: f.origins})
+	if err != nil {
+		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
+		return 2
+	}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "bulleted-mcp: hosted on %s (listening on %s), resource %s\n", f.publicURL, ln.Addr(), s.Resource())
+	hs := server.NewHTTPServer(s.Handler())
+	if err := server.Serve(ctx, hs, ln, shutdownGrace); err != nil {
+		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stderr, "bulleted-mcp: stopped")
+	return 0
+}

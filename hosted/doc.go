@@ -1,0 +1,25 @@
+// Package hosted is bulleted-mcp as a hosted service: one server for many
+// users, several instances behind a load balancer, all shared state in
+// PostgreSQL.
+//
+//   - MCP authorization (spec 2025-06-18, and 2025-11-25 where it differs):
+//     protected-resource metadata, 401 with WWW-Authenticate
+//     resource_metadata, 403 insufficient_scope, and an authorization server
+//     of its own (metadata, dynamic client registration, client ID metadata
+//     documents, /authorize with its own per-client consent page, /token with
+//     PKCE S256 only, audience-bound opaque tokens stored hashed, rotating
+//     refresh tokens with a short grace window, /revoke). MCP clients' tokens
+//     are never passed on upstream.
+//   - Upstream, each user signs in to their own PDS with AT Protocol OAuth:
+//     a confidential client (client metadata and JWKS served here,
+//     private_key_jwt) asking for include:app.bulleted.authFull, with the
+//     granular fallback. Sessions (tokens and DPoP keys) are stored sealed
+//     with a key from the environment, and refreshed by one instance at a
+//     time under the session's row lock after re-reading it.
+//   - Each request's bearer token resolves to a user; tools run on that
+//     user's repository, budget ledger (reservations under an advisory lock,
+//     so that all instances together keep to 5,000 points an hour) and
+//     operations journal.
+//
+// Migrations are embedded and applied at start.
+package hosted

@@ -1,0 +1,166 @@
+package hosted
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bulleted-mcp/bulleted-mcp/budget"
+)
+
+// Ledger is the write budget of every identity, kept in Postgres: points
+// spent (rolling hour and day), reservations held, and pauses a PDS asked
+// for. Every reservation is made in a transaction holding the identity's
+// advisory lock, after summing what is spent and reserved, so that all
+// instances together never pass the limits. Times are the database's, so
+// instances' clocks do not matter. No lock is held across network I/O: a
+// reservation is taken, the write sent, and then settled or released.
+type Ledger struct {
+	DB *pgxpool.Pool
+	// Limit per hour and DayLimit per day (zero: budget.Limit, budget.DayLimit).
+	Limit, DayLimit int
+	// TTL of a reservation not settled (zero: budget.ReservationTTL).
+	TTL time.Duration
+}
+
+func (l *Ledger) limits() (int, int, time.Duration) {
+	h, d, ttl := l.Limit, l.DayLimit, l.TTL
+	if h == 0 {
+		h = budget.Limit
+	}
+	if d == 0 {
+		d = budget.DayLimit
+	}
+	if ttl == 0 {
+		ttl = budget.ReservationTTL
+	}
+	return h, d, ttl
+}
+
+// Reserve holds cost points of did's budget and returns the reservation's
+// id; it refuses with a *budget.Exceeded (wrapping budget.ErrBudget) when
+// they do not fit in the hour or the day, or the PDS asked to pause.
+func (l *Ledger) Reserve(ctx context.Context, did string, cost int) (string, error) {
+	hourLimit, dayLimit, ttl := l.limits()
+	id := newToken("r")
+	err := pgx.BeginFunc(ctx, l.DB, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey("budget:"+did)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM budget_reserved WHERE did = $1 AND expires_at < now()", did); err != nil {
+			return err
+		}
+		var now time.Time
+		var paused *time.Time
+		if err := tx.QueryRow(ctx, "SELECT now(), (SELECT until FROM budget_pause WHERE did = $1 AND until > now())", did).Scan(&now, &paused); err != nil {
+			return err
+		}
+		if paused != nil {
+			return &budget.Exceeded{Cost: cost, FreeAt: *paused, Paused: true, Window: "hour"}
+		}
+		var hour, day, held int
+		if err := tx.QueryRow(ctx, `SELECT
+			coalesce((SELECT sum(points) FROM budget_spent WHERE did = $1 AND at > now() - interval '1 hour'), 0),
+			coalesce((SELECT sum(points) FROM budget_spent WHERE did = $1 AND at > now() - interval '1 day'), 0),
+			coalesce((SELECT sum(points) FROM budget_reserved WHERE did = $1), 0)`, did).Scan(&hour, &day, &held); err != nil {
+			return err
+		}
+		for _, w := range []struct {
+			name  string
+			used  int
+			limit int
+			span  time.Duration
+		}{{"hour", hour + held, hourLimit, time.Hour}, {"day", day + held, dayLimit, 24 * time.Hour}} {
+			if w.used+cost <= w.limit {
+				continue
+			}
+			ex := &budget.Exceeded{Cost: cost, Left: max(0, w.limit-w.used), Window: w.name}
+			if cost <= w.limit {
+				at, err := freeAt(ctx, tx, did, now, w.span, w.used+cost-w.limit)
+				if err != nil {
+					return err
+				}
+				ex.FreeAt = at
+			}
+			return ex
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO budget_reserved (id, did, points, expires_at) VALUES ($1, $2, $3, now() + $4::interval)",
+			id, did, cost, fmt.Sprintf("%d milliseconds", ttl.Milliseconds()))
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// freeAt is when need points spent within span leave it (reservations are
+// counted on being settled by then).
+func freeAt(ctx context.Context, tx pgx.Tx, did string, now time.Time, span time.Duration, need int) (time.Time, error) {
+	rows, err := tx.Query(ctx, "SELECT at, points FROM budget_spent WHERE did = $1 AND at > $2 ORDER BY at", did, now.Add(-span))
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer rows.Close()
+	freed := 0
+	for rows.Next() {
+		var at time.Time
+		var p int
+		if err := rows.Scan(&at, &p); err != nil {
+			return time.Time{}, err
+		}
+		freed += p
+		if freed >= need {
+			return at.Add(span), nil
+		}
+	}
+	return now.Add(span), rows.Err()
+}
+
+// Settle records points of reservation id as spent now (a committed batch)
+// and gives back the rest of it.
+func (l *Ledger) Settle(ctx context.Context, did, id string, points int) error {
+	return pgx.BeginFunc(ctx, l.DB, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "DELETE FROM budget_reserved WHERE id = $1", id); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO budget_spent (did, points) VALUES ($1, $2)", did, points)
+		return err
+	})
+}
+
+// Release gives back reservation id.
+func (l *Ledger) Release(ctx context.Context, id string) error {
+	_, err := l.DB.Exec(ctx, "DELETE FROM budget_reserved WHERE id = $1", id)
+	return err
+}
+
+// Pause stops did's writes until t (a PDS's 429), capped at a day.
+func (l *Ledger) Pause(ctx context.Context, did string, t time.Time) error {
+	if lim := time.Now().Add(24 * time.Hour); t.After(lim) {
+		t = lim
+	}
+	_, err := l.DB.Exec(ctx, `INSERT INTO budget_pause (did, until) VALUES ($1, $2)
+		ON CONFLICT (did) DO UPDATE SET until = greatest(budget_pause.until, excluded.until)`, did, t)
+	return err
+}
+
+// Spent is the points did spent in the last span (tests, reports).
+func (l *Ledger) Spent(ctx context.Context, did string, span time.Duration) (int, error) {
+	var n int
+	err := l.DB.QueryRow(ctx, "SELECT coalesce(sum(points), 0) FROM budget_spent WHERE did = $1 AND at > now() - $2::interval",
+		did, fmt.Sprintf("%d milliseconds", span.Milliseconds())).Scan(&n)
+	return n, err
+}
+
+// Prune drops spent points older than a day and expired reservations and
+// pauses (run now and then; correctness does not depend on it).
+func (l *Ledger) Prune(ctx context.Context) error {
+	_, err := l.DB.Exec(ctx, `DELETE FROM budget_spent WHERE at < now() - interval '25 hours';
+		DELETE FROM budget_reserved WHERE expires_at < now();
+		DELETE FROM budget_pause WHERE until < now()`)
+	return err
+}

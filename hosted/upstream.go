@@ -1,0 +1,442 @@
+package hosted
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bluesky-social/indigo/atproto/atclient"
+	"github.com/bluesky-social/indigo/atproto/atcrypto"
+	"github.com/bluesky-social/indigo/atproto/auth/oauth"
+	"github.com/bluesky-social/indigo/atproto/syntax"
+	"github.com/bluesky-social/indigo/util/ssrf"
+	"github.com/jackc/pgx/v5"
+)
+
+// PermissionSet is what the upstream sign-in asks for.
+const PermissionSet = "app.bulleted.authFull"
+
+// collections of PermissionSet, asked for one by one when the
+// authorization server cannot resolve the set.
+var collections = []string{
+	"app.bulleted.node", "app.bulleted.note", "app.bulleted.mirror",
+	"app.bulleted.comment", "app.bulleted.commentPolicy", "app.bulleted.outline",
+}
+
+func granularScopes() []string {
+	s := []string{"atproto"}
+	for _, c := range collections {
+		s = append(s, "repo:"+c)
+	}
+	return s
+}
+
+const (
+	upstreamTimeout   = 30 * time.Second // every upstream OAuth request
+	upstreamBodyLimit = 1 << 20
+	userAgent         = "bulleted-mcp-hosted"
+)
+
+// ErrSignInAgain means the user's upstream session is gone (expired, revoked,
+// or ended by the PDS): the MCP client must authorize again.
+var ErrSignInAgain = errors.New("the Bulleted sign-in of this account has expired or was revoked: reconnect the server in your MCP client (authorize again)")
+
+type limitBody struct{ rt http.RoundTripper }
+
+func (l limitBody) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.rt.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.LimitReader(resp.Body, upstreamBodyLimit), resp.Body}
+	return resp, nil
+}
+
+// httpClient bounds every upstream OAuth request (timeout, body size);
+// publicOnly refuses private and loopback addresses (SSRF).
+func httpClient(publicOnly bool) *http.Client {
+	var rt http.RoundTripper = http.DefaultTransport
+	if publicOnly {
+		rt = ssrf.PublicOnlyTransport()
+	}
+	return &http.Client{Timeout: upstreamTimeout, Transport: limitBody{rt}}
+}
+
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// loopbackURL reports whether raw is plain http on a loopback host.
+func loopbackURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && u.Scheme == "http" && isLoopbackHost(u.Hostname())
+}
+
+// clientKey is the upstream client's signing key (private_key_jwt),
+// created once and kept sealed in server_keys, shared by all instances.
+func (s *Server) loadClientKey(ctx context.Context) error {
+	k, err := atcrypto.GeneratePrivateKeyP256()
+	if err != nil {
+		return err
+	}
+	if _, err := s.db.Exec(ctx, "INSERT INTO server_keys (name, sealed) VALUES ('upstream-client', $1) ON CONFLICT (name) DO NOTHING",
+		s.sealer.Seal("server-key:upstream-client", []byte(k.Multibase()))); err != nil {
+		return err
+	}
+	var sealed []byte
+	if err := s.db.QueryRow(ctx, "SELECT sealed FROM server_keys WHERE name = 'upstream-client'").Scan(&sealed); err != nil {
+		return err
+	}
+	mb, err := s.sealer.Open("server-key:upstream-client", sealed)
+	if err != nil {
+		return err
+	}
+	key, err := atcrypto.ParsePrivateMultibase(string(mb))
+	if err != nil {
+		return err
+	}
+	pub, err := key.PublicKey()
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256([]byte(pub.Multibase()))
+	s.clientKey, s.keyID = key, "k-"+hex.EncodeToString(sum[:6])
+	return nil
+}
+
+// allScopes is every scope the upstream client may ask for (its metadata).
+func (s *Server) allScopes() []string {
+	return append([]string{"atproto", "include:" + s.permissionSet()}, granularScopes()[1:]...)
+}
+
+func (s *Server) permissionSet() string {
+	if s.cfg.PermissionSet != "" {
+		return s.cfg.PermissionSet
+	}
+	return PermissionSet
+}
+
+// clientConfig is the upstream client: confidential (client ID = our
+// metadata document, private_key_jwt), or, for a PDS on loopback when
+// allowed (tests), a loopback public client whose redirect is our callback.
+func (s *Server) clientConfig(confidential bool, scopes []string) (*oauth.ClientConfig, error) {
+	callback := s.public + "/oauth/callback"
+	if !confidential {
+		cfg := oauth.NewLocalhostConfig(callback, scopes)
+		cfg.UserAgent = userAgent
+		return &cfg, nil
+	}
+	cfg := oauth.NewPublicConfig(s.public+"/oauth/client-metadata.json", callback, scopes)
+	cfg.UserAgent = userAgent
+	if err := cfg.SetClientSecret(s.clientKey, s.keyID); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// ClientMetadata is the upstream client's metadata document.
+func (s *Server) ClientMetadata() oauth.ClientMetadata {
+	cfg, _ := s.clientConfig(true, s.allScopes())
+	m := cfg.ClientMetadata()
+	m.JWKSURI = strPtr(s.public + "/oauth/jwks.json")
+	m.ClientName = strPtr("Bulleted MCP")
+	m.ClientURI = strPtr(s.public)
+	return m
+}
+
+func strPtr(s string) *string { return &s }
+
+// JWKS is the upstream client's public keys.
+func (s *Server) JWKS() oauth.JWKS {
+	cfg, _ := s.clientConfig(true, s.allScopes())
+	return cfg.PublicJWKS()
+}
+
+// ---- sessions in Postgres ----
+
+type sessionRow struct {
+	ClientID     string
+	Callback     string
+	Confidential bool
+	Data         oauth.ClientSessionData
+}
+
+func (s *Server) sealSession(d *oauth.ClientSessionData) ([]byte, error) {
+	raw, err := json.Marshal(d)
+	if err != nil {
+		return nil, err
+	}
+	return s.sealer.Seal("session:"+d.AccountDID.String(), raw), nil
+}
+
+func (s *Server) openSession(did string, sealed []byte) (*oauth.ClientSessionData, error) {
+	raw, err := s.sealer.Open("session:"+did, sealed)
+	if err != nil {
+		return nil, err
+	}
+	var d oauth.ClientSessionData
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// storeSession writes a new upstream session (a sign-in), replacing the
+// identity's previous one.
+func (s *Server) storeSession(ctx context.Context, row *sessionRow) error {
+	sealed, err := s.sealSession(&row.Data)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.Exec(ctx, `INSERT INTO atproto_sessions (did, session_id, client_id, callback, confidential, sealed)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (did) DO UPDATE SET session_id = excluded.session_id, client_id = excluded.client_id, callback = excluded.callback,
+			confidential = excluded.confidential, sealed = excluded.sealed, version = atproto_sessions.version + 1, updated_at = now()`,
+		row.Data.AccountDID.String(), row.Data.SessionID, row.ClientID, row.Callback, row.Confidential, sealed)
+	return err
+}
+
+func (s *Server) loadSession(ctx context.Context, q pgx.Row, did string) (*sessionRow, error) {
+	var r sessionRow
+	var sealed []byte
+	if err := q.Scan(&r.ClientID, &r.Callback, &r.Confidential, &sealed); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, ErrSignInAgain
+		}
+		return nil, err
+	}
+	d, err := s.openSession(did, sealed)
+	if err != nil {
+		return nil, err
+	}
+	r.Data = *d
+	return &r, nil
+}
+
+const sessionColumns = "client_id, callback, confidential, sealed"
+
+// sessionAuth is the atclient.AuthMethod of one identity's upstream
+// session on this instance: DPoP-signed requests, and refreshes
+// coordinated through Postgres: under the session row's lock (SELECT … FOR
+// UPDATE), after reading the stored tokens again; when another instance
+// refreshed first, its tokens are taken instead (the reference PDS ends the
+// whole session when a rotated refresh token comes back). The refresh
+// request is the one network call made under a lock, bounded by
+// upstreamTimeout.
+type sessionAuth struct {
+	s   *Server
+	did string
+
+	sess atomic.Pointer[oauth.ClientSession]
+	mu   sync.Mutex // one refresh at a time in this instance
+
+	pmu     sync.Mutex
+	pending *oauth.ClientSessionData
+}
+
+func (a *sessionAuth) newSession(r *sessionRow) (*oauth.ClientSession, error) {
+	key, err := atcrypto.ParsePrivateMultibase(r.Data.DPoPPrivateKeyMultibase)
+	if err != nil {
+		return nil, fmt.Errorf("the session's DPoP key: %w", err)
+	}
+	data := r.Data
+	data.Scopes = slices.Clone(r.Data.Scopes)
+	var cfg *oauth.ClientConfig
+	if r.Confidential {
+		cfg, err = a.s.clientConfig(true, data.Scopes)
+		if err != nil {
+			return nil, err
+		}
+		cfg.ClientID, cfg.CallbackURL = r.ClientID, r.Callback
+	} else {
+		cfg = &oauth.ClientConfig{ClientID: r.ClientID, CallbackURL: r.Callback, Scopes: data.Scopes, UserAgent: userAgent}
+	}
+	return &oauth.ClientSession{
+		Client:                 httpClient(!a.s.cfg.AllowLoopback || !loopbackURL(data.HostURL)),
+		Config:                 cfg,
+		Data:                   &data,
+		DPoPPrivateKey:         key,
+		PersistSessionCallback: a.persist,
+	}, nil
+}
+
+// persist keeps what indigo hands over after a refresh (saved by refresh,
+// in its transaction); nonces are not persisted (a lost one costs a retry).
+func (a *sessionAuth) persist(_ context.Context, d *oauth.ClientSessionData) {
+	cp := *d
+	cp.Scopes = slices.Clone(d.Scopes)
+	a.pmu.Lock()
+	a.pending = &cp
+	a.pmu.Unlock()
+}
+
+// Refreshes counts upstream refresh requests sent (tests).
+var Refreshes atomic.Int64
+
+func (a *sessionAuth) refresh(ctx context.Context, used string, force bool) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	sess := a.sess.Load()
+	if at, _ := sess.GetHostAccessData(); !force && at != used {
+		return nil // refreshed meanwhile on this instance
+	}
+	return pgx.BeginFunc(ctx, a.s.db, func(tx pgx.Tx) error {
+		row, err := a.s.loadSession(ctx, tx.QueryRow(ctx, "SELECT "+sessionColumns+" FROM atproto_sessions WHERE did = $1 FOR UPDATE", a.did), a.did)
+		if err != nil {
+			return err
+		}
+		if row.Data.SessionID != sess.Data.SessionID || row.Data.RefreshToken != sess.Data.RefreshToken {
+			ns, err := a.newSession(row) // another instance refreshed (or the user signed in again)
+			if err != nil {
+				return err
+			}
+			a.sess.Store(ns)
+			return nil
+		}
+		a.pmu.Lock()
+		a.pending = nil
+		a.pmu.Unlock()
+		rctx, cancel := context.WithTimeout(ctx, upstreamTimeout)
+		defer cancel()
+		Refreshes.Add(1)
+		if _, err := sess.RefreshTokens(rctx); err != nil {
+			if rejected(err) {
+				// the PDS ended the session: forget it, so that the user's
+				// MCP tokens stop working and the client authorizes again
+				tx.Exec(ctx, "DELETE FROM atproto_sessions WHERE did = $1", a.did)
+				tx.Commit(ctx)
+				return fmt.Errorf("%w (%v)", ErrSignInAgain, err)
+			}
+			return fmt.Errorf("refreshing the Bulleted sign-in: %w", err)
+		}
+		a.pmu.Lock()
+		d := a.pending
+		a.pmu.Unlock()
+		if d == nil {
+			return errors.New("refreshing the Bulleted sign-in: no session data after the refresh")
+		}
+		sealed, err := a.s.sealSession(d)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, "UPDATE atproto_sessions SET sealed = $2, version = version + 1, updated_at = now() WHERE did = $1", a.did, sealed)
+		return err
+	})
+}
+
+func rejected(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "invalid_grant") || strings.Contains(s, "(HTTP 400)") || strings.Contains(s, "(HTTP 401)")
+}
+
+func dpopURL(u *url.URL) string {
+	c := *u
+	c.RawQuery, c.ForceQuery, c.Fragment, c.RawFragment = "", false, "", ""
+	return c.String()
+}
+
+func drain(resp *http.Response) {
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	resp.Body.Close()
+}
+
+func retryable(req *http.Request) (*http.Request, error) {
+	r := req.Clone(req.Context())
+	if req.GetBody != nil {
+		b, err := req.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		r.Body = b
+	} else if req.Body != nil && req.Body != http.NoBody {
+		return nil, errors.New("cannot send the request body again")
+	}
+	return r, nil
+}
+
+func replaceBody(resp *http.Response, status int, name, message string) *http.Response {
+	b, _ := json.Marshal(atclient.ErrorBody{Name: name, Message: message})
+	resp.StatusCode = status
+	resp.Status = fmt.Sprintf("%d %s", status, http.StatusText(status))
+	resp.Header = resp.Header.Clone()
+	resp.Header.Set("Content-Type", "application/json")
+	resp.Header.Del("Content-Length")
+	resp.ContentLength = int64(len(b))
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	return resp
+}
+
+// DoWithAuth implements atclient.AuthMethod (as pds.OAuthAuth does, with
+// the refresh coordinated in Postgres).
+func (a *sessionAuth) DoWithAuth(c *http.Client, req *http.Request, _ syntax.NSID) (*http.Response, error) {
+	durl := dpopURL(req.URL)
+	for range 3 {
+		sess := a.sess.Load()
+		access, nonce := sess.GetHostAccessData()
+		proof, err := sess.NewHostDPoP(req.Method, durl)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "DPoP "+access)
+		req.Header.Set("DPoP", proof)
+		resp, err := c.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		hdr := resp.Header.Get("WWW-Authenticate")
+		switch {
+		case resp.StatusCode == http.StatusUnauthorized && strings.Contains(hdr, `error="use_dpop_nonce"`):
+			n := resp.Header.Get("DPoP-Nonce")
+			if n == "" || n == nonce {
+				return resp, nil
+			}
+			drain(resp)
+			sess.UpdateHostDPoPNonce(req.Context(), n)
+		case resp.StatusCode == http.StatusUnauthorized && strings.Contains(hdr, `error="invalid_token"`):
+			if err := a.refresh(req.Context(), access, false); err != nil {
+				drain(resp)
+				if errors.Is(err, ErrSignInAgain) {
+					return replaceBody(resp, http.StatusUnauthorized, "OAuthSessionExpired", err.Error()), nil
+				}
+				return nil, err
+			}
+			drain(resp)
+		case resp.StatusCode == http.StatusForbidden:
+			b, rerr := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+			resp.Body.Close()
+			var eb atclient.ErrorBody
+			if rerr == nil && json.Unmarshal(b, &eb) == nil && eb.Name == "ScopeMissingError" {
+				msg := fmt.Sprintf("the Bulleted sign-in does not permit this (%s); it covers the app.bulleted collections only", eb.Message)
+				return replaceBody(resp, http.StatusForbidden, "ScopeMissingError", msg), nil
+			}
+			resp.Body = io.NopCloser(bytes.NewReader(b))
+			return resp, nil
+		default:
+			return resp, nil
+		}
+		if req, err = retryable(req); err != nil {
+			return nil, err
+		}
+	}
+	return nil, errors.New("upstream request: still unauthorized after renewing the nonce and the tokens")
+}
