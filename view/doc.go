@@ -26,5 +26,10 @@ package view
 // with their author and read-only to everyone else; the owner's agent can
 // neither edit, move nor delete them, and the contributor can neither edit
 // nor reorder the owner's bullets around them. They are not detached:
-// list_detached in the contributor's repository lists them apart, as
-// contributions to leave where they are.
+// rendered in place their rows carry no detached reason, and the record
+// check there leaves out the same-repository rule for parent (which only
+// a contribution breaks, on purpose); list_detached in the contributor's
+// repository lists them apart, as contributions to leave where they are,
+// and move_node there refuses to move them (re-attaching them in the
+// contributor's repository would pull them out of the shared outline).
+// Their own children move like any other bullets.

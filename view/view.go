@@ -10,6 +10,7 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 	"github.com/bulleted-mcp/bulleted-mcp/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/validate"
 )
 
 // ErrCursor means a cursor is malformed or belongs to another read (another
@@ -179,6 +180,7 @@ func (w *walker) emit(e entry, d int, par *outline.Item) bool {
 	r.Depth = d
 	if e.t != w.t {
 		r.Author, r.ReadOnly = e.t.DID.String(), true
+		contributionRow(r, e.it)
 	}
 	kids := w.children(e)
 	r.ChildCount = len(kids)
@@ -321,6 +323,23 @@ func (v *View) FlatView() *View {
 	c := *v
 	c.Nodes = v.Flat()
 	return &c
+}
+
+// contributionRow corrects the row of a contributor's bullet rendered in
+// place: in the contributor's own tree it is detached, because its parent
+// is in another repository, and the record check flags that parent
+// (validate's same-repository rule); in the owner's outline that parent is
+// where it hangs, as the contributors field of app.bulleted.outline
+// intends. So the row is not detached, and the record is checked without
+// the same-repository rule (any other problem still shows).
+func contributionRow(r *Row, it *outline.Item) {
+	r.Detached = ""
+	if r.Invalid != "" {
+		r.Invalid = ""
+		if err := validate.Default().Data(it.Rec.Value, it.Rec.Collection, nil); err != nil {
+			r.Invalid = err.Error()
+		}
+	}
 }
 
 // RowOf renders one item of t (a node or mirror) as a row.
