@@ -74,6 +74,17 @@ func batchTool() Tool {
 				}
 				return toolError(err)
 			}
+			if wt.Guard != nil {
+				if err := wt.Guard(ctx, env, args); err != nil {
+					var oe *outline.Error
+					if errors.As(err, &oe) {
+						e := *oe
+						e.Msg = fmt.Sprintf("ops[%d] (%s): %s", i, op.Tool, oe.Msg)
+						err = &e
+					}
+					return toolError(err)
+				}
+			}
 			plan := wt.Plan
 			steps[i] = outline.Step{Tool: op.Tool, Plan: func(p *outline.Planner) error { return plan(p, args) }}
 		}

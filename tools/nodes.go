@@ -32,6 +32,11 @@ func writeTool(t Tool, plan func(p *outline.Planner, a Args) error) Tool {
 		if err != nil {
 			return badArgs("%v", err)
 		}
+		if t.Guard != nil {
+			if err := t.Guard(ctx, env, a); err != nil {
+				return toolError(err)
+			}
+		}
 		out, err := env.Engine.Do(ctx, dry, func(p *outline.Planner) error { return plan(p, a) })
 		if err != nil {
 			return toolError(err)
@@ -114,7 +119,7 @@ func moveTool() Tool {
 			"parent":   str("New parent, or top; omit to keep."),
 			"after":    pAfter,
 			"position": pPosition,
-		})}, func(p *outline.Planner, a Args) error {
+		}), Guard: guardContributions}, func(p *outline.Planner, a Args) error {
 		refs, _, err := a.Strings("nodes")
 		if err != nil {
 			return argErr("%v", err)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/bulleted-mcp/bulleted-mcp/outline"
@@ -179,17 +178,23 @@ func listDetachedTool() Tool {
 			Reason string `json:"reason"`
 		}
 		rows, contributions := []row{}, []row{}
-		owners := map[string]*outline.Tree{}
+		owners := map[string]ownerRead{}
 		var b, c strings.Builder
 		for _, it := range t.Detached {
-			if owner := contributionOwner(ctx, env, t, it, owners); owner != "" {
+			owner, err := contributionOwner(ctx, env, t, it, owners)
+			if owner != "" {
 				contributions = append(contributions, row{it.Key(), it.Str("text"), it.Str("parent"), "a contribution to " + owner + "'s outline"})
 				fmt.Fprintf(&c, "- %s ·%s (in %s's shared outline: leave it there)\n", it.Str("text"), it.Key(), owner)
 				continue
 			}
 			reason := it.Detached
 			if strings.HasPrefix(reason, "parent is in another repository") {
-				reason += " (if that outline lists you as a contributor it is shared, not detached; it could not be checked here)"
+				switch {
+				case env.Others == nil || err != nil:
+					reason += " (if that outline lists you as a contributor it is shared, not detached; it could not be checked here)"
+				default:
+					reason += " (no outline there admits you as a contributor under that bullet)"
+				}
 			}
 			rows = append(rows, row{it.Key(), it.Str("text"), it.Str("parent"), reason})
 			fmt.Fprintf(&b, "- %s ·%s (%s)\n", it.Str("text"), it.Key(), reason)
@@ -203,29 +208,6 @@ func listDetachedTool() Tool {
 		return mcp.NewToolResultStructured(map[string]any{"detached": rows, "contributions": contributions}, b.String()), nil
 	}
 	return detached
-}
-
-// contributionOwner returns the owner DID when it, detached in t because its
-// parent is in another repository, hangs under a bullet of an outline that
-// admits t's identity as a contributor; "" otherwise (or offline).
-func contributionOwner(ctx context.Context, env *Env, t *outline.Tree, it *outline.Item, cache map[string]*outline.Tree) string {
-	if env.Others == nil {
-		return ""
-	}
-	u, err := syntax.ParseATURI(it.Str("parent"))
-	if err != nil || u.Authority().String() == t.DID.String() {
-		return ""
-	}
-	did := u.Authority().String()
-	ot, seen := cache[did]
-	if !seen {
-		ot, _ = env.Others(ctx, did)
-		cache[did] = ot
-	}
-	if ot == nil || !view.Contributed(ot, t, it) {
-		return ""
-	}
-	return did
 }
 
 // maxPageBytes bounds one read_outline page (text and structured content

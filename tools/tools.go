@@ -58,6 +58,10 @@ type Tool struct {
 	Handle      func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error)
 	// Plan is set on write tools that apply_batch can combine.
 	Plan func(p *outline.Planner, a Args) error
+	// Guard, when set on a write tool, checks its arguments against what
+	// only the handler can see (other repositories) before anything is
+	// planned, also inside apply_batch; an error refuses the call.
+	Guard func(ctx context.Context, env *Env, a Args) error
 }
 
 // MCP returns the mcp-go tool with all four annotations set explicitly and

@@ -1,0 +1,92 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/bulleted-mcp/bulleted-mcp/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/view"
+)
+
+// Contributions. A bullet of this repository whose parent is a bullet of
+// another identity's outline that lists this identity as a contributor is
+// a contribution: it renders in place in that outline. In this repository's
+// own tree it is detached (its parent is elsewhere), and the planner would
+// re-attach it on a move; that would pull it out of the shared outline, so
+// move_node refuses it (guardContributions), directly and inside
+// apply_batch, dry run or not. Its own subtree moves as usual.
+
+// contributionOwner returns the owner DID when it, detached in t because its
+// parent is in another repository, hangs under a bullet of an outline that
+// admits t's identity as a contributor; "" when it does not, or offline.
+// err is set when the owner's repository could not be read. cache keeps
+// what was read, by DID, for one call.
+func contributionOwner(ctx context.Context, env *Env, t *outline.Tree, it *outline.Item, cache map[string]ownerRead) (string, error) {
+	if env.Others == nil {
+		return "", nil
+	}
+	u, err := syntax.ParseATURI(it.Str("parent"))
+	if err != nil || u.Authority().String() == t.DID.String() {
+		return "", nil
+	}
+	did := u.Authority().String()
+	r, seen := cache[did]
+	if !seen {
+		r.t, r.err = env.Others(ctx, did)
+		cache[did] = r
+	}
+	if r.err != nil {
+		return "", r.err
+	}
+	if r.t == nil || !view.Contributed(r.t, t, it) {
+		return "", nil
+	}
+	return did, nil
+}
+
+// ownerRead is another repository read for contributionOwner.
+type ownerRead struct {
+	t   *outline.Tree
+	err error
+}
+
+// guardContributions refuses a move_node of a contribution (see above),
+// and a move of a bullet whose parent is in a repository that cannot be
+// read now, since it may be one.
+func guardContributions(ctx context.Context, env *Env, a Args) error {
+	if env.Others == nil {
+		return nil // offline: no other repository to check (list_detached says so)
+	}
+	refs, _, err := a.Strings("nodes")
+	if err != nil {
+		return nil // the plan reports it
+	}
+	if n := a.Str("node"); n != "" {
+		refs = append(refs, n)
+	}
+	t, err := env.Engine.Tree(ctx)
+	if err != nil {
+		return nil // the plan reports it
+	}
+	owners := map[string]ownerRead{}
+	for _, r := range refs {
+		it, err := t.Resolve(r)
+		if err != nil || it.Detached == "" {
+			continue
+		}
+		owner, err := contributionOwner(ctx, env, t, it, owners)
+		if err != nil {
+			return &outline.Error{Kind: outline.ErrUnavailable,
+				Msg:  fmt.Sprintf("%s hangs under %s, in another repository, which cannot be read now to check whether it is a contribution to a shared outline (%v); nothing was written", it.Key(), it.Str("parent"), err),
+				Next: "retry in a moment"}
+		}
+		if owner != "" {
+			return &outline.Error{Kind: outline.ErrCrossRepo,
+				Msg:  fmt.Sprintf("%s is your contribution to %s's shared outline (under %s): moving it would pull it out of that outline; nothing was written", it.Key(), owner, it.Str("parent")),
+				Next: "leave it there; you can edit it (update_node), add under it (insert_after parent=" + it.Key() + ") or delete it (delete_node)"}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+package tools_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/bulleted-mcp/bulleted-mcp/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/server"
+	"github.com/bulleted-mcp/bulleted-mcp/store"
+	"github.com/bulleted-mcp/bulleted-mcp/tools"
+)
+
+// A contribution (a bullet of this repository under a bullet of an outline
+// that admits this identity) cannot be moved out of the shared outline:
+// move_node refuses it (cross_repo) directly, as a dry run and inside
+// apply_batch; when the owner's repository cannot be read the move is
+// refused as unavailable (it may be one); a bullet under another
+// repository's bullet that is not admitted there is detached and can be
+// re-attached. Nothing is written when a move is refused.
+func TestContributionNotMovable(t *testing.T) {
+	const owner = "did:plc:owneroftheplan"
+	l, err := store.OpenLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	me := l.DID().String()
+	node := func(rkey, parent, text string) store.Write {
+		return store.Write{Op: store.Create, Collection: "app.bulleted.node", RKey: rkey, Value: map[string]any{"$type": "app.bulleted.node",
+			"text": text, "parent": parent, "sortKey": "a", "createdAt": "2026-03-10T09:00:00.000Z"}}
+	}
+	if _, err := l.Apply(ctx, "", []store.Write{
+		node("3kaaaaaaaaaa2", "at://"+owner+"/app.bulleted.node/3kshared22222", "my idea for the plan"),
+		node("3kaaaaaaaaab2", "at://"+owner+"/app.bulleted.node/3kprivate2222", "under a private bullet"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ownerTree := outline.Build(&store.Snapshot{DID: owner, Commit: "o1", Records: []store.Record{
+		{Collection: "app.bulleted.node", RKey: "3kshared22222", CID: "c1", Value: map[string]any{"$type": "app.bulleted.node", "text": "Shared", "sortKey": "a", "createdAt": "2026-03-10T09:00:00.000Z"}},
+		{Collection: "app.bulleted.node", RKey: "3kprivate2222", CID: "c2", Value: map[string]any{"$type": "app.bulleted.node", "text": "Private", "sortKey": "b", "createdAt": "2026-03-10T09:00:00.000Z"}},
+		{Collection: "app.bulleted.outline", RKey: "3kshared22222", CID: "c3", Value: map[string]any{"$type": "app.bulleted.outline", "root": "at://" + owner + "/app.bulleted.node/3kshared22222",
+			"contributors": []any{map[string]any{"did": me}}, "createdAt": "2026-03-10T09:00:00.000Z"}},
+	}})
+	down := false
+	env := &tools.Env{Engine: outline.New(l), Others: func(ctx context.Context, ident string) (*outline.Tree, error) {
+		if down {
+			return nil, errors.New("connection refused")
+		}
+		if ident != owner {
+			return nil, errors.New("unknown identity " + ident)
+		}
+		return ownerTree, nil
+	}}
+	c, err := client.NewInProcessClient(server.NewWith(env, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	snapshot := func() []store.Record {
+		s, err := l.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append([]store.Record(nil), s.Records...)
+	}
+	try := func(kind, name, args string) {
+		t.Helper()
+		var a map[string]any
+		json.Unmarshal([]byte(args), &a)
+		before := snapshot()
+		res, sc := call(t, c, name, a)
+		e, _ := sc["error"].(map[string]any)
+		got := ""
+		if e != nil {
+			got, _ = e["kind"].(string)
+		}
+		if res.IsError != (kind != "") || got != kind {
+			t.Fatalf("%s %s: want error kind %q, got %q: %s", name, args, kind, got, text(res))
+		}
+		if after := snapshot(); kind != "" && !reflect.DeepEqual(before, after) {
+			t.Fatalf("%s %s refused, but the repository changed", name, args)
+		}
+	}
+	try("cross_repo", "move_node", `{"node":"3kaaaaaaaaaa2","parent":"top"}`)
+	try("cross_repo", "move_node", `{"node":"3kaaaaaaaaaa2","parent":"top","dry_run":true}`)
+	try("cross_repo", "move_node", `{"nodes":["3kaaaaaaaaab2","3kaaaaaaaaaa2"],"parent":"top"}`)
+	try("cross_repo", "apply_batch", `{"ops":[{"tool":"insert_after","args":{"text":"first"}},{"tool":"move_node","args":{"node":"3kaaaaaaaaaa2","parent":"top"}}]}`)
+	down = true
+	try("unavailable", "move_node", `{"node":"3kaaaaaaaaab2","parent":"top"}`)
+	res, _ := call(t, c, "list_detached", map[string]any{})
+	if s := text(res); !strings.Contains(s, "could not be checked here") {
+		t.Fatalf("list_detached with the owner's repository down:\n%s", s)
+	}
+	down = false
+	res, sc := call(t, c, "list_detached", map[string]any{})
+	if s := text(res); !strings.Contains(s, "3kaaaaaaaaab2 (parent is in another repository (no outline there admits you") || !strings.Contains(s, "leave it there") {
+		t.Fatalf("list_detached:\n%s", s)
+	}
+	if d, _ := sc["detached"].([]any); len(d) != 1 {
+		t.Fatalf("detached %v", sc["detached"])
+	}
+	try("", "move_node", `{"node":"3kaaaaaaaaab2","parent":"top"}`)
+	for _, r := range snapshot() {
+		if r.RKey == "3kaaaaaaaaab2" && r.Value["parent"] != nil {
+			t.Fatalf("the stray bullet was not re-attached: %v", r.Value)
+		}
+		if r.RKey == "3kaaaaaaaaaa2" && r.Value["parent"] != "at://"+owner+"/app.bulleted.node/3kshared22222" {
+			t.Fatalf("the contribution moved: %v", r.Value)
+		}
+	}
+}
