@@ -3,10 +3,14 @@
 // to a query (lower-cased text and note, tags, mentioned DIDs, dates),
 // keyed by record key and record CID; Update brings it to a new tree by
 // re-deriving only the entries whose node or note CID changed, so the index
-// follows commits incrementally and is never rebuilt per query.
+// follows commits incrementally and is never rebuilt per query. A substring
+// query scans one buffer of every lower-cased text and note in outline
+// order (the corpus, laid out again at each update from the entries) with
+// bytes.Index, in chunks on every core.
 package search
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -14,8 +18,10 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -51,13 +57,64 @@ type Index struct {
 	Derived int
 
 	// the tree of the last update in pre-order, with each item's entry,
-	// where its subtree ends, and its position: a search is a loop over a
-	// slice, not a walk with a map lookup per bullet
-	tree  *outline.Tree
+	// where its subtree ends, and the corpus of their texts: a search is a
+	// loop over a slice, not a walk with a map lookup per bullet
+	tree *outline.Tree
+	flat
+	// the arrays of the update before, reused by the next (searches hold
+	// the index's lock, so nobody reads them any more)
+	spare flat
+	// read counts the entries the last update read from their strings
+	// (the rest it copied from the scan before)
+	read int
+}
+
+// flat is the pre-order scan of one tree.
+type flat struct {
 	order []*outline.Item
 	ents  []*entry
 	end   []int
-	spare flat // the arrays of the update before, reused by the next
+	text  corpus
+}
+
+// corpus is the lower-cased text and note of every entry in pre-order,
+// each followed by sep, in one buffer: a substring query is one bytes.Index
+// pass over it rather than two strings.Index calls per bullet through
+// pointers to entries spread over the heap.
+type corpus struct {
+	buf []byte
+	// off[i] is where entry i's text begins (off[len(order)] is the
+	// end); note[i] where its note begins. An entry without text to search
+	// (a mirror) has off[i] == off[i+1].
+	off, note []int
+}
+
+// sep follows each text and note in the corpus. It is not in any
+// lower-cased string (strings.ToLower returns valid UTF-8, where 0xFF never
+// occurs), so no match spans two fields; scanText checks that anyway.
+const sep = 0xFF
+
+// reset empties c for n entries, keeping its memory.
+func (c *corpus) reset(n int) {
+	c.buf = c.buf[:0]
+	if cap(c.off) < n+1 {
+		c.off, c.note = make([]int, 0, n+1), make([]int, 0, n+1)
+	}
+	c.off, c.note = c.off[:0], c.note[:0]
+}
+
+// add appends e's text and note (nothing for a nil entry).
+func (c *corpus) add(e *entry) {
+	c.off = append(c.off, len(c.buf))
+	if e == nil {
+		c.note = append(c.note, len(c.buf))
+		return
+	}
+	c.buf = append(c.buf, e.text...)
+	c.buf = append(c.buf, sep)
+	c.note = append(c.note, len(c.buf))
+	c.buf = append(c.buf, e.note...)
+	c.buf = append(c.buf, sep)
 }
 
 // New returns an empty index.
@@ -102,19 +159,22 @@ func (x *Index) update(t *outline.Tree) {
 		x.order, x.ents, x.end = nil, nil, nil
 	}
 	x.commit = t.Commit
-	// the arrays of the update before last are reused (searches hold the
-	// index's lock, so nobody reads them any more): fresh memory for three
+	// the arrays of the update before last are reused: fresh memory for
 	// arrays of a quarter of a million entries was most of an update
 	nb := &x.spare
 	nb.order, nb.ents, nb.end = nb.order[:0], nb.ents[:0], nb.end[:0]
+	nb.text.reset(len(x.order))
 	var oldRoots []*outline.Item
 	if x.tree != nil && x.tree.DID == t.DID {
 		oldRoots = x.tree.Roots
 	}
+	x.read = 0
 	x.merge(nb, t.Roots, oldRoots, 0)
-	cur := flat{x.order, x.ents, x.end}
-	x.tree, x.order, x.ents, x.end = t, nb.order, nb.ents, nb.end
+	nb.text.off = append(nb.text.off, len(nb.text.buf))
+	cur := x.flat
+	x.tree, x.flat = t, *nb
 	clear(cur.order[:cap(cur.order)]) // no hold on the old tree's items
+	clear(cur.ents[:cap(cur.ents)])
 	x.spare = cur
 	// entries of bullets no longer in the outline: swept once they are a
 	// fifth of the index
@@ -125,13 +185,6 @@ func (x *Index) update(t *outline.Tree) {
 			}
 		}
 	}
-}
-
-// flat is the pre-order scan being built.
-type flat struct {
-	order []*outline.Item
-	ents  []*entry
-	end   []int
 }
 
 // entry returns it's entry, derived again if its record or note changed.
@@ -171,8 +224,11 @@ func (x *Index) merge(nb *flat, items, olds []*outline.Item, first int) {
 			q = x.end[q]
 		}
 	}
+	oc := &x.text
 	for _, it := range items {
 		if p, ok := byPtr[it]; ok {
+			// the whole subtree as it was: its entries, and their texts
+			// (one run of the old corpus)
 			e := x.end[p]
 			delta := len(nb.order) - p
 			nb.order = append(nb.order, x.order[p:e]...)
@@ -180,13 +236,32 @@ func (x *Index) merge(nb *flat, items, olds []*outline.Item, first int) {
 			for _, v := range x.end[p:e] {
 				nb.end = append(nb.end, v+delta)
 			}
+			shift := len(nb.text.buf) - oc.off[p]
+			nb.text.buf = append(nb.text.buf, oc.buf[oc.off[p]:oc.off[e]]...)
+			for k := p; k < e; k++ {
+				nb.text.off = append(nb.text.off, oc.off[k]+shift)
+				nb.text.note = append(nb.text.note, oc.note[k]+shift)
+			}
 			continue
 		}
 		i := len(nb.order)
+		en := x.entry(it)
 		nb.order = append(nb.order, it)
-		nb.ents = append(nb.ents, x.entry(it))
+		nb.ents = append(nb.ents, en)
 		nb.end = append(nb.end, 0)
-		if p, ok := byID[id(it)]; ok {
+		p, old := byID[id(it)]
+		if old && x.ents[p] == en {
+			// a new version of an item whose entry did not change (a
+			// parent whose children changed): its text as it was
+			shift := len(nb.text.buf) - oc.off[p]
+			nb.text.buf = append(nb.text.buf, oc.buf[oc.off[p]:oc.off[p+1]]...)
+			nb.text.off = append(nb.text.off, oc.off[p]+shift)
+			nb.text.note = append(nb.text.note, oc.note[p]+shift)
+		} else {
+			nb.text.add(en)
+			x.read++
+		}
+		if old {
 			x.merge(nb, it.Children, x.order[p].Children, p+1)
 		} else {
 			x.merge(nb, it.Children, nil, 0)
@@ -273,6 +348,8 @@ type matcher struct {
 	q                  Query
 	re                 *regexp.Regexp
 	sub                string
+	plain              bool   // a substring query (Text set, not Regex)
+	needle             []byte // sub, for the corpus scan
 	cf, ct, df, dt     time.Time
 	hasC, hasD         bool
 	handles, dids      []string
@@ -305,6 +382,9 @@ func newMatcher(q Query) (*matcher, error) {
 			return nil, fmt.Errorf("%w: regex: %v", ErrQuery, err)
 		}
 		m.re = re
+	}
+	if !q.Regex && q.Text != "" {
+		m.plain, m.needle = true, []byte(m.sub)
 	}
 	var err error
 	if m.cf, err = parseDate(q.CreatedFrom, false); err != nil {
@@ -353,38 +433,46 @@ func inRange(t, from, to time.Time) bool {
 	return (from.IsZero() || !t.Before(from)) && (to.IsZero() || !t.After(to))
 }
 
-// match reports whether e matches; at is the byte offset of the text match
-// in text (or note when inNote), -1 without a text filter.
-func (m *matcher) match(e *entry) (ok bool, at, n int, inNote bool) {
-	at = -1
+// filter reports whether e passes every filter but the text.
+func (m *matcher) filter(e *entry) bool {
 	if m.q.Layout != "" && e.layout != m.q.Layout && !(m.q.Layout == "bullet" && e.layout == "") {
-		return false, 0, 0, false
+		return false
 	}
 	if m.wantOpen && (e.layout != "todo" || !e.completed.IsZero()) {
-		return false, 0, 0, false
+		return false
 	}
 	if m.wantDone && (e.layout != "todo" || e.completed.IsZero()) {
-		return false, 0, 0, false
+		return false
 	}
 	for _, t := range m.tags {
 		if !slices.Contains(e.tags, t) {
-			return false, 0, 0, false
+			return false
 		}
 	}
 	for _, d := range m.dids {
 		if !slices.Contains(e.mentions, d) {
-			return false, 0, 0, false
+			return false
 		}
 	}
 	for _, h := range m.handles {
 		if !strings.Contains(e.text, "@"+h) {
-			return false, 0, 0, false
+			return false
 		}
 	}
 	if m.hasC && !inRange(e.created, m.cf, m.ct) {
-		return false, 0, 0, false
+		return false
 	}
 	if m.hasD && !inRange(e.completed, m.df, m.dt) {
+		return false
+	}
+	return true
+}
+
+// match reports whether e matches; at is the byte offset of the text match
+// in text (or note when inNote), -1 without a text filter.
+func (m *matcher) match(e *entry) (ok bool, at, n int, inNote bool) {
+	at = -1
+	if !m.filter(e) {
 		return false, 0, 0, false
 	}
 	if m.q.Text == "" {
@@ -478,7 +566,7 @@ func (x *Index) Search(t *outline.Tree, q Query) (*Result, error) {
 	full := false
 	var visit func(it *outline.Item) bool
 	visit = func(it *outline.Item) bool {
-		if e := x.entry(it); e != nil {
+		if e := x.entries[it.Key()]; e != nil && !it.Mirror {
 			res.Scanned++
 			if ok, at, n, inNote := m.match(e); ok {
 				if len(res.Hits) == q.Limit {
@@ -619,44 +707,50 @@ type found struct {
 	inNote   bool
 }
 
+// Below parallelMin entries a range is scanned on one core; a longer one
+// is cut into chunks of at least chunkMin entries that every core takes in
+// order.
+const (
+	parallelMin = 20_000
+	chunkMin    = 8_192
+)
+
 // matches returns the first limit matches in [start, stop), in order; a
-// long range is scanned in chunks on every core.
+// long range is scanned in chunks on every core, and no chunk is started
+// once the chunks done hold limit matches (a common query stops early).
 func (x *Index) matches(m *matcher, start, stop, limit int) []found {
 	scan := func(a, b int) []found {
-		var out []found
-		for i := a; i < b && len(out) < limit; i++ {
-			if e := x.ents[i]; e != nil {
-				if ok, at, n, inNote := m.match(e); ok {
-					out = append(out, found{i, at, n, inNote})
-				}
-			}
+		if m.plain {
+			return x.scanText(m, a, b, limit)
 		}
-		return out
+		return x.scanEntries(m, a, b, limit)
 	}
 	workers := runtime.GOMAXPROCS(0)
-	if stop-start < 20_000 || workers < 2 {
+	if stop-start < parallelMin || workers < 2 {
 		return scan(start, stop)
 	}
-	// a common query fills its page in the first chunk: try that first
-	chunk := (stop - start + workers - 1) / workers
-	first := scan(start, min(stop, start+chunk))
-	if len(first) >= limit {
-		return first
-	}
-	parts := make([][]found, workers)
-	parts[0] = first
-	var wg sync.WaitGroup
-	for w := 1; w < workers; w++ {
-		a := start + w*chunk
-		if a >= stop {
-			break
+	k := min(4*workers, (stop-start)/chunkMin)
+	bound := func(c int) int { return start + (stop-start)*c/k }
+	parts := make([][]found, k)
+	// chunks are claimed in order, so when the chunks done hold limit
+	// matches, every chunk before them is claimed and will be done: the
+	// first limit matches are in the claimed chunks, and no more are claimed
+	var next, hits atomic.Int64
+	work := func() {
+		for hits.Load() < int64(limit) {
+			c := int(next.Add(1) - 1)
+			if c >= k {
+				return
+			}
+			parts[c] = scan(bound(c), bound(c+1))
+			hits.Add(int64(len(parts[c])))
 		}
-		wg.Add(1)
-		go func(w, a int) {
-			defer wg.Done()
-			parts[w] = scan(a, min(stop, a+chunk))
-		}(w, a)
 	}
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	work()
 	wg.Wait()
 	var out []found
 	for _, p := range parts {
@@ -664,6 +758,57 @@ func (x *Index) matches(m *matcher, start, stop, limit int) []found {
 		if len(out) >= limit {
 			return out[:limit]
 		}
+	}
+	return out
+}
+
+// scanEntries matches entry by entry (regex and filter-only queries).
+func (x *Index) scanEntries(m *matcher, a, b, limit int) []found {
+	var out []found
+	for i := a; i < b && len(out) < limit; i++ {
+		if e := x.ents[i]; e != nil {
+			if ok, at, n, inNote := m.match(e); ok {
+				out = append(out, found{i, at, n, inNote})
+			}
+		}
+	}
+	return out
+}
+
+// scanText finds a substring query's matches among entries [a, b) in the
+// corpus: the first occurrence in an entry's region is in its text if the
+// text has one (the text comes first), else in its note, as match finds it;
+// the other filters are checked only for entries that contain the text.
+func (x *Index) scanText(m *matcher, a, b, limit int) []found {
+	var out []found
+	c := &x.text
+	n := len(m.needle)
+	p, end := c.off[a], c.off[b]
+	i := a
+	for len(out) < limit && p < end {
+		j := bytes.Index(c.buf[p:end], m.needle)
+		if j < 0 {
+			break
+		}
+		at := p + j
+		// the entry whose region holds at: off only grows, and empty
+		// regions (off[i] == off[i+1]) cannot hold it
+		i += sort.Search(b-i, func(k int) bool { return c.off[i+k+1] > at })
+		var pos int
+		var inNote bool
+		switch {
+		case at+n < c.note[i]: // in the text (which ends with sep at note[i]-1)
+			pos = at - c.off[i]
+		case at >= c.note[i] && at+n < c.off[i+1]:
+			pos, inNote = at-c.note[i], true
+		default: // across a separator: look again from the next byte
+			p = at + 1
+			continue
+		}
+		if m.filter(x.ents[i]) {
+			out = append(out, found{i, pos, n, inNote})
+		}
+		p = c.off[i+1] // one hit per bullet
 	}
 	return out
 }
