@@ -23,7 +23,7 @@ import (
 // loadCache makes the cache file the last read, once, if there is none.
 func (r *Repo) loadCache(ctx context.Context) {
 	r.mu.Lock()
-	if r.Cache == "" || r.cacheTried || r.snap != nil {
+	if r.Cache == "" || r.cacheTried || r.car != nil || r.list != nil {
 		r.mu.Unlock()
 		return
 	}
@@ -34,41 +34,47 @@ func (r *Repo) loadCache(ctx context.Context) {
 		return
 	}
 	defer f.Close()
-	cr, err := readCAR(ctx, limit(f, r.Limits.car().max), r.did, nil, runtime.GOMAXPROCS(0))
+	fe, err := readBlocks(ctx, limit(f, r.Limits.car().max), runtime.GOMAXPROCS(0))
+	if err != nil {
+		return
+	}
+	c, err := buildCAR(fe, r.did)
 	if err != nil {
 		return
 	}
 	r.Stats.CacheLoads.Add(1)
+	r.Stats.Walks.Add(1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.snap == nil {
-		r.snap, r.car = cr.snap, cr
+	if r.car == nil && r.list == nil {
+		r.keep(c)
 	}
 }
 
-// saveCache writes cr to the cache file when it is worth it: after a whole
-// read, or when incremental reads since the last save brought a tenth of
-// the blocks.
-func (r *Repo) saveCache(cr *carRepo, whole bool) {
+// saveCache writes the kept repository to the cache file when it is worth
+// it: after a whole read (whole), or when the reads since the last save
+// brought a tenth of the blocks kept (received: what this read brought).
+// The blocks are listed under the lock, written without it.
+func (r *Repo) saveCache(received int, whole bool) {
 	if r.Cache == "" {
 		return
 	}
 	r.mu.Lock()
-	r.unsaved += cr.received
-	due := whole || r.unsaved > len(cr.blocks)/10
+	r.unsaved += received
+	c := r.car
+	due := c != nil && (whole || r.unsaved > len(c.blocks)/10)
+	var bs []blocks.Block
+	var root cid.Cid
 	if due {
 		r.unsaved = 0
+		bs = make([]blocks.Block, 0, len(c.blocks))
+		for _, b := range c.blocks {
+			bs = append(bs, b)
+		}
+		root = c.commit
 	}
 	r.mu.Unlock()
 	if !due {
-		return
-	}
-	bs := make([]blocks.Block, 0, len(cr.blocks))
-	for _, b := range cr.blocks {
-		bs = append(bs, b)
-	}
-	root, err := cid.Decode(cr.snap.Commit)
-	if err != nil {
 		return
 	}
 	var buf bytes.Buffer

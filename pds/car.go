@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -34,17 +33,28 @@ var errIncomplete = errors.New("the CAR does not hold the whole repository")
 // blockMap holds blocks by CID key.
 type blockMap map[string]blocks.Block
 
-// carRepo is one downloaded repository: its snapshot, the blocks reachable
-// from its commit (and, between compactions, some that no longer are), and
-// those blocks decoded; kept so that a later getRepo?since=rev, which sends
-// only newer blocks, can be completed and only the new blocks decoded.
+// carRepo is the repository as last read, kept current commit by commit:
+// its commit, its MST with every node decoded and linked, and exactly the
+// blocks reachable from the commit (the commit, the MST nodes and the
+// records of every collection, app.bulleted ones also decoded). A later
+// getRepo?since=rev brings only the blocks written after rev; the
+// difference they make to the MST is found without walking the unchanged
+// part (diff) and applied in place (apply), so that a commit costs what it
+// changed, not the size of the repository.
+//
+// nodes is exactly the set of nodes reachable from root, never more: the
+// difference relies on it (a node removed by one commit and restored by a
+// later one, as a record deleted and created again restores it, must count
+// as new). Once a carRepo is a Repo's, Repo.mu guards it.
 type carRepo struct {
-	snap   *store.Snapshot
+	commit cid.Cid
+	rev    string
+	root   *mst.Node
 	blocks blockMap
-	nodes  map[string]*mst.Node // MST nodes by CID key; never modified
+	nodes  map[string]*mst.Node // by CID key; a kept node is never modified
+	refs   map[string]int32     // record CID key → how many keys name it
 	recs   map[string]carRecord // app.bulleted records by CID key
-	// received is how many blocks the read that made it brought
-	received int
+	snap   *store.Snapshot      // the records at commit, made when asked for
 }
 
 type carRecord struct {
@@ -52,54 +62,113 @@ type carRecord struct {
 	value map[string]any
 }
 
-// SnapshotCAR reads the whole repository as one CAR (com.atproto.sync.getRepo),
-// decoding it while it downloads.
-func (r *Repo) SnapshotCAR(ctx context.Context) (*store.Snapshot, error) {
-	return r.snapshotCAR(ctx, nil)
+// fetched is one CAR as it arrived: its root, its blocks, and those of them
+// decoded (app.bulleted records and MST nodes) while it arrived.
+type fetched struct {
+	root     cid.Cid
+	blocks   blockMap
+	dec      []map[string]decoded // one map per decoding worker
+	received int
 }
 
-// snapshotCAR reads the whole repository (base nil), or completes base with
-// getRepo?since=base.rev: only the blocks written after base come over the
-// wire.
-func (r *Repo) snapshotCAR(ctx context.Context, base *carRepo) (*store.Snapshot, error) {
-	cr, err := r.fetchCAR(ctx, base)
+type decoded struct {
+	rec  carRecord
+	node *mst.Node // children not linked yet
+	err  error
+}
+
+func (f *fetched) decoded(k string) (decoded, bool) {
+	for _, m := range f.dec {
+		if d, ok := m[k]; ok {
+			return d, true
+		}
+	}
+	return decoded{}, false
+}
+
+// node is f's MST node k, decoded (a missing one is errIncomplete: indigo's
+// loader would leave the subtree out and its Walk would skip it).
+func (f *fetched) node(k string) (*mst.Node, error) {
+	blk, ok := f.blocks[k]
+	if !ok {
+		return nil, fmt.Errorf("%w: MST node %s is missing", errIncomplete, cidOfKey(k))
+	}
+	d, ok := f.decoded(k)
+	if !ok || d.node == nil {
+		d.node, d.err = decodeNode(blk)
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("MST node %s: %w", blk.Cid(), d.err)
+	}
+	return d.node, nil
+}
+
+// commit parses and checks f's commit block.
+func (f *fetched) commit(did syntax.DID) (*atrepo.Commit, error) {
+	cb, ok := f.blocks[f.root.KeyString()]
+	if !ok {
+		return nil, fmt.Errorf("%w: no commit block", errIncomplete)
+	}
+	var commit atrepo.Commit
+	if err := commit.UnmarshalCBOR(bytes.NewReader(cb.RawData())); err != nil {
+		return nil, fmt.Errorf("parsing commit: %w", err)
+	}
+	if err := commit.VerifyStructure(); err != nil {
+		return nil, fmt.Errorf("parsing commit: %w", err)
+	}
+	if commit.DID != did.String() {
+		return nil, fmt.Errorf("CAR is the repository of %s, not %s", commit.DID, did)
+	}
+	return &commit, nil
+}
+
+func cidOfKey(k string) string {
+	c, err := cid.Cast([]byte(k))
+	if err != nil {
+		return fmt.Sprintf("%x", k)
+	}
+	return c.String()
+}
+
+// SnapshotCAR reads the whole repository as one CAR (com.atproto.sync.getRepo),
+// decoding it while it downloads, and keeps it for later reads.
+func (r *Repo) SnapshotCAR(ctx context.Context) (*store.Snapshot, error) {
+	f, err := r.fetch(ctx, "")
 	if err != nil {
 		return nil, err
 	}
-	if base != nil && cr.snap == base.snap { // unchanged
-		if cr.received > len(base.blocks)/2 {
-			// the whole repository again: this PDS ignores since
-			r.mu.Lock()
-			r.noSince = true
-			r.mu.Unlock()
-		}
-		return base.snap, nil
+	c, err := buildCAR(f, r.did)
+	if err != nil {
+		return nil, err
 	}
+	r.Stats.Walks.Add(1)
 	r.mu.Lock()
-	r.car = cr
+	r.keep(c)
 	r.mu.Unlock()
-	r.saveCache(cr, base == nil)
-	return cr.snap, nil
+	r.saveCache(f.received, true)
+	return c.snap, nil
 }
 
-func (r *Repo) fetchCAR(ctx context.Context, base *carRepo) (*carRepo, error) {
+// fetch downloads the repository as a CAR: all of it (since ""), or the
+// blocks written after the revision since.
+func (r *Repo) fetch(ctx context.Context, since string) (*fetched, error) {
 	params := url.Values{"did": {r.did.String()}}
-	if base != nil {
-		params.Set("since", base.snap.Rev)
+	if since != "" {
+		params.Set("since", since)
 		r.Stats.Diffs.Add(1)
 	} else {
 		r.Stats.CARs.Add(1)
 	}
-	var cr *carRepo
+	var f *fetched
 	err := send(ctx, r.c, r.Limits.car(), http.MethodGet, "com.atproto.sync.getRepo", params, nil, false, !r.gzip(), func(body io.Reader) error {
 		var err error
-		cr, err = readCAR(ctx, body, r.did, base, runtime.GOMAXPROCS(0)-1)
+		f, err = readBlocks(ctx, body, runtime.GOMAXPROCS(0)-1)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("getRepo: %w", err)
 	}
-	return cr, nil
+	return f, nil
 }
 
 // Compression says how CARs are asked for.
@@ -141,11 +210,15 @@ func (r *Repo) gzip() bool {
 // ReadCAR turns a repository CAR into a snapshot of its app.bulleted.*
 // records.
 func ReadCAR(ctx context.Context, rd io.Reader, did syntax.DID) (*store.Snapshot, error) {
-	cr, err := readCAR(ctx, rd, did, nil, runtime.GOMAXPROCS(0))
+	f, err := readBlocks(ctx, rd, runtime.GOMAXPROCS(0))
 	if err != nil {
 		return nil, err
 	}
-	return cr.snap, nil
+	c, err := buildCAR(f, did)
+	if err != nil {
+		return nil, err
+	}
+	return c.snap, nil
 }
 
 // A record block has a "$type" key (CBOR text of length 5), which no MST
@@ -153,18 +226,19 @@ func ReadCAR(ctx context.Context, rd io.Reader, did syntax.DID) (*store.Snapshot
 var (
 	typeKey    = []byte("\x65$type")
 	recordMark = []byte("app.bulleted.")
+	appPrefix  = []byte(store.Prefix)
 )
 
-// readCAR reads a CAR: the whole repository (base nil), or the blocks
-// written since base. Blocks are decoded, spread over the CPUs, while the
-// rest of the CAR is still arriving; the MST, loaded once all blocks are in,
-// says which of them are the current records.
+// readBlocks reads a CAR: the whole repository, or the blocks written since
+// a revision. Blocks are decoded, spread over the CPUs, while the rest of
+// the CAR is still arriving; the MST, loaded once all blocks are in, says
+// which of them are the current records.
 //
 // workers is how many goroutines decode: from the network, one core fewer
 // than there are, as the reading goroutine needs one (measured on two cores
 // against the reference PDS: a cold 10k read 296 ms with one worker, 329 ms
 // with two); from a file, all of them.
-func readCAR(ctx context.Context, rd io.Reader, did syntax.DID, base *carRepo, workers int) (*carRepo, error) {
+func readBlocks(ctx context.Context, rd io.Reader, workers int) (*fetched, error) {
 	// go-car checks every block against its CID: content addressing is what
 	// lets blocks of different reads (and of the cache file) be combined
 	cr, err := car.NewCarReader(bufio.NewReaderSize(rd, 64<<10))
@@ -178,11 +252,6 @@ func readCAR(ctx context.Context, rd io.Reader, did syntax.DID, base *carRepo, w
 
 	// decoding: app.bulleted records and MST nodes (other apps' records
 	// are skipped); which blocks are current is decided by the MST
-	type decoded struct {
-		rec  carRecord
-		node *mst.Node // children not linked yet
-		err  error
-	}
 	workers = max(workers, 1)
 	work := make(chan blocks.Block, 1024)
 	results := make([]map[string]decoded, workers)
@@ -213,19 +282,7 @@ func readCAR(ctx context.Context, rd io.Reader, did syntax.DID, base *carRepo, w
 			go worker(w)
 		}
 	}
-	found := func(k string) (decoded, bool) {
-		for _, m := range results {
-			if d, ok := m[k]; ok {
-				return d, true
-			}
-		}
-		return decoded{}, false
-	}
-	out := &carRepo{}
-	bs := blockMap{}
-	if base == nil {
-		bs = make(blockMap, 1024)
-	}
+	f := &fetched{root: root, blocks: blockMap{}}
 	for {
 		blk, err := cr.Next()
 		if err == io.EOF {
@@ -236,8 +293,8 @@ func readCAR(ctx context.Context, rd io.Reader, did syntax.DID, base *carRepo, w
 			wg.Wait()
 			return nil, fmt.Errorf("reading CAR: %w", err)
 		}
-		bs[blk.Cid().KeyString()] = blk
-		out.received++
+		f.blocks[blk.Cid().KeyString()] = blk
+		f.received++
 		if blk.Cid() != root {
 			if !started {
 				start()
@@ -247,60 +304,35 @@ func readCAR(ctx context.Context, rd io.Reader, did syntax.DID, base *carRepo, w
 	}
 	close(work)
 	wg.Wait()
-	if base != nil && root.String() == base.snap.Commit {
-		unchanged := *base
-		unchanged.received = out.received
-		return &unchanged, nil
+	if started {
+		f.dec = results
 	}
-	if base == nil {
-		n := 0
-		for _, m := range results {
-			n += len(m)
-		}
-		out.blocks, out.nodes, out.recs = bs, map[string]*mst.Node{}, make(map[string]carRecord, n)
-	} else {
-		out.blocks, out.nodes, out.recs = maps.Clone(base.blocks), maps.Clone(base.nodes), maps.Clone(base.recs)
-		maps.Copy(out.blocks, bs)
-		bs = out.blocks
-	}
+	return f, nil
+}
 
-	cb, ok := bs[root.KeyString()]
-	if !ok {
-		return nil, fmt.Errorf("%w: no commit block", errIncomplete)
+// buildCAR makes the kept repository from a CAR of the whole repository,
+// walking all of its MST, with its snapshot.
+func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
+	commit, err := f.commit(did)
+	if err != nil {
+		return nil, err
 	}
-	var commit atrepo.Commit
-	if err := commit.UnmarshalCBOR(bytes.NewReader(cb.RawData())); err != nil {
-		return nil, fmt.Errorf("parsing commit: %w", err)
+	n := 0
+	for _, m := range f.dec {
+		n += len(m)
 	}
-	if err := commit.VerifyStructure(); err != nil {
-		return nil, fmt.Errorf("parsing commit: %w", err)
-	}
-	if commit.DID != did.String() {
-		return nil, fmt.Errorf("CAR is the repository of %s, not %s", commit.DID, did)
-	}
-	out.snap = &store.Snapshot{DID: did, Commit: root.String(), Rev: commit.Rev}
-
-	// the MST: unchanged subtrees are base's, the rest is decoded here; a
-	// missing node is an error (indigo's loader would leave the subtree out
-	// and its Walk would skip it)
-	var load func(c cid.Cid) (*mst.Node, error)
-	load = func(c cid.Cid) (*mst.Node, error) {
-		k := c.KeyString()
-		if n, ok := out.nodes[k]; ok {
+	c := &carRepo{commit: f.root, rev: commit.Rev, blocks: f.blocks, nodes: map[string]*mst.Node{},
+		refs: make(map[string]int32, n), recs: make(map[string]carRecord, n)}
+	var load func(id cid.Cid) (*mst.Node, error)
+	load = func(id cid.Cid) (*mst.Node, error) {
+		k := id.KeyString()
+		if n, ok := c.nodes[k]; ok {
 			return n, nil
 		}
-		blk, ok := bs[k]
-		if !ok {
-			return nil, fmt.Errorf("%w: MST node %s is missing", errIncomplete, c)
+		n, err := f.node(k)
+		if err != nil {
+			return nil, err
 		}
-		d, ok := found(k)
-		if !ok || d.node == nil {
-			d.node, d.err = decodeNode(blk)
-		}
-		if d.err != nil {
-			return nil, fmt.Errorf("MST node %s: %w", c, d.err)
-		}
-		n := d.node
 		for i, e := range n.Entries {
 			if e.ChildCID != nil {
 				child, err := load(*e.ChildCID)
@@ -310,85 +342,141 @@ func readCAR(ctx context.Context, rd io.Reader, did syntax.DID, base *carRepo, w
 				n.Entries[i].Child = child
 			}
 		}
-		out.nodes[k] = n
+		c.nodes[k] = n
 		return n, nil
 	}
-	rootNode, err := load(commit.Data)
-	if err != nil {
+	if c.root, err = load(commit.Data); err != nil {
 		return nil, err
 	}
-	tree := mst.Tree{Root: rootNode}
-	reachable := 1 + countNodes(rootNode)
-	err = tree.Walk(func(key []byte, val cid.Cid) error {
+	s := &store.Snapshot{DID: did, Commit: f.root.String(), Rev: commit.Rev}
+	err = walkNode(c.root, func(key []byte, val cid.Cid) error {
 		vk := val.KeyString()
-		blk, ok := bs[vk]
-		if !ok {
+		if _, ok := f.blocks[vk]; !ok {
 			return fmt.Errorf("%w: record %s is missing", errIncomplete, key)
 		}
-		reachable++
-		k := string(key)
-		if !strings.HasPrefix(k, store.Prefix) {
+		c.refs[vk]++
+		if !bytes.HasPrefix(key, appPrefix) {
 			return nil
 		}
-		rec, ok := out.recs[vk]
-		if !ok {
-			d, ok := found(vk)
-			if !ok || d.rec.cid == "" { // not decoded as a record
-				d.rec.value, d.err = atdata.UnmarshalCBOR(blk.RawData())
-				d.rec.cid = val.String()
-			}
-			if d.err != nil {
-				return fmt.Errorf("record %s: %w", k, d.err)
-			}
-			rec = d.rec
+		rec, err := c.record(vk, f, nil)
+		if err != nil {
+			return fmt.Errorf("record %s: %w", key, err)
 		}
-		out.recs[vk] = rec
-		coll, rkey, _ := strings.Cut(k, "/")
-		out.snap.Records = append(out.snap.Records, store.Record{Collection: coll, RKey: rkey, CID: rec.cid, Value: rec.value})
+		c.recs[vk] = rec
+		coll, rkey, _ := strings.Cut(string(key), "/")
+		s.Records = append(s.Records, store.Record{Collection: coll, RKey: rkey, CID: rec.cid, Value: rec.value})
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	// blocks, nodes and records no longer reachable pile up across
-	// incremental reads: drop them once they are a fifth of what is kept
-	if len(out.blocks) > reachable+reachable/4+64 {
-		out.compact(root, &tree)
+	// only what is reachable is kept
+	rk := f.root.KeyString()
+	for k := range c.blocks {
+		if _, ok := c.nodes[k]; !ok && c.refs[k] == 0 && k != rk {
+			delete(c.blocks, k)
+		}
 	}
 	// MST order is key order, which is (collection, rkey) order for the
 	// app's collection names; sort only if that ever stops being true
-	if !slices.IsSortedFunc(out.snap.Records, compareRecords) {
-		sortRecords(out.snap.Records)
+	if !slices.IsSortedFunc(s.Records, compareRecords) {
+		sortRecords(s.Records)
 	}
-	return out, nil
+	c.snap = s
+	return c, nil
 }
 
-// compact keeps only what is reachable from the commit root.
-func (c *carRepo) compact(root cid.Cid, tree *mst.Tree) {
-	blocks := make(blockMap, len(c.blocks))
-	nodes := make(map[string]*mst.Node, len(c.nodes))
-	recs := make(map[string]carRecord, len(c.recs))
-	blocks[root.KeyString()] = c.blocks[root.KeyString()]
-	var keep func(n *mst.Node)
-	keep = func(n *mst.Node) {
-		k := n.CID.KeyString()
-		nodes[k], blocks[k] = n, c.blocks[k]
-		for _, e := range n.Entries {
-			if e.Child != nil {
-				keep(e.Child)
+// record is the decoded record of CID key vk: kept, decoded while f
+// arrived (or in extra), or decoded now from f's or the kept blocks.
+func (c *carRepo) record(vk string, f *fetched, extra map[string]carRecord) (carRecord, error) {
+	if rec, ok := c.recs[vk]; ok {
+		return rec, nil
+	}
+	if rec, ok := extra[vk]; ok {
+		return rec, nil
+	}
+	if f != nil {
+		if d, ok := f.decoded(vk); ok && d.rec.cid != "" {
+			return d.rec, d.err
+		}
+	}
+	blk, ok := c.blocks[vk]
+	if !ok && f != nil {
+		blk, ok = f.blocks[vk]
+	}
+	if !ok {
+		return carRecord{}, fmt.Errorf("%w: record block %s is missing", errIncomplete, cidOfKey(vk))
+	}
+	v, err := atdata.UnmarshalCBOR(blk.RawData())
+	if err != nil {
+		return carRecord{}, err
+	}
+	return carRecord{cid: blk.Cid().String(), value: v}, nil
+}
+
+// snapshot is the app.bulleted records at c's commit, made (by a walk of
+// the whole MST) the first time it is asked for; made reports whether this
+// call made it.
+func (c *carRepo) snapshot(did syntax.DID) (s *store.Snapshot, made bool) {
+	if c.snap != nil {
+		return c.snap, false
+	}
+	s = &store.Snapshot{DID: did, Commit: c.commit.String(), Rev: c.rev, Records: make([]store.Record, 0, len(c.recs))}
+	_ = walkNode(c.root, func(key []byte, val cid.Cid) error {
+		if !bytes.HasPrefix(key, appPrefix) {
+			return nil
+		}
+		rec := c.recs[val.KeyString()]
+		coll, rkey, _ := strings.Cut(string(key), "/")
+		s.Records = append(s.Records, store.Record{Collection: coll, RKey: rkey, CID: rec.cid, Value: rec.value})
+		return nil
+	})
+	if !slices.IsSortedFunc(s.Records, compareRecords) {
+		sortRecords(s.Records)
+	}
+	c.snap = s
+	return s, true
+}
+
+// walkNode calls fn on every key of the tree under n, in key order.
+func walkNode(n *mst.Node, fn func(key []byte, val cid.Cid) error) error {
+	for _, e := range n.Entries {
+		switch {
+		case e.Child != nil:
+			if err := walkNode(e.Child, fn); err != nil {
+				return err
+			}
+		case e.ChildCID != nil:
+			return fmt.Errorf("%w: MST node %s is not loaded", errIncomplete, e.ChildCID)
+		case e.IsValue():
+			if err := fn(e.Key, *e.Value); err != nil {
+				return err
 			}
 		}
 	}
-	keep(tree.Root)
-	_ = tree.Walk(func(_ []byte, val cid.Cid) error {
-		k := val.KeyString()
-		blocks[k] = c.blocks[k]
-		if r, ok := c.recs[k]; ok {
-			recs[k] = r
+	return nil
+}
+
+// lookup is the value of key in the tree under n (nil: not there).
+func lookup(n *mst.Node, key []byte) *cid.Cid {
+	for n != nil {
+		var child *mst.Node // the subtree left of the entry looked at
+	entries:
+		for _, e := range n.Entries {
+			switch c := bytes.Compare(e.Key, key); {
+			case !e.IsValue():
+				child = e.Child
+			case c == 0:
+				return e.Value
+			case c > 0:
+				break entries
+			default:
+				child = nil
+			}
 		}
-		return nil
-	})
-	c.blocks, c.nodes, c.recs = blocks, nodes, recs
+		n = child
+	}
+	return nil
 }
 
 func decodeNode(blk blocks.Block) (*mst.Node, error) {
@@ -399,14 +487,4 @@ func decodeNode(blk blocks.Block) (*mst.Node, error) {
 	c := blk.Cid()
 	n := nd.Node(&c)
 	return &n, nil
-}
-
-func countNodes(n *mst.Node) int {
-	count := 1
-	for _, e := range n.Entries {
-		if e.Child != nil {
-			count += countNodes(e.Child)
-		}
-	}
-	return count
 }

@@ -9,12 +9,17 @@
 // app.bulleted.* records. Every later read is one getRepo?since=rev: while
 // the repository is unchanged nothing but the CAR header comes back and the
 // cached snapshot and tree are used as they are; when it changed only the
-// blocks written since come, completed with the blocks and decoded values
-// kept from the last read (a whole read again if they cannot complete it; a
-// PDS that ignores since is noticed and asked getLatestCommit first). The
-// last read can be kept in a file (Repo.Cache) so that a restart starts
-// incremental. listRecords paging remains as a
-// fallback. The engine plans against that snapshot and calls Apply, which
+// blocks written since come, and the MST difference they make is found
+// without walking the unchanged part of the tree and applied to the kept
+// one in place (a whole read again if the kept blocks cannot complete it; a
+// PDS that ignores since is noticed and asked getLatestCommit first).
+// Repo.Changes (store.Deltas) reports the records that difference changed,
+// so the engine keeps its tree current at the cost of what changed. Our own
+// commits need no read at all: Apply records what each one wrote, and the
+// next read is a getLatestCommit that finds the PDS still there. The whole
+// list of records is made only for callers of Snapshot. The last read can
+// be kept in a file (Repo.Cache) so that a restart starts incremental.
+// listRecords paging remains as a fallback. The engine plans against that snapshot and calls Apply, which
 // checks the write budget, paces the batch, and sends one
 // com.atproto.repo.applyWrites with swapCommit = the snapshot's commit. An
 // InvalidSwap answer becomes store.ErrConflict (the engine re-reads and

@@ -17,7 +17,7 @@ func ForgetKeptBlocks(r *Repo) {
 	defer r.mu.Unlock()
 	kept := blockMap{}
 	for k, b := range r.car.blocks {
-		if _, ok := r.car.recs[k]; ok {
+		if _, ok := r.car.refs[k]; ok {
 			kept[k] = b
 		}
 	}

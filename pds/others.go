@@ -221,8 +221,8 @@ func (r *Repo) keptBlocks() int {
 	if r.car != nil {
 		n = len(r.car.blocks)
 	}
-	if r.snap != nil {
-		n = max(n, len(r.snap.Records))
+	if r.list != nil {
+		n = max(n, len(r.list.Records))
 	}
 	return n
 }

@@ -33,6 +33,7 @@ type Stats struct {
 	Heads       atomic.Int64 // getLatestCommit
 	CARs        atomic.Int64 // whole-repository getRepo
 	Diffs       atomic.Int64 // getRepo?since=rev (revalidations)
+	Walks       atomic.Int64 // walks of the whole MST (whole reads, snapshots made)
 	CacheLoads  atomic.Int64 // reads of the cache file
 	ListPages   atomic.Int64 // listRecords pages
 	Writes      atomic.Int64 // applyWrites sent
@@ -63,8 +64,12 @@ type Repo struct {
 	Cache string
 
 	mu         sync.Mutex
-	snap       *store.Snapshot // the last snapshot read
-	car        *carRepo        // the last CAR read, for getRepo?since=
+	car        *carRepo        // the repository as last read, kept current (car.go)
+	list       *store.Snapshot // the last listRecords read (when there is no car)
+	head       string          // the latest commit known: car's, or our own commit on top of it
+	headRev    string
+	history    []transition // the last moves of head (delta.go)
+	pending    int          // how many of them are our own commits not yet in car
 	cacheTried bool
 	unsaved    int  // blocks received since the cache was written
 	noSince    bool // the PDS answers getRepo?since= with the whole repository
@@ -113,48 +118,60 @@ func (r *Repo) Head(ctx context.Context) (string, string, error) {
 
 // Snapshot implements store.Repository. After a CAR read it revalidates
 // with one getRepo?since=rev, which brings nothing if the repository is
-// unchanged and only the new blocks if it changed (getLatestCommit first
-// with a PDS that ignores since, and for listRecords snapshots); else it
-// reads the whole repository.
+// unchanged and only the new blocks if it changed, applied to the kept MST
+// (getLatestCommit first with a PDS that ignores since, and for listRecords
+// snapshots); else it reads the whole repository. The records are listed
+// (a walk of the whole MST) once per commit read this way, when asked for:
+// readers that follow Changes never ask.
 func (r *Repo) Snapshot(ctx context.Context) (*store.Snapshot, error) {
 	r.loadCache(ctx)
 	r.mu.Lock()
-	cached, base, noSince := r.snap, r.car, r.noSince
+	kept, list, noSince := r.car != nil, r.list, r.noSince
 	r.mu.Unlock()
-	var s *store.Snapshot
-	var err error
-	if !r.ListOnly && !noSince && base != nil && base.snap == cached {
-		s, err = r.snapshotCAR(ctx, base)
-		var rl *RateLimited
-		if err != nil && (ctx.Err() != nil || errors.As(err, &rl) || errors.Is(err, ErrTimeout) || errors.Is(err, ErrTooLarge)) {
+	if !r.ListOnly && kept {
+		if noSince {
+			head, _, err := r.Head(ctx)
+			if err != nil {
+				return nil, err
+			}
+			r.mu.Lock()
+			same := head == r.car.commit.String() && head == r.head
+			r.mu.Unlock()
+			if same {
+				return r.materialise(), nil
+			}
+		}
+		err := r.advance(ctx)
+		if err == nil {
+			return r.materialise(), nil
+		}
+		if fatal(ctx, err) {
 			return nil, err // a whole read would stall or overflow the same way
 		}
 		// any other failure: the whole repository
-	} else if cached != nil {
+	} else if list != nil {
 		head, _, err := r.Head(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if head == cached.Commit {
-			return cached, nil
+		if head == list.Commit {
+			return list, nil
 		}
 	}
-	if s == nil {
-		if r.ListOnly {
-			s, err = r.SnapshotList(ctx)
-		} else {
-			s, err = r.SnapshotCAR(ctx)
-			var ae *atclient.APIError
-			if errors.As(err, &ae) && (ae.StatusCode == http.StatusNotFound || ae.StatusCode == http.StatusNotImplemented) {
-				s, err = r.SnapshotList(ctx)
-			}
+	if !r.ListOnly {
+		s, err := r.SnapshotCAR(ctx)
+		if !notFound(err) {
+			return s, err
 		}
 	}
+	s, err := r.SnapshotList(ctx)
 	if err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
-	r.snap = s
+	if r.car == nil {
+		r.list = s
+	}
 	r.mu.Unlock()
 	return s, nil
 }
@@ -246,10 +263,7 @@ type applyOutput struct {
 		CID string `json:"cid"`
 		Rev string `json:"rev"`
 	} `json:"commit"`
-	Results []struct {
-		URI string `json:"uri"`
-		CID string `json:"cid"`
-	} `json:"results"`
+	Results []applyResult `json:"results"`
 }
 
 // Apply implements store.Repository with one com.atproto.repo.applyWrites.
@@ -293,6 +307,7 @@ func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Writ
 		r.Stats.Writes.Add(1)
 		err := call(ctx, r.c, http.MethodPost, "com.atproto.repo.applyWrites", nil, in, &out, nil)
 		if err == nil {
+			r.ownCommit(swapCommit, out.Commit.CID, out.Commit.Rev, writes, out.Results)
 			return r.committed(res, cost, out.Commit.CID, out.Commit.Rev, out.Results)
 		}
 		if isErrorName(err, http.StatusBadRequest, "InvalidSwap") {
@@ -347,10 +362,7 @@ func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Writ
 	}
 }
 
-func (r *Repo) committed(rsv *budget.Reservation, cost int, commit, rev string, results []struct {
-	URI string `json:"uri"`
-	CID string `json:"cid"`
-}, extra ...store.WriteResult) (*store.Result, error) {
+func (r *Repo) committed(rsv *budget.Reservation, cost int, commit, rev string, results []applyResult, extra ...store.WriteResult) (*store.Result, error) {
 	if rsv != nil {
 		rsv.Settle(cost) // the write happened: recorded even past the limit
 	}
