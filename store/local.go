@@ -43,6 +43,10 @@ type memBlocks struct {
 	pending []blocks.Block
 	log     *os.File
 	at      map[cid.Cid]span // blocks in the log
+	// the part of the log read for the commit being loaded (from loadAt),
+	// until it is loaded: its blocks are served from it, not read again
+	load   []byte
+	loadAt int64
 }
 
 // span is where a block's bytes are in the log.
@@ -59,15 +63,31 @@ func (b *memBlocks) Get(_ context.Context, c cid.Cid) (blocks.Block, error) {
 	if blk, ok := b.m[c]; ok {
 		return blk, nil
 	}
-	if sp, ok := b.at[c]; ok && b.log != nil {
-		// checked against its CID when the log was read
-		data := make([]byte, sp.n)
-		if _, err := b.log.ReadAt(data, sp.off); err != nil {
-			return nil, fmt.Errorf("block %s: %w", c, err)
-		}
-		return blocks.NewBlockWithCid(data, c)
+	data, err := b.raw(c)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("block %s not found", c)
+	return blocks.NewBlockWithCid(data, c)
+}
+
+// raw returns block c's bytes (checked against its CID when the log was
+// read); callers must not modify them.
+func (b *memBlocks) raw(c cid.Cid) ([]byte, error) {
+	if blk, ok := b.m[c]; ok {
+		return blk.RawData(), nil
+	}
+	sp, ok := b.at[c]
+	if !ok || b.log == nil {
+		return nil, fmt.Errorf("block %s not found", c)
+	}
+	if rel := sp.off - b.loadAt; b.load != nil && rel >= 0 && rel+int64(sp.n) <= int64(len(b.load)) {
+		return b.load[rel : rel+int64(sp.n) : rel+int64(sp.n)], nil
+	}
+	data := make([]byte, sp.n)
+	if _, err := b.log.ReadAt(data, sp.off); err != nil {
+		return nil, fmt.Errorf("block %s: %w", c, err)
+	}
+	return data, nil
 }
 
 func (b *memBlocks) has(c cid.Cid) bool {
@@ -87,13 +107,9 @@ func (b *memBlocks) Put(_ context.Context, blk blocks.Block) error {
 	return nil
 }
 
-// evict drops from memory the blocks that are in the log (after a load,
-// whose blocks were kept in memory to decode them without a read each).
+// evict drops from memory the part of the log read for a load.
 func (b *memBlocks) evict() {
-	if len(b.pending) > 0 {
-		return
-	}
-	b.m = map[cid.Cid]blocks.Block{}
+	b.load = nil
 }
 
 var _ cbor.IpldBlockstore = (*memBlocks)(nil)
@@ -195,7 +211,6 @@ func (l *Local) readLog(base, limit int64) (int64, error) {
 	secs, good := parseSections(buf)
 	if len(l.bs.at) == 0 {
 		l.bs.at = make(map[cid.Cid]span, len(secs))
-		l.bs.m = make(map[cid.Cid]blocks.Block, len(secs))
 	}
 	bad := make([]bool, len(secs))
 	workers := min(runtime.GOMAXPROCS(0), max(1, len(secs)/4096))
@@ -211,16 +226,11 @@ func (l *Local) readLog(base, limit int64) (int64, error) {
 	}
 	wg.Wait()
 	for i, sc := range secs {
-		if bad[i] {
-			continue
+		if !bad[i] {
+			l.bs.at[sc.c] = span{base + sc.off, sc.n}
 		}
-		blk, err := blocks.NewBlockWithCid(buf[sc.off:sc.off+int64(sc.n):sc.off+int64(sc.n)], sc.c)
-		if err != nil {
-			return good, err
-		}
-		l.bs.m[sc.c] = blk
-		l.bs.at[sc.c] = span{base + sc.off, sc.n}
 	}
+	l.bs.load, l.bs.loadAt = buf, base
 	return good, nil
 }
 
@@ -355,12 +365,12 @@ func (l *Local) sign(_ context.Context, _ string, b []byte) ([]byte, error) {
 
 // setRoot loads the record index of the commit at root.
 func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
-	cb, err := l.bs.Get(ctx, root)
+	cb, err := l.bs.raw(root)
 	if err != nil {
 		return err
 	}
 	var commit atrepo.Commit
-	if err := commit.UnmarshalCBOR(bytes.NewReader(cb.RawData())); err != nil {
+	if err := commit.UnmarshalCBOR(bytes.NewReader(cb)); err != nil {
 		return fmt.Errorf("commit %s: %w", root, err)
 	}
 	if err := commit.VerifyStructure(); err != nil {
@@ -403,12 +413,12 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 			defer wg.Done()
 			for i := w; i < len(decode); i += workers {
 				d := decode[i]
-				blk, err := l.bs.Get(ctx, d.v)
+				raw, err := l.bs.raw(d.v)
 				if err != nil {
 					errs[i] = err
 					continue
 				}
-				val, err := DecodeRecord(blk.RawData())
+				val, err := DecodeRecord(raw)
 				if err != nil {
 					errs[i] = fmt.Errorf("record %s: %w", d.k, err)
 					continue
@@ -457,11 +467,11 @@ func (l *Local) walkNodes(ctx context.Context, root cid.Cid, fn func(k string, v
 	if node != nil {
 		node(root)
 	}
-	blk, err := l.bs.Get(ctx, root)
+	blk, err := l.bs.raw(root)
 	if err != nil {
 		return fmt.Errorf("MST node %s: %w", root, err)
 	}
-	nd, err := mst.NodeDataFromCBOR(bytes.NewReader(blk.RawData()))
+	nd, err := mst.NodeDataFromCBOR(bytes.NewReader(blk))
 	if err != nil {
 		return fmt.Errorf("MST node %s: %w", root, err)
 	}
