@@ -121,8 +121,8 @@ func (l *Local) compact(ctx context.Context) (CompactReport, error) {
 	}
 	l.log.Close()
 	l.log, l.logOff = f, off
+	l.bs.evict() // nothing points into the old log's mapping any more
 	l.bs = &memBlocks{m: l.bs.m, pending: l.bs.pending, log: f, at: at}
-	l.bs.evict()
 	l.reachable = len(at)
 	rep.Kept, rep.After = len(at), off
 	return rep, nil

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"reflect"
 
 	"github.com/bluesky-social/indigo/atproto/atdata"
@@ -44,7 +45,9 @@ func DecodeRecord(b []byte) (map[string]any, error) {
 			return v, nil
 		}
 	}
-	return atdata.UnmarshalCBOR(b)
+	// atdata's decoder may keep slices of its input (byte strings), and b
+	// may be the mapped log, released once the store is open
+	return atdata.UnmarshalCBOR(bytes.Clone(b))
 }
 
 // plainMap reports whether m holds only values atdata keeps as they are: a

@@ -107,7 +107,7 @@ func (l *Local) ImportCAR(ctx context.Context, r io.Reader, opts ImportOptions) 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	err = l.locked(ctx, true, func() error {
-		rep.Replaced = len(l.records)
+		rep.Replaced = len(l.recordMap())
 		nr := legacy.NewRepo(ctx, l.did.String(), l.bs)
 		for _, x := range recs {
 			if _, err := nr.PutRecord(ctx, x.path, rawRecord(x.raw)); err != nil {
@@ -121,6 +121,7 @@ func (l *Local) ImportCAR(ctx context.Context, r io.Reader, opts ImportOptions) 
 		if err := l.persist(root); err != nil {
 			return l.dropPending(err)
 		}
+		l.recordMap()
 		l.snap = nil
 		return l.setRoot(ctx, root)
 	})

@@ -47,6 +47,7 @@ type memBlocks struct {
 	// until it is loaded: its blocks are served from it, not read again
 	load   []byte
 	loadAt int64
+	unmap  func() // releases load when it is the mapped log
 }
 
 // span is where a block's bytes are in the log.
@@ -110,6 +111,10 @@ func (b *memBlocks) Put(_ context.Context, blk blocks.Block) error {
 // evict drops from memory the part of the log read for a load.
 func (b *memBlocks) evict() {
 	b.load = nil
+	if b.unmap != nil {
+		b.unmap()
+		b.unmap = nil
+	}
 }
 
 var _ cbor.IpldBlockstore = (*memBlocks)(nil)
@@ -200,38 +205,44 @@ func (l *Local) headPath() string { return filepath.Join(l.dir, "HEAD") }
 // bytes) to the index, and to memory for the commit about to load,
 // returning how many bytes are whole sections; a section that is torn or
 // oversized ends the read there, and a block that does not match its CID
-// is left out (never served). The range is read in one piece and the
-// blocks checked on every core: at 250,000 records, reading and checking
-// section by section was a third of opening the store.
+// is left out (never served). The range is read in one piece (the whole
+// log is mapped, not copied, where the system allows it), and the sections'
+// CIDs are parsed and their blocks checked on every core: at 250,000
+// records, reading and checking section by section was a third of opening
+// the store.
 func (l *Local) readLog(base, limit int64) (int64, error) {
-	buf := make([]byte, limit)
-	if _, err := io.ReadFull(io.NewSectionReader(l.bs.log, base, limit), buf); err != nil {
-		return 0, err
+	var buf []byte
+	if data, unmap, ok := mapWhole(l.bs.log, base, limit); ok {
+		buf = data
+		l.bs.unmap = unmap
+	} else {
+		buf = make([]byte, limit)
+		if _, err := io.ReadFull(io.NewSectionReader(l.bs.log, base, limit), buf); err != nil {
+			return 0, err
+		}
 	}
 	secs, good := parseSections(buf)
 	if len(l.bs.at) == 0 {
 		l.bs.at = make(map[cid.Cid]span, len(secs))
 	}
-	bad := make([]bool, len(secs))
-	workers := min(runtime.GOMAXPROCS(0), max(1, len(secs)/4096))
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < len(secs); i += workers {
-				bad[i] = !matches(secs[i].c, buf[secs[i].off:secs[i].off+int64(secs[i].n)])
-			}
-		}()
-	}
-	wg.Wait()
-	for i, sc := range secs {
-		if !bad[i] {
+	for _, sc := range secs {
+		if sc.n != bad {
 			l.bs.at[sc.c] = span{base + sc.off, sc.n}
 		}
 	}
 	l.bs.load, l.bs.loadAt = buf, base
 	return good, nil
+}
+
+// mapMin is the smallest log mapped rather than read (tests map every one).
+var mapMin int64 = 1 << 20
+
+// mapWhole maps the log when the range is all of a large log (opening).
+func mapWhole(f *os.File, base, limit int64) ([]byte, func(), bool) {
+	if base != 0 || limit < mapMin || limit == 0 {
+		return nil, nil, false
+	}
+	return mapLog(f, limit)
 }
 
 // matches reports whether data is the block c names (SHA-256, the hash
@@ -253,24 +264,57 @@ type section struct {
 	n   uint32
 }
 
+// bad is section.n of a section whose block does not match its CID.
+const bad = ^uint32(0)
+
 // parseSections splits buf into CAR sections (varint length, CID, block),
 // returning them and the length of buf that is whole sections: a torn or
-// oversized section (a crash mid-append) ends it.
+// oversized section, or one whose CID does not parse (a crash mid-append),
+// ends it. A section whose block does not match its CID has n == bad. The
+// lengths are followed on one core; the CIDs are parsed and the blocks
+// hashed on every core.
 func parseSections(buf []byte) ([]section, int64) {
-	out := make([]section, 0, len(buf)/150)
+	type frame struct{ start, body, end int64 }
+	frames := make([]frame, 0, len(buf)/150)
 	var off int64
 	for off < int64(len(buf)) {
 		n, hl := binary.Uvarint(buf[off:])
 		if hl <= 0 || n == 0 || n > MaxSection || int64(n) > int64(len(buf))-off-int64(hl) {
 			break // torn or garbage: never allocate it
 		}
-		body := buf[off+int64(hl) : off+int64(hl)+int64(n)]
-		cl, c, err := cid.CidFromBytes(body)
-		if err != nil {
-			break
-		}
-		out = append(out, section{c: c, off: off + int64(hl) + int64(cl), n: uint32(int(n) - cl)})
+		frames = append(frames, frame{off, off + int64(hl), off + int64(hl) + int64(n)})
 		off += int64(hl) + int64(n)
+	}
+	out := make([]section, len(frames))
+	parsed := make([]bool, len(frames))
+	workers := min(runtime.GOMAXPROCS(0), max(1, len(frames)/4096))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// contiguous shares: each core walks its own part of the log
+			lo, hi := len(frames)*w/workers, len(frames)*(w+1)/workers
+			for i := lo; i < hi; i++ {
+				fr := frames[i]
+				body := buf[fr.body:fr.end]
+				cl, c, err := cid.CidFromBytes(body)
+				if err != nil {
+					continue
+				}
+				parsed[i] = true
+				out[i] = section{c: c, off: fr.body + int64(cl), n: uint32(len(body) - cl)}
+				if !matches(c, body[cl:]) {
+					out[i].n = bad
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range frames {
+		if !parsed[i] {
+			return out[:i], frames[i].start
+		}
 	}
 	return out, off
 }
@@ -377,82 +421,125 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 		return fmt.Errorf("commit %s: %w", root, err)
 	}
 	// records whose CID is unchanged keep their decoded value; the others
-	// are decoded on every core
+	// are decoded on every core while the walk goes on, in chunks
 	prev := l.records
-	recs := make(map[string]Record, max(len(prev), len(l.bs.at)*2/3))
-	type todo struct {
-		k string
-		v cid.Cid
+	if prev == nil && l.snap != nil {
+		prev = l.recordMap()
 	}
-	var decode []todo
-	var keys []string // in key order: the snapshot's order
+	type todo struct {
+		k    string
+		v    cid.Cid
+		slot int // in recs
+	}
+	type chunk struct {
+		todo []todo
+		out  []Record
+		err  error
+	}
+	const chunkSize = 1024
+	work := make(chan *chunk, 256)
+	var chunks []*chunk
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range work {
+				c.out = make([]Record, len(c.todo))
+				for i, d := range c.todo {
+					raw, err := l.bs.raw(d.v)
+					if err != nil {
+						c.err = err
+						break
+					}
+					val, err := DecodeRecord(raw)
+					if err != nil {
+						c.err = fmt.Errorf("record %s: %w", d.k, err)
+						break
+					}
+					coll, rkey, _ := strings.Cut(d.k, "/")
+					c.out[i] = Record{Collection: coll, RKey: rkey, CID: d.v.String(), Value: val}
+				}
+			}
+		}()
+	}
+	cur := &chunk{todo: make([]todo, 0, chunkSize)}
+	var recs []Record // in key order (the walk's): the snapshot's order
 	reachable := 1    // the commit
 	err = l.walkNodes(ctx, commit.Data, func(k string, v cid.Cid) error {
 		reachable++
 		if !strings.HasPrefix(k, Prefix) {
 			return nil
 		}
-		keys = append(keys, k)
 		if old, ok := prev[k]; ok && old.CID == v.String() {
-			recs[k] = old
+			recs = append(recs, old)
 			return nil
 		}
-		decode = append(decode, todo{k, v})
+		recs = append(recs, Record{}) // decoded below
+		cur.todo = append(cur.todo, todo{k, v, len(recs) - 1})
+		if len(cur.todo) == chunkSize {
+			chunks = append(chunks, cur)
+			work <- cur
+			cur = &chunk{todo: make([]todo, 0, chunkSize)}
+		}
 		return nil
 	}, func(cid.Cid) { reachable++ })
+	if len(cur.todo) > 0 {
+		chunks = append(chunks, cur)
+		work <- cur
+	}
+	close(work)
+	wg.Wait()
 	if err != nil && !errors.Is(err, errStop) {
 		return err
 	}
-	out := make([]Record, len(decode))
-	errs := make([]error, len(decode))
-	workers := min(runtime.GOMAXPROCS(0), max(1, len(decode)/512))
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := w; i < len(decode); i += workers {
-				d := decode[i]
-				raw, err := l.bs.raw(d.v)
-				if err != nil {
-					errs[i] = err
-					continue
-				}
-				val, err := DecodeRecord(raw)
-				if err != nil {
-					errs[i] = fmt.Errorf("record %s: %w", d.k, err)
-					continue
-				}
-				coll, rkey, _ := strings.Cut(d.k, "/")
-				out[i] = Record{Collection: coll, RKey: rkey, CID: d.v.String(), Value: val}
-			}
-		}(w)
-	}
-	wg.Wait()
-	for i, d := range decode {
-		if errs[i] != nil {
-			return errs[i]
+	var out []Record // the records decoded: what changed
+	for _, c := range chunks {
+		if c.err != nil {
+			return c.err
 		}
-		recs[d.k] = out[i]
+		for i, d := range c.todo {
+			recs[d.slot] = c.out[i]
+		}
+		if prev != nil {
+			out = append(out, c.out...)
+		}
 	}
+	snap := &Snapshot{DID: l.did, Commit: root.String(), Rev: commit.Rev, Records: recs}
+	l.records = nil // made from the snapshot when it is needed (recordMap)
 	if prev != nil {
+		l.records = recordMap(recs)
 		changes := out
 		for k := range prev {
-			if _, ok := recs[k]; !ok {
+			if _, ok := l.records[k]; !ok {
 				coll, rkey, _ := strings.Cut(k, "/")
 				changes = append(changes, Record{Collection: coll, RKey: rkey})
 			}
 		}
 		l.remember(l.root, root, changes)
 	}
-	l.root, l.rev, l.records, l.reachable = root, commit.Rev, recs, reachable
-	// the walk was in key order: the snapshot needs no sort
-	snap := &Snapshot{DID: l.did, Commit: root.String(), Rev: commit.Rev, Records: make([]Record, len(keys))}
-	for i, k := range keys {
-		snap.Records[i] = recs[k]
-	}
+	l.root, l.rev, l.reachable = root, commit.Rev, reachable
 	l.snap = snap
 	return nil
+}
+
+// recordMap is the current records by path. Opening a store does not make
+// it (a map of 250,000 paths is a tenth of a second): it is made from the
+// snapshot the first time a write or a reload needs it. Either l.records or
+// l.snap is always current.
+func (l *Local) recordMap() map[string]Record {
+	if l.records == nil {
+		l.records = recordMap(l.snap.Records)
+	}
+	return l.records
+}
+
+func recordMap(recs []Record) map[string]Record {
+	m := make(map[string]Record, len(recs))
+	for _, r := range recs {
+		m[r.Collection+"/"+r.RKey] = r
+	}
+	return m
 }
 
 // walk calls fn with every key and value of the MST at root, in key order.
@@ -643,18 +730,21 @@ func (l *Local) refresh(ctx context.Context) error {
 			return err
 		}
 		l.logOff += good
+		l.recordMap() // the records setRoot compares with (the snapshot goes)
 		l.snap = nil
 		if err := l.setRoot(ctx, c); err == nil {
 			return nil
 		}
 	}
 	// diverged: start over from the whole log
+	l.bs.evict()
 	l.bs = newBlocks(l.log)
 	good, err := l.readLog(0, info.Size())
 	if err != nil {
 		return err
 	}
 	l.logOff = good
+	l.recordMap()
 	l.snap = nil
 	if err := l.setRoot(ctx, c); err != nil {
 		return fmt.Errorf("%w: HEAD's commit %s does not load after re-reading the log: %v", ErrCorrupt, c, err)
@@ -685,6 +775,7 @@ func (l *Local) Snapshot(ctx context.Context) (*Snapshot, error) {
 	if l.snap != nil && l.snap.Commit == l.root.String() {
 		return l.snap, nil
 	}
+	// l.records is current when the snapshot is not
 	s := &Snapshot{DID: l.did, Commit: l.root.String(), Rev: l.rev, Records: make([]Record, 0, len(l.records))}
 	for _, r := range l.records {
 		s.Records = append(s.Records, r)
@@ -718,6 +809,7 @@ func (l *Local) apply(ctx context.Context, swapCommit string, writes []Write) (*
 	if swapCommit != "" && swapCommit != l.root.String() {
 		return nil, ErrConflict
 	}
+	l.recordMap() // current from here on: the snapshot goes below
 	seen := map[string]bool{}
 	for _, w := range writes {
 		path := w.Collection + "/" + w.RKey

@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"sync"
 	"testing"
 
+	"github.com/bluesky-social/indigo/atproto/atdata"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
 	"github.com/bulleted-mcp/bulleted-mcp/store"
@@ -227,4 +229,81 @@ func TestLocalSharedDirectory(t *testing.T) {
 	if !reflect.DeepEqual(sa.Records, sc.Records) || sa.Commit != sc.Commit {
 		t.Fatal("reopened store differs")
 	}
+}
+
+// TestReopenValuesOwnTheirMemory opens stores from their mapped logs (every
+// test store is mapped, see export_test.go) and reads every value after the
+// mapping is gone: a record with byte strings (atdata's decoder), and plain
+// ones, across a reopen, another process's commit (the refresh path) and a
+// compaction. A value that still pointed into the mapping would fault.
+func TestReopenValuesOwnTheirMemory(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	l, err := store.OpenLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary := store.Write{Op: store.Create, Collection: "app.bulleted.node", RKey: "3kaaaaaaaaab2", Value: map[string]any{
+		"$type": "app.bulleted.node", "text": "with bytes", "sortKey": "a1", "createdAt": "2026-07-30T09:30:00.000Z",
+		"extra": map[string]any{"raw": atdata.Bytes([]byte("0123456789abcdef")), "list": []any{atdata.Bytes([]byte{1, 2, 3}), "s"}},
+	}}
+	if _, err := l.Apply(ctx, "", []store.Write{nodeW("3kaaaaaaaaaa2", "plain"), binary}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := l.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	check := func(name string, l *store.Local) {
+		t.Helper()
+		runtime.GC()
+		got, err := l.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		for _, r := range got.Records {
+			for _, w := range want.Records {
+				if r.RKey == w.RKey {
+					n++
+					if !reflect.DeepEqual(r.Value, w.Value) {
+						t.Errorf("%s: %s reads %#v, want %#v", name, r.RKey, r.Value, w.Value)
+					}
+				}
+			}
+		}
+		if n != len(want.Records) {
+			t.Errorf("%s: %d of %d records", name, n, len(want.Records))
+		}
+	}
+	a, err := store.OpenLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	check("reopened", a)
+	// another process commits: a reads the new commit on its next call
+	b, err := store.OpenLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Apply(ctx, "", []store.Write{nodeW("3kaaaaaaaaac2", "third")}); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if _, err := a.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("after another process's commit", a)
+	if _, err := a.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("compacted", a)
+	c, err := store.OpenLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	check("reopened after compaction", c)
 }
