@@ -623,7 +623,7 @@ func (s *Server) startUpstream(ctx context.Context, p *pendingRequest, ident str
 	if err != nil {
 		return "", fmt.Errorf("the authorization server of %s: %w", host, err)
 	}
-	confidential := !loopbackURL(host)
+	confidential := s.confidential()
 	var info *oauth.AuthRequestData
 	var scopes []string
 	for i, sc := range [][]string{{"atproto", "include:" + s.permissionSet()}, granularScopes()} {
@@ -714,7 +714,10 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := &callbackStore{info: up.Info}
-	hc := httpClient(!(s.cfg.AllowLoopback && !up.Confidential))
+	// the PDS's client: on loopback only when allowed, whichever client we
+	// are there (a confidential client also signs in to a loopback PDS in
+	// the tests)
+	hc := httpClient(!(s.cfg.AllowLoopback && loopbackURL(up.Info.AuthServerURL)))
 	app := &oauth.ClientApp{Client: hc, Dir: s.cfg.Directory, Config: cfg, Store: st, Resolver: &oauth.Resolver{Client: hc, UserAgent: userAgent}}
 	cctx, cancel := context.WithTimeout(ctx, 2*upstreamTimeout)
 	defer cancel()

@@ -136,9 +136,16 @@ func (s *Server) permissionSet() string {
 	return PermissionSet
 }
 
+// confidential reports whether this server signs in upstream as a
+// confidential client: whenever its public URL is https (the PDS fetches
+// the client ID, our metadata document, and our JWKS from there). On a
+// plain http loopback public URL (tests) no PDS could fetch them: a
+// loopback public client instead.
+func (s *Server) confidential() bool { return strings.HasPrefix(s.public, "https://") }
+
 // clientConfig is the upstream client: confidential (client ID = our
-// metadata document, private_key_jwt), or, for a PDS on loopback when
-// allowed (tests), a loopback public client whose redirect is our callback.
+// metadata document, private_key_jwt), or, for a public URL on plain http
+// loopback (tests), a loopback public client whose redirect is our callback.
 func (s *Server) clientConfig(confidential bool, scopes []string) (*oauth.ClientConfig, error) {
 	callback := s.public + "/oauth/callback"
 	if !confidential {
