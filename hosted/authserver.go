@@ -640,7 +640,7 @@ func (s *Server) startUpstream(ctx context.Context, p *pendingRequest, ident str
 		break
 	}
 	if err != nil {
-		return "", fmt.Errorf("pushed authorization request: %w", err)
+		return "", fmt.Errorf("pushed authorization request: %w", s.explainRefusal(err))
 	}
 	did := id.DID
 	info.AccountDID = &did
@@ -722,7 +722,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	cctx, cancel := context.WithTimeout(ctx, 2*upstreamTimeout)
 	defer cancel()
 	if _, err := app.ProcessCallback(cctx, q); err != nil || st.sess == nil {
-		s.redirectError(w, r, p.redirect, p.state, "access_denied", fmt.Sprintf("completing the sign-in at the PDS failed: %v", err))
+		s.redirectError(w, r, p.redirect, p.state, "access_denied", fmt.Sprintf("completing the sign-in at the PDS failed: %v", s.explainRefusal(err)))
 		return
 	}
 	if err := s.storeSession(ctx, &sessionRow{ClientID: cfg.ClientID, Callback: cfg.CallbackURL, Confidential: up.Confidential, Data: *st.sess}); err != nil {

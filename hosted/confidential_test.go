@@ -93,14 +93,14 @@ func TestConfidentialUpstream(t *testing.T) {
 	}
 	t.Logf("the PDS fetched the metadata %d and the JWKS %d times; granted upstream scopes %q", metaHits, jwksHits, row.Data.Scopes)
 
-	insert := func(text string) {
+	insert := func(t *testing.T, text string) {
 		t.Helper()
 		res, err := call(ctx, c, "insert_after", map[string]any{"text": text})
 		if err != nil || res.IsError {
 			t.Fatalf("insert %q: %v %s", text, err, resultText(res))
 		}
 	}
-	insert("Written by the confidential client")
+	insert(t, "Written by the confidential client")
 	if got := nodesOf(t, p, a); strings.Join(got, "|") != "Written by the confidential client" {
 		t.Fatalf("the repository holds %q", got)
 	}
@@ -111,7 +111,7 @@ func TestConfidentialUpstream(t *testing.T) {
 		// assertion at the token endpoint) and the write lands
 		spoilAccessToken(t, in, a.DID.String())
 		before := Refreshes.Load()
-		insert("Written after a refresh")
+		insert(t, "Written after a refresh")
 		if n := Refreshes.Load() - before; n != 1 {
 			t.Fatalf("%d refresh requests, want 1", n)
 		}
@@ -135,29 +135,71 @@ func TestConfidentialUpstream(t *testing.T) {
 		}
 	})
 
+	t.Run("a refresh refused for our key keeps the session", func(t *testing.T) {
+		// the PDS refuses the client assertion (invalid_client) before it
+		// looks at the refresh token: the session is still good at the PDS,
+		// so it must not be forgotten here (which would make every user
+		// authorize again after a fault of this server's key or metadata)
+		restore := useWrongKey(t, in)
+		spoilAccessToken(t, in, a.DID.String())
+		res, err := call(ctx, c, "insert_after", map[string]any{"text": "Not written"})
+		if err == nil && !res.IsError {
+			t.Fatal("written with a refused client assertion")
+		}
+		msg := ""
+		if err != nil {
+			msg = err.Error()
+		} else {
+			msg = resultText(res)
+		}
+		t.Logf("refused: %.300s", msg)
+		if !strings.Contains(msg, "refused this server as an OAuth client") || strings.Contains(msg, "authorize again") {
+			t.Fatalf("the user reads %q", msg)
+		}
+		var n int
+		in.db.QueryRow(ctx, "SELECT count(*) FROM atproto_sessions WHERE did = $1", a.DID.String()).Scan(&n)
+		if n != 1 {
+			t.Fatal("the session was forgotten")
+		}
+		restore()
+		in.forget(a.DID.String()) // its session was opened with the wrong key
+		insert(t, "Written once the key is right again")
+		if got := nodesOf(t, p, a); len(got) != 3 || got[1] != "Written by the confidential client" || got[2] != "Written once the key is right again" {
+			t.Fatalf("the repository holds %q", got)
+		}
+	})
+
 	t.Run("assertion signed with a key not in the JWKS", func(t *testing.T) {
 		// another key under the same key ID, our published JWKS unchanged:
 		// the PDS refuses the pushed authorization request, and the user
 		// reads why on our page
-		wrong, err := atcrypto.GeneratePrivateKeyP256()
-		if err != nil {
-			t.Fatal(err)
-		}
-		jwks := in.JWKS()
-		in.Override("/oauth/jwks.json", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, jwks) }))
-		good := in.clientKey
-		in.clientKey = wrong
-		defer func() { in.clientKey = good; in.Override("/oauth/jwks.json", nil) }()
+		defer useWrongKey(t, in)()
 		b := newAccount(t, p, fmt.Sprintf("wrongkey%d", time.Now().UnixNano()%1e6))
 		cid := registerClient(t, in)
 		q := url.Values{"client_id": {cid}, "redirect_uri": {testRedirect}, "response_type": {"code"}, "state": {"s1"},
 			"code_challenge": {oauth.S256CodeChallenge(verifier)}, "code_challenge_method": {"S256"}, "resource": {in.resource}}
 		_, err = authorizeInBrowser(ctx, in.URL+"/authorize?"+q.Encode(), b)
-		if err == nil || !strings.Contains(err.Error(), "signing in to your PDS failed") {
+		if err == nil || !strings.Contains(err.Error(), "signing in to your PDS failed") || !strings.Contains(err.Error(), "refused this server as an OAuth client") {
 			t.Fatalf("sign-in with the wrong key: %v", err)
 		}
 		t.Logf("refused: %.300s", err)
 	})
+}
+
+// useWrongKey makes in sign its client assertions with another key under
+// the same key ID, its published JWKS unchanged; the function returned
+// undoes it.
+func useWrongKey(t testing.TB, in *instance) func() {
+	t.Helper()
+	wrong, err := atcrypto.GeneratePrivateKeyP256()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks := in.JWKS()
+	in.Override("/oauth/jwks.json", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, jwks) }))
+	good := in.clientKey
+	in.clientKey = wrong
+	return func() { in.clientKey = good; in.Override("/oauth/jwks.json", nil) }
 }
 
 func loadRow(t testing.TB, in *instance, did string) *sessionRow {

@@ -334,7 +334,7 @@ func (a *sessionAuth) refresh(ctx context.Context, used string, force bool) erro
 				tx.Commit(ctx)
 				return fmt.Errorf("%w (%v)", ErrSignInAgain, err)
 			}
-			return fmt.Errorf("refreshing the Bulleted sign-in: %w", err)
+			return fmt.Errorf("refreshing the Bulleted sign-in: %w", a.s.explainRefusal(err))
 		}
 		a.pmu.Lock()
 		d := a.pending
@@ -351,9 +351,32 @@ func (a *sessionAuth) refresh(ctx context.Context, used string, force bool) erro
 	})
 }
 
+// rejected reports whether a refresh error means the PDS ended the
+// session. Not when it refused this server as a client (clientRefused): it
+// does that before it looks at the refresh token, which stays good.
 func rejected(err error) bool {
 	s := err.Error()
+	if clientRefused(err) {
+		return false
+	}
 	return strings.Contains(s, "invalid_grant") || strings.Contains(s, "(HTTP 400)") || strings.Contains(s, "(HTTP 401)")
+}
+
+// clientRefused reports whether the PDS refused this server's client
+// authentication: invalid_client (the client assertion: its key, or a key
+// ID not in our JWKS) or invalid_client_metadata (our metadata document or
+// JWKS could not be fetched or did not validate).
+func clientRefused(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "invalid_client")
+}
+
+// explainRefusal adds to an upstream OAuth error what a client refusal
+// means (the PDS's description is not passed on by indigo).
+func (s *Server) explainRefusal(err error) error {
+	if !clientRefused(err) {
+		return err
+	}
+	return fmt.Errorf("%w (the PDS refused this server as an OAuth client: it could not fetch or verify %s/oauth/client-metadata.json, its keys %s/oauth/jwks.json, or the signature made with them; a fault of this server, not of your account: retry later or tell its operator)", err, s.public, s.public)
 }
 
 func dpopURL(u *url.URL) string {
