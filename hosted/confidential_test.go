@@ -135,6 +135,38 @@ func TestConfidentialUpstream(t *testing.T) {
 		}
 	})
 
+	t.Run("another instance refreshes with the same key", func(t *testing.T) {
+		// instances share the client key (server_keys): the PDS binds the
+		// session to the key of its first client assertion, and refuses a
+		// refresh signed with another
+		b := e.start(t, func(c *Config) { c.PublicURL = in.URL })
+		if b.keyID != in.keyID {
+			t.Fatalf("key IDs %s and %s", b.keyID, in.keyID)
+		}
+		ub, err := b.user(ctx, a.DID.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := Refreshes.Load()
+		if err := ub.auth.refresh(ctx, "", true); err != nil {
+			t.Fatal(err)
+		}
+		ua, err := in.user(ctx, a.DID.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ua.auth.refresh(ctx, "", true); err != nil { // takes the stored tokens
+			t.Fatal(err)
+		}
+		if n := Refreshes.Load() - before; n != 1 {
+			t.Fatalf("%d refresh requests, want 1", n)
+		}
+		insert(t, "Written after the other instance refreshed")
+		if got := nodesOf(t, p, a); len(got) != 3 {
+			t.Fatalf("the repository holds %q", got)
+		}
+	})
+
 	t.Run("a refresh refused for our key keeps the session", func(t *testing.T) {
 		// the PDS refuses the client assertion (invalid_client) before it
 		// looks at the refresh token: the session is still good at the PDS,
@@ -164,7 +196,7 @@ func TestConfidentialUpstream(t *testing.T) {
 		restore()
 		in.forget(a.DID.String()) // its session was opened with the wrong key
 		insert(t, "Written once the key is right again")
-		if got := nodesOf(t, p, a); len(got) != 3 || got[1] != "Written by the confidential client" || got[2] != "Written once the key is right again" {
+		if got := nodesOf(t, p, a); len(got) != 4 || got[3] != "Written once the key is right again" {
 			t.Fatalf("the repository holds %q", got)
 		}
 	})
