@@ -2,6 +2,7 @@ package hosted
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -259,4 +260,24 @@ func spoilAccessToken(t testing.TB, in *instance, did string) {
 		t.Fatal(err)
 	}
 	in.forget(did)
+}
+
+// TestRejected: which refresh errors (as indigo words them) end the
+// session here.
+func TestRejected(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"token refresh failed (HTTP 400): invalid_grant":                                   true,
+		"token refresh failed (HTTP 401): unknown":                                         true,
+		"token refresh failed (HTTP 400): invalid_request":                                 true,
+		"token refresh failed: auth server request failed (HTTP 400): invalid_client":      false,
+		"token refresh failed (HTTP 400): invalid_client_metadata":                         false,
+		"token refresh failed (HTTP 400): use_dpop_nonce":                                  false,
+		"token refresh failed (HTTP 400): invalid_dpop_proof":                              false,
+		"token refresh failed (HTTP 500): unknown":                                         false,
+		"token refresh failed: Post \"https://pds.example/oauth/token\": context deadline": false,
+	} {
+		if got := rejected(errors.New(msg)); got != want {
+			t.Errorf("rejected(%q) = %v, want %v", msg, got, want)
+		}
+	}
 }

@@ -352,11 +352,12 @@ func (a *sessionAuth) refresh(ctx context.Context, used string, force bool) erro
 }
 
 // rejected reports whether a refresh error means the PDS ended the
-// session. Not when it refused this server as a client (clientRefused): it
-// does that before it looks at the refresh token, which stays good.
+// session. Not when it refused this server as a client (clientRefused), nor
+// its DPoP proof (a nonce that moved again, a clock off): the reference PDS
+// checks both before it reads the refresh token, which stays good.
 func rejected(err error) bool {
 	s := err.Error()
-	if clientRefused(err) {
+	if clientRefused(err) || strings.Contains(s, "use_dpop_nonce") || strings.Contains(s, "invalid_dpop_proof") {
 		return false
 	}
 	return strings.Contains(s, "invalid_grant") || strings.Contains(s, "(HTTP 400)") || strings.Contains(s, "(HTTP 401)")
