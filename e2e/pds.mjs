@@ -7,6 +7,11 @@
 // lexicons.test publishes each as a com.atproto.lexicon.schema record (rkey =
 // its id) and becomes the PDS's lexicon authority, so that OAuth
 // `include:` scopes resolve offline (unset: no such account, as before).
+// With `node --require ./hosts.cjs` and PDS_LOOPBACK_HOSTS=name,... those
+// names resolve to 127.0.0.1 in this process, and NODE_EXTRA_CA_CERTS adds a
+// test's CA: the PDS can then fetch an https client ID (a confidential
+// client's metadata and JWKS) from a test server on loopback (devMode turns
+// the PDS's SSRF protection off, so private addresses are reachable).
 // Prints one line `READY {"pds": URL, "plc": URL}` when both serve; stops on
 // SIGTERM or SIGINT, or when standard input closes (so a test that dies
 // leaves no server behind).

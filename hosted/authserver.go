@@ -623,7 +623,7 @@ func (s *Server) startUpstream(ctx context.Context, p *pendingRequest, ident str
 	if err != nil {
 		return "", fmt.Errorf("the authorization server of %s: %w", host, err)
 	}
-	confidential := !loopbackURL(host)
+	confidential := s.confidential()
 	var info *oauth.AuthRequestData
 	var scopes []string
 	for i, sc := range [][]string{{"atproto", "include:" + s.permissionSet()}, granularScopes()} {
@@ -640,7 +640,7 @@ func (s *Server) startUpstream(ctx context.Context, p *pendingRequest, ident str
 		break
 	}
 	if err != nil {
-		return "", fmt.Errorf("pushed authorization request: %w", err)
+		return "", fmt.Errorf("pushed authorization request: %w", s.explainRefusal(err))
 	}
 	did := id.DID
 	info.AccountDID = &did
@@ -714,12 +714,15 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := &callbackStore{info: up.Info}
-	hc := httpClient(!(s.cfg.AllowLoopback && !up.Confidential))
+	// the PDS's client: on loopback only when allowed, whichever client we
+	// are there (a confidential client also signs in to a loopback PDS in
+	// the tests)
+	hc := httpClient(!(s.cfg.AllowLoopback && loopbackURL(up.Info.AuthServerURL)))
 	app := &oauth.ClientApp{Client: hc, Dir: s.cfg.Directory, Config: cfg, Store: st, Resolver: &oauth.Resolver{Client: hc, UserAgent: userAgent}}
 	cctx, cancel := context.WithTimeout(ctx, 2*upstreamTimeout)
 	defer cancel()
 	if _, err := app.ProcessCallback(cctx, q); err != nil || st.sess == nil {
-		s.redirectError(w, r, p.redirect, p.state, "access_denied", fmt.Sprintf("completing the sign-in at the PDS failed: %v", err))
+		s.redirectError(w, r, p.redirect, p.state, "access_denied", fmt.Sprintf("completing the sign-in at the PDS failed: %v", s.explainRefusal(err)))
 		return
 	}
 	if err := s.storeSession(ctx, &sessionRow{ClientID: cfg.ClientID, Callback: cfg.CallbackURL, Confidential: up.Confidential, Data: *st.sess}); err != nil {

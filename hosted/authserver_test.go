@@ -22,7 +22,7 @@ var noRedirect = &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*ht
 func postJSON(t testing.TB, u string, in any) (int, map[string]any) {
 	t.Helper()
 	raw, _ := json.Marshal(in)
-	resp, err := http.Post(u, "application/json", bytes.NewReader(raw))
+	resp, err := noRedirect.Post(u, "application/json", bytes.NewReader(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func postJSON(t testing.TB, u string, in any) (int, map[string]any) {
 
 func postForm(t testing.TB, u string, f url.Values) (int, map[string]any) {
 	t.Helper()
-	resp, err := http.PostForm(u, f)
+	resp, err := noRedirect.PostForm(u, f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -252,7 +252,8 @@ func nodesOf(t testing.TB, p *pdstest.Server, a *pdstest.Account) []string {
 // mcpClient is an MCP client of in's /mcp with a bearer token.
 func mcpClient(t testing.TB, in *instance, token string) *client.Client {
 	t.Helper()
-	c, err := client.NewStreamableHttpClient(in.URL+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
+	c, err := client.NewStreamableHttpClient(in.URL+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}),
+		transport.WithHTTPBasicClient(testClient()))
 	if err != nil {
 		t.Fatal(err)
 	}

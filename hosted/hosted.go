@@ -42,9 +42,10 @@ type Config struct {
 	Server server.Options
 	// AllowOrigins are browser origins accepted on /mcp besides PublicURL's.
 	AllowOrigins []string
-	// AllowLoopback (tests only) accepts a PDS on plain http loopback,
-	// signing in to it as a loopback public client, and client ID metadata
-	// documents on http loopback.
+	// AllowLoopback (tests only) accepts a PDS on plain http loopback and
+	// client ID metadata documents on http loopback. (Upstream, this server
+	// is a confidential client whenever PublicURL is https, a loopback
+	// public client when it is plain http on loopback.)
 	AllowLoopback bool
 	// PermissionSet asked for upstream ("" = PermissionSet).
 	PermissionSet string

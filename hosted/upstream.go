@@ -136,9 +136,16 @@ func (s *Server) permissionSet() string {
 	return PermissionSet
 }
 
+// confidential reports whether this server signs in upstream as a
+// confidential client: whenever its public URL is https (the PDS fetches
+// the client ID, our metadata document, and our JWKS from there). On a
+// plain http loopback public URL (tests) no PDS could fetch them: a
+// loopback public client instead.
+func (s *Server) confidential() bool { return strings.HasPrefix(s.public, "https://") }
+
 // clientConfig is the upstream client: confidential (client ID = our
-// metadata document, private_key_jwt), or, for a PDS on loopback when
-// allowed (tests), a loopback public client whose redirect is our callback.
+// metadata document, private_key_jwt), or, for a public URL on plain http
+// loopback (tests), a loopback public client whose redirect is our callback.
 func (s *Server) clientConfig(confidential bool, scopes []string) (*oauth.ClientConfig, error) {
 	callback := s.public + "/oauth/callback"
 	if !confidential {
@@ -327,7 +334,7 @@ func (a *sessionAuth) refresh(ctx context.Context, used string, force bool) erro
 				tx.Commit(ctx)
 				return fmt.Errorf("%w (%v)", ErrSignInAgain, err)
 			}
-			return fmt.Errorf("refreshing the Bulleted sign-in: %w", err)
+			return fmt.Errorf("refreshing the Bulleted sign-in: %w", a.s.explainRefusal(err))
 		}
 		a.pmu.Lock()
 		d := a.pending
@@ -344,9 +351,33 @@ func (a *sessionAuth) refresh(ctx context.Context, used string, force bool) erro
 	})
 }
 
+// rejected reports whether a refresh error means the PDS ended the
+// session. Not when it refused this server as a client (clientRefused), nor
+// its DPoP proof (a nonce that moved again, a clock off): the reference PDS
+// checks both before it reads the refresh token, which stays good.
 func rejected(err error) bool {
 	s := err.Error()
+	if clientRefused(err) || strings.Contains(s, "use_dpop_nonce") || strings.Contains(s, "invalid_dpop_proof") {
+		return false
+	}
 	return strings.Contains(s, "invalid_grant") || strings.Contains(s, "(HTTP 400)") || strings.Contains(s, "(HTTP 401)")
+}
+
+// clientRefused reports whether the PDS refused this server's client
+// authentication: invalid_client (the client assertion: its key, or a key
+// ID not in our JWKS) or invalid_client_metadata (our metadata document or
+// JWKS could not be fetched or did not validate).
+func clientRefused(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "invalid_client")
+}
+
+// explainRefusal adds to an upstream OAuth error what a client refusal
+// means (the PDS's description is not passed on by indigo).
+func (s *Server) explainRefusal(err error) error {
+	if !clientRefused(err) {
+		return err
+	}
+	return fmt.Errorf("%w (the PDS refused this server as an OAuth client: it could not fetch or verify %s/oauth/client-metadata.json, its keys %s/oauth/jwks.json, or the signature made with them; a fault of this server, not of your account: retry later or tell its operator)", err, s.public, s.public)
 }
 
 func dpopURL(u *url.URL) string {

@@ -96,6 +96,14 @@ func freePort() (int, error) {
 // Options for Start.
 type Options struct {
 	RateLimits bool // PDS_RATE_LIMITS_ENABLED=true
+	// LoopbackHosts are domain names that resolve to 127.0.0.1 inside the
+	// PDS's process (e2e/hosts.cjs, preloaded): for a test server the PDS
+	// must reach under a name, such as an https client ID (the PDS
+	// refuses IP literals and loopback names there).
+	LoopbackHosts []string
+	// ExtraCACerts is a PEM file of CA certificates the PDS's process
+	// trusts besides the system's (NODE_EXTRA_CA_CERTS): a test's own CA.
+	ExtraCACerts string
 }
 
 // Start starts a fresh PDS for this test (or test binary, when tb is the
@@ -128,11 +136,20 @@ func StartServer(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(node, filepath.Join(dir, "pds.mjs"))
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
+	args := []string{filepath.Join(dir, "pds.mjs")}
+	env := append(os.Environ(),
 		fmt.Sprintf("PDS_PORT=%d", pdsPort), fmt.Sprintf("PLC_PORT=%d", plcPort), "PDS_DATA="+data,
 		fmt.Sprintf("PDS_RATE_LIMITS_ENABLED=%t", opts.RateLimits), "LOG_ENABLED=false")
+	if len(opts.LoopbackHosts) > 0 {
+		args = append([]string{"--require", filepath.Join(dir, "hosts.cjs")}, args...)
+		env = append(env, "PDS_LOOPBACK_HOSTS="+strings.Join(opts.LoopbackHosts, ","))
+	}
+	if opts.ExtraCACerts != "" {
+		env = append(env, "NODE_EXTRA_CA_CERTS="+opts.ExtraCACerts)
+	}
+	cmd := exec.Command(node, args...)
+	cmd.Dir = dir
+	cmd.Env = env
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
