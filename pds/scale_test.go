@@ -49,12 +49,14 @@ func seedGenerated(tb testing.TB, r *pds.Repo, n int) int {
 }
 
 // insertSizes are the repository sizes of BenchmarkInsertPDS: 1k and 10k
-// bullets always, 100k with BULLETED_SCALE=1 (seeding takes minutes).
+// bullets always, 100k and 226k (about 249,000 records with their notes; the
+// app bounds a repository at 250,000) with BULLETED_SCALE=1 (seeding takes
+// minutes).
 func insertSizes() []int {
 	if os.Getenv("BULLETED_SCALE") == "" {
 		return []int{1_000, 10_000}
 	}
-	return []int{1_000, 10_000, 100_000}
+	return []int{1_000, 10_000, 100_000, 226_000}
 }
 
 // BenchmarkInsertPDS measures, on generated outlines on the reference PDS:

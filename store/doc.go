@@ -12,9 +12,15 @@
 // has moved on since the snapshot, Apply fails with ErrConflict (a PDS's
 // InvalidSwap) and the engine re-reads and re-plans.
 //
-// The embedded store keeps blocks in a CID-keyed map, appended to an on-disk
-// block log (CAR sections) that is fsynced before the HEAD file is replaced
-// by rename, so a crash mid-commit leaves the previous commit intact.
+// The embedded store appends blocks to an on-disk block log (CAR sections)
+// that is fsynced before the HEAD file is replaced by rename, so a crash
+// mid-commit leaves the previous commit intact; it keeps an index of where
+// each block is, not the blocks. Opening maps the log read-only (where the
+// system allows it), checks every block against its CID and decodes HEAD's
+// records on every core while one core walks the MST, then releases the
+// mapping: nothing decoded points into it. The map of records by path is
+// made only when a write needs it. The log is compacted once a quarter of
+// it is blocks no longer reachable.
 // Processes sharing the directory hold a flock on DIR/lock around every read
 // and commit; each first reads the log sections and HEAD another process
 // wrote, so a plan made on an older commit is a conflict, never a lost commit. Export
