@@ -338,7 +338,17 @@ func (p *Planner) validate(ws []store.Write, labels []string) error {
 			return
 		}
 		u := syntax.ATURI(p.t.uri(w.Collection, w.RKey))
-		errs[i] = v.Data(atInts(w.Value).(map[string]any), w.Collection, &u)
+		var opt validate.Options
+		if w.Op == store.Update && (w.Collection == lexicon.Node || w.Collection == lexicon.Mirror) {
+			// an edit that keeps a parent in another repository (a
+			// contribution to a shared outline) does not make one
+			if cur, ok := p.base.Record(w.Collection, w.RKey); ok {
+				if pa, _ := cur.Value["parent"].(string); pa != "" && pa == w.Value["parent"] {
+					opt.KeptParent = pa
+				}
+			}
+		}
+		errs[i] = v.DataWith(atInts(w.Value).(map[string]any), w.Collection, &u, opt)
 	}
 	workers := runtime.GOMAXPROCS(0)
 	if len(ws) < 256 || workers < 2 {

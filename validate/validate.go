@@ -124,6 +124,20 @@ func (v *Validator) Record(rec map[string]any, collection string, self *syntax.A
 
 // Data validates a record decoded with atdata.UnmarshalJSON or UnmarshalCBOR.
 func (v *Validator) Data(data map[string]any, collection string, self *syntax.ATURI) error {
+	return v.DataWith(data, collection, self, Options{})
+}
+
+// Options relax the rules for one record.
+type Options struct {
+	// KeptParent is a parent URI in another repository that the record
+	// already has and keeps: a contribution to another identity's shared
+	// outline (its contributors admit this identity), edited in place. The
+	// same-repository rule applies to every other parent.
+	KeptParent string
+}
+
+// DataWith is Data with options.
+func (v *Validator) DataWith(data map[string]any, collection string, self *syntax.ATURI, opt Options) error {
 	typ, _ := data["$type"].(string)
 	if collection == "" {
 		collection = typ
@@ -165,7 +179,7 @@ func (v *Validator) Data(data map[string]any, collection string, self *syntax.AT
 	if self != nil {
 		keyRule(self, rec.Key, add)
 	}
-	rules(collection, data, self, add)
+	rules(collection, data, self, opt, add)
 
 	if len(e.Problems) == 0 {
 		// indigo's validator is the authority; the walker only adds paths.
@@ -195,7 +209,7 @@ func keyRule(self *syntax.ATURI, keyType string, add func(string, string, ...any
 }
 
 // rules checks what a lexicon cannot express.
-func rules(collection string, d map[string]any, self *syntax.ATURI, add func(string, string, ...any)) {
+func rules(collection string, d map[string]any, self *syntax.ATURI, opt Options, add func(string, string, ...any)) {
 	str := func(k string) (string, bool) {
 		s, ok := d[k].(string)
 		return s, ok
@@ -214,7 +228,7 @@ func rules(collection string, d map[string]any, self *syntax.ATURI, add func(str
 			add(field, "%s is not an %s record URI (at://DID/%s/RKEY)", s, coll, coll)
 			return nil
 		}
-		if sameRepo && self != nil && u.Authority() != self.Authority() {
+		if sameRepo && self != nil && u.Authority() != self.Authority() && !(field == "parent" && s == opt.KeptParent) {
 			add(field, "%s is in another repository; it must be in %s", s, self.Authority())
 		}
 		return &u

@@ -96,3 +96,33 @@ func TestCount(t *testing.T) {
 		}
 	}
 }
+
+// TestKeptParent: a parent in another repository is refused unless it is
+// the one the record already has and keeps (an edit of a contribution to a
+// shared outline); any other foreign parent is still refused.
+func TestKeptParent(t *testing.T) {
+	self := syntax.ATURI("at://did:plc:friend/app.bulleted.node/3kaaaaaaaaaa2")
+	owner := "at://did:plc:owner/app.bulleted.node/3kaaaaaaaaab2"
+	rec := map[string]any{"$type": "app.bulleted.node", "text": "idea", "sortKey": "a0", "parent": owner, "createdAt": "2026-07-30T09:30:00.000Z"}
+	v := Default()
+	cases := []struct {
+		name string
+		opt  Options
+		ok   bool
+	}{
+		{"no option: refused", Options{}, false},
+		{"kept parent: accepted", Options{KeptParent: owner}, true},
+		{"another kept parent: refused", Options{KeptParent: "at://did:plc:owner/app.bulleted.node/3kaaaaaaaaac2"}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := v.DataWith(rec, "", &self, c.opt)
+			if (err == nil) != c.ok {
+				t.Fatalf("DataWith(%+v) = %v, want ok %v", c.opt, err, c.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "another repository") {
+				t.Fatalf("refused for another reason: %v", err)
+			}
+		})
+	}
+}

@@ -249,8 +249,24 @@ func TestContributorsOnPDS(t *testing.T) {
 	refused(ownerEnv, "cross_repo", "move_node", `{"node":"`+nodeURI(friend.DID, idea)+`","parent":"top"}`)
 	refused(ownerEnv, "node_missing", "update_node", `{"node":"`+idea+`","text":"edited by the owner"}`)
 
+	// the friend's agent cannot add a bullet under the owner's (every
+	// write keeps its parent in the writer's repository), but it can edit
+	// its contribution and add under it, and the owner sees both in place
+	refused(friendEnv, "cross_repo", "insert_after", `{"parent":"`+nodeURI(owner.DID, team)+`","text":"straight under the owner's"}`)
+	ok(friendEnv, "update_node", `{"node":"`+idea+`","text":"Friend's idea, revised"}`, nil)
+	var fw2 tools.WriteResult
+	ok(friendEnv, "insert_after", `{"parent":"`+idea+`","after":"`+detail+`","text":"Friend's second detail"}`, &fw2)
+	second := fw2.Created[0].RKey
+	got = ok(ownerEnv, "read_outline", `{}`, nil)
+	want = "  - Friend's idea, revised" + by + " ·" + idea + "\n" +
+		"    - Friend's detail" + by + " ·" + detail + "\n" +
+		"    - Friend's second detail" + by + " ·" + second + "\n"
+	if !strings.Contains(got, want) {
+		t.Fatalf("the owner's outline after the friend's edits:\n%s\nwant it to contain\n%s", got, want)
+	}
+
 	// and the friend's records are as the friend wrote them
-	want2 := map[string]string{idea: nodeURI(owner.DID, team), detail: nodeURI(friend.DID, idea), stray: nodeURI(owner.DID, private), own: ""}
+	want2 := map[string]string{idea: nodeURI(owner.DID, team), detail: nodeURI(friend.DID, idea), stray: nodeURI(owner.DID, private), own: "", second: nodeURI(friend.DID, idea)}
 	for _, r := range records(t, srv, friend.DID) {
 		if r.Collection != "app.bulleted.node" {
 			continue
