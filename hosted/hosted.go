@@ -186,6 +186,7 @@ func (s *Server) user(ctx context.Context, did string) (*user, error) {
 		}
 		return outline.Rebuild(snap, nil), nil
 	}}
+	tools.ShareContributions(env)
 	u := &user{did: did, env: env, journal: j, auth: a, used: time.Now()}
 	s.mu.Lock()
 	defer s.mu.Unlock()

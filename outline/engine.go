@@ -74,7 +74,11 @@ type Resolver interface {
 type Engine struct {
 	Repo     store.Repository
 	Resolver Resolver // may be nil (offline): mentions get no facet
-	Now      func() time.Time
+	// Shared, if set, lets inserts go under another identity's bullet whose
+	// outline admits this identity as a contributor (see Shared); nil: a
+	// parent in another repository is refused.
+	Shared SharedFunc
+	Now    func() time.Time
 
 	mu    sync.Mutex // guards cache and clock
 	wmu   sync.Mutex // one write operation at a time in this process

@@ -188,6 +188,11 @@ func (p *Planner) Insert(pos Position, nodes []NewNode) error {
 	if len(nodes) == 0 {
 		return fail(ErrInvalidInput, "pass text, or nodes: [{text: …}]", "nothing to insert")
 	}
+	if sh, err := p.sharedParent(pos); err != nil {
+		return err
+	} else if sh != nil {
+		return p.insertShared(sh, pos, nodes)
+	}
 	parent, sibs, at, err := p.target(pos, nil, nil)
 	if err != nil {
 		return err
@@ -196,6 +201,17 @@ func (p *Planner) Insert(pos Position, nodes []NewNode) error {
 	if err != nil {
 		return err
 	}
+	count, err := p.insertNodes(p.parentURI(parent), nodes, keys)
+	if err != nil {
+		return err
+	}
+	p.summary("insert %d bullet(s) under %s", count, p.named(parent))
+	return nil
+}
+
+// insertNodes creates nodes (and their notes and children) under parentURI
+// with the given sortKeys, returning how many bullets it created.
+func (p *Planner) insertNodes(parentURI string, nodes []NewNode, keys []string) (int, error) {
 	count := 0
 	var walk func(parentURI string, ns []NewNode, keys []string, label string) error
 	walk = func(parentURI string, ns []NewNode, keys []string, label string) error {
@@ -241,11 +257,10 @@ func (p *Planner) Insert(pos Position, nodes []NewNode) error {
 		}
 		return nil
 	}
-	if err := walk(p.parentURI(parent), nodes, keys, "nodes"); err != nil {
-		return err
+	if err := walk(parentURI, nodes, keys, "nodes"); err != nil {
+		return 0, err
 	}
-	p.summary("insert %d bullet(s) under %s", count, p.named(parent))
-	return nil
+	return count, nil
 }
 
 // Move plans moving refs (a run of siblings, kept in display order) to pos.

@@ -48,6 +48,7 @@ type Planner struct {
 	prior   map[string]priorRec // path → the record before the plan
 	created map[string]bool     // paths of records this plan's key list minted
 	dirty   []string            // paths changed since the tree was last advanced
+	shared  map[string]bool     // parents in other repositories admitted for contributions (insertShared)
 }
 
 // priorRec is a record's state in the snapshot the plan is made against.
@@ -339,6 +340,9 @@ func (p *Planner) validate(ws []store.Write, labels []string) error {
 		}
 		u := syntax.ATURI(p.t.uri(w.Collection, w.RKey))
 		var opt validate.Options
+		if pa, _ := w.Value["parent"].(string); w.Op == store.Create && w.Collection == lexicon.Node && p.shared[pa] {
+			opt.KeptParent = pa // a contribution, admitted by the owner's outline
+		}
 		if w.Op == store.Update && (w.Collection == lexicon.Node || w.Collection == lexicon.Mirror) {
 			// an edit that keeps a parent in another repository (a
 			// contribution to a shared outline) does not make one

@@ -3,9 +3,11 @@ package tools
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
+	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 	"github.com/bulleted-mcp/bulleted-mcp/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/view"
 )
@@ -89,4 +91,52 @@ func guardContributions(ctx context.Context, env *Env, a Args) error {
 		}
 	}
 	return nil
+}
+
+// ShareContributions lets env's engine insert under another identity's
+// bullet when that outline admits this identity as a contributor there
+// (outline.Engine.Shared): the new bullets are records of this repository
+// whose parent is the owner's bullet, placed among the bullets the owner's
+// outline shows there. Without Others (offline) nothing changes: a parent
+// in another repository is refused. It returns env.
+func ShareContributions(env *Env) *Env {
+	if env.Others != nil && env.Engine != nil {
+		env.Engine.Shared = func(ctx context.Context, own *outline.Tree, parent syntax.ATURI) (*outline.Shared, error) {
+			return sharedParent(ctx, env, own, parent)
+		}
+	}
+	return env
+}
+
+func sharedParent(ctx context.Context, env *Env, own *outline.Tree, parent syntax.ATURI) (*outline.Shared, error) {
+	ident := parent.Authority().String()
+	owner, err := env.Others(ctx, ident)
+	if err != nil {
+		return nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: fmt.Sprintf("could not read %s's repository to place bullets under %s: %v", ident, parent, err),
+			Next: "nothing was written; try again later"}
+	}
+	me := own.DID.String()
+	if owner.DID.String() == me {
+		return nil, nil // this repository, named by its handle: resolved as usual
+	}
+	readIt := "call read_outline repo=" + owner.DID.String() + " to see its bullets"
+	if parent.Collection().String() != lexicon.Node || parent.RecordKey() == "" {
+		return nil, &outline.Error{Kind: outline.ErrInvalidInput, Msg: fmt.Sprintf("%s is not a bullet (at://DID/%s/RKEY)", parent, lexicon.Node), Next: readIt}
+	}
+	par := owner.Nodes.Get(parent.RecordKey().String())
+	if par == nil {
+		return nil, &outline.Error{Kind: outline.ErrParentMissing, Msg: fmt.Sprintf("parent %s does not exist", parent), Next: readIt}
+	}
+	if !slices.Contains(view.ContributorsAt(owner, par), me) {
+		return nil, &outline.Error{Kind: outline.ErrCrossRepo,
+			Msg:  fmt.Sprintf("%s is in %s's outline, which does not admit you (%s) as a contributor there; nothing was written", parent, owner.DID, me),
+			Next: "add under your own bullets instead, or ask its owner to list you in contributors (set on their app.bulleted.outline record)"}
+	}
+	contribs, _ := view.Gather(owner, func(did string) (*outline.Tree, error) {
+		if did == me {
+			return own, nil // the plan's own tree: this call's earlier steps included
+		}
+		return env.Others(ctx, did)
+	})
+	return &outline.Shared{Parent: "at://" + owner.DID.String() + "/" + lexicon.Node + "/" + par.Key(), Siblings: view.SharedChildren(owner, par, contribs)}, nil
 }

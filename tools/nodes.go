@@ -64,7 +64,7 @@ func insertTool() Tool {
 	return writeTool(Tool{Name: "insert_after", Title: "Insert bullets",
 		Description: "Insert a bullet (text), or many: nodes (with children) or markdown (nested list, any depth).",
 		Schema: obj(map[string]any{
-			"parent":    str("Omit for the top level."),
+			"parent":    str("Omit for the top level. Another identity's bullet (at:// URI) where its outline admits you as a contributor."),
 			"after":     pAfter,
 			"position":  pPosition,
 			"text":      pRef,

@@ -169,3 +169,23 @@ func Gather(owner *outline.Tree, other Trees) (Contributions, []string) {
 	}
 	return out, notes
 }
+
+// SharedChildren lists the bullets directly under par, a bullet of owner's
+// outline, as the owner's outline shows them: the owner's own children and
+// the contributions hanging there (contribs, from Gather), in display order.
+// Inserting a contribution places it among these.
+func SharedChildren(owner *outline.Tree, par *outline.Item, contribs Contributions) []outline.SharedSibling {
+	ents := make([]entry, 0, len(par.Children))
+	for _, k := range par.Children {
+		ents = append(ents, entry{k, owner})
+	}
+	for _, c := range contribs[par.Key()] {
+		ents = append(ents, entry{c.Item, c.Tree})
+	}
+	slices.SortStableFunc(ents, func(a, b entry) int { return cmpStep(a.step(owner), b.step(owner)) })
+	out := make([]outline.SharedSibling, len(ents))
+	for i, e := range ents {
+		out[i] = outline.SharedSibling{URI: "at://" + e.t.DID.String() + "/" + e.it.Rec.Collection + "/" + e.it.Key(), SortKey: e.it.SortKey()}
+	}
+	return out
+}

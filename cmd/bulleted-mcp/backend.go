@@ -76,7 +76,8 @@ func openBackend(ctx context.Context, dir string, f remoteFlags) (*backend, erro
 	resolver := &pds.Resolver{Client: c, Directory: directory}
 	eng.Resolver = resolver
 	others := &pds.Others{Resolver: resolver}
-	return &backend{env: &tools.Env{Engine: eng, Others: newOtherTrees(others.Snapshot).get}, repo: r, close: func() {}}, nil
+	env := tools.ShareContributions(&tools.Env{Engine: eng, Others: newOtherTrees(others.Snapshot).get})
+	return &backend{env: env, repo: r, close: func() {}}, nil
 }
 
 // otherTrees turns other identities' snapshots into outline trees, keeping

@@ -249,10 +249,34 @@ func TestContributorsOnPDS(t *testing.T) {
 	refused(ownerEnv, "cross_repo", "move_node", `{"node":"`+nodeURI(friend.DID, idea)+`","parent":"top"}`)
 	refused(ownerEnv, "node_missing", "update_node", `{"node":"`+idea+`","text":"edited by the owner"}`)
 
-	// the friend's agent cannot add a bullet under the owner's (every
-	// write keeps its parent in the writer's repository), but it can edit
-	// its contribution and add under it, and the owner sees both in place
-	refused(friendEnv, "cross_repo", "insert_after", `{"parent":"`+nodeURI(owner.DID, team)+`","text":"straight under the owner's"}`)
+	// the friend's agent adds under the owner's shared bullet (a record in
+	// the friend's repository whose parent is the owner's bullet), placed
+	// among the owner's bullets there; not under the private one, and not
+	// after a bullet that is not there
+	refused(friendEnv, "cross_repo", "insert_after", `{"parent":"`+nodeURI(owner.DID, private)+`","text":"under the private list"}`)
+	refused(friendEnv, "anchor_missing", "insert_after", `{"parent":"`+nodeURI(owner.DID, team)+`","after":"`+nodeURI(owner.DID, private)+`","text":"after a stranger"}`)
+	ownerBefore := records(t, srv, owner.DID)
+	var fw1 tools.WriteResult
+	t.Logf("dry run:\n%s", ok(friendEnv, "insert_after", `{"parent":"`+nodeURI(owner.DID, team)+`","after":"`+nodeURI(owner.DID, step)+`","text":"Friend's step in between","dry_run":true}`, nil))
+	t.Logf("insert:\n%s", ok(friendEnv, "insert_after", `{"parent":"`+nodeURI(owner.DID, team)+`","after":"`+nodeURI(owner.DID, step)+`","text":"Friend's step in between"}`, &fw1))
+	between := fw1.Created[0].RKey
+	ok(friendEnv, "insert_after", `{"parent":"`+nodeURI(owner.DID, team)+`","position":"first","text":"Friend's opener"}`, &fw1)
+	opener := fw1.Created[0].RKey
+	got = ok(ownerEnv, "read_outline", `{}`, nil)
+	want = "- Team plan ·" + team + "\n" +
+		"  - Friend's opener" + by + " ·" + opener + "\n" +
+		"  - Owner's first step ·" + step + "\n" +
+		"  - Friend's step in between" + by + " ·" + between + "\n" +
+		"  - Friend's idea" + by + " ·" + idea + "\n"
+	if ownerAfter := records(t, srv, owner.DID); !reflect.DeepEqual(ownerBefore, ownerAfter) {
+		t.Fatalf("the friend's inserts changed the owner's repository:\nbefore %v\nafter  %v", ownerBefore, ownerAfter)
+	}
+	if !strings.HasPrefix(got, want) {
+		t.Fatalf("the owner's outline after the friend's inserts:\n%s\nwant it to begin\n%s", got, want)
+	}
+
+	// it edits its contribution and adds under it; the owner sees both in
+	// place
 	ok(friendEnv, "update_node", `{"node":"`+idea+`","text":"Friend's idea, revised"}`, nil)
 	var fw2 tools.WriteResult
 	ok(friendEnv, "insert_after", `{"parent":"`+idea+`","after":"`+detail+`","text":"Friend's second detail"}`, &fw2)
@@ -266,7 +290,8 @@ func TestContributorsOnPDS(t *testing.T) {
 	}
 
 	// and the friend's records are as the friend wrote them
-	want2 := map[string]string{idea: nodeURI(owner.DID, team), detail: nodeURI(friend.DID, idea), stray: nodeURI(owner.DID, private), own: "", second: nodeURI(friend.DID, idea)}
+	want2 := map[string]string{idea: nodeURI(owner.DID, team), detail: nodeURI(friend.DID, idea), stray: nodeURI(owner.DID, private), own: "", second: nodeURI(friend.DID, idea),
+		between: nodeURI(owner.DID, team), opener: nodeURI(owner.DID, team)}
 	for _, r := range records(t, srv, friend.DID) {
 		if r.Collection != "app.bulleted.node" {
 			continue
