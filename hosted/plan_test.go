@@ -186,3 +186,40 @@ func TestPlanReservation(t *testing.T) {
 		t.Errorf("%d points still reserved after the operations", held)
 	}
 }
+
+// TestPlanLease: a plan reservation whose instance died (never settled nor
+// released) stops counting when its lease runs out; each settled batch
+// renews the lease and moves its points from reserved to spent.
+func TestPlanLease(t *testing.T) {
+	ctx := context.Background()
+	db, err := OpenDB(ctx, pg.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const ttl = 1500 * time.Millisecond
+	l := &Ledger{DB: db, Limit: 10, DayLimit: 100, TTL: ttl}
+	did := "did:plc:lease"
+	id, err := l.Reserve(ctx, did, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Reserve(ctx, did, 3); err == nil {
+		t.Fatal("a second reservation passed the limit while the first is held")
+	}
+	time.Sleep(ttl / 2)
+	if err := l.SettlePart(ctx, did, id, 5); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(ttl * 3 / 4) // past the first lease, within the renewed one
+	if _, err := l.Reserve(ctx, did, 3); err == nil {
+		t.Fatal("the renewed reservation's 3 points were not counted")
+	}
+	time.Sleep(ttl) // the instance is gone: its lease runs out
+	if _, err := l.Reserve(ctx, did, 5); err != nil {
+		t.Fatalf("after the lease ran out: %v", err)
+	}
+	if spent, _ := l.Spent(ctx, did, time.Hour); spent != 5 {
+		t.Fatalf("spent %d, want 5", spent)
+	}
+}
