@@ -18,6 +18,15 @@ import (
 // instances together never pass the limits. Times are the database's, so
 // instances' clocks do not matter. No lock is held across network I/O: a
 // reservation is taken, the write sent, and then settled or released.
+//
+// An operation reserves its whole plan's cost before its first batch
+// (userRepo.ReservePlan) and settles each batch against it (SettlePart), so
+// that once it has its reservation no other instance's spending can stop it
+// midway. A reservation is a lease: it holds until expires_at, which each
+// settled batch pushes TTL further (a batch takes at most
+// outline.BatchTimeout, well under TTL). When an instance dies mid-operation
+// its reservation is not released; it stops counting TTL after its last
+// batch (the next Reserve or Prune deletes it).
 type Ledger struct {
 	DB *pgxpool.Pool
 	// Limit per hour and DayLimit per day (zero: budget.Limit, budget.DayLimit).
@@ -125,6 +134,26 @@ func freeAt(ctx context.Context, tx pgx.Tx, did string, now time.Time, span time
 func (l *Ledger) Settle(ctx context.Context, did, id string, points int) error {
 	return pgx.BeginFunc(ctx, l.DB, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "DELETE FROM budget_reserved WHERE id = $1", id); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO budget_spent (did, points) VALUES ($1, $2)", did, points)
+		return err
+	})
+}
+
+// SettlePart records points of reservation id (an operation's whole plan)
+// as spent now, under did's advisory lock: they leave the reservation (never
+// below zero) and its lease is renewed for another TTL. Points beyond what
+// it still holds (it expired) are recorded all the same: the write
+// happened.
+func (l *Ledger) SettlePart(ctx context.Context, did, id string, points int) error {
+	_, _, ttl := l.limits()
+	return pgx.BeginFunc(ctx, l.DB, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey("budget:"+did)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "UPDATE budget_reserved SET points = greatest(points - $2, 0), expires_at = now() + $3::interval WHERE id = $1",
+			id, points, fmt.Sprintf("%d milliseconds", ttl.Milliseconds())); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, "INSERT INTO budget_spent (did, points) VALUES ($1, $2)", did, points)

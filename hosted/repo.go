@@ -19,15 +19,43 @@ import (
 // is sent, settled when it landed or may have, released when it certainly
 // did not), and the operations journal is pushed to Postgres before each
 // batch. It is not a store.Limited: the engine's own file ledger is not
-// used, so a plan is checked against the budget batch by batch (a plan of
-// one batch, up to 200 writes, fails before anything is written).
+// used: the engine reserves a whole plan's cost in the shared ledger through
+// ReservePlan (store.Reserver) before the first batch, and Apply settles
+// each batch against that reservation. A batch sent without one (no
+// operation) is reserved on its own.
 type userRepo struct {
 	inner   *pds.Repo
 	ledger  *Ledger
 	journal *journal
 }
 
-var _ store.Repository = (*userRepo)(nil)
+var (
+	_ store.Repository = (*userRepo)(nil)
+	_ store.Reserver   = (*userRepo)(nil)
+)
+
+// planKey is the context key of an operation's reservation id.
+type planKey struct{}
+
+// ReservePlan holds cost points of the user's budget for one operation
+// (store.Reserver); it refuses with a *budget.Exceeded before anything is
+// written when they do not fit.
+func (r *userRepo) ReservePlan(ctx context.Context, cost int) (context.Context, func(), error) {
+	did := r.inner.DID().String()
+	id, err := r.ledger.Reserve(ctx, did, cost)
+	if err != nil {
+		if errors.Is(err, budget.ErrBudget) {
+			return ctx, nil, err
+		}
+		return ctx, nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "reserving write budget failed: " + err.Error(), Next: "retry in a moment"}
+	}
+	release := func() {
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
+		defer cancel()
+		r.ledger.Release(bctx, id) // if it fails, the lease expires
+	}
+	return context.WithValue(ctx, planKey{}, id), release, nil
+}
 
 func (r *userRepo) DID() syntax.DID { return r.inner.DID() }
 
@@ -47,6 +75,9 @@ func (r *userRepo) Apply(ctx context.Context, swapCommit string, writes []store.
 		return nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "recording the operation in the database failed: " + err.Error(), Next: "retry in a moment"}
 	}
 	cost := store.Cost(writes)
+	if plan, ok := ctx.Value(planKey{}).(string); ok {
+		return r.applyPlanned(ctx, did, plan, swapCommit, writes, cost)
+	}
 	id, err := r.ledger.Reserve(ctx, did, cost)
 	if err != nil {
 		if errors.Is(err, budget.ErrBudget) {
@@ -76,6 +107,27 @@ func (r *userRepo) Apply(ctx context.Context, swapCommit string, writes []store.
 		return nil, fmt.Errorf("%w", err)
 	}
 	return res, nil
+}
+
+// applyPlanned sends a batch of an operation whose plan is reserved (plan)
+// and settles it against the reservation; the operation releases the rest.
+func (r *userRepo) applyPlanned(ctx context.Context, did, plan, swapCommit string, writes []store.Write, cost int) (*store.Result, error) {
+	res, err := r.inner.Apply(ctx, swapCommit, writes)
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
+	defer cancel()
+	var ex *budget.Exceeded
+	switch {
+	case err == nil:
+		r.ledger.SettlePart(bctx, did, plan, cost) // if it fails, the reservation still counts till it expires
+		return res, nil
+	case errors.As(err, &ex) && ex.Paused:
+		r.ledger.Pause(bctx, did, ex.FreeAt)
+	case notWritten(err):
+	default:
+		// it may have landed: counted as spent (never under-counted)
+		r.ledger.SettlePart(bctx, did, plan, cost)
+	}
+	return nil, fmt.Errorf("%w", err)
 }
 
 // notWritten reports errors after which the batch is known not to have

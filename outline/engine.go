@@ -251,6 +251,9 @@ func (e *Engine) checkBudget(cost int) error {
 // returned context carries the reservation to the repository's Apply, which
 // settles each committed batch against it; release gives back the rest.
 func (e *Engine) reserve(ctx context.Context, cost int) (context.Context, func(), error) {
+	if r, ok := e.Repo.(store.Reserver); ok {
+		return r.ReservePlan(ctx, cost)
+	}
 	l, ok := e.Repo.(store.Limited)
 	if !ok || l.Ledger() == nil {
 		return ctx, func() {}, nil

@@ -106,6 +106,16 @@ type Limited interface {
 	Ledger() *budget.Ledger
 }
 
+// Reserver is implemented by repositories whose budget is kept outside the
+// process (hosted mode's shared ledger). The engine reserves a whole plan's
+// cost through it before the first batch, as with a Limited repository's
+// ledger: the returned context carries the reservation to Apply, which
+// settles each batch against it, and release gives back the rest. A refusal
+// wraps budget.ErrBudget.
+type Reserver interface {
+	ReservePlan(ctx context.Context, cost int) (context.Context, func(), error)
+}
+
 // Cost is the write budget price of writes: create 3, update 2, delete 1.
 func Cost(writes []Write) int {
 	n := 0
