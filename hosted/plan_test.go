@@ -197,7 +197,10 @@ func TestPlanLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	const ttl = 1500 * time.Millisecond
+	// time passes in the database (the lease is compared with Postgres's
+	// now()): the test moves expires_at instead of sleeping, so that a slow
+	// machine cannot make it pass or fail
+	const ttl = 10 * time.Minute
 	l := &Ledger{DB: db, Limit: 10, DayLimit: 100, TTL: ttl}
 	did := "did:plc:lease"
 	id, err := l.Reserve(ctx, did, 8)
@@ -207,15 +210,27 @@ func TestPlanLease(t *testing.T) {
 	if _, err := l.Reserve(ctx, did, 3); err == nil {
 		t.Fatal("a second reservation passed the limit while the first is held")
 	}
-	time.Sleep(ttl / 2)
+	age := func(expires string) {
+		t.Helper()
+		if _, err := db.Exec(ctx, "UPDATE budget_reserved SET expires_at = now() + $2::interval WHERE id = $1", id, expires); err != nil {
+			t.Fatal(err)
+		}
+	}
+	age("1 minute") // nine minutes later, the lease is nearly out
 	if err := l.SettlePart(ctx, did, id, 5); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(ttl * 3 / 4) // past the first lease, within the renewed one
+	var renewed bool
+	if err := db.QueryRow(ctx, "SELECT expires_at > now() + interval '9 minutes' FROM budget_reserved WHERE id = $1", id).Scan(&renewed); err != nil {
+		t.Fatal(err)
+	}
+	if !renewed {
+		t.Fatal("settling a batch did not renew the lease")
+	}
 	if _, err := l.Reserve(ctx, did, 3); err == nil {
 		t.Fatal("the renewed reservation's 3 points were not counted")
 	}
-	time.Sleep(ttl) // the instance is gone: its lease runs out
+	age("-1 second") // the instance is gone: its lease runs out
 	if _, err := l.Reserve(ctx, did, 5); err != nil {
 		t.Fatalf("after the lease ran out: %v", err)
 	}
