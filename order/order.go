@@ -17,16 +17,30 @@ const MaxKey = 512
 // keys stay short; when there is none it accepts a longer key.
 const Threshold = 24
 
-// MaxGen is the longest key Place ever generates: above it, it respaces a
-// window of at most Window siblings (foreign ones last), and only when even
-// that fails a larger one.
+// MaxGen is the longest key Place generates where a window of at most
+// Window siblings (foreign ones last) can be respaced to avoid a longer one;
+// where none can, it takes a longer key rather than rewriting more.
 const MaxGen = 32
 
 // Window is the most siblings a bounded respacing rewrites.
 const Window = 32
 
-// jump is how far a biased choice moves from zero on a fresh level.
-const jump = 62 * 62 * 62 / 2
+// jump is how far a biased choice moves from zero on a fresh level near the
+// top of a key; deepJump from DeepPrefix bytes down, where a shorter jump
+// keeps each nested level to 3 bytes (a nested campaign rarely runs long).
+const (
+	jump       = 62 * 62 * 62 / 2
+	deepJump   = 62 * 62 / 2
+	deepPrefix = 8
+)
+
+// jumpAt is the zig-zag jump on a fresh level under a prefix of pre bytes.
+func jumpAt(pre int) int64 {
+	if pre >= deepPrefix {
+		return deepJump
+	}
+	return jump
+}
 
 // ErrNoRoom is returned by Between when no key of the alphabet fits strictly
 // between the bounds (equal bounds, or bounds that differ only in bytes
@@ -76,6 +90,10 @@ func BiasFor(at, newest, second int) Bias {
 		return Prev
 	case newest >= 0 && newest == at && second == at-1:
 		return NearLo
+	case newest >= 0 && newest == at-1:
+		return Next
+	case newest >= 0 && newest == at:
+		return Prev
 	}
 	return Mid
 }
@@ -132,6 +150,12 @@ var (
 
 // enc writes n as one element.
 func enc(n int64) string {
+	var b [maxDigits + 1]byte
+	return string(encTo(&b, n))
+}
+
+// encTo writes n as one element into b and returns the used part.
+func encTo(b *[maxDigits + 1]byte, n int64) []byte {
 	var d int
 	var v int64
 	var head byte
@@ -151,13 +175,18 @@ func enc(n int64) string {
 		v = pow62[d] - m
 		head = byte('Z' - (d - 1))
 	}
-	b := make([]byte, d+1)
 	b[0] = head
 	for i := d; i >= 1; i-- {
 		b[i] = Alphabet[v%62]
 		v /= 62
 	}
-	return string(b)
+	return b[:d+1]
+}
+
+// encCmp compares enc(n) with s as bytes, without allocating.
+func encCmp(n int64, s string) int {
+	var b [maxDigits + 1]byte
+	return strings.Compare(string(encTo(&b, n)), s)
 }
 
 // dec reads one element at the start of s.
@@ -203,13 +232,18 @@ func dec(s string) (n int64, size int, ok bool) {
 
 // floorInt returns the largest n with enc(n) <= s, or false if none.
 func floorInt(s string) (int64, bool) {
-	if enc(minInt) > s {
+	if n, _, ok := dec(s); ok {
+		// enc(n) is a prefix of s, and enc(n+1) differs from it within
+		// the element (elements are prefix-free), so it is above s.
+		return n, true
+	}
+	if encCmp(minInt, s) > 0 {
 		return 0, false
 	}
 	lo, hi := minInt, maxInt // invariant: enc(lo) <= s
 	for lo < hi {
 		mid := lo + (hi-lo+1)/2
-		if enc(mid) <= s {
+		if encCmp(mid, s) <= 0 {
 			lo = mid
 		} else {
 			hi = mid - 1
@@ -220,13 +254,23 @@ func floorInt(s string) (int64, bool) {
 
 // ceilInt returns the smallest n with enc(n) >= s, or false if none.
 func ceilInt(s string) (int64, bool) {
-	if enc(maxInt) < s {
+	if n, size, ok := dec(s); ok {
+		if size == len(s) {
+			return n, true
+		}
+		// enc(n) is a proper prefix of s, so below it; enc(n+1) is above.
+		if n < maxInt {
+			return n + 1, true
+		}
+		return 0, false
+	}
+	if encCmp(maxInt, s) < 0 {
 		return 0, false
 	}
 	lo, hi := minInt, maxInt // invariant: enc(hi) >= s
 	for lo < hi {
 		mid := lo + (hi-lo)/2
-		if enc(mid) >= s {
+		if encCmp(mid, s) >= 0 {
 			hi = mid
 		} else {
 			lo = mid + 1
@@ -240,14 +284,15 @@ func Between(lo, hi string, bias Bias) (string, error) {
 	if lo != "" && hi != "" && lo >= hi {
 		return "", ErrNoRoom
 	}
+	if k, ok := structured(lo, hi, lo == "", hi == "", bias, true, 0, 0); ok && inside(lo, hi, k) {
+		return k, nil
+	}
 	if bias == Mid && lo != "" && hi != "" {
-		// A memoryless midpoint is the best choice for random edits.
-		if k, err := midKey(lo, hi); err == nil && inside(lo, hi, k) && Generated(k) {
+		// Neighbours that are not element sequences (midpoints, foreign
+		// keys): a memoryless midpoint, unless it leaves no room below it.
+		if k, err := midKey(lo, hi); err == nil && inside(lo, hi, k) && Generated(k) && !dead(k) {
 			return k, nil
 		}
-	}
-	if k, ok := structured(lo, hi, lo == "", hi == "", bias, true, 0); ok && inside(lo, hi, k) {
-		return k, nil
 	}
 	if bias != Mid {
 		if k, ok := suffixed(lo, hi, bias); ok {
@@ -261,11 +306,39 @@ func Between(lo, hi string, bias Bias) (string, error) {
 	return k, err
 }
 
+// dead reports a key whose fractional part ends in the smallest digit: no
+// key fits between it and its prefix, so it would leave no room below it.
+func dead(k string) bool {
+	_, frac := intPart(k)
+	return frac != "" && frac[len(frac)-1] == Alphabet[0]
+}
+
+// sameLen returns the range [lo, hi] of integers whose elements have as
+// many digits, and the same sign, as n.
+func sameLen(n int64) (int64, int64) {
+	d := len(enc(n)) - 1
+	if n >= 0 {
+		l := int64(0)
+		if d > 1 {
+			l = pow62[d-1]
+		}
+		return l, pow62[d] - 1
+	}
+	h := int64(-1)
+	if d > 1 {
+		h = -pow62[d-1] - 1
+	}
+	return max(-pow62[d], minInt), h
+}
+
 func inside(lo, hi, k string) bool {
 	return (lo == "" || lo < k) && (hi == "" || k < hi)
 }
 
-func structured(lo, hi string, loOpen, hiOpen bool, bias Bias, top bool, depth int) (string, bool) {
+// structured places a key as a sequence of elements between lo and hi (the
+// remainders under a common prefix of pre bytes; loOpen/hiOpen say a side is
+// unbounded at this level). top is the first level of the key.
+func structured(lo, hi string, loOpen, hiOpen bool, bias Bias, top bool, depth, pre int) (string, bool) {
 	if depth > MaxKey/2 {
 		return "", false
 	}
@@ -275,14 +348,19 @@ func structured(lo, hi string, loOpen, hiOpen bool, bias Bias, top bool, depth i
 		var ok bool
 		if a, ok = floorInt(lo); !ok {
 			aInf = true
+		} else if len(enc(a)) > len(lo)+1 {
+			return "", false
 		}
 	}
 	if !hiOpen {
 		var ok bool
 		if b, ok = ceilInt(hi); !ok {
 			bInf = true
+		} else if len(enc(b)) > len(hi)+1 {
+			return "", false
 		}
 	}
+	j := jumpAt(pre)
 	var m int64
 	switch {
 	case aInf && bInf:
@@ -290,9 +368,9 @@ func structured(lo, hi string, loOpen, hiOpen bool, bias Bias, top bool, depth i
 		case top:
 			m = 0
 		case bias == NearLo:
-			m = -jump
+			m = -j
 		case bias == NearHi:
-			m = jump
+			m = j
 		default:
 			m = 0
 		}
@@ -305,7 +383,12 @@ func structured(lo, hi string, loOpen, hiOpen bool, bias Bias, top bool, depth i
 		case bias == Prev:
 			m = b - runStep
 		case !top && bias == NearLo && b > 0:
-			m = -jump // leave the negative half to this run
+			m = -j // leave the negative half to this run
+		case !top && bias == Mid:
+			// the middle of the integers as long as b-1, so that later
+			// edits here find room on both sides at the same length
+			l, _ := sameLen(b - 1)
+			m = b - 1 - (b-1-l)/2
 		}
 	case bInf:
 		if a >= maxInt-runStep {
@@ -316,7 +399,10 @@ func structured(lo, hi string, loOpen, hiOpen bool, bias Bias, top bool, depth i
 		case bias == Next:
 			m = a + runStep
 		case !top && bias == NearHi && a < 0:
-			m = jump // leave the negative half to the other run
+			m = j // leave the negative half to the other run
+		case !top && bias == Mid:
+			_, h := sameLen(a + 1)
+			m = a + 1 + (h-a-1)/2
 		}
 	case b-a >= 2:
 		switch bias {
@@ -341,7 +427,7 @@ func structured(lo, hi string, loOpen, hiOpen bool, bias Bias, top bool, depth i
 		if !hiOpen && strings.HasPrefix(hi, e) {
 			restHi, restHiOpen = hi[len(e):], false
 		}
-		sub, ok := structured(restLo, restHi, restLo == "", restHiOpen, bias, false, depth+1)
+		sub, ok := structured(restLo, restHi, restLo == "", restHiOpen, bias, false, depth+1, pre+len(e))
 		if !ok {
 			return "", false
 		}
@@ -379,7 +465,7 @@ func suffixed(lo, hi string, bias Bias) (string, bool) {
 		default:
 			return
 		}
-		sub, ok := structured(restLo, restHi, loOpen, hiOpen, bias, false, 0)
+		sub, ok := structured(restLo, restHi, loOpen, hiOpen, bias, false, 0, len(p))
 		if !ok {
 			return
 		}
@@ -489,12 +575,16 @@ func spreadLevel(lo, hi string, n int) ([]string, bool) {
 		var ok bool
 		if a, ok = floorInt(lo); !ok {
 			aInf = true
+		} else if len(enc(a)) > len(lo)+1 {
+			return nil, false
 		}
 	}
 	if !bInf {
 		var ok bool
 		if b, ok = ceilInt(hi); !ok {
 			bInf = true
+		} else if len(enc(b)) > len(hi)+1 {
+			return nil, false
 		}
 	}
 	N := int64(n)
@@ -572,9 +662,12 @@ type Options struct {
 //     rather than a rewrite);
 //  4. a respacing of a window of at most Window siblings with keys of at most
 //     MaxGen bytes, fewest foreign siblings first, then fewest rewrites;
-//  5. a respacing of windows doubling around the insertion point, up to the
-//     whole list with open ends (which always fits). Only this step can
-//     rewrite more than Window siblings.
+//  5. keys straight between the neighbours longer than MaxGen, up to
+//     MaxKey, so that no insert rewrites more than Window siblings;
+//  6. only when the neighbours are equal, invalid or have no alphabet key
+//     between them: a respacing of windows doubling around the insertion
+//     point, up to the whole list with open ends (which always fits). Only
+//     this step can rewrite more than Window siblings.
 //
 // Respaced keys are spread evenly over their window, leaving room between
 // them. The visible order never changes.
@@ -586,7 +679,7 @@ func PlaceOpt(sibs []string, at, n int, bias Bias, opt Options) (Plan, error) {
 		return Plan{}, nil
 	}
 	foreign := func(i int) bool { return opt.Foreign != nil && opt.Foreign(i) }
-	var direct []string
+	var direct, long []string
 	lo, okLo := bound(sibs, at-1)
 	hi, okHi := bound(sibs, at)
 	if okLo && okHi {
@@ -598,8 +691,11 @@ func PlaceOpt(sibs []string, at, n int, bias Bias, opt Options) (Plan, error) {
 		} else {
 			direct, err = Spread(lo, hi, n)
 		}
-		if err != nil || !fits(direct, MaxGen) {
+		if err != nil || !fits(direct, MaxKey) {
 			direct = nil
+		}
+		if direct != nil && !fits(direct, MaxGen) {
+			long, direct = direct, nil
 		}
 		if direct != nil && fits(direct, Threshold) {
 			return Plan{Keys: direct}, nil
@@ -613,6 +709,12 @@ func PlaceOpt(sibs []string, at, n int, bias Bias, opt Options) (Plan, error) {
 	}
 	if p, ok := bestWindow(sibs, at, n, MaxGen, true, foreign); ok {
 		return p, nil
+	}
+	if long != nil {
+		// No window of Window siblings fits: a key over MaxGen bytes keeps
+		// this insert's cost bounded (later inserts respace it back when a
+		// window fits again).
+		return Plan{Keys: long}, nil
 	}
 	for w := 1; ; w *= 2 {
 		a, b := max(at-w, 0), min(at+w, len(sibs))
