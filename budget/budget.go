@@ -42,6 +42,7 @@ type Exceeded struct {
 	FreeAt time.Time `json:"freeAt,omitzero"`  // when Cost points will be free (zero: never, Cost > the limit)
 	Paused bool      `json:"paused,omitempty"` // the server asked us to wait (429)
 	Window string    `json:"window"`           // "hour" or "day": the limit that binds
+	Limit  int       `json:"limit,omitempty"`  // that window's limit (0: the default Limit or DayLimit)
 }
 
 func (e *Exceeded) Error() string {
@@ -52,9 +53,13 @@ func (e *Exceeded) Error() string {
 	if e.Paused {
 		return fmt.Sprintf("the server asked to pause writes; %d point(s) can be spent %s", e.Cost, when)
 	}
-	limit := Limit
-	if e.Window == "day" {
+	limit := e.Limit
+	switch {
+	case limit > 0:
+	case e.Window == "day":
 		limit = DayLimit
+	default:
+		limit = Limit
 	}
 	return fmt.Sprintf("this needs %d point(s), %d of %d are left in the rolling %s; enough will be free %s", e.Cost, e.Left, limit, e.Window, when)
 }
@@ -225,7 +230,7 @@ func (l *Ledger) fits(now time.Time, cost int) error {
 	}{{"hour", Window, l.Limit}, {"day", Day, l.DayLimit}} {
 		left := w.limit - l.used(now, w.window)
 		if cost > left {
-			ex := &Exceeded{Cost: cost, Left: max(0, left), Window: w.name, FreeAt: l.freeAt(now, cost)}
+			ex := &Exceeded{Cost: cost, Left: max(0, left), Window: w.name, Limit: w.limit, FreeAt: l.freeAt(now, cost)}
 			return ex
 		}
 	}
@@ -290,7 +295,7 @@ func (l *Ledger) Check(cost int) error {
 	defer l.mu.Unlock()
 	return l.shared(false, func(now time.Time) error {
 		if l.paused.Sub(now) > MaxWait {
-			return &Exceeded{Cost: cost, Left: max(0, l.Limit-l.used(now, Window)), FreeAt: l.freeAt(now, cost), Paused: true, Window: "hour"}
+			return &Exceeded{Cost: cost, Left: max(0, l.Limit-l.used(now, Window)), FreeAt: l.freeAt(now, cost), Paused: true, Window: "hour", Limit: l.Limit}
 		}
 		return l.fits(now, cost)
 	})
@@ -316,7 +321,7 @@ func (l *Ledger) Reserve(cost int) (*Reservation, error) {
 	r := &Reservation{l: l, id: hex.EncodeToString(b[:])}
 	err := l.shared(true, func(now time.Time) error {
 		if l.paused.Sub(now) > MaxWait {
-			return &Exceeded{Cost: cost, Left: max(0, l.Limit-l.used(now, Window)), FreeAt: l.freeAt(now, cost), Paused: true, Window: "hour"}
+			return &Exceeded{Cost: cost, Left: max(0, l.Limit-l.used(now, Window)), FreeAt: l.freeAt(now, cost), Paused: true, Window: "hour", Limit: l.Limit}
 		}
 		if err := l.fits(now, cost); err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -413,5 +414,21 @@ func TestManyLedgersNeverOverspend(t *testing.T) {
 	}
 	if total < Limit {
 		t.Fatalf("the simulation spent only %d points", total)
+	}
+}
+
+// TestExceededQuotesConfiguredLimit: a refusal quotes the limit in force
+// (here a configured 1,000 points an hour), not the default.
+func TestExceededQuotesConfiguredLimit(t *testing.T) {
+	l, _ := New("")
+	l.Limit = 1000
+	l.Spend(900)
+	err := l.Check(300)
+	var ex *Exceeded
+	if !errors.As(err, &ex) {
+		t.Fatalf("want *Exceeded, got %v", err)
+	}
+	if ex.Limit != 1000 || ex.Left != 100 || !strings.Contains(err.Error(), "100 of 1000 are left") {
+		t.Fatalf("got %+v: %v", ex, err)
 	}
 }

@@ -480,6 +480,27 @@ func TestTwoInstances(t *testing.T) {
 			t.Fatalf("spent %d of %d, %d bullets, %d refused", spent, limit, created, refused)
 		}
 	})
+	t.Run("dry runs read the shared budget", func(t *testing.T) {
+		spent, err := b.ledger.Spent(ctx, u2.DID.String(), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := call(ctx, c2b, "insert_after", map[string]any{"text": "would not fit", "dry_run": true})
+		if err != nil || res.IsError {
+			t.Fatalf("dry run: %v %s", err, resultText(res))
+		}
+		txt := resultText(res)
+		left := limit - spent
+		if !strings.Contains(txt, fmt.Sprintf("(%d left this hour)", left)) {
+			t.Errorf("the dry run does not say %d points are left of the shared budget: %.600s", left, txt)
+		}
+		if left < 3 && !strings.Contains(txt, fmt.Sprintf("%d of %d are left", left, limit)) {
+			t.Errorf("the dry run does not say the insert would be refused: %.600s", txt)
+		}
+		if got := len(nodesOf(t, p, u2)); got*3 != spent {
+			t.Errorf("%d bullets after a dry run, %d points spent", got, spent)
+		}
+	})
 }
 
 // TestLoad: 50 users × 20 calls across two instances, half writes, half

@@ -53,48 +53,11 @@ func (l *Ledger) limits() (int, int, time.Duration) {
 // id; it refuses with a *budget.Exceeded (wrapping budget.ErrBudget) when
 // they do not fit in the hour or the day, or the PDS asked to pause.
 func (l *Ledger) Reserve(ctx context.Context, did string, cost int) (string, error) {
-	hourLimit, dayLimit, ttl := l.limits()
+	_, _, ttl := l.limits()
 	id := newToken("r")
 	err := pgx.BeginFunc(ctx, l.DB, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey("budget:"+did)); err != nil {
+		if _, err := l.fit(ctx, tx, did, cost); err != nil {
 			return err
-		}
-		if _, err := tx.Exec(ctx, "DELETE FROM budget_reserved WHERE did = $1 AND expires_at < now()", did); err != nil {
-			return err
-		}
-		var now time.Time
-		var paused *time.Time
-		if err := tx.QueryRow(ctx, "SELECT now(), (SELECT until FROM budget_pause WHERE did = $1 AND until > now())", did).Scan(&now, &paused); err != nil {
-			return err
-		}
-		if paused != nil {
-			return &budget.Exceeded{Cost: cost, FreeAt: *paused, Paused: true, Window: "hour"}
-		}
-		var hour, day, held int
-		if err := tx.QueryRow(ctx, `SELECT
-			coalesce((SELECT sum(points) FROM budget_spent WHERE did = $1 AND at > now() - interval '1 hour'), 0),
-			coalesce((SELECT sum(points) FROM budget_spent WHERE did = $1 AND at > now() - interval '1 day'), 0),
-			coalesce((SELECT sum(points) FROM budget_reserved WHERE did = $1), 0)`, did).Scan(&hour, &day, &held); err != nil {
-			return err
-		}
-		for _, w := range []struct {
-			name  string
-			used  int
-			limit int
-			span  time.Duration
-		}{{"hour", hour + held, hourLimit, time.Hour}, {"day", day + held, dayLimit, 24 * time.Hour}} {
-			if w.used+cost <= w.limit {
-				continue
-			}
-			ex := &budget.Exceeded{Cost: cost, Left: max(0, w.limit-w.used), Window: w.name}
-			if cost <= w.limit {
-				at, err := freeAt(ctx, tx, did, now, w.span, w.used+cost-w.limit)
-				if err != nil {
-					return err
-				}
-				ex.FreeAt = at
-			}
-			return ex
 		}
 		_, err := tx.Exec(ctx, "INSERT INTO budget_reserved (id, did, points, expires_at) VALUES ($1, $2, $3, now() + $4::interval)",
 			id, did, cost, fmt.Sprintf("%d milliseconds", ttl.Milliseconds()))
@@ -104,6 +67,65 @@ func (l *Ledger) Reserve(ctx context.Context, did string, cost int) (string, err
 		return "", err
 	}
 	return id, nil
+}
+
+// Check tells whether cost points of did's budget fit now, without holding
+// them (dry runs), and how many are left in the rolling hour.
+func (l *Ledger) Check(ctx context.Context, did string, cost int) (int, error) {
+	var left int
+	err := pgx.BeginFunc(ctx, l.DB, func(tx pgx.Tx) error {
+		var err error
+		left, err = l.fit(ctx, tx, did, cost)
+		return err
+	})
+	return left, err
+}
+
+// fit checks cost against did's spent, reserved and paused budget under the
+// identity's lock, in tx, and returns the points left in the hour.
+func (l *Ledger) fit(ctx context.Context, tx pgx.Tx, did string, cost int) (int, error) {
+	hourLimit, dayLimit, _ := l.limits()
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey("budget:"+did)); err != nil {
+		return 0, err
+	}
+	if _, err := tx.Exec(ctx, "DELETE FROM budget_reserved WHERE did = $1 AND expires_at < now()", did); err != nil {
+		return 0, err
+	}
+	var now time.Time
+	var paused *time.Time
+	if err := tx.QueryRow(ctx, "SELECT now(), (SELECT until FROM budget_pause WHERE did = $1 AND until > now())", did).Scan(&now, &paused); err != nil {
+		return 0, err
+	}
+	if paused != nil {
+		return 0, &budget.Exceeded{Cost: cost, FreeAt: *paused, Paused: true, Window: "hour", Limit: hourLimit}
+	}
+	var hour, day, held int
+	if err := tx.QueryRow(ctx, `SELECT
+		coalesce((SELECT sum(points) FROM budget_spent WHERE did = $1 AND at > now() - interval '1 hour'), 0),
+		coalesce((SELECT sum(points) FROM budget_spent WHERE did = $1 AND at > now() - interval '1 day'), 0),
+		coalesce((SELECT sum(points) FROM budget_reserved WHERE did = $1), 0)`, did).Scan(&hour, &day, &held); err != nil {
+		return 0, err
+	}
+	for _, w := range []struct {
+		name  string
+		used  int
+		limit int
+		span  time.Duration
+	}{{"hour", hour + held, hourLimit, time.Hour}, {"day", day + held, dayLimit, 24 * time.Hour}} {
+		if w.used+cost <= w.limit {
+			continue
+		}
+		ex := &budget.Exceeded{Cost: cost, Left: max(0, w.limit-w.used), Window: w.name, Limit: w.limit}
+		if cost <= w.limit {
+			at, err := freeAt(ctx, tx, did, now, w.span, w.used+cost-w.limit)
+			if err != nil {
+				return 0, err
+			}
+			ex.FreeAt = at
+		}
+		return 0, ex
+	}
+	return max(0, hourLimit-hour-held), nil
 }
 
 // freeAt is when need points spent within span leave it (reservations are

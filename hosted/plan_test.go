@@ -164,6 +164,10 @@ func TestPlanReservation(t *testing.T) {
 			if got != 0 {
 				t.Errorf("operation %d was refused for its budget after writing %d bullets", i, got)
 			}
+			// the refusal quotes the configured limit, not the default
+			if want := fmt.Sprintf(" of %d are left", limit); !strings.Contains(o.text, want) {
+				t.Errorf("operation %d's refusal does not quote the limit (%q): %.400s", i, want, o.text)
+			}
 		default:
 			t.Errorf("operation %d stopped (%s): %.400s; %d bullets in the PDS", i, o.kind, o.text, got)
 		}

@@ -30,9 +30,20 @@ type userRepo struct {
 }
 
 var (
-	_ store.Repository = (*userRepo)(nil)
-	_ store.Reserver   = (*userRepo)(nil)
+	_ store.Repository    = (*userRepo)(nil)
+	_ store.Reserver      = (*userRepo)(nil)
+	_ store.BudgetChecker = (*userRepo)(nil)
 )
+
+// CheckBudget tells whether cost points fit in the user's shared budget now
+// (store.BudgetChecker), and how many are left in the rolling hour.
+func (r *userRepo) CheckBudget(ctx context.Context, cost int) (int, error) {
+	left, err := r.ledger.Check(ctx, r.inner.DID().String(), cost)
+	if err != nil && !errors.Is(err, budget.ErrBudget) {
+		return -1, &outline.Error{Kind: outline.ErrUnavailable, Msg: "reading the write budget failed: " + err.Error(), Next: "retry in a moment"}
+	}
+	return left, err
+}
 
 // planKey is the context key of an operation's reservation id.
 type planKey struct{}

@@ -176,14 +176,14 @@ func (e *Engine) Do(ctx context.Context, dryRun bool, fn func(p *Planner) error)
 			return nil, err
 		}
 		plan.Batches = Cut(plan.Writes)
-		out := &Outcome{Plan: plan, DryRun: dryRun, Before: t, BudgetLeft: e.budgetLeft()}
+		out := &Outcome{Plan: plan, DryRun: dryRun, Before: t, BudgetLeft: e.budgetLeft(ctx)}
 		if len(plan.Writes) == 0 {
 			out.NoChange = true
 			plan.Diagnostics = append(plan.Diagnostics, "nothing to change: nothing written, no points spent")
 			return out, nil
 		}
 		if dryRun {
-			if err := e.checkBudget(plan.Cost); err != nil {
+			if err := e.checkBudget(ctx, plan.Cost); err != nil {
 				plan.Diagnostics = append(plan.Diagnostics, err.Error())
 			}
 			return out, nil
@@ -192,7 +192,7 @@ func (e *Engine) Do(ctx context.Context, dryRun bool, fn func(p *Planner) error)
 			State: OpRunning, Writes: plan.Writes, Prev: plan.Prev, Batches: plan.Batches, Keys: keys.keys}
 		commits, err := e.execute(ctx, op, t.Commit)
 		out.Commits = commits
-		out.BudgetLeft = e.budgetLeft()
+		out.BudgetLeft = e.budgetLeft(ctx)
 		if errors.Is(err, errReplan) && attempt < Retries {
 			if werr := sleepCtx(ctx, backoff(attempt)); werr != nil {
 				return nil, fail(ErrCancelled, "nothing was written; call again when ready", "cancelled before the first batch")
@@ -231,7 +231,14 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // budgetLeft is the points left in the repository's budget, or -1.
-func (e *Engine) budgetLeft() int {
+func (e *Engine) budgetLeft(ctx context.Context) int {
+	if c, ok := e.Repo.(store.BudgetChecker); ok {
+		left, err := c.CheckBudget(ctx, 0)
+		if err != nil {
+			return -1
+		}
+		return left
+	}
 	if l, ok := e.Repo.(store.Limited); ok && l.Ledger() != nil {
 		return l.Ledger().Left()
 	}
@@ -239,7 +246,15 @@ func (e *Engine) budgetLeft() int {
 }
 
 // checkBudget tells whether cost fits now (dry runs).
-func (e *Engine) checkBudget(cost int) error {
+func (e *Engine) checkBudget(ctx context.Context, cost int) error {
+	if c, ok := e.Repo.(store.BudgetChecker); ok {
+		_, err := c.CheckBudget(ctx, cost)
+		var oe *Error
+		if errors.As(err, &oe) {
+			return err
+		}
+		return budgetError(err)
+	}
 	l, ok := e.Repo.(store.Limited)
 	if !ok || l.Ledger() == nil {
 		return nil

@@ -457,7 +457,7 @@ func (e *Engine) Resume(ctx context.Context, id string, dryRun bool) (*Outcome, 
 	op.Unknown = false // the repository was read: what landed is known
 	rest := op.Writes[op.landedWrites():]
 	plan := &Plan{Writes: rest, Cost: store.Cost(rest), Summary: "resume " + op.ID + ": " + op.Summary}
-	out := &Outcome{Plan: plan, DryRun: dryRun, BudgetLeft: e.budgetLeft()}
+	out := &Outcome{Plan: plan, DryRun: dryRun, BudgetLeft: e.budgetLeft(ctx)}
 	if problems := checkRemainder(s, op); len(problems) > 0 {
 		return nil, &Error{Kind: ErrConflict, Msg: fmt.Sprintf("cannot resume %s: %s", op.ID, strings.Join(problems, "; ")), Next: fmt.Sprintf("undo it with operation=%s to roll back what landed, then plan again", op.ID), Data: op.Report()}
 	}
@@ -468,7 +468,7 @@ func (e *Engine) Resume(ctx context.Context, id string, dryRun bool) (*Outcome, 
 	}
 	commits, err := e.execute(ctx, op, s.Commit)
 	out.Commits = commits
-	out.BudgetLeft = e.budgetLeft()
+	out.BudgetLeft = e.budgetLeft(ctx)
 	if errors.Is(err, errReplan) {
 		return nil, fail(ErrConflict, "call operations with resume=ID again", "the repository changed while resuming %s; nothing more was written", id)
 	}
@@ -625,7 +625,7 @@ func (e *Engine) Undo(ctx context.Context, steps int, id string, dryRun bool) (*
 		summary += "; undid: " + strings.TrimSuffix(op.Summary, ".")
 	}
 	plan := &Plan{Writes: ws, Prev: prev, Cost: store.Cost(ws), Summary: summary, Batches: Cut(ws)}
-	out := &Outcome{Plan: plan, DryRun: dryRun, BudgetLeft: e.budgetLeft()}
+	out := &Outcome{Plan: plan, DryRun: dryRun, BudgetLeft: e.budgetLeft(ctx)}
 	if len(ws) == 0 {
 		out.NoChange = true
 		if !dryRun {
@@ -641,7 +641,7 @@ func (e *Engine) Undo(ctx context.Context, steps int, id string, dryRun bool) (*
 		State: OpRunning, Writes: ws, Prev: prev, Batches: plan.Batches, Undoes: ids}
 	commits, err := e.execute(ctx, op, s.Commit)
 	out.Commits = commits
-	out.BudgetLeft = e.budgetLeft()
+	out.BudgetLeft = e.budgetLeft(ctx)
 	if errors.Is(err, errReplan) {
 		return nil, fail(ErrConflict, "call undo again", "the repository changed while undoing; nothing was written")
 	}

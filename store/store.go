@@ -116,6 +116,14 @@ type Reserver interface {
 	ReservePlan(ctx context.Context, cost int) (context.Context, func(), error)
 }
 
+// BudgetChecker is implemented by repositories whose budget is kept outside
+// the process (hosted mode's shared ledger): CheckBudget tells whether cost
+// points fit now without holding them (dry runs; a refusal wraps
+// budget.ErrBudget) and how many are left in the rolling hour.
+type BudgetChecker interface {
+	CheckBudget(ctx context.Context, cost int) (left int, err error)
+}
+
 // Cost is the write budget price of writes: create 3, update 2, delete 1.
 func Cost(writes []Write) int {
 	n := 0
