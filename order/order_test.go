@@ -179,8 +179,9 @@ func TestPatternsShort(t *testing.T) {
 // campaigns (middle, zigzag, typing down at one spot, again inside each
 // other) can pack more than Window siblings under one long prefix, where no
 // window of Window siblings fits keys of MaxGen bytes; the insert then takes
-// a longer key rather than rewriting more (doc.go). Such keys stay rare and
-// under 2*MaxGen bytes (the longest seen over these seeds is 47).
+// a longer key rather than rewriting more (doc.go). Such keys stay under
+// 2*MaxGen bytes (over these seeds: none in 8 mixes, 9 to 6,595 of the
+// 100,000 in the other 4, the longest 47 bytes).
 func TestBoundedRespacing(t *testing.T) {
 	n := 100000
 	if testing.Short() {
@@ -220,7 +221,7 @@ func TestBoundedRespacing(t *testing.T) {
 			if s.MaxLen > limit {
 				t.Errorf("key of %d bytes", s.MaxLen)
 			}
-			t.Logf("max key %d, mean %.2f, %.4f extra writes per insert, worst %d, %d foreign rewritten", s.MaxLen, s.MeanLen, float64(s.ExtraWrites)/float64(s.N), s.Worst, s.ForeignWrites)
+			t.Logf("max key %d, mean %.2f, %.4f extra writes per insert, worst %d, %d foreign rewritten, %d keys over %d bytes", s.MaxLen, s.MeanLen, float64(s.ExtraWrites)/float64(s.N), s.Worst, s.ForeignWrites, s.LongKeys, MaxGen)
 		})
 	}
 }
@@ -454,6 +455,7 @@ func BenchmarkPatterns(b *testing.B) {
 					b.ReportMetric(float64(s.Worst), "worst")
 					b.ReportMetric(float64(s.OverBound), "over32")
 					b.ReportMetric(float64(s.ForeignWrites), "foreign")
+					b.ReportMetric(float64(s.LongKeys), "over32B")
 				})
 			}
 		}

@@ -42,6 +42,7 @@ type Stats struct {
 	Worst         int     // most respaced siblings for one insert
 	OverBound     int     // inserts that respaced more than Bound siblings
 	ForeignWrites int     // respaced siblings that another client wrote
+	LongKeys      int     // keys generated or rewritten over MaxGen bytes
 }
 
 // Simulate runs n single inserts of a pattern through gen and checks the
@@ -139,6 +140,9 @@ func SimulateSeed(pattern string, n int, seed uint64, gen Generator, strict bool
 		for _, r := range p.Respace {
 			keys[r.Index] = r.Key
 			st.MaxLen = max(st.MaxLen, len(r.Key))
+			if len(r.Key) > MaxGen {
+				st.LongKeys++
+			}
 			if foreign[r.Index] {
 				st.ForeignWrites++
 			}
@@ -151,6 +155,9 @@ func SimulateSeed(pattern string, n int, seed uint64, gen Generator, strict bool
 		}
 		push(at, p.Keys[0], pattern == "mixed" && rng.IntN(4) == 0)
 		st.MaxLen = max(st.MaxLen, len(p.Keys[0]))
+		if len(p.Keys[0]) > MaxGen {
+			st.LongKeys++
+		}
 		if strict && st.MaxLen > MaxKey {
 			return st, fmt.Errorf("%s step %d: key of %d bytes", pattern, i, st.MaxLen)
 		}
