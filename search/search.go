@@ -335,6 +335,10 @@ type Hit struct {
 	Layout     string   `json:"layout,omitempty"`
 	Done       bool     `json:"done,omitempty"`
 	ChildCount int      `json:"childCount"`
+	// Author is the contributor whose repository holds the bullet, when it
+	// is a contributor's bullet shown in this outline (empty: this
+	// repository's own).
+	Author string `json:"author,omitempty"`
 }
 
 // Result is a page of hits.
@@ -566,7 +570,9 @@ func (x *Index) Search(t *outline.Tree, q Query) (*Result, error) {
 	full := false
 	var visit func(it *outline.Item) bool
 	visit = func(it *outline.Item) bool {
-		if e := x.entries[it.Key()]; e != nil && !it.Mirror {
+		// entry, not the map: a detached subtree (a contribution searched
+		// with Under) is not in the pre-order scan, so derived here
+		if e := x.entry(it); e != nil {
 			res.Scanned++
 			if ok, at, n, inNote := m.match(e); ok {
 				if len(res.Hits) == q.Limit {

@@ -2,6 +2,8 @@ package tools
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/search"
+	"github.com/bulleted-mcp/bulleted-mcp/view"
 )
 
 // indexes keeps one search index per repository (by DID) for the life of
@@ -43,7 +46,7 @@ func indexFor(did string) *search.Index {
 func searchTool() Tool {
 	t := Tool{Name: "search", Title: "Search the outline", Family: FamilyRead, Output: searchOutput,
 		Ann:         Annotations{ReadOnly: true, Idempotent: true},
-		Description: "Find bullets by text (regex=true: RE2), tags, mentions, layout, state, dates (YYYY-MM-DD), subtree (under); all must match.",
+		Description: "Find bullets by text (regex=true: RE2), tags, mentions, layout, state, dates (YYYY-MM-DD), subtree (under); all must match. Contributors' bullets in the outline follow its own hits.",
 		Schema: obj(map[string]any{
 			"text":           pRef,
 			"regex":          boolean(""),
@@ -81,9 +84,13 @@ func searchTool() Tool {
 		if res != nil || err != nil {
 			return res, err
 		}
+		var contribCur string
 		q := search.Query{Text: a.Str("text"), Regex: regex, Tags: tags, Layout: a.Str("layout"), State: a.Str("state"),
 			CreatedFrom: a.Str("created_from"), CreatedTo: a.Str("created_to"), CompletedFrom: a.Str("completed_from"), CompletedTo: a.Str("completed_to"),
 			Limit: limit, Cursor: a.Str("cursor")}
+		if strings.HasPrefix(q.Cursor, contribPrefix) {
+			q.Cursor, contribCur = "", q.Cursor
+		}
 		for _, m := range ments {
 			m = strings.TrimPrefix(strings.TrimSpace(m), "@")
 			if !strings.HasPrefix(m, "did:") && env.Engine.Resolver != nil {
@@ -102,13 +109,36 @@ func searchTool() Tool {
 			q.CreatedFrom == "" && q.CreatedTo == "" && q.CompletedFrom == "" && q.CompletedTo == "" {
 			return badArgs("give at least one filter (text, tags, mentions, layout, state or a date); to list bullets use read_outline")
 		}
-		r, err := indexFor(tr.DID.String()).Search(tr, q)
-		if errors.Is(err, search.ErrQuery) || errors.Is(err, search.ErrCursor) {
+		fp := queryPrint(q)
+		skip, inContrib, err := contribCursor(contribCur, fp)
+		if err != nil {
 			return badArgs("%v", err)
-		} else if err != nil {
-			return nil, err
 		}
-		return mcp.NewToolResultStructured(map[string]any{"did": tr.DID.String(), "hits": r.Hits, "cursor": r.Cursor}, hitsText(tr, r)), nil
+		r := &search.Result{Hits: []search.Hit{}}
+		if !inContrib {
+			if r, err = indexFor(tr.DID.String()).Search(tr, q); errors.Is(err, search.ErrQuery) || errors.Is(err, search.ErrCursor) {
+				return badArgs("%v", err)
+			} else if err != nil {
+				return nil, err
+			}
+		}
+		var problems []string
+		if r.Cursor == "" && env.Others != nil {
+			// the owner's own hits are done: contributors' bullets shown
+			// in this outline follow, in the outline's order
+			room := max(0, q.Limit-len(r.Hits))
+			hits, more, probs := contributionHits(ctx, env, tr, q, skip, room)
+			r.Hits = append(r.Hits, hits...)
+			problems = probs
+			if more {
+				r.Cursor = contribPrefix + fmt.Sprintf("%d.%s", skip+len(hits), fp)
+			}
+		}
+		text := hitsText(tr, r)
+		for _, p := range problems {
+			text += "\nnote: " + p
+		}
+		return mcp.NewToolResultStructured(map[string]any{"did": tr.DID.String(), "hits": r.Hits, "cursor": r.Cursor}, text), nil
 	}
 	return t
 }
@@ -135,10 +165,115 @@ func hitsText(t *outline.Tree, r *search.Result) string {
 		if h.InNote {
 			note = " (in note)"
 		}
-		fmt.Fprintf(&b, "- %s%s%s ·%s — in %s\n", mark, h.Text, note, h.RKey, where)
+		by := ""
+		if h.Author != "" {
+			by = " (by " + h.Author + ", a contributor)"
+		}
+		fmt.Fprintf(&b, "- %s%s%s ·%s%s — in %s\n", mark, h.Text, note, h.RKey, by, where)
 	}
 	if r.Cursor != "" {
 		fmt.Fprintf(&b, "(more matches: call search again with the same filters and cursor=%q)\n", r.Cursor)
 	}
 	return b.String()
+}
+
+// contribPrefix starts a cursor that continues among contributors' bullets
+// (after the outline's own hits): "~SKIP.QUERYPRINT".
+const contribPrefix = "~"
+
+// contribCursor reads a contributors' cursor ("" : none).
+func contribCursor(c, fp string) (skip int, ok bool, err error) {
+	if c == "" {
+		return 0, false, nil
+	}
+	n, q, found := strings.Cut(strings.TrimPrefix(c, contribPrefix), ".")
+	if _, serr := fmt.Sscanf(n, "%d", &skip); !found || serr != nil || skip < 0 {
+		return 0, false, fmt.Errorf("%w: not a cursor from this server", search.ErrCursor)
+	}
+	if q != fp {
+		return 0, false, fmt.Errorf("%w: it continues a different query; repeat the same filters", search.ErrCursor)
+	}
+	return skip, true, nil
+}
+
+// queryPrint identifies a query's filters (not its cursor or limit).
+func queryPrint(q search.Query) string {
+	under := ""
+	if q.Under != nil {
+		under = q.Under.Key()
+	}
+	h := sha256.Sum256([]byte(fmt.Sprintf("%q|%v|%q|%q|%q|%q|%q|%q|%q|%q|%q|%q", q.Text, q.Regex, q.Tags, q.Mentions, q.Layout, q.State,
+		q.CreatedFrom, q.CreatedTo, q.CompletedFrom, q.CompletedTo, under, "")))
+	return hex.EncodeToString(h[:6])
+}
+
+// contributionHits searches the contributors' bullets that t's outline
+// shows (view.Gather), under q.Under when set, in the outline's order: each
+// contribution's subtree in the contributor's own index, its breadcrumb
+// continued from the owner's bullets. It skips the first skip hits and
+// returns at most limit, and whether more follow, with problems worth
+// telling (a contributor's repository that could not be read).
+func contributionHits(ctx context.Context, env *Env, t *outline.Tree, q search.Query, skip, limit int) ([]search.Hit, bool, []string) {
+	contrib, problems := view.Gather(t, otherTrees(ctx, env))
+	if len(contrib) == 0 {
+		return nil, false, problems
+	}
+	want := skip + limit
+	var out []search.Hit
+	more := false
+	var walk func(it *outline.Item, crumbs []string) bool
+	walk = func(it *outline.Item, crumbs []string) bool {
+		if it.Mirror {
+			return true
+		}
+		crumbs = append(crumbs[:len(crumbs):len(crumbs)], clip(it.Str("text"), 40))
+		for _, c := range contrib[it.Key()] {
+			cq := q
+			cq.Under, cq.Cursor, cq.Limit = c.Item, "", want-len(out)+1
+			r, err := indexFor(c.Tree.DID.String()).Search(c.Tree, cq)
+			if err != nil {
+				problems = append(problems, "could not search "+c.Tree.DID.String()+"'s contribution: "+err.Error())
+				continue
+			}
+			for _, h := range r.Hits {
+				if len(out) == want {
+					more = true
+					return false
+				}
+				h.Breadcrumb = append(append([]string(nil), crumbs...), h.Breadcrumb...)
+				if h.RKey == c.Item.Key() {
+					h.Parent = it.Key()
+				}
+				h.Author = c.Tree.DID.String()
+				out = append(out, h)
+			}
+			if r.Cursor != "" {
+				more = true
+				return false
+			}
+		}
+		for _, ch := range it.Children {
+			if !walk(ch, crumbs) {
+				return false
+			}
+		}
+		return true
+	}
+	if q.Under != nil {
+		var crumbs []string
+		for p := t.Parent(q.Under); p != nil; p = t.Parent(p) {
+			crumbs = append([]string{clip(p.Str("text"), 40)}, crumbs...)
+		}
+		walk(q.Under, crumbs)
+	} else {
+		for _, it := range t.Roots {
+			if !walk(it, nil) {
+				break
+			}
+		}
+	}
+	if skip >= len(out) {
+		return nil, more, problems
+	}
+	return out[skip:], more, problems
 }
