@@ -292,6 +292,11 @@ func (p *Planner) Move(refs []string, pos Position) error {
 	if pos.Parent == "" && items[0].Detached != "" {
 		return fail(ErrParentMissing, "pass parent=<node> or parent=top to re-attach it", "%s is detached (%s)", items[0].Key(), items[0].Detached)
 	}
+	if sh, err := p.sharedParent(pos); err != nil {
+		return err
+	} else if sh != nil {
+		return p.moveShared(sh, pos, items)
+	}
 	parent, sibs, at, err := p.target(pos, cur, set)
 	if err != nil {
 		return err

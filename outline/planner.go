@@ -340,7 +340,7 @@ func (p *Planner) validate(ws []store.Write, labels []string) error {
 		}
 		u := syntax.ATURI(p.t.uri(w.Collection, w.RKey))
 		var opt validate.Options
-		if pa, _ := w.Value["parent"].(string); w.Op == store.Create && w.Collection == lexicon.Node && p.shared[pa] {
+		if pa, _ := w.Value["parent"].(string); w.Op != store.Delete && w.Collection == lexicon.Node && p.shared[pa] {
 			opt.KeptParent = pa // a contribution, admitted by the owner's outline
 		}
 		if w.Op == store.Update && (w.Collection == lexicon.Node || w.Collection == lexicon.Mirror) {

@@ -54,48 +54,10 @@ func (p *Planner) sharedParent(pos Position) (*Shared, error) {
 // owner's outline shows there. Their sortKeys fit between the neighbours
 // as they are (nobody else's record is ever rewritten).
 func (p *Planner) insertShared(sh *Shared, pos Position, nodes []NewNode) error {
-	at := len(sh.Siblings)
-	switch {
-	case pos.After != "":
-		if pos.Where != "" {
-			return fail(ErrInvalidInput, "pass either after or position", "after and position both given")
-		}
-		anchor := strings.TrimSpace(pos.After)
-		if !strings.HasPrefix(anchor, "at://") {
-			anchor = p.t.NodeURI(anchor)
-		}
-		at = -1
-		for i, s := range sh.Siblings {
-			if s.URI == anchor {
-				at = i + 1
-			}
-		}
-		if at < 0 {
-			return fail(ErrAnchorMissing, "pass after= one of the bullets directly under "+sh.Parent+" (full at:// URI for another identity's), or position=first|last",
-				"anchor %s is not directly under %s", pos.After, sh.Parent)
-		}
-	case pos.Where == "first":
-		at = 0
-	case pos.Where == "" || pos.Where == "last":
-	default:
-		return fail(ErrInvalidInput, "use position first or last, or after=<sibling>", "unknown position %q", pos.Where)
+	keys, err := p.sharedKeys(sh, pos, len(nodes), nil)
+	if err != nil {
+		return err
 	}
-	var lo, hi string
-	if at > 0 {
-		lo = sh.Siblings[at-1].SortKey
-	}
-	if at < len(sh.Siblings) {
-		hi = sh.Siblings[at].SortKey
-	}
-	keys, err := order.Spread(lo, hi, len(nodes))
-	if err != nil || len(keys) != len(nodes) {
-		return fail(ErrInvalidInput, "insert at another position (position=first|last or after= another sibling)",
-			"no sortKey fits between the neighbours %q and %q under %s, and bullets of other identities are never rewritten", lo, hi, sh.Parent)
-	}
-	if p.shared == nil {
-		p.shared = map[string]bool{}
-	}
-	p.shared[sh.Parent] = true
 	count, err := p.insertNodes(sh.Parent, nodes, keys)
 	if err != nil {
 		return err
@@ -105,5 +67,91 @@ func (p *Planner) insertShared(sh *Shared, pos Position, nodes []NewNode) error 
 		where = fmt.Sprintf("%s in %s's shared outline (a contribution: read it in place with read_outline repo=%s node=%s)", u.RecordKey(), u.Authority(), u.Authority(), u.RecordKey())
 	}
 	p.summary("insert %d bullet(s) under %s", count, where)
+	return nil
+}
+
+// sharedKeys returns n sortKeys for bullets placed at pos among the
+// bullets under a shared parent, leaving out those whose URIs are in skip
+// (bullets being moved there). Nobody else's record is ever rewritten.
+func (p *Planner) sharedKeys(sh *Shared, pos Position, n int, skip map[string]bool) ([]string, error) {
+	sibs := make([]SharedSibling, 0, len(sh.Siblings))
+	for _, s := range sh.Siblings {
+		if !skip[s.URI] {
+			sibs = append(sibs, s)
+		}
+	}
+	at := len(sibs)
+	switch {
+	case pos.After != "":
+		if pos.Where != "" {
+			return nil, fail(ErrInvalidInput, "pass either after or position", "after and position both given")
+		}
+		anchor := strings.TrimSpace(pos.After)
+		if !strings.HasPrefix(anchor, "at://") {
+			anchor = p.t.NodeURI(anchor)
+		}
+		at = -1
+		for i, s := range sibs {
+			if s.URI == anchor {
+				at = i + 1
+			}
+		}
+		if at < 0 {
+			return nil, fail(ErrAnchorMissing, "pass after= one of the bullets directly under "+sh.Parent+" (full at:// URI for another identity's), or position=first|last",
+				"anchor %s is not directly under %s", pos.After, sh.Parent)
+		}
+	case pos.Where == "first":
+		at = 0
+	case pos.Where == "" || pos.Where == "last":
+	default:
+		return nil, fail(ErrInvalidInput, "use position first or last, or after=<sibling>", "unknown position %q", pos.Where)
+	}
+	var lo, hi string
+	if at > 0 {
+		lo = sibs[at-1].SortKey
+	}
+	if at < len(sibs) {
+		hi = sibs[at].SortKey
+	}
+	keys, err := order.Spread(lo, hi, n)
+	if err != nil || len(keys) != n {
+		return nil, fail(ErrInvalidInput, "use another position (position=first|last or after= another sibling)",
+			"no sortKey fits between the neighbours %q and %q under %s, and bullets of other identities are never rewritten", lo, hi, sh.Parent)
+	}
+	if p.shared == nil {
+		p.shared = map[string]bool{}
+	}
+	p.shared[sh.Parent] = true
+	return keys, nil
+}
+
+// moveShared plans moving items, bullets of this repository, under a
+// bullet of another identity's outline that admits this one: each becomes
+// a contribution (its parent the owner's bullet), its subtree coming along.
+func (p *Planner) moveShared(sh *Shared, pos Position, items []*Item) error {
+	skip := map[string]bool{}
+	for _, it := range items {
+		skip[p.t.NodeURI(it.Key())] = true
+	}
+	keys, err := p.sharedKeys(sh, pos, len(items), skip)
+	if err != nil {
+		return err
+	}
+	for i, it := range items {
+		v := Copy(it.Rec.Value)
+		v["sortKey"] = keys[i]
+		v["parent"] = sh.Parent
+		p.update(it.Rec, v, fmt.Sprintf("nodes[%d]", i))
+		p.touch(it.Key())
+	}
+	where := sh.Parent
+	if u, err := syntax.ParseATURI(sh.Parent); err == nil {
+		where = fmt.Sprintf("%s in %s's shared outline (now a contribution: read it in place with read_outline repo=%s node=%s)", u.RecordKey(), u.Authority(), u.Authority(), u.RecordKey())
+	}
+	if len(items) == 1 {
+		p.summary("move %s under %s", named(items[0]), where)
+	} else {
+		p.summary("move %d bullet(s) (%s, …) under %s", len(items), named(items[0]), where)
+	}
 	return nil
 }
