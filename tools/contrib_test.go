@@ -8,11 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/mcp"
-
 	"github.com/bulleted-mcp/bulleted-mcp/outline"
-	"github.com/bulleted-mcp/bulleted-mcp/server"
 	"github.com/bulleted-mcp/bulleted-mcp/store"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
@@ -26,11 +22,7 @@ import (
 // re-attached. Nothing is written when a move is refused.
 func TestContributionNotMovable(t *testing.T) {
 	const owner = "did:plc:owneroftheplan"
-	l, err := store.OpenLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openLocal(t)
 	ctx := context.Background()
 	me := l.DID().String()
 	node := func(rkey, parent, text string) store.Write {
@@ -59,19 +51,7 @@ func TestContributionNotMovable(t *testing.T) {
 		}
 		return ownerTree, nil
 	}}
-	c, err := client.NewInProcessClient(server.NewWith(env, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	if _, err := c.Initialize(ctx, init); err != nil {
-		t.Fatal(err)
-	}
+	c := inProcess(t, env)
 	snapshot := func() []store.Record {
 		s, err := l.Snapshot(ctx)
 		if err != nil {

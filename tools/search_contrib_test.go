@@ -6,11 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/mcp"
-
 	"github.com/bulleted-mcp/bulleted-mcp/outline"
-	"github.com/bulleted-mcp/bulleted-mcp/server"
 	"github.com/bulleted-mcp/bulleted-mcp/store"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
@@ -24,11 +20,7 @@ import (
 // restricts contributions to that subtree.
 func TestSearchFindsContributions(t *testing.T) {
 	const contributor = "did:plc:contributorbob"
-	l, err := store.OpenLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openLocal(t)
 	ctx := context.Background()
 	me := l.DID().String()
 	node := func(rkey, parent, sortKey, text string) store.Write {
@@ -67,19 +59,7 @@ func TestSearchFindsContributions(t *testing.T) {
 		}
 		return bob, nil
 	}}
-	c, err := client.NewInProcessClient(server.NewWith(env, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	if _, err := c.Initialize(ctx, init); err != nil {
-		t.Fatal(err)
-	}
+	c := inProcess(t, env)
 	type hit struct{ rkey, author, crumbs, parent string }
 	page := func(args map[string]any) ([]hit, string, string) {
 		t.Helper()

@@ -6,11 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/mcp"
-
 	"github.com/bulleted-mcp/bulleted-mcp/outline"
-	"github.com/bulleted-mcp/bulleted-mcp/server"
 	"github.com/bulleted-mcp/bulleted-mcp/store"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
@@ -24,11 +20,7 @@ import (
 // nothing. Checked on the repository as read back.
 func TestIntoSharedOutline(t *testing.T) {
 	const owner = "did:plc:owneroftheplan"
-	l, err := store.OpenLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openLocal(t)
 	ctx := context.Background()
 	me := l.DID().String()
 	ownerNode := func(rkey, parent, sortKey, text string) store.Record {
@@ -52,19 +44,7 @@ func TestIntoSharedOutline(t *testing.T) {
 		}
 		return ownerTree, nil
 	}})
-	c, err := client.NewInProcessClient(server.NewWith(env, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	if _, err := c.Initialize(ctx, init); err != nil {
-		t.Fatal(err)
-	}
+	c := inProcess(t, env)
 	records := func() map[string]map[string]any {
 		s, err := l.Snapshot(ctx)
 		if err != nil {

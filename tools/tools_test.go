@@ -24,6 +24,39 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata snapshots and the README tool list")
 
+// openLocal opens an embedded store in a temporary directory, closed when
+// the test ends.
+func openLocal(t *testing.T) *store.Local {
+	t.Helper()
+	l, err := store.OpenLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// inProcess starts an initialised in-process client of a server on env,
+// closed when the test ends.
+func inProcess(t *testing.T, env *tools.Env) *client.Client {
+	t.Helper()
+	ctx := context.Background()
+	c, err := client.NewInProcessClient(server.NewWith(env, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func newClient(t *testing.T, readOnly bool) *client.Client {
 	t.Helper()
 	return newFixtureWith(t, readOnly).c
