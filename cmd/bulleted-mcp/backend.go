@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,6 +38,18 @@ type backend struct {
 	env   *tools.Env
 	repo  store.Repository
 	close func()
+	// notices: what opening found and said (a HEAD recovered from the
+	// log); printed on stderr, and told in the session's first tool result
+	notices []string
+}
+
+// tell prints what opening the store found on stderr.
+func (b *backend) tell(stderr io.Writer) { printNotices(stderr, b.notices) }
+
+func printNotices(stderr io.Writer, notes []string) {
+	for _, n := range notes {
+		fmt.Fprintf(stderr, "bulleted-mcp: notice: %s\n", n)
+	}
 }
 
 // openBackend opens the embedded store in dir, or, with --pds/--identifier,
@@ -54,7 +67,7 @@ func openBackend(ctx context.Context, dir string, f remoteFlags) (*backend, erro
 			l.Close()
 			return nil, err
 		}
-		return &backend{env: &tools.Env{Engine: eng}, repo: l, close: func() { l.Close() }}, nil
+		return &backend{env: &tools.Env{Engine: eng}, repo: l, close: func() { l.Close() }, notices: l.Notices()}, nil
 	}
 	directory := pds.Directory(*f.plc)
 	c, did, _, err := pds.Login{PDS: *f.pds, Identifier: *f.identifier, Password: os.Getenv(pds.PasswordEnv), Dir: dir, Directory: directory}.OpenPreferOAuth(ctx)
