@@ -7,9 +7,7 @@ package tools
 // result carries only "error".
 
 func outSchema(props map[string]any) map[string]any {
-	// notices: what the repository found at open and says once (a HEAD
-	// recovered from the block log), on the session's first result
-	p := map[string]any{"error": errorSchema, "truncated": map[string]any{"type": "boolean"}, "notices": tStrs}
+	p := map[string]any{"error": errorSchema, "truncated": map[string]any{"type": "boolean"}}
 	for k, v := range props {
 		p[k] = v
 	}
