@@ -15,6 +15,7 @@ import (
 	"time"
 
 	atrepo "github.com/bluesky-social/indigo/atproto/repo"
+	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/ipfs/go-cid"
 
 	"github.com/bulleted-mcp/bulleted-mcp/atomicfile"
@@ -148,8 +149,8 @@ func (l *Local) recoverHead(ctx context.Context, why string, good, size int64) e
 		if good != size {
 			msg += fmt.Sprintf(" The log's last %d bytes (from byte %d) are a torn write, not part of any commit.", size-good, good)
 		}
-		if lost := l.lostJournalCommits(cd.c); len(lost) > 0 {
-			msg += fmt.Sprintf(" The operations journal (ops/) records %d landed commit(s) that are not in the log (%s): those writes are lost.", len(lost), strings.Join(lost, "; "))
+		if n, lost := l.lostJournalCommits(cd.c, cd.commit.Rev); n > 0 {
+			msg += fmt.Sprintf(" The operations journal (ops/) records %d landed commit(s) that are not in the log (%s): those writes are lost.", n, strings.Join(lost, "; "))
 		}
 		msg += " Check the outline; nothing was compacted."
 		l.notes.add(msg)
@@ -215,11 +216,16 @@ func journal(dir string) []journalOp {
 }
 
 // lostJournalCommits lists the commits this store's recorded operations
-// landed that are not in the block log (and are not root), as "op commit".
-func (l *Local) lostJournalCommits(root cid.Cid) []string {
-	var lost []string
+// landed that are not in the block log, as "operation commit": only of
+// operations started after root's commit (rev), since a compaction drops
+// older commits from the log. n counts them all; lost names the first 5.
+func (l *Local) lostJournalCommits(root cid.Cid, rev string) (n int, lost []string) {
+	tid, err := syntax.ParseTID(rev)
+	if err != nil {
+		return 0, nil
+	}
 	for _, op := range journal(l.dir) {
-		if op.DID != l.did.String() {
+		if op.DID != l.did.String() || !op.Started.After(tid.Time()) {
 			continue
 		}
 		for _, s := range op.Commits {
@@ -227,12 +233,12 @@ func (l *Local) lostJournalCommits(root cid.Cid) []string {
 			if err != nil || c == root || l.bs.has(c) {
 				continue
 			}
-			if len(lost) < 5 {
+			if n++; len(lost) < 5 {
 				lost = append(lost, "operation "+op.ID+" commit "+s)
 			}
 		}
 	}
-	return lost
+	return n, lost
 }
 
 // landedOps returns the recorded operations that landed commits and belong

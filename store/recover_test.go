@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bluesky-social/indigo/atproto/atcrypto"
 )
@@ -206,11 +207,18 @@ func TestRecoverTornNewestCommit(t *testing.T) {
 			for i := range 20 {
 				ws = append(ws, node(fmt.Sprintf("3knewest%04d", i), "lost", ""))
 			}
-			if _, err := l.Apply(ctx, "", ws); err != nil {
+			res, err := l.Apply(ctx, "", ws)
+			if err != nil {
 				t.Fatal(err)
 			}
+			did := l.DID().String()
 			l.Close()
 			size1 := logSize(dir)
+			// the engine's journal recorded the torn commit as landed
+			os.MkdirAll(filepath.Join(dir, "ops"), 0o700)
+			op := fmt.Sprintf(`{"id":"3kopaaaaaaa22","did":%q,"summary":"insert 20","started":%q,"state":"done","writes":[],"batches":[20],"landed":1,"commits":[%q]}`+"\n",
+				did, time.Now().UTC().Add(time.Second).Format(time.RFC3339Nano), res.Commit)
+			os.WriteFile(filepath.Join(dir, "ops", "3kopaaaaaaa22.json"), []byte(op), 0o600)
 			at := size1 - 3
 			if cut != "last bytes" {
 				at = size0 + (size1-size0)/2
@@ -219,7 +227,7 @@ func TestRecoverTornNewestCommit(t *testing.T) {
 				t.Fatal(err)
 			}
 			os.Remove(filepath.Join(dir, "HEAD"))
-			l, err := OpenLocal(dir)
+			l, err = OpenLocal(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -234,6 +242,9 @@ func TestRecoverTornNewestCommit(t *testing.T) {
 			}
 			if !hasNotice(notes, "recovered", strings.TrimSpace(string(prevHead))) {
 				t.Fatalf("no recovery notice: %q", notes)
+			}
+			if !hasNotice(notes, "records 1 landed commit(s) that are not in the log", "operation 3kopaaaaaaa22 commit "+res.Commit, "those writes are lost") {
+				t.Fatalf("the lost commit the journal records is not said: %q", notes)
 			}
 			if cut == "last bytes" && !hasNotice(notes, "torn write") {
 				t.Fatalf("the torn tail is not said: %q", notes)
