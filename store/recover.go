@@ -262,9 +262,13 @@ func describeOps(ops []journalOp) string {
 	return fmt.Sprintf("%d operation(s) of %s that landed commits, the newest %s started %s", len(ops), newest.DID, newest.ID, newest.Started.UTC().Format(time.RFC3339))
 }
 
-// checkKeyless refuses to make a new signing.key in a directory whose other
-// files say the store exists: a block log with data, a HEAD, or recorded
-// operations of an embedded store that landed commits. Nothing is written.
+// checkKeyless refuses to make a new signing.key (and so a new, empty
+// outline) in a directory whose other files say a store is there: a block
+// log with data, a HEAD, or recorded operations of an embedded store that
+// landed commits; or the state the PDS backend keeps (a session, a budget
+// ledger, a repository cache, operations of a PDS identity), where a new
+// embedded outline would silently stand in for the user's repository.
+// Nothing is written.
 func checkKeyless(dir string) error {
 	var found []string
 	if info, err := os.Stat(filepath.Join(dir, "blocks.log")); err == nil && info.Size() > 0 {
@@ -276,8 +280,28 @@ func checkKeyless(dir string) error {
 	if ops := landedOps(dir, ""); len(ops) > 0 {
 		found = append(found, "an operations journal with "+describeOps(ops))
 	}
+	if len(found) > 0 {
+		return fmt.Errorf("%w: signing.key is missing from %s, which holds %s: a new key would be another identity, unable to sign this outline's commits; nothing was changed. Restore signing.key from a backup of this directory", ErrCorrupt, dir, strings.Join(found, " and "))
+	}
+	// the PDS backend's files (pds.SessionFile, pds.OAuthFile, the budget
+	// ledger and repository cache cmd/bulleted-mcp keeps per identity)
+	for _, pat := range []string{"oauth-session.json", "session.json", "budget-*.json", "repo-*.car"} {
+		m, _ := filepath.Glob(filepath.Join(dir, pat))
+		for _, f := range m {
+			found = append(found, filepath.Base(f))
+		}
+	}
+	var remote []string
+	for _, op := range journal(dir) {
+		if len(op.Commits) > 0 && !strings.HasPrefix(op.DID, "did:key:") && !slices.Contains(remote, op.DID) {
+			remote = append(remote, op.DID)
+		}
+	}
+	if len(remote) > 0 {
+		found = append(found, "operations in ops/ that landed in the repository of "+strings.Join(remote, ", "))
+	}
 	if len(found) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: signing.key is missing from %s, which holds %s: a new key would be another identity, unable to sign this outline's commits; nothing was changed. Restore signing.key from a backup of this directory", ErrCorrupt, dir, strings.Join(found, " and "))
+	return fmt.Errorf("%w: %s holds the PDS backend's state (%s) and no embedded store: opening it as one would start a new, empty outline in place of that repository; nothing was changed. Sign in again (bulleted-mcp login, or --pds/--identifier with the app password), or give an embedded outline a directory of its own (--store)", ErrCorrupt, dir, strings.Join(found, ", "))
 }

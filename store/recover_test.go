@@ -410,3 +410,33 @@ func TestMissingLogRefuses(t *testing.T) {
 		refuses(t, dir, "signing.key is missing", "operations journal")
 	})
 }
+
+// A directory that holds the PDS backend's state and no embedded store
+// (the OAuth session deleted or revoked, --pds forgotten) is not opened as
+// a new, empty embedded outline.
+func TestPDSStateIsNotANewStore(t *testing.T) {
+	for _, tc := range []struct{ name, file, body string }{
+		{"budget ledger", "budget-did_plc_abc.json", `{"spent":[]}`},
+		{"repository cache", "repo-did_plc_abc.car", "car"},
+		{"app password session", "session.json", "{}"},
+		{"operations of a PDS identity", "ops/3kopaaaaaaa22.json", `{"id":"3kopaaaaaaa22","did":"did:plc:abc","started":"2026-07-30T09:30:00Z","commits":["bafyreib3ezxdyuv67wcu4wi2tbgkm4lm6bm7n7675sudac5sdlet5khbvm"]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			os.MkdirAll(filepath.Join(dir, "ops"), 0o700)
+			if err := os.WriteFile(filepath.Join(dir, tc.file), []byte(tc.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			refuses(t, dir, "holds the PDS backend's state", "nothing was changed", "--store")
+		})
+	}
+	// operations of another embedded store that landed nothing do not count
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "ops"), 0o700)
+	os.WriteFile(filepath.Join(dir, "ops", "3kopaaaaaaa22.json"), []byte(`{"id":"3kopaaaaaaa22","did":"did:plc:abc"}`), 0o600)
+	l, err := OpenLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+}
