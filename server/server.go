@@ -132,16 +132,21 @@ func noteIncomplete(env *tools.Env, res *mcp.CallToolResult) {
 
 // noteStore tells the agent, once (the session's first result), what the
 // repository found when it was opened (a HEAD recovered from the block
-// log): at the head of the text and as "notices" in the structured content.
+// log, a budget ledger missing while the journal shows spending): at the
+// head of the text and as "notices" in the structured content.
 func noteStore(env *tools.Env, res *mcp.CallToolResult) *mcp.CallToolResult {
-	if res == nil || env == nil || env.Engine == nil {
+	if res == nil || env == nil {
 		return res
 	}
-	n, ok := env.Engine.Repo.(store.Noticer)
-	if !ok {
-		return res
+	var notes []string
+	if env.Engine != nil {
+		if n, ok := env.Engine.Repo.(store.Noticer); ok {
+			notes = n.TakeNotices()
+		}
 	}
-	notes := n.TakeNotices()
+	if env.Notices != nil {
+		notes = append(notes, env.Notices.TakeNotices()...)
+	}
 	if len(notes) == 0 {
 		return res
 	}

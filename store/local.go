@@ -141,7 +141,7 @@ type Local struct {
 	logOff    int64    // how much of the log has been read (and is whole)
 	lock      *os.File // flock'd while the files are read or written
 	pub       atcrypto.PublicKey
-	notes     notices // what opening found and said (a recovered HEAD)
+	notes     Notices // what opening found and said (a recovered HEAD)
 	// verified: the commit at root was loaded completely and its signature
 	// checked with signing.key in this process (or signed by it); compaction
 	// runs only then

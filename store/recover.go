@@ -39,36 +39,44 @@ type Noticer interface {
 	TakeNotices() []string
 }
 
-// notices is what opening the store found and said.
-type notices struct {
+// Notices is what opening a data directory found and said, each told once
+// to the tools (TakeNotices) and all of it to the CLI (All).
+type Notices struct {
 	mu   sync.Mutex
 	all  []string
 	told int
 }
 
-func (n *notices) add(s string) {
+// Add records a notice.
+func (n *Notices) Add(s string) {
 	n.mu.Lock()
 	n.all = append(n.all, s)
 	n.mu.Unlock()
 }
 
+// All returns every notice, told or not.
+func (n *Notices) All() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.all)
+}
+
+// TakeNotices implements Noticer.
+func (n *Notices) TakeNotices() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := slices.Clone(n.all[n.told:])
+	n.told = len(n.all)
+	return out
+}
+
 // Notices returns everything opening the store found and said (a HEAD
 // recovered from the log), told or not: the CLI prints them on stderr.
-func (l *Local) Notices() []string {
-	l.notes.mu.Lock()
-	defer l.notes.mu.Unlock()
-	return slices.Clone(l.notes.all)
-}
+func (l *Local) Notices() []string { return l.notes.All() }
 
 // TakeNotices implements Noticer: the notices not yet taken (the first
 // tool result of a session carries them).
-func (l *Local) TakeNotices() []string {
-	l.notes.mu.Lock()
-	defer l.notes.mu.Unlock()
-	out := slices.Clone(l.notes.all[l.notes.told:])
-	l.notes.told = len(l.notes.all)
-	return out
-}
+func (l *Local) TakeNotices() []string { return l.notes.TakeNotices() }
 
 // checkSigned reports whether commit (at root) is this store's: its DID
 // and a signature that verifies with signing.key's public key.
@@ -153,7 +161,7 @@ func (l *Local) recoverHead(ctx context.Context, why string, good, size int64) e
 			msg += fmt.Sprintf(" The operations journal (ops/) records %d landed commit(s) that are not in the log (%s): those writes are lost.", n, strings.Join(lost, "; "))
 		}
 		msg += " Check the outline; nothing was compacted."
-		l.notes.add(msg)
+		l.notes.Add(msg)
 		return nil
 	}
 	switch {
@@ -173,6 +181,11 @@ type journalOp struct {
 	DID     string    `json:"did"`
 	Started time.Time `json:"started"`
 	Commits []string  `json:"commits"`
+	Writes  []struct {
+		Op Op `json:"op"`
+	} `json:"writes"`
+	Batches []int `json:"batches"`
+	Landed  int   `json:"landed"`
 }
 
 // maxJournalFile bounds what is read of one operation record.
@@ -202,11 +215,12 @@ func journal(dir string) []journalOp {
 				// every commit landed
 				var d struct {
 					Commits []string `json:"commits"`
+					Landed  int      `json:"landed"`
 				}
 				if dec.Decode(&d) != nil {
 					break
 				}
-				op.Commits = d.Commits
+				op.Commits, op.Landed = d.Commits, d.Landed
 			}
 			out = append(out, op)
 		}
@@ -304,4 +318,24 @@ func checkKeyless(dir string) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %s holds the PDS backend's state (%s) and no embedded store: opening it as one would start a new, empty outline in place of that repository; nothing was changed. Sign in again (bulleted-mcp login, or --pds/--identifier with the app password), or give an embedded outline a directory of its own (--store)", ErrCorrupt, dir, strings.Join(found, ", "))
+}
+
+// JournalSpend is what the operations journal in dir/ops records of did's
+// writes since: how many operations started then landed batches, and the
+// budget points (Cost) of the writes they landed. It stands in for a budget
+// ledger that is missing: the engine's journal outlives it.
+func JournalSpend(dir, did string, since time.Time) (ops, points int) {
+	for _, op := range journal(dir) {
+		if op.DID != did || op.Started.Before(since) || op.Landed <= 0 || op.Landed > len(op.Batches) {
+			continue
+		}
+		end := min(op.Batches[op.Landed-1], len(op.Writes))
+		ws := make([]Write, end)
+		for i := range ws {
+			ws[i].Op = op.Writes[i].Op
+		}
+		ops++
+		points += Cost(ws)
+	}
+	return ops, points
 }

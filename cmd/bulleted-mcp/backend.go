@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/bulleted-mcp/bulleted-mcp/budget"
 	"github.com/bulleted-mcp/bulleted-mcp/outline"
@@ -77,7 +79,12 @@ func openBackend(ctx context.Context, dir string, f remoteFlags) (*backend, erro
 	r := pds.New(c, did)
 	name := strings.ReplaceAll(did.String(), ":", "_")
 	r.Cache = filepath.Join(dir, "repo-"+name+".car")
-	ledger, err := budget.New(filepath.Join(dir, "budget-"+name+".json"))
+	ledgerPath := filepath.Join(dir, "budget-"+name+".json")
+	notes := &store.Notices{}
+	if n := missingLedger(ledgerPath, dir, did.String(), time.Now()); n != "" {
+		notes.Add(n)
+	}
+	ledger, err := budget.New(ledgerPath)
 	if err != nil {
 		return nil, err
 	}
@@ -89,8 +96,24 @@ func openBackend(ctx context.Context, dir string, f remoteFlags) (*backend, erro
 	resolver := &pds.Resolver{Client: c, Directory: directory}
 	eng.Resolver = resolver
 	others := &pds.Others{Resolver: resolver}
-	env := tools.ShareContributions(&tools.Env{Engine: eng, Others: newOtherTrees(others.Snapshot).get})
-	return &backend{env: env, repo: r, close: func() {}}, nil
+	env := tools.ShareContributions(&tools.Env{Engine: eng, Others: newOtherTrees(others.Snapshot).get, Notices: notes})
+	return &backend{env: env, repo: r, close: func() {}, notices: notes.All()}, nil
+}
+
+// missingLedger says so when the budget ledger at path is missing while the
+// operations journal in dir shows did's writes landed within the budget's
+// rolling day: the ledger starts from zero, so it does not count them.
+func missingLedger(path, dir, did string, now time.Time) string {
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		return ""
+	}
+	dayOps, day := store.JournalSpend(dir, did, now.Add(-budget.Day))
+	if dayOps == 0 {
+		return ""
+	}
+	_, hour := store.JournalSpend(dir, did, now.Add(-budget.Window))
+	return fmt.Sprintf("The write budget ledger %s is missing, but the operations journal (ops/) records %d operation(s) started in the last 24 hours that landed writes worth at least %d points (%d in the last hour); a new ledger starts from zero and does not count them, so the rolling limits (%d points an hour, %d a day) may be overspent. Write less than usual until an hour (and a day) has passed; restore the ledger from a backup if there is one.",
+		filepath.Base(path), dayOps, day, hour, budget.Limit, budget.DayLimit)
 }
 
 // otherTrees turns other identities' snapshots into outline trees, keeping
