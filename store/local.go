@@ -417,9 +417,9 @@ func (l *Local) load() error {
 			return fmt.Errorf("%w: HEAD's commit is not this store's: %v; signing.key is not the key this outline was written with, nothing was changed. Restore the store's own signing.key from a backup of this directory", ErrCorrupt, err)
 		}
 		if good != info.Size() {
-			return fmt.Errorf("%w: the block log is damaged at byte %d of %d and HEAD's commit %s does not load from what comes before (%v); nothing was changed", ErrCorrupt, good, info.Size(), c, err)
+			return fmt.Errorf("%w: the block log is damaged at byte %d of %d and HEAD's commit %s does not load from what comes before (%v); nothing was changed. Restore the directory from a backup; removing HEAD makes the next open recover the newest commit of the log that loads completely (and say which)", ErrCorrupt, good, info.Size(), c, err)
 		}
-		return fmt.Errorf("%w: HEAD's commit %s does not load: %v", ErrCorrupt, c, err)
+		return fmt.Errorf("%w: HEAD's commit %s does not load: %v; nothing was changed. Restore the directory from a backup; removing HEAD makes the next open recover the newest commit of the log that loads completely (and say which)", ErrCorrupt, c, err)
 	}
 	if good != info.Size() {
 		// a torn append after HEAD's commit (a crash mid-write): cut it
@@ -761,13 +761,18 @@ func (l *Local) locked(ctx context.Context, exclusive bool, fn func() error) err
 // diverged (another process cut a torn tail this one had read past), it
 // reads the whole log again instead of failing.
 func (l *Local) refresh(ctx context.Context) error {
+	var c cid.Cid
+	why := ""
 	head, err := os.ReadFile(l.headPath())
-	if err != nil {
-		return fmt.Errorf("%w: HEAD cannot be read (%v) since this process opened the store; nothing was changed. Open the store again: a missing or unreadable HEAD is recovered from the block log", ErrCorrupt, err)
-	}
-	c, err := cid.Decode(strings.TrimSpace(string(head)))
-	if err != nil {
-		return fmt.Errorf("%w: HEAD is unreadable (%v) since this process opened the store; nothing was changed. Open the store again: it is recovered from the block log", ErrCorrupt, err)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		why = "missing"
+	case err != nil:
+		why = fmt.Sprintf("unreadable (%v)", err)
+	default:
+		if c, err = cid.Decode(strings.TrimSpace(string(head))); err != nil {
+			why = fmt.Sprintf("unreadable (%d bytes that are not a commit CID: %v)", len(head), err)
+		}
 	}
 	// another process may have compacted the log (a new file under the
 	// same name): this process's blocks are then read from the new one
@@ -775,7 +780,8 @@ func (l *Local) refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if now, err := os.Stat(l.logPath()); err == nil && !os.SameFile(info, now) {
+	now, err := os.Stat(l.logPath())
+	if err == nil && !os.SameFile(info, now) {
 		f, err := os.OpenFile(l.logPath(), os.O_RDWR, 0o600)
 		if err != nil {
 			return err
@@ -785,6 +791,12 @@ func (l *Local) refresh(ctx context.Context) error {
 		l.bs = newBlocks(f)
 		info = now
 		l.root = cid.Undef // load HEAD's commit from the new file
+	}
+	if why != "" {
+		if err != nil {
+			return fmt.Errorf("%w: HEAD is %s and the block log cannot be found (%v) since this process opened the store; nothing was changed. Restore HEAD and blocks.log from a backup of this directory", ErrCorrupt, why, err)
+		}
+		return l.recoverRunning(ctx, why, info.Size())
 	}
 	if c == l.root {
 		return nil
@@ -816,6 +828,23 @@ func (l *Local) refresh(ctx context.Context) error {
 		return fmt.Errorf("%w: HEAD's commit %s does not load after re-reading the log: %v", ErrCorrupt, c, err)
 	}
 	return nil
+}
+
+// recoverRunning recovers a HEAD that went missing or unreadable while this
+// process had the store open (recoverHead, from the whole log read again):
+// said in the next tool result, never compacted from.
+func (l *Local) recoverRunning(ctx context.Context, why string, size int64) error {
+	l.bs.evict()
+	l.bs = newBlocks(l.log)
+	defer func() { l.bs.evict() }()
+	good, err := l.readLog(0, size)
+	if err != nil {
+		return err
+	}
+	l.logOff = good
+	l.recordMap() // the records setRoot compares with (the snapshot goes)
+	l.snap = nil
+	return l.recoverHead(ctx, why, good, size)
 }
 
 // DID implements Repository.

@@ -440,3 +440,43 @@ func TestPDSStateIsNotANewStore(t *testing.T) {
 	}
 	l.Close()
 }
+
+// HEAD removed while a process has the store open: its next access
+// recovers it from the log (the commit it had), says so once, and goes on
+// writing (before: every read and write failed until a restart, which then
+// opened an empty outline).
+func TestRecoverWhileOpen(t *testing.T) {
+	dir, l := seeded(t)
+	defer l.Close()
+	ctx := context.Background()
+	want := texts(t, l)
+	head, _ := os.ReadFile(filepath.Join(dir, "HEAD"))
+	os.Remove(filepath.Join(dir, "HEAD"))
+	if got := texts(t, l); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("records %v, want %v", got, want)
+	}
+	if notes := l.TakeNotices(); len(notes) != 1 || !hasNotice(notes, "HEAD file was missing", "recovered", strings.TrimSpace(string(head))) {
+		t.Fatalf("notices %q", notes)
+	}
+	if now, _ := os.ReadFile(filepath.Join(dir, "HEAD")); !bytes.Equal(now, head) {
+		t.Fatalf("HEAD is %q, want %q", now, head)
+	}
+	if _, err := l.Apply(ctx, "", []Write{node("3kafterwards1", "after", "")}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "HEAD"), []byte("garbage"), 0o600)
+	if _, err := l.Apply(ctx, "", []Write{node("3kafterwards2", "after 2", "")}); err != nil {
+		t.Fatal(err)
+	}
+	if notes := l.TakeNotices(); len(notes) != 1 || !hasNotice(notes, "HEAD file was unreadable", "recovered", "4 records") {
+		t.Fatalf("notices %q", notes)
+	}
+	l2, err := OpenLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if got := texts(t, l2); len(got) != len(want)+2 || len(l2.Notices()) != 0 {
+		t.Fatalf("reopened: %v, notices %q", got, l2.Notices())
+	}
+}
