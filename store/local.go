@@ -352,6 +352,9 @@ func (l *Local) load() error {
 	ctx := context.Background()
 	head, headErr := os.ReadFile(l.headPath())
 	if _, err := os.Stat(l.logPath()); errors.Is(err, os.ErrNotExist) {
+		if info, err := os.Stat(l.compactPath()); err == nil {
+			return fmt.Errorf("%w: %s is missing but %s (%d bytes, a compaction's copy of the log) is there; nothing was changed. If the compaction had finished, rename it to blocks.log; else restore blocks.log from a backup", ErrCorrupt, l.logPath(), filepath.Base(l.compactPath()), info.Size())
+		}
 		if !errors.Is(headErr, os.ErrNotExist) {
 			return fmt.Errorf("%w: %s is missing but HEAD is there: the outline's blocks are gone from this directory; nothing was changed. Restore blocks.log from a backup of this directory", ErrCorrupt, l.logPath())
 		}

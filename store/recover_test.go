@@ -395,6 +395,13 @@ func TestMissingLogRefuses(t *testing.T) {
 		os.Remove(filepath.Join(dir, "blocks.log"))
 		refuses(t, dir, "blocks.log is missing", "nothing was changed")
 	})
+	t.Run("only a compaction's copy", func(t *testing.T) {
+		dir, l := seeded(t)
+		l.Close()
+		os.Rename(filepath.Join(dir, "blocks.log"), filepath.Join(dir, "blocks.log.compact"))
+		os.Remove(filepath.Join(dir, "HEAD"))
+		refuses(t, dir, "blocks.log.compact", "rename it to blocks.log", "nothing was changed")
+	})
 	t.Run("ops journal with landed commits", func(t *testing.T) {
 		dir, l := seeded(t)
 		did, head := l.DID().String(), l.root.String()
