@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -98,7 +99,10 @@ type candidate struct {
 }
 
 // logCommits returns the commit blocks of the log (whole, matching their
-// CID), newest first (by rev, then by place in the log).
+// CID), newest first: by place in the log, which is the order they were
+// committed in (each commit's blocks are appended after the last, and a
+// compaction writes only the current commit), whatever the clock said when
+// their revs were made.
 func (l *Local) logCommits() []candidate {
 	var out []candidate
 	for c, sp := range l.bs.at {
@@ -115,12 +119,7 @@ func (l *Local) logCommits() []candidate {
 		}
 		out = append(out, candidate{c: c, off: sp.off, commit: commit})
 	}
-	slices.SortFunc(out, func(a, b candidate) int {
-		if a.commit.Rev != b.commit.Rev {
-			return strings.Compare(b.commit.Rev, a.commit.Rev)
-		}
-		return int(b.off - a.off)
-	})
+	slices.SortFunc(out, func(a, b candidate) int { return cmp.Compare(b.off, a.off) })
 	return out
 }
 
