@@ -424,6 +424,7 @@ func (l *Local) load() error {
 		}
 		return fmt.Errorf("%w: HEAD's commit %s does not load: %v; nothing was changed. Restore the directory from a backup; removing HEAD makes the next open recover the newest commit of the log that loads completely (and say which)", ErrCorrupt, c, err)
 	}
+	behind := l.journalAhead(c, l.rev)
 	if good != info.Size() {
 		// a torn append after HEAD's commit (a crash mid-write): cut it
 		if err := f.Truncate(good); err != nil {
@@ -434,7 +435,7 @@ func (l *Local) load() error {
 	l.log, l.logOff = f, good
 	// a compaction that did not finish left its file: the log is whole
 	os.Remove(l.compactPath())
-	if l.stale() {
+	if !behind && l.stale() {
 		// best effort: a store that cannot be compacted (a system that
 		// does not rename over an open file) still opens
 		l.compact(ctx)

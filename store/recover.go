@@ -192,7 +192,11 @@ const maxJournalFile = 64 << 20
 
 // journal returns the operations recorded in dir/ops (unreadable records
 // are skipped: the engine reports them), with their latest commits.
-func journal(dir string) []journalOp {
+func journal(dir string) []journalOp { return journalSince(dir, time.Time{}) }
+
+// journalSince is journal of the records written since (by modification
+// time): the operations that may have landed commits since.
+func journalSince(dir string, since time.Time) []journalOp {
 	ents, err := os.ReadDir(filepath.Join(dir, "ops"))
 	if err != nil {
 		return nil
@@ -201,6 +205,11 @@ func journal(dir string) []journalOp {
 	for _, e := range ents {
 		if !strings.HasSuffix(e.Name(), ".json") {
 			continue
+		}
+		if !since.IsZero() {
+			if info, err := e.Info(); err != nil || info.ModTime().Before(since) {
+				continue
+			}
 		}
 		f, err := os.Open(filepath.Join(dir, "ops", e.Name()))
 		if err != nil {
@@ -337,4 +346,43 @@ func JournalSpend(dir, did string, since time.Time) (ops, points int) {
 		points += Cost(ws)
 	}
 	return ops, points
+}
+
+// journalAhead tells (a notice) when the operations journal records commits
+// landed after HEAD's commit (root, rev) that HEAD does not include: HEAD,
+// or HEAD and the log, put back from an older copy. Only the records
+// written since that commit are read. It reports whether it told: then
+// the log is not compacted (the newer commits would go).
+func (l *Local) journalAhead(root cid.Cid, rev string) bool {
+	tid, err := syntax.ParseTID(rev)
+	if err != nil {
+		return false
+	}
+	at := tid.Time()
+	n, inLog := 0, 0
+	var names []string
+	for _, op := range journalSince(l.dir, at.Add(-time.Second)) {
+		if op.DID != l.did.String() || !op.Started.After(at) {
+			continue
+		}
+		for _, s := range op.Commits {
+			c, err := cid.Decode(s)
+			if err != nil || c == root {
+				continue
+			}
+			n++
+			if l.bs.has(c) {
+				inLog++
+			}
+			if len(names) < 5 {
+				names = append(names, "operation "+op.ID+" commit "+s)
+			}
+		}
+	}
+	if n == 0 {
+		return false
+	}
+	l.notes.Add(fmt.Sprintf("The embedded store's HEAD names commit %s (rev %s), but the operations journal (ops/) records %d commit(s) landed after it (%s): HEAD, or HEAD and the block log, were put back from an older copy, and the outline lacks those writes. %d of those commits are in the log; nothing was changed or compacted. To go back to the newest commit of the log that loads completely, remove HEAD and open the store again (it is recovered and said); else restore the directory from a backup.",
+		root, rev, n, strings.Join(names, "; "), inLog))
+	return true
 }

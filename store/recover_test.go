@@ -487,3 +487,67 @@ func TestRecoverWhileOpen(t *testing.T) {
 		t.Fatalf("reopened: %v, notices %q", got, l2.Notices())
 	}
 }
+
+// HEAD put back from an older copy while the operations journal records
+// later commits as landed: said at open, and the log (which holds those
+// commits) is not compacted away.
+func TestHeadBehindJournal(t *testing.T) {
+	dir := t.TempDir()
+	l, err := OpenLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var ws []Write
+	for i := range 100 {
+		ws = append(ws, node(fmt.Sprintf("3kchurn%05d", i), "v0", ""))
+	}
+	if _, err := l.Apply(ctx, "", ws); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := os.ReadFile(filepath.Join(dir, "HEAD"))
+	var last *Result
+	for r := range 30 {
+		for i := range ws {
+			ws[i].Op = Update
+			ws[i].Value = node(ws[i].RKey, fmt.Sprintf("v%d %d", r+1, i), "").Value
+		}
+		if last, err = l.Apply(ctx, "", ws); err != nil {
+			t.Fatal(err)
+		}
+	}
+	did := l.DID().String()
+	l.Close()
+	os.MkdirAll(filepath.Join(dir, "ops"), 0o700)
+	op := fmt.Sprintf(`{"id":"3kopaaaaaaa22","did":%q,"summary":"edit 100","started":%q,"state":"done","writes":[],"batches":[100],"landed":1,"commits":[%q]}`+"\n",
+		did, time.Now().UTC().Format(time.RFC3339Nano), last.Commit)
+	os.WriteFile(filepath.Join(dir, "ops", "3kopaaaaaaa22.json"), []byte(op), 0o600)
+	os.WriteFile(filepath.Join(dir, "HEAD"), old, 0o600)
+	size := logSize(dir)
+	l, err = OpenLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := l.Notices()
+	got := texts(t, l)
+	l.Close()
+	if !hasNotice(notes, "records 1 commit(s) landed after it", "operation 3kopaaaaaaa22 commit "+last.Commit, "1 of those commits are in the log") {
+		t.Fatalf("notices %q", notes)
+	}
+	if got[0] != "v0" {
+		t.Fatalf("HEAD's records: %v", got[:1])
+	}
+	if s := logSize(dir); s != size {
+		t.Fatalf("the log was compacted from the old HEAD: %d -> %d bytes", size, s)
+	}
+	// removing HEAD recovers the newest commit, as the notice says
+	os.Remove(filepath.Join(dir, "HEAD"))
+	l, err = OpenLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if got := texts(t, l); got[0] != "v30 0" {
+		t.Fatalf("recovered %v", got[:1])
+	}
+}
