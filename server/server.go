@@ -19,6 +19,7 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/bulleted-mcp/bulleted-mcp/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/store"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
 
@@ -108,7 +109,8 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 			if t.Name != "operations" && t.Name != "undo" {
 				noteIncomplete(env, res)
 			}
-			return bound(res), nil
+			// after bound: a notice is never cut
+			return noteStore(env, bound(res)), nil
 		})
 	}
 	return s, nil
@@ -126,6 +128,58 @@ func noteIncomplete(env *tools.Env, res *mcp.CallToolResult) {
 		ids = append(ids, op.ID+" ("+op.Summary+")")
 	}
 	res.Content = append(res.Content, mcp.NewTextContent(fmt.Sprintf("Note: %d incomplete operation(s): %s; call operations, then operations resume=ID or undo operation=ID.", len(inc), strings.Join(ids, "; "))))
+}
+
+// noteStore tells the agent, once (the session's first result), what the
+// repository found when it was opened (a HEAD recovered from the block
+// log, a budget ledger missing while the journal shows spending): at the
+// head of the text and as "notices" in the structured content.
+func noteStore(env *tools.Env, res *mcp.CallToolResult) *mcp.CallToolResult {
+	if res == nil || env == nil {
+		return res
+	}
+	var notes []string
+	if env.Engine != nil {
+		if n, ok := env.Engine.Repo.(store.Noticer); ok {
+			notes = n.TakeNotices()
+		}
+	}
+	if env.Notices != nil {
+		notes = append(notes, env.Notices.TakeNotices()...)
+	}
+	if len(notes) == 0 {
+		return res
+	}
+	text := "Notice: " + strings.Join(notes, "\nNotice: ")
+	placed := false
+	for i, c := range res.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			tc.Text = text + "\n\n" + tc.Text
+			res.Content[i] = tc
+			placed = true
+			break
+		}
+	}
+	if !placed {
+		res.Content = append([]mcp.Content{mcp.NewTextContent(text)}, res.Content...)
+	}
+	sc, ok := res.StructuredContent.(map[string]any)
+	if !ok {
+		sc = map[string]any{}
+		if res.StructuredContent != nil {
+			// a typed result: its JSON fields, with the notices beside them
+			raw, err := json.Marshal(res.StructuredContent)
+			if err == nil {
+				err = json.Unmarshal(raw, &sc)
+			}
+			if err != nil {
+				sc = map[string]any{"structured": res.StructuredContent}
+			}
+		}
+	}
+	sc["notices"] = notes
+	res.StructuredContent = sc
+	return res
 }
 
 // bound cuts a result over MaxResultBytes: the text is shortened with a

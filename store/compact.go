@@ -56,6 +56,11 @@ func (l *Local) compactPath() string { return filepath.Join(l.dir, "blocks.log.c
 // compact runs under the exclusive lock, after refresh.
 func (l *Local) compact(ctx context.Context) (CompactReport, error) {
 	rep := CompactReport{Blocks: len(l.bs.at), Before: l.logOff}
+	if !l.verified || !l.root.Defined() {
+		// only a commit loaded whole and verified with signing.key in this
+		// process says which blocks are garbage
+		return rep, fmt.Errorf("%w: not compacting: the current commit was not verified in this process", ErrCorrupt)
+	}
 	cb, err := l.bs.Get(ctx, l.root)
 	if err != nil {
 		return rep, err

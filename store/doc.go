@@ -20,7 +20,17 @@
 // records on every core while one core walks the MST, then releases the
 // mapping: nothing decoded points into it. The map of records by path is
 // made only when a write needs it. The log is compacted once a quarter of
-// it is blocks no longer reachable.
+// it is blocks no longer reachable, and only from a HEAD whose commit loaded
+// completely and verified with signing.key in this process.
+// Nothing that is missing is taken for new while the files beside it say
+// otherwise (recover.go): every commit loaded is checked against
+// signing.key; a missing or unreadable HEAD is recovered from the newest
+// commit of the log that loads completely and verifies, said (Notices, and
+// the first tool result) and rewritten, with nothing compacted or cut in
+// that open; a missing or foreign signing.key, a missing log that HEAD, a
+// compaction's copy or the operations journal speak of, or a directory
+// holding the PDS backend's state refuse to open (ErrCorrupt) and change
+// nothing.
 // Processes sharing the directory hold a flock on DIR/lock around every read
 // and commit; each first reads the log sections and HEAD another process
 // wrote, so a plan made on an older commit is a conflict, never a lost commit. Export

@@ -140,6 +140,12 @@ type Local struct {
 	log       *os.File
 	logOff    int64    // how much of the log has been read (and is whole)
 	lock      *os.File // flock'd while the files are read or written
+	pub       atcrypto.PublicKey
+	notes     Notices // what opening found and said (a recovered HEAD)
+	// verified: the commit at root was loaded completely and its signature
+	// checked with signing.key in this process (or signed by it); compaction
+	// runs only then
+	verified bool
 }
 
 // OpenLocal opens (or creates) the embedded repository in dir.
@@ -159,20 +165,22 @@ func OpenLocal(dir string) (*Local, error) {
 		return nil, err
 	}
 	defer atomicfile.Unlock(lock)
-	key, err := loadKey(filepath.Join(dir, "signing.key"))
+	key, err := loadKey(dir)
 	if err != nil {
 		lock.Close()
 		return nil, err
 	}
 	pub, err := key.PublicKey()
 	if err != nil {
+		lock.Close()
 		return nil, err
 	}
 	did, err := syntax.ParseDID(pub.DIDKey())
 	if err != nil {
+		lock.Close()
 		return nil, err
 	}
-	l := &Local{dir: dir, key: key, did: did, lock: lock}
+	l := &Local{dir: dir, key: key, pub: pub, did: did, lock: lock}
 	if err := l.load(); err != nil {
 		lock.Close()
 		return nil, err
@@ -180,12 +188,22 @@ func OpenLocal(dir string) (*Local, error) {
 	return l, nil
 }
 
-func loadKey(path string) (*atcrypto.PrivateKeyK256, error) {
+// loadKey reads dir/signing.key, or makes one for a new store: never for a
+// directory whose other files say the store exists (checkKeyless).
+func loadKey(dir string) (*atcrypto.PrivateKeyK256, error) {
+	path := filepath.Join(dir, "signing.key")
 	raw, err := os.ReadFile(path)
 	if err == nil {
-		return atcrypto.ParsePrivateBytesK256(raw)
+		k, err := atcrypto.ParsePrivateBytesK256(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s is not a signing key (%v); nothing was changed. Restore it from a backup of this directory", ErrCorrupt, path, err)
+		}
+		return k, nil
 	}
 	if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if err := checkKeyless(dir); err != nil {
 		return nil, err
 	}
 	k, err := atcrypto.GeneratePrivateKeyK256()
@@ -324,9 +342,26 @@ func parseSections(buf []byte) ([]section, int64) {
 var ErrCorrupt = errors.New("embedded store is damaged")
 
 // load reads the block log and HEAD. A torn or damaged tail is cut off only
-// once HEAD's commit is known to load from what comes before it; otherwise
-// nothing on disk is changed and opening fails.
+// once HEAD's commit is known to load from what comes before it and to be
+// signed by signing.key; otherwise nothing on disk is changed and opening
+// fails. A missing or unreadable HEAD is recovered from the log
+// (recoverHead), never taken for a new store while the log holds data; a
+// missing log is new only when neither HEAD nor the operations journal
+// speaks of one.
 func (l *Local) load() error {
+	ctx := context.Background()
+	head, headErr := os.ReadFile(l.headPath())
+	if _, err := os.Stat(l.logPath()); errors.Is(err, os.ErrNotExist) {
+		if info, err := os.Stat(l.compactPath()); err == nil {
+			return fmt.Errorf("%w: %s is missing but %s (%d bytes, a compaction's copy of the log) is there; nothing was changed. If the compaction had finished, rename it to blocks.log; else restore blocks.log from a backup", ErrCorrupt, l.logPath(), filepath.Base(l.compactPath()), info.Size())
+		}
+		if !errors.Is(headErr, os.ErrNotExist) {
+			return fmt.Errorf("%w: %s is missing but HEAD is there: the outline's blocks are gone from this directory; nothing was changed. Restore blocks.log from a backup of this directory", ErrCorrupt, l.logPath())
+		}
+		if err := l.checkJournal("missing"); err != nil {
+			return err
+		}
+	}
 	f, err := os.OpenFile(l.logPath(), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return err
@@ -343,35 +378,53 @@ func (l *Local) load() error {
 		return err
 	}
 	defer func() { l.bs.evict() }()
-	head, err := os.ReadFile(l.headPath())
-	if errors.Is(err, os.ErrNotExist) {
-		if good != info.Size() && good > 0 {
-			f.Close()
-			return fmt.Errorf("%w: the block log is damaged at byte %d and there is no HEAD", ErrCorrupt, good)
+	var c cid.Cid
+	why := ""
+	switch {
+	case errors.Is(headErr, os.ErrNotExist):
+		why = "missing"
+	case headErr != nil:
+		why = fmt.Sprintf("unreadable (%v)", headErr)
+	default:
+		if c, err = cid.Decode(strings.TrimSpace(string(head))); err != nil {
+			why = fmt.Sprintf("unreadable (%d bytes that are not a commit CID: %v)", len(head), err)
 		}
-		if err := f.Truncate(good); err != nil {
+	}
+	if why != "" {
+		if info.Size() == 0 && why == "missing" {
+			// a new store
+			if err := l.checkJournal("empty"); err != nil {
+				f.Close()
+				return err
+			}
+			l.log, l.logOff = f, 0
+			return l.initEmpty()
+		}
+		if info.Size() == 0 {
+			f.Close()
+			return fmt.Errorf("%w: HEAD is %s and the block log is empty; nothing was changed. Restore blocks.log from a backup; if this directory never held an outline, remove HEAD", ErrCorrupt, why)
+		}
+		// never compacted or cut here: the next open, from a HEAD that
+		// loads and verifies, may do that
+		if err := l.recoverHead(ctx, why, good, info.Size()); err != nil {
 			f.Close()
 			return err
 		}
 		l.log, l.logOff = f, good
-		return l.initEmpty()
+		os.Remove(l.compactPath())
+		return nil
 	}
-	if err != nil {
+	if err := l.setRoot(ctx, c); err != nil {
 		f.Close()
-		return err
-	}
-	c, err := cid.Decode(strings.TrimSpace(string(head)))
-	if err != nil {
-		f.Close()
-		return fmt.Errorf("%w: HEAD: %v", ErrCorrupt, err)
-	}
-	if err := l.setRoot(context.Background(), c); err != nil {
-		f.Close()
-		if good != info.Size() {
-			return fmt.Errorf("%w: the block log is damaged at byte %d of %d and HEAD's commit %s does not load from what comes before (%v); nothing was changed", ErrCorrupt, good, info.Size(), c, err)
+		if errors.Is(err, errWrongKey) {
+			return fmt.Errorf("%w: HEAD's commit is not this store's: %v; signing.key is not the key this outline was written with, nothing was changed. Restore the store's own signing.key from a backup of this directory", ErrCorrupt, err)
 		}
-		return fmt.Errorf("%w: HEAD's commit %s does not load: %v", ErrCorrupt, c, err)
+		if good != info.Size() {
+			return fmt.Errorf("%w: the block log is damaged at byte %d of %d and HEAD's commit %s does not load from what comes before (%v); nothing was changed. Restore the directory from a backup; removing HEAD makes the next open recover the newest commit of the log that loads completely (and say which)", ErrCorrupt, good, info.Size(), c, err)
+		}
+		return fmt.Errorf("%w: HEAD's commit %s does not load: %v; nothing was changed. Restore the directory from a backup; removing HEAD makes the next open recover the newest commit of the log that loads completely (and say which)", ErrCorrupt, c, err)
 	}
+	behind := l.journalAhead(c, l.rev)
 	if good != info.Size() {
 		// a torn append after HEAD's commit (a crash mid-write): cut it
 		if err := f.Truncate(good); err != nil {
@@ -382,12 +435,23 @@ func (l *Local) load() error {
 	l.log, l.logOff = f, good
 	// a compaction that did not finish left its file: the log is whole
 	os.Remove(l.compactPath())
-	if l.stale() {
+	if !behind && l.stale() {
 		// best effort: a store that cannot be compacted (a system that
 		// does not rename over an open file) still opens
-		l.compact(context.Background())
+		l.compact(ctx)
 	}
 	return nil
+}
+
+// checkJournal refuses to start a new store where the block log is missing
+// or empty (state) while the operations journal records this store's
+// operations that landed commits: the outline's data is gone, not new.
+func (l *Local) checkJournal(state string) error {
+	ops := landedOps(l.dir, l.did.String())
+	if len(ops) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: the block log is %s and HEAD is missing, but ops/ records %s: the outline's data is gone from this directory, not new; nothing was changed. Restore blocks.log and HEAD from a backup, or move ops/ aside to start a new outline", ErrCorrupt, state, describeOps(ops))
 }
 
 func (l *Local) initEmpty() error {
@@ -419,6 +483,11 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 	}
 	if err := commit.VerifyStructure(); err != nil {
 		return fmt.Errorf("commit %s: %w", root, err)
+	}
+	// a commit this store's key did not sign is not its own (a replaced
+	// signing.key): never loaded, so never compacted from or written over
+	if err := l.checkSigned(root, &commit); err != nil {
+		return err
 	}
 	// records whose CID is unchanged keep their decoded value; the others
 	// are decoded on every core while the walk goes on, in chunks
@@ -520,6 +589,7 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 	}
 	l.root, l.rev, l.reachable = root, commit.Rev, reachable
 	l.snap = snap
+	l.verified = true // loaded whole, signed by signing.key
 	return nil
 }
 
@@ -695,13 +765,18 @@ func (l *Local) locked(ctx context.Context, exclusive bool, fn func() error) err
 // diverged (another process cut a torn tail this one had read past), it
 // reads the whole log again instead of failing.
 func (l *Local) refresh(ctx context.Context) error {
+	var c cid.Cid
+	why := ""
 	head, err := os.ReadFile(l.headPath())
-	if err != nil {
-		return err
-	}
-	c, err := cid.Decode(strings.TrimSpace(string(head)))
-	if err != nil {
-		return fmt.Errorf("%w: HEAD: %v", ErrCorrupt, err)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		why = "missing"
+	case err != nil:
+		why = fmt.Sprintf("unreadable (%v)", err)
+	default:
+		if c, err = cid.Decode(strings.TrimSpace(string(head))); err != nil {
+			why = fmt.Sprintf("unreadable (%d bytes that are not a commit CID: %v)", len(head), err)
+		}
 	}
 	// another process may have compacted the log (a new file under the
 	// same name): this process's blocks are then read from the new one
@@ -709,7 +784,8 @@ func (l *Local) refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if now, err := os.Stat(l.logPath()); err == nil && !os.SameFile(info, now) {
+	now, err := os.Stat(l.logPath())
+	if err == nil && !os.SameFile(info, now) {
 		f, err := os.OpenFile(l.logPath(), os.O_RDWR, 0o600)
 		if err != nil {
 			return err
@@ -719,6 +795,12 @@ func (l *Local) refresh(ctx context.Context) error {
 		l.bs = newBlocks(f)
 		info = now
 		l.root = cid.Undef // load HEAD's commit from the new file
+	}
+	if why != "" {
+		if err != nil {
+			return fmt.Errorf("%w: HEAD is %s and the block log cannot be found (%v) since this process opened the store; nothing was changed. Restore HEAD and blocks.log from a backup of this directory", ErrCorrupt, why, err)
+		}
+		return l.recoverRunning(ctx, why, info.Size())
 	}
 	if c == l.root {
 		return nil
@@ -750,6 +832,23 @@ func (l *Local) refresh(ctx context.Context) error {
 		return fmt.Errorf("%w: HEAD's commit %s does not load after re-reading the log: %v", ErrCorrupt, c, err)
 	}
 	return nil
+}
+
+// recoverRunning recovers a HEAD that went missing or unreadable while this
+// process had the store open (recoverHead, from the whole log read again):
+// said in the next tool result, never compacted from.
+func (l *Local) recoverRunning(ctx context.Context, why string, size int64) error {
+	l.bs.evict()
+	l.bs = newBlocks(l.log)
+	defer func() { l.bs.evict() }()
+	good, err := l.readLog(0, size)
+	if err != nil {
+		return err
+	}
+	l.logOff = good
+	l.recordMap() // the records setRoot compares with (the snapshot goes)
+	l.snap = nil
+	return l.recoverHead(ctx, why, good, size)
 }
 
 // DID implements Repository.

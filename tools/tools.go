@@ -24,6 +24,11 @@ type Env struct {
 	// tree; nil when offline (the embedded store), where only the user's own
 	// repository can be read.
 	Others func(ctx context.Context, ident string) (*outline.Tree, error)
+	// Notices, if set, is what opening the data directory found beside the
+	// repository (a budget ledger missing while the journal shows spending);
+	// the server tells them once, as it does the repository's own
+	// (store.Noticer).
+	Notices store.Noticer
 }
 
 // Annotations are a tool's behaviour hints (all four are always sent).

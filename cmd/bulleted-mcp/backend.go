@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/bulleted-mcp/bulleted-mcp/budget"
 	"github.com/bulleted-mcp/bulleted-mcp/outline"
@@ -37,6 +40,18 @@ type backend struct {
 	env   *tools.Env
 	repo  store.Repository
 	close func()
+	// notices: what opening found and said (a HEAD recovered from the
+	// log); printed on stderr, and told in the session's first tool result
+	notices []string
+}
+
+// tell prints what opening the store found on stderr.
+func (b *backend) tell(stderr io.Writer) { printNotices(stderr, b.notices) }
+
+func printNotices(stderr io.Writer, notes []string) {
+	for _, n := range notes {
+		fmt.Fprintf(stderr, "bulleted-mcp: notice: %s\n", n)
+	}
 }
 
 // openBackend opens the embedded store in dir, or, with --pds/--identifier,
@@ -54,7 +69,7 @@ func openBackend(ctx context.Context, dir string, f remoteFlags) (*backend, erro
 			l.Close()
 			return nil, err
 		}
-		return &backend{env: &tools.Env{Engine: eng}, repo: l, close: func() { l.Close() }}, nil
+		return &backend{env: &tools.Env{Engine: eng}, repo: l, close: func() { l.Close() }, notices: l.Notices()}, nil
 	}
 	directory := pds.Directory(*f.plc)
 	c, did, _, err := pds.Login{PDS: *f.pds, Identifier: *f.identifier, Password: os.Getenv(pds.PasswordEnv), Dir: dir, Directory: directory}.OpenPreferOAuth(ctx)
@@ -64,7 +79,12 @@ func openBackend(ctx context.Context, dir string, f remoteFlags) (*backend, erro
 	r := pds.New(c, did)
 	name := strings.ReplaceAll(did.String(), ":", "_")
 	r.Cache = filepath.Join(dir, "repo-"+name+".car")
-	ledger, err := budget.New(filepath.Join(dir, "budget-"+name+".json"))
+	ledgerPath := filepath.Join(dir, "budget-"+name+".json")
+	notes := &store.Notices{}
+	if n := missingLedger(ledgerPath, dir, did.String(), time.Now()); n != "" {
+		notes.Add(n)
+	}
+	ledger, err := budget.New(ledgerPath)
 	if err != nil {
 		return nil, err
 	}
@@ -76,8 +96,24 @@ func openBackend(ctx context.Context, dir string, f remoteFlags) (*backend, erro
 	resolver := &pds.Resolver{Client: c, Directory: directory}
 	eng.Resolver = resolver
 	others := &pds.Others{Resolver: resolver}
-	env := tools.ShareContributions(&tools.Env{Engine: eng, Others: newOtherTrees(others.Snapshot).get})
-	return &backend{env: env, repo: r, close: func() {}}, nil
+	env := tools.ShareContributions(&tools.Env{Engine: eng, Others: newOtherTrees(others.Snapshot).get, Notices: notes})
+	return &backend{env: env, repo: r, close: func() {}, notices: notes.All()}, nil
+}
+
+// missingLedger says so when the budget ledger at path is missing while the
+// operations journal in dir shows did's writes landed within the budget's
+// rolling day: the ledger starts from zero, so it does not count them.
+func missingLedger(path, dir, did string, now time.Time) string {
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		return ""
+	}
+	dayOps, day := store.JournalSpend(dir, did, now.Add(-budget.Day))
+	if dayOps == 0 {
+		return ""
+	}
+	_, hour := store.JournalSpend(dir, did, now.Add(-budget.Window))
+	return fmt.Sprintf("The write budget ledger %s is missing, but the operations journal (ops/) records %d operation(s) started in the last 24 hours that landed writes worth at least %d points (%d in the last hour); a new ledger starts from zero and does not count them, so the rolling limits (%d points an hour, %d a day) may be overspent. Write less than usual until an hour (and a day) has passed; restore the ledger from a backup if there is one.",
+		filepath.Base(path), dayOps, day, hour, budget.Limit, budget.DayLimit)
 }
 
 // otherTrees turns other identities' snapshots into outline trees, keeping

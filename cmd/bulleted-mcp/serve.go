@@ -113,6 +113,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer be.close()
+	be.tell(stderr)
 	repo := be.repo
 	if _, local := repo.(*store.Local); local {
 		// the embedded store was read at open: build the tree now, and
@@ -231,6 +232,7 @@ func runCall(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer be.close()
+	be.tell(stderr)
 	res, err := callTool(context.Background(), be.env, fs.Arg(0), argJSON)
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
@@ -277,6 +279,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer repo.Close()
+	printNotices(stderr, repo.Notices())
 	ctx := context.Background()
 	eng, err := newEngine(repo, dir)
 	if err != nil {
@@ -339,6 +342,7 @@ func runExport(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer repo.Close()
+	printNotices(stderr, repo.Notices())
 	var out bytes.Buffer
 	if *format == "car" {
 		err = repo.ExportCAR(&out)
@@ -420,6 +424,7 @@ func runImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer repo.Close()
+	printNotices(stderr, repo.Notices())
 	v := validate.Default()
 	rep, err := repo.ImportCAR(context.Background(), r, store.ImportOptions{AllowInvalid: *allowInvalid,
 		Validate: func(val map[string]any, coll string, self syntax.ATURI) error { return v.Data(val, coll, &self) }})
