@@ -165,33 +165,54 @@ func (v *Validator) DataWith(data map[string]any, collection string, self *synta
 		add("", "record URI %s is not in collection %s", self, collection)
 	}
 
-	schema, err := v.cat.Resolve(collection)
+	rec, err := v.recordSchema(collection)
 	if err != nil {
-		return fmt.Errorf("resolving %s: %w", collection, err) // a bug: embedded
+		return err // a bug: the schemas are embedded
 	}
-	rec, ok := schema.Def.(indigolex.SchemaRecord)
-	if !ok {
-		return fmt.Errorf("%s is not a record schema", collection)
-	}
-	w := walker{cat: v.cat}
-	w.object(collection, rec.Record, data, "")
-	e.Problems = append(e.Problems, w.problems...)
+	e.Problems = append(e.Problems, v.schemaProblems(collection, rec, data)...)
 	if self != nil {
 		keyRule(self, rec.Key, add)
 	}
 	rules(collection, data, self, opt, add)
 
 	if len(e.Problems) == 0 {
-		// indigo's validator is the authority; the walker only adds paths.
-		if err := indigolex.ValidateRecord(v.cat, data, collection, 0); err != nil {
-			add("", "%s", err.Error())
-		}
+		e.Problems = append(e.Problems, v.authority(collection, data)...)
 	}
 	if len(e.Problems) == 0 {
 		return nil
 	}
 	sort.SliceStable(e.Problems, func(i, j int) bool { return e.Problems[i].Path < e.Problems[j].Path })
 	return e
+}
+
+// recordSchema resolves a record collection's schema in the catalog.
+func (v *Validator) recordSchema(collection string) (indigolex.SchemaRecord, error) {
+	schema, err := v.cat.Resolve(collection)
+	if err != nil {
+		return indigolex.SchemaRecord{}, fmt.Errorf("resolving %s: %w", collection, err)
+	}
+	rec, ok := schema.Def.(indigolex.SchemaRecord)
+	if !ok {
+		return indigolex.SchemaRecord{}, fmt.Errorf("%s is not a record schema", collection)
+	}
+	return rec, nil
+}
+
+// schemaProblems walks data against the record schema, giving each problem
+// its field path.
+func (v *Validator) schemaProblems(collection string, rec indigolex.SchemaRecord, data map[string]any) []Problem {
+	w := walker{cat: v.cat}
+	w.object(collection, rec.Record, data, "")
+	return w.problems
+}
+
+// authority is indigo's validator, which has the last word on data the
+// walker passed (the walker only adds paths).
+func (v *Validator) authority(collection string, data map[string]any) []Problem {
+	if err := indigolex.ValidateRecord(v.cat, data, collection, 0); err != nil {
+		return []Problem{{Msg: err.Error()}}
+	}
+	return nil
 }
 
 func keyRule(self *syntax.ATURI, keyType string, add func(string, string, ...any)) {
