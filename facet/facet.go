@@ -151,12 +151,37 @@ func Values(v map[string]any, kind Kind) []string {
 	return out
 }
 
+// LinkURI is the URI a link facet records for a link as written in the
+// text: every byte that is not printable ASCII (the letters of
+// "https://en.wikipedia.org/wiki/Zürich", a space-like character) is
+// percent-encoded, as RFC 3987 maps an IRI to a URI, so that the facet's uri
+// is a valid lexicon "uri" (printable ASCII only). The text itself keeps the
+// link as written, and the facet's byte range still covers it there.
+func LinkURI(link string) string {
+	const hex = "0123456789ABCDEF"
+	if !strings.ContainsFunc(link, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
+		return link
+	}
+	var b strings.Builder
+	for i := 0; i < len(link); i++ {
+		c := link[i]
+		if c > ' ' && c < 0x7f {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
+}
+
 // Feature is the app.bsky.richtext.facet feature object of a span; a
-// mention's feature takes the resolved DID.
+// mention's feature takes the resolved DID, a link's the URI of LinkURI.
 func Feature(s Span, did string) map[string]any {
 	switch s.Kind {
 	case Link:
-		return map[string]any{"$type": TypeLink, "uri": s.Value}
+		return map[string]any{"$type": TypeLink, "uri": LinkURI(s.Value)}
 	case Mention:
 		return map[string]any{"$type": TypeMention, "did": did}
 	}

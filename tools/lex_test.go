@@ -2,11 +2,17 @@ package tools_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/bulleted-mcp/bulleted-mcp/facet"
 	"github.com/bulleted-mcp/bulleted-mcp/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/store"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
+	"github.com/bulleted-mcp/bulleted-mcp/validate"
 )
 
 // nodeRecords reads the repository back: every node's value by text.
@@ -67,5 +73,154 @@ func TestInsertBetweenForeignKeys(t *testing.T) {
 		if n := len(sc["created"].([]any)); n != 1 {
 			t.Fatalf("%s: %d records created", tc.text, n)
 		}
+	}
+}
+
+// TestNonASCIILinks: a link with non-ASCII characters used to be refused as
+// invalid at nodes[0].facets[0].features[0].uri (a field the agent never
+// sent), and one such link refused a whole import. Now the facet's uri is
+// percent-encoded (the text unchanged, the byte range still over the link as
+// written) and every record read back is lexicon-valid.
+func TestNonASCIILinks(t *testing.T) {
+	l := openLocal(t)
+	c := inProcess(t, &tools.Env{Engine: outline.New(l)})
+	const link = "https://en.wikipedia.org/wiki/Zürich"
+	const uri = "https://en.wikipedia.org/wiki/Z%C3%BCrich"
+	check := func(name string, v map[string]any, link, uri string) {
+		t.Helper()
+		if err := validate.Default().Data(v, "app.bulleted.node", nil); err != nil {
+			t.Fatalf("%s: record read back is not lexicon-valid: %v", name, err)
+		}
+		text, _ := v["text"].(string)
+		spans := facet.Record(v)
+		if len(spans) != 1 || spans[0].Kind != facet.Link {
+			t.Fatalf("%s: facets %v, want one link", name, v["facets"])
+		}
+		if spans[0].Value != uri {
+			t.Fatalf("%s: facet uri %q, want %q", name, spans[0].Value, uri)
+		}
+		if got := text[spans[0].Start:spans[0].End]; got != link {
+			t.Fatalf("%s: facet bytes %d-%d cover %q, want %q", name, spans[0].Start, spans[0].End, got, link)
+		}
+	}
+
+	res, _ := call(t, c, "insert_after", map[string]any{"text": "see " + link + " for the city"})
+	if res.IsError {
+		t.Fatalf("insert_after: %s", text(res))
+	}
+	r := nodeRecords(t, l)
+	v := r["see "+link+" for the city"]
+	if v == nil {
+		t.Fatalf("the bullet was not written: %v", r)
+	}
+	check("insert_after", v, link, uri)
+
+	// an import with such links lands whole
+	links := []string{"https://de.wikipedia.org/wiki/Köln", "https://ja.wikipedia.org/wiki/東京", "https://example.org/naïve?q=café"}
+	var md strings.Builder
+	for i, l := range links {
+		fmt.Fprintf(&md, "- city %d: %s\n  - child %d\n", i, l, i)
+	}
+	res, sc := call(t, c, "import_outline", map[string]any{"content": md.String()})
+	if res.IsError {
+		t.Fatalf("import_outline: %s", text(res))
+	}
+	if n := len(sc["created"].([]any)); n != 2*len(links) {
+		t.Fatalf("import created %d records, want %d", n, 2*len(links))
+	}
+	r = nodeRecords(t, l)
+	for i, l := range links {
+		name := fmt.Sprintf("city %d: %s", i, l)
+		if r[name] == nil || r[fmt.Sprintf("child %d", i)] == nil {
+			t.Fatalf("%q or its child missing after the import", name)
+		}
+		check(name, r[name], l, facet.LinkURI(l))
+	}
+}
+
+// badResolver resolves every handle to a string that is not a DID: the
+// mention facet it makes would not be valid.
+type badResolver struct{}
+
+func (badResolver) ResolveHandle(context.Context, string) (syntax.DID, error) {
+	return syntax.DID("not-a-did"), nil
+}
+
+// TestInvalidDerivedFacetDropped: a facet this server derives that cannot
+// be made valid (here a mention whose resolver gave no DID) does not refuse
+// the agent's write: it is left out, and the result says so in its text and
+// its structured diagnostics. The other facets of the text stay.
+func TestInvalidDerivedFacetDropped(t *testing.T) {
+	l := openLocal(t)
+	e := outline.New(l)
+	e.Resolver = badResolver{}
+	c := inProcess(t, &tools.Env{Engine: e})
+	const txt = "ask @bob.test about #plans"
+	res, sc := call(t, c, "insert_after", map[string]any{"text": txt})
+	if res.IsError {
+		t.Fatalf("insert_after refused: %s", text(res))
+	}
+	v := nodeRecords(t, l)[txt]
+	if v == nil {
+		t.Fatal("the bullet was not written")
+	}
+	if err := validate.Default().Data(v, "app.bulleted.node", nil); err != nil {
+		t.Fatalf("record read back is not lexicon-valid: %v", err)
+	}
+	if got := facet.Values(v, facet.Tag); len(got) != 1 || got[0] != "plans" {
+		t.Fatalf("tags %v, want [plans]", got)
+	}
+	if got := facet.Values(v, facet.Mention); len(got) != 0 {
+		t.Fatalf("the invalid mention facet was written: %v", got)
+	}
+	const notice = `mention "bob.test" (bytes 4-13) left as plain text`
+	if !strings.Contains(text(res), notice) {
+		t.Fatalf("result text does not say the mention was left out: %s", text(res))
+	}
+	diags := fmt.Sprint(sc["diagnostics"])
+	if !strings.Contains(diags, notice) {
+		t.Fatalf("structured diagnostics do not say the mention was left out: %s", diags)
+	}
+}
+
+// TestValidateRecordOpenSets: the lexicons' knownValues are open sets
+// (comment-policy rules, layouts, displays): validate_record used to call a
+// record with an unknown comment-policy rule invalid. Now such values are
+// valid, with a note in the text and in structured notes that Bulleted does
+// not render them (or that the rule grants nothing); a record that breaks a
+// real rule is still invalid.
+func TestValidateRecordOpenSets(t *testing.T) {
+	c := inProcess(t, &tools.Env{Engine: outline.New(openLocal(t))})
+	for _, tc := range []struct {
+		name   string
+		record map[string]any
+		path   string
+		note   string
+	}{
+		{"unknown rule", map[string]any{"$type": "app.bulleted.commentPolicy", "allow": []any{"everyone", "mentioned"}, "createdAt": "2026-07-30T09:30:00.000Z"}, "allow[0]", "grants nothing"},
+		{"unknown layout", map[string]any{"$type": "app.bulleted.node", "text": "x", "sortKey": "a", "layout": "kanban", "createdAt": "2026-07-30T09:30:00.000Z"}, "layout", "not one of the values Bulleted renders"},
+		{"unknown display", map[string]any{"$type": "app.bulleted.node", "text": "x", "sortKey": "a", "display": "peek", "createdAt": "2026-07-30T09:30:00.000Z"}, "display", "kept as written"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, sc := call(t, c, "validate_record", map[string]any{"record": tc.record})
+			if res.IsError || sc["valid"] != true {
+				t.Fatalf("want valid, got %s", text(res))
+			}
+			notes, _ := sc["notes"].([]any)
+			if len(notes) != 1 {
+				t.Fatalf("notes %v, want one", sc["notes"])
+			}
+			n := notes[0].(map[string]any)
+			if n["path"] != tc.path || !strings.Contains(n["message"].(string), tc.note) {
+				t.Fatalf("note %v, want at %s containing %q", n, tc.path, tc.note)
+			}
+			if !strings.Contains(text(res), "note: "+tc.path+": ") {
+				t.Fatalf("the text does not carry the note: %s", text(res))
+			}
+		})
+	}
+	res, sc := call(t, c, "validate_record", map[string]any{"record": map[string]any{"$type": "app.bulleted.commentPolicy", "allow": []any{"everyone"}}})
+	if sc["valid"] != false || !strings.Contains(text(res), "createdAt") {
+		t.Fatalf("a policy without createdAt: %s", text(res))
 	}
 }
