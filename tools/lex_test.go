@@ -13,6 +13,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/store"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
 	"github.com/bulleted-mcp/bulleted-mcp/validate"
+	"github.com/bulleted-mcp/bulleted-mcp/view"
 )
 
 // nodeRecords reads the repository back: every node's value by text.
@@ -222,5 +223,48 @@ func TestValidateRecordOpenSets(t *testing.T) {
 	res, sc := call(t, c, "validate_record", map[string]any{"record": map[string]any{"$type": "app.bulleted.commentPolicy", "allow": []any{"everyone"}}})
 	if sc["valid"] != false || !strings.Contains(text(res), "createdAt") {
 		t.Fatalf("a policy without createdAt: %s", text(res))
+	}
+}
+
+// TestImportSkipsDetachedSection: an export's Detached section (markdown
+// and opml) is not turned into ordinary bullets by import_outline: only the
+// outline is created, and the result says in its text and diagnostics
+// that the detached bullets were skipped, and how many.
+func TestImportSkipsDetachedSection(t *testing.T) {
+	src := openLocal(t)
+	ctx := context.Background()
+	did := src.DID().String()
+	if _, err := src.Apply(ctx, "", []store.Write{
+		{Op: store.Create, Collection: "app.bulleted.node", RKey: "3kroot1111111", Value: map[string]any{"$type": "app.bulleted.node", "text": "Kept", "sortKey": "a0", "createdAt": "2026-03-10T09:00:00.000Z"}},
+		{Op: store.Create, Collection: "app.bulleted.node", RKey: "3korphan11111", Value: map[string]any{"$type": "app.bulleted.node", "text": "Orphan", "sortKey": "a0",
+			"parent": "at://" + did + "/app.bulleted.node/3kgone1111111", "createdAt": "2026-03-10T09:00:00.000Z"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := outline.New(src).Tree(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := view.Read(tr, nil, view.Options{Depth: 100, Limit: -1, Detached: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for format, content := range map[string]string{"markdown": v.Markdown(), "opml": v.OPML()} {
+		t.Run(format, func(t *testing.T) {
+			l := openLocal(t)
+			c := inProcess(t, &tools.Env{Engine: outline.New(l)})
+			res, sc := call(t, c, "import_outline", map[string]any{"content": content, "format": format})
+			if res.IsError {
+				t.Fatalf("import: %s", text(res))
+			}
+			r := nodeRecords(t, l)
+			if len(r) != 1 || r["Kept"] == nil {
+				t.Fatalf("imported %d bullets (%v), want only Kept", len(r), r)
+			}
+			const notice = "skipped the export's Detached section"
+			if !strings.Contains(text(res), notice) || !strings.Contains(fmt.Sprint(sc["diagnostics"]), notice+" ("+format+"): 1 detached bullet(s)") {
+				t.Fatalf("the result does not say the section was skipped: %s / %v", text(res), sc["diagnostics"])
+			}
+		})
 	}
 }
