@@ -43,11 +43,16 @@ type Span struct {
 
 const zw = `\x{00AD}\x{2060}\x{200A}\x{200B}\x{200C}\x{200D}\x{20E2}`
 
+// sp is white space as the reference parser (JavaScript's \s) has it: Go's
+// \s is ASCII only, so a no-break or ideographic space would otherwise end
+// up inside a link or tag.
+const sp = `\s\p{Z}\x{FEFF}`
+
 var (
-	reLink    = regexp.MustCompile(`(^|[\s(])(https?://\S+)`)
-	reMention = regexp.MustCompile(`(^|[\s(])@([a-zA-Z0-9.-]+)\b`)
-	reTag     = regexp.MustCompile(`(^|\s)[#＃]([^\s` + zw + `]+)`)
-	reTagOK   = regexp.MustCompile(`[^\d\s\p{P}` + zw + `]`)
+	reLink    = regexp.MustCompile(`(^|[` + sp + `(])(https?://[^` + sp + `]+)`)
+	reMention = regexp.MustCompile(`(^|[` + sp + `(])@([a-zA-Z0-9.-]+)\b`)
+	reTag     = regexp.MustCompile(`(^|[` + sp + `])[#＃]([^` + sp + zw + `]+)`)
+	reTagOK   = regexp.MustCompile(`[^\d` + sp + `\p{P}` + zw + `]`)
 	reTrailP  = regexp.MustCompile(`\p{P}+$`)
 	reDomain  = regexp.MustCompile(`^([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\.)+[a-zA-Z]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$`)
 )
