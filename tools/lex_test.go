@@ -268,3 +268,44 @@ func TestImportSkipsDetachedSection(t *testing.T) {
 		})
 	}
 }
+
+// TestForeignIRILinkKept: another client wrote a link facet whose uri has
+// non-ASCII characters (the reference validator accepts it). The bullet is
+// not flagged invalid, and moving or ticking it (writes that keep its
+// facets) is not refused at a field the agent never sent; the facet is
+// kept as that client wrote it.
+func TestForeignIRILinkKept(t *testing.T) {
+	l := openLocal(t)
+	ctx := context.Background()
+	const txt = "see https://de.wikipedia.org/wiki/Köln"
+	const iri = "https://de.wikipedia.org/wiki/Köln"
+	if _, err := l.Apply(ctx, "", []store.Write{
+		{Op: store.Create, Collection: "app.bulleted.node", RKey: "3kaaaaaaaaaa2", Value: map[string]any{"$type": "app.bulleted.node", "text": txt, "sortKey": "a0", "layout": "todo", "createdAt": "2026-03-10T09:00:00.000Z",
+			"facets": []any{map[string]any{"index": map[string]any{"byteStart": 4, "byteEnd": len(txt)}, "features": []any{map[string]any{"$type": facet.TypeLink, "uri": iri}}}}}},
+		{Op: store.Create, Collection: "app.bulleted.node", RKey: "3kaaaaaaaaab2", Value: map[string]any{"$type": "app.bulleted.node", "text": "other", "sortKey": "a1", "createdAt": "2026-03-10T09:00:00.000Z"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c := inProcess(t, &tools.Env{Engine: outline.New(l)})
+	if res, _ := call(t, c, "read_outline", map[string]any{}); strings.Contains(text(res), "invalid") {
+		t.Fatalf("the bullet is flagged: %s", text(res))
+	}
+	for _, step := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"move_node", map[string]any{"node": "3kaaaaaaaaaa2", "parent": "3kaaaaaaaaab2"}},
+		{"complete_todo", map[string]any{"node": "3kaaaaaaaaaa2"}},
+	} {
+		if res, _ := call(t, c, step.tool, step.args); res.IsError {
+			t.Fatalf("%s refused: %s", step.tool, text(res))
+		}
+	}
+	v := nodeRecords(t, l)[txt]
+	if v["completedAt"] == nil || v["parent"] == nil {
+		t.Fatalf("not moved and ticked: %v", v)
+	}
+	if s := facet.Record(v); len(s) != 1 || s[0].Value != iri {
+		t.Fatalf("facet not kept as written: %v", v["facets"])
+	}
+}

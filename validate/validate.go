@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"sort"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/rivo/uniseg"
 
+	"github.com/bulleted-mcp/bulleted-mcp/facet"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
 
@@ -199,6 +201,7 @@ func (v *Validator) Check(data map[string]any, collection string, self *syntax.A
 	if !ok {
 		return nil, fmt.Errorf("%s is not a record schema", collection)
 	}
+	data = iriLinks(data, note)
 	rules(collection, data, self, opt, add, note)
 	w := walker{cat: v.cat, noted: map[string]bool{}}
 	for _, n := range notes {
@@ -223,6 +226,58 @@ func (v *Validator) Check(data map[string]any, collection string, self *syntax.A
 	}
 	sort.SliceStable(e.Problems, func(i, j int) bool { return e.Problems[i].Path < e.Problems[j].Path })
 	return notes, e
+}
+
+// iriLinks returns data, for checking only, with each facet link uri that
+// is an IRI (non-ASCII characters, as in "https://de.wikipedia.org/wiki/Köln")
+// replaced by its percent-encoded URI, with a note for each. The reference
+// validator accepts such a uri and other clients write them; the lexicon's
+// "uri" format (RFC 3986) wants the encoded form, which is what this server
+// writes for the links it detects. A record as written is never changed:
+// the copy shares everything else with data.
+func iriLinks(data map[string]any, note func(string, string, ...any)) map[string]any {
+	fs, ok := data["facets"].([]any)
+	if !ok {
+		return data
+	}
+	var nfs []any
+	for i, f := range fs {
+		fm, _ := f.(map[string]any)
+		feats, _ := fm["features"].([]any)
+		var nfeats []any
+		for j, ft := range feats {
+			m, _ := ft.(map[string]any)
+			u, _ := m["uri"].(string)
+			if m["$type"] != facet.TypeLink || u == "" || !strings.ContainsFunc(u, func(r rune) bool { return r >= 0x80 }) {
+				continue
+			}
+			enc := facet.LinkURI(u)
+			if _, err := syntax.ParseURI(enc); err != nil {
+				continue // not an IRI that encodes to a URI: the walker says why
+			}
+			if nfeats == nil {
+				nfeats = append([]any(nil), feats...)
+			}
+			nm := maps.Clone(m)
+			nm["uri"] = enc
+			nfeats[j] = nm
+			note(fmt.Sprintf("facets[%d].features[%d].uri", i, j), "%q has non-ASCII characters: valid as the reference validator reads it and kept as written, but a URI proper (RFC 3986) percent-encodes them: %q", u, enc)
+		}
+		if nfeats != nil {
+			if nfs == nil {
+				nfs = append([]any(nil), fs...)
+			}
+			nf := maps.Clone(fm)
+			nf["features"] = nfeats
+			nfs[i] = nf
+		}
+	}
+	if nfs == nil {
+		return data
+	}
+	out := maps.Clone(data)
+	out["facets"] = nfs
+	return out
 }
 
 func keyRule(self *syntax.ATURI, keyType string, add func(string, string, ...any)) {
