@@ -43,11 +43,16 @@ type Span struct {
 
 const zw = `\x{00AD}\x{2060}\x{200A}\x{200B}\x{200C}\x{200D}\x{20E2}`
 
+// sp is white space as the reference parser (JavaScript's \s) has it: Go's
+// \s is ASCII only, so a no-break or ideographic space would otherwise end
+// up inside a link or tag.
+const sp = `\s\p{Z}\x{FEFF}`
+
 var (
-	reLink    = regexp.MustCompile(`(^|[\s(])(https?://\S+)`)
-	reMention = regexp.MustCompile(`(^|[\s(])@([a-zA-Z0-9.-]+)\b`)
-	reTag     = regexp.MustCompile(`(^|\s)[#＃]([^\s` + zw + `]+)`)
-	reTagOK   = regexp.MustCompile(`[^\d\s\p{P}` + zw + `]`)
+	reLink    = regexp.MustCompile(`(^|[` + sp + `(])(https?://[^` + sp + `]+)`)
+	reMention = regexp.MustCompile(`(^|[` + sp + `(])@([a-zA-Z0-9.-]+)\b`)
+	reTag     = regexp.MustCompile(`(^|[` + sp + `])[#＃]([^` + sp + zw + `]+)`)
+	reTagOK   = regexp.MustCompile(`[^\d` + sp + `\p{P}` + zw + `]`)
 	reTrailP  = regexp.MustCompile(`\p{P}+$`)
 	reDomain  = regexp.MustCompile(`^([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\.)+[a-zA-Z]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$`)
 )
@@ -151,12 +156,37 @@ func Values(v map[string]any, kind Kind) []string {
 	return out
 }
 
+// LinkURI is the URI a link facet records for a link as written in the
+// text: every byte that is not printable ASCII (the letters of
+// "https://en.wikipedia.org/wiki/Zürich", a space-like character) is
+// percent-encoded, as RFC 3987 maps an IRI to a URI, so that the facet's uri
+// is a valid lexicon "uri" (printable ASCII only). The text itself keeps the
+// link as written, and the facet's byte range still covers it there.
+func LinkURI(link string) string {
+	const hex = "0123456789ABCDEF"
+	if !strings.ContainsFunc(link, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
+		return link
+	}
+	var b strings.Builder
+	for i := 0; i < len(link); i++ {
+		c := link[i]
+		if c > ' ' && c < 0x7f {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
+}
+
 // Feature is the app.bsky.richtext.facet feature object of a span; a
-// mention's feature takes the resolved DID.
+// mention's feature takes the resolved DID, a link's the URI of LinkURI.
 func Feature(s Span, did string) map[string]any {
 	switch s.Kind {
 	case Link:
-		return map[string]any{"$type": TypeLink, "uri": s.Value}
+		return map[string]any{"$type": TypeLink, "uri": LinkURI(s.Value)}
 	case Mention:
 		return map[string]any{"$type": TypeMention, "did": did}
 	}

@@ -2,9 +2,13 @@ package facet
 
 import (
 	"encoding/json"
+	"net/url"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/bluesky-social/indigo/atproto/syntax"
 )
 
 func TestDetectVectors(t *testing.T) {
@@ -57,5 +61,39 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 	if got := Values(v, Mention); !reflect.DeepEqual(got, []string{"did:plc:aaaa"}) {
 		t.Fatalf("mentions %v", got)
+	}
+}
+
+// TestLinkURI: a link with characters outside printable ASCII is recorded
+// as a valid lexicon uri (percent-encoded bytes) that decodes back to the
+// link as written; an ASCII link is recorded as it is.
+func TestLinkURI(t *testing.T) {
+	for _, c := range []struct{ link, want string }{
+		{"https://example.com/a?b=c%20d", "https://example.com/a?b=c%20d"},
+		{"https://en.wikipedia.org/wiki/Zürich", "https://en.wikipedia.org/wiki/Z%C3%BCrich"},
+		{"https://ja.wikipedia.org/wiki/東京", "https://ja.wikipedia.org/wiki/%E6%9D%B1%E4%BA%AC"},
+		{"https://münchen.de/", "https://m%C3%BCnchen.de/"},
+	} {
+		got := LinkURI(c.link)
+		if got != c.want {
+			t.Fatalf("LinkURI(%q) = %q, want %q", c.link, got, c.want)
+		}
+		if _, err := syntax.ParseURI(got); err != nil {
+			t.Fatalf("LinkURI(%q) = %q: %v", c.link, got, err)
+		}
+		if back, err := url.PathUnescape(got); err != nil || (back != c.link && !strings.Contains(c.link, "%")) {
+			t.Fatalf("%q decodes to %q (%v)", got, back, err)
+		}
+	}
+	// the facet built from a detected link carries the encoded uri, over
+	// the bytes of the link as written
+	text := "see https://en.wikipedia.org/wiki/Zürich."
+	s := Detect(text)
+	if len(s) != 1 {
+		t.Fatalf("Detect: %+v", s)
+	}
+	f := Feature(s[0], "")
+	if f["uri"] != "https://en.wikipedia.org/wiki/Z%C3%BCrich" || text[s[0].Start:s[0].End] != "https://en.wikipedia.org/wiki/Zürich" {
+		t.Fatalf("feature %v over %q", f, text[s[0].Start:s[0].End])
 	}
 }

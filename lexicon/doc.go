@@ -19,8 +19,9 @@
 //   - parent (node, mirror) names an app.bulleted.node in the same repository;
 //     original (mirror) and subject (note, comment) name an app.bulleted.node.
 //   - commentPolicy root names a bullet the writer owns (same repository).
-//   - allow rules outside the known set grant nothing; the one defined rule is
-//     "mentioned".
+//   - allow is an open set too: a rule outside the known set is valid but
+//     grants nothing (validate notes it; this server writes only
+//     "mentioned"); the one defined rule is "mentioned".
 //   - sortKey is non-empty; siblings order by its bytes, then by record key.
 //   - layout and display are open sets: unknown values are valid and are
 //     preserved on update.

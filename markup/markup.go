@@ -6,10 +6,12 @@
 // lists, where a heading holds what follows it until a heading of its level
 // or above), fenced code to codeBlock, "> " to quoteBlock, and text
 // indented under a bullet to its note. YAML front matter and HTML comment
-// lines are skipped. This is the format view.Markdown writes.
+// lines are skipped. This is the format view.Markdown writes. An export's
+// Detached section (DetachedMarker) is skipped, and Doc.Notes says so.
 //
 // OPML: outline elements' text, _note and _complete, plus _layout and
-// _display as written by view.OPML.
+// _display as written by view.OPML. Outline elements with _detached (an
+// export's detached bullets) are skipped, and Doc.Notes says so.
 package markup
 
 import (
@@ -32,6 +34,38 @@ var ErrSyntax = errors.New("cannot parse input")
 type Doc struct {
 	Nodes []outline.NewNode
 	Lines map[string]int
+	// Notes say what of the input was not turned into bullets: the
+	// Detached section of an export (skipped, with its count).
+	Notes []string
+	// SkippedDetached counts the detached bullets (and, in SkippedRows,
+	// the rows with their children) of an export's Detached section.
+	SkippedDetached, SkippedRows int
+}
+
+// DetachedMarker starts the Detached section that view.Markdown writes
+// after the outline of an export: an HTML comment line beginning with it,
+// then a "## Detached" heading and the detached bullets with their
+// children. They are not part of the outline (their parent does not
+// resolve), so Markdown skips everything from the marker on and says so in
+// Doc.Notes, rather than import them as ordinary bullets.
+const DetachedMarker = "<!-- bulleted:detached"
+
+// DetachedSection is the _detached attribute of the outline element that
+// holds the detached bullets in an OPML export (each of them carries its
+// reason in its own _detached attribute). OPML skips every outline element
+// with a _detached attribute, and says so in Doc.Notes.
+const DetachedSection = "section"
+
+func (d *Doc) skipped(format string) {
+	d.Notes = append(d.Notes, fmt.Sprintf("skipped the export's Detached section (%s): %d detached bullet(s), %d row(s) with their children, whose parent did not resolve; they are not part of the outline, so nothing was created for them (insert them with insert_after if they are wanted)", format, d.SkippedDetached, d.SkippedRows))
+}
+
+func countRows(ns []outline.NewNode) int {
+	n := len(ns)
+	for _, c := range ns {
+		n += countRows(c.Children)
+	}
+	return n
 }
 
 type mnode struct {
@@ -130,11 +164,25 @@ func Markdown(src string) (*Doc, error) {
 		i++
 	}
 	var cur *mnode // the last list item (for continuation lines)
+	var detached *Doc
 	for ; i < len(lines); i++ {
 		ln := lines[i]
 		trim := strings.TrimSpace(ln)
 		if trim == "" {
 			continue
+		}
+		if strings.HasPrefix(trim, DetachedMarker) {
+			// an export's Detached section: counted, not imported
+			rest := strings.Join(lines[i:], "\n")
+			if end := strings.Index(rest, "-->"); end >= 0 {
+				rest = rest[end+3:]
+			} else {
+				rest = ""
+			}
+			if detached, _ = Markdown(rest); detached == nil {
+				detached = &Doc{}
+			}
+			break
 		}
 		if strings.HasPrefix(trim, "<!--") {
 			for !strings.Contains(lines[i], "-->") && i+1 < len(lines) {
@@ -217,7 +265,18 @@ func Markdown(src string) (*Doc, error) {
 	}
 	d := &Doc{}
 	d.build(roots)
+	if detached != nil {
+		ns := detached.Nodes
+		if len(ns) == 1 && ns[0].Layout == "h2" && ns[0].Text == "Detached" {
+			ns = ns[0].Children
+		}
+		d.SkippedDetached, d.SkippedRows = len(ns), countRows(ns)
+		d.skipped("markdown")
+	}
 	if len(d.Nodes) == 0 {
+		if len(d.Notes) > 0 {
+			return nil, fmt.Errorf("%w: no bullets found outside the export's Detached section (%d detached bullet(s), skipped)", ErrSyntax, d.SkippedDetached)
+		}
 		return nil, fmt.Errorf("%w: no bullets found", ErrSyntax)
 	}
 	return d, nil
@@ -229,6 +288,9 @@ func OPML(src string) (*Doc, error) {
 	var roots []*mnode
 	var stack []*mnode
 	inBody := false
+	d := &Doc{}
+	skip := 0 // depth inside an outline element with _detached (skipped)
+	inSection, sawDetached := false, false
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
@@ -243,6 +305,24 @@ func OPML(src string) (*Doc, error) {
 				inBody = true
 			}
 			if el.Name.Local != "outline" || !inBody {
+				continue
+			}
+			if skip > 0 {
+				skip++
+				d.SkippedRows++
+				if skip == 2 && inSection {
+					d.SkippedDetached++
+				}
+				continue
+			}
+			if v, ok := attrOf(el, "_detached"); ok {
+				// an export's detached bullets: counted, not imported
+				sawDetached = true
+				skip, inSection = 1, v == DetachedSection
+				if !inSection {
+					d.SkippedDetached++
+					d.SkippedRows++
+				}
 				continue
 			}
 			line, _ := dec.InputPos()
@@ -272,6 +352,10 @@ func OPML(src string) (*Doc, error) {
 			}
 			stack = append(stack, m)
 		case xml.EndElement:
+			if el.Name.Local == "outline" && inBody && skip > 0 {
+				skip--
+				continue
+			}
 			if el.Name.Local == "outline" && inBody && len(stack) > 0 {
 				stack = stack[:len(stack)-1]
 			}
@@ -280,10 +364,24 @@ func OPML(src string) (*Doc, error) {
 			}
 		}
 	}
-	d := &Doc{}
 	d.build(roots)
+	if sawDetached {
+		d.skipped("opml")
+	}
 	if len(d.Nodes) == 0 {
+		if len(d.Notes) > 0 {
+			return nil, fmt.Errorf("%w: no <outline> elements in <body> outside the export's Detached section (%d detached bullet(s), skipped)", ErrSyntax, d.SkippedDetached)
+		}
 		return nil, fmt.Errorf("%w: no <outline> elements in <body>", ErrSyntax)
 	}
 	return d, nil
+}
+
+func attrOf(el xml.StartElement, name string) (string, bool) {
+	for _, a := range el.Attr {
+		if a.Name.Local == name {
+			return a.Value, true
+		}
+	}
+	return "", false
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/bulleted-mcp/bulleted-mcp/markup"
@@ -105,5 +106,37 @@ func TestMarkdownRoundTrip(t *testing.T) {
 	}
 	if second := export(first); second != first {
 		t.Fatalf("round trip differs:\n%s\nwant\n%s", second, first)
+	}
+}
+
+// TestDetachedSectionSkipped: the Detached section of an export (view's
+// marker comment, or OPML outline elements with _detached) is counted and
+// named in Notes, never imported; an export with nothing else is refused,
+// saying why.
+func TestDetachedSectionSkipped(t *testing.T) {
+	md := "- a\n  - b\n\n" + markup.DetachedMarker + " 1 detached bullet -->\n## Detached\n\n- lost _(detached: parent x does not exist)_\n  - its child\n"
+	d, err := markup.Markdown(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Nodes) != 1 || len(d.Nodes[0].Children) != 1 || d.SkippedDetached != 1 || d.SkippedRows != 2 || len(d.Notes) != 1 || !strings.Contains(d.Notes[0], "1 detached bullet(s), 2 row(s)") {
+		t.Fatalf("%+v", d)
+	}
+	// no closing "-->": the rest is still the section, still said
+	d, err = markup.Markdown("- a\n" + markup.DetachedMarker + "\n- lost\n")
+	if err != nil || len(d.Nodes) != 1 || len(d.Notes) != 1 {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if _, err := markup.Markdown(markup.DetachedMarker + " -->\n## Detached\n- lost\n"); err == nil || !strings.Contains(err.Error(), "Detached section (1 detached bullet(s), skipped)") {
+		t.Fatalf("only detached bullets: %v", err)
+	}
+	o := `<opml version="2.0"><body><outline text="a"/><outline text="stray" _detached="parent x does not exist"><outline text="kid"/></outline>` +
+		`<outline text="Detached" _detached="section"><outline text="one" _detached="r"/><outline text="two" _detached="r"><outline text="kid"/></outline></outline></body></opml>`
+	d, err = markup.OPML(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Nodes) != 1 || d.Nodes[0].Text != "a" || d.SkippedDetached != 3 || d.SkippedRows != 5 || len(d.Notes) != 1 {
+		t.Fatalf("%+v", d)
 	}
 }

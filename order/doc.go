@@ -4,6 +4,13 @@
 // at most 512 bytes, and stays short under the editing patterns people and
 // agents produce.
 //
+// The lexicon allows any string up to 512 bytes as a sortKey. Where another
+// client's keys leave no alphabet key between two neighbours ("a" and "a!",
+// "a!" and "a0"), Place takes a key of printable ASCII that fits ("a V": a
+// byte between theirs, then an alphabet byte; see Wide) rather than
+// rewriting siblings; only where no printable key fits either does it
+// respace.
+//
 // # Encoding
 //
 // A key we generate is a sequence of integers, each written as a
@@ -69,7 +76,7 @@
 // more than Window siblings, and later inserts there respace back to short
 // keys as soon as a window fits. Only when the neighbours are equal or
 // invalid (empty or over 512 bytes, so they cannot be a bound) or have no
-// alphabet key between them does Place respace windows doubling up to the
+// printable key between them does Place respace windows doubling up to the
 // whole list with open ends (which always fits). Respaced keys are spread
 // evenly, with room between them; they are returned as updates so the
 // planner can cost them (2 points each) and commit them with the insert.

@@ -664,10 +664,15 @@ type Options struct {
 //     MaxGen bytes, fewest foreign siblings first, then fewest rewrites;
 //  5. keys straight between the neighbours longer than MaxGen, up to
 //     MaxKey, so that no insert rewrites more than Window siblings;
-//  6. only when the neighbours are equal, invalid or have no alphabet key
+//  6. only when the neighbours are equal, invalid or have no printable key
 //     between them: a respacing of windows doubling around the insertion
 //     point, up to the whole list with open ends (which always fits). Only
 //     this step can rewrite more than Window siblings.
+//
+// When no alphabet key fits between the neighbours at all (another client's
+// keys such as "a" and "a!"), a printable key between them (Wide) comes
+// before step 4 when it is at most MaxGen bytes, and with step 5 otherwise:
+// it rewrites nothing.
 //
 // Respaced keys are spread evenly over their window, leaving room between
 // them. The visible order never changes.
@@ -707,8 +712,23 @@ func PlaceOpt(sibs []string, at, n int, bias Bias, opt Options) (Plan, error) {
 	if direct != nil {
 		return Plan{Keys: direct}, nil
 	}
+	// No alphabet key fits between the neighbours (foreign keys such as
+	// "a" / "a!"): a printable key between them rewrites nothing, so it is
+	// preferred to rewriting another client's keys.
+	var wideLong []string
+	if okLo && okHi && direct == nil && long == nil {
+		if ks, ok := Wide(lo, hi, n); ok {
+			if fitsLen(ks, MaxGen) {
+				return Plan{Keys: ks}, nil
+			}
+			wideLong = ks
+		}
+	}
 	if p, ok := bestWindow(sibs, at, n, MaxGen, true, foreign); ok {
 		return p, nil
+	}
+	if long == nil {
+		long = wideLong
 	}
 	if long != nil {
 		// No window of Window siblings fits: a key over MaxGen bytes keeps
@@ -818,6 +838,15 @@ func bound(sibs []string, i int) (string, bool) {
 	return sibs[i], true
 }
 
+func fitsLen(keys []string, limit int) bool {
+	for _, k := range keys {
+		if len(k) > limit {
+			return false
+		}
+	}
+	return true
+}
+
 func fits(keys []string, limit int) bool {
 	for _, k := range keys {
 		if len(k) > limit || !Generated(k) {
@@ -839,4 +868,85 @@ func strictly(keys []string) bool {
 		}
 	}
 	return true
+}
+
+// Printable reports whether c may appear in a key that Wide places: the
+// lexicon allows any string as a sortKey (compared as bytes), and printable
+// ASCII (space to tilde) keeps the key valid UTF-8 and readable.
+func Printable(c byte) bool { return c >= ' ' && c <= '~' }
+
+// Wide returns n keys, strictly increasing, strictly between lo and hi (""
+// for an open end), using printable ASCII where no Alphabet key fits: it is
+// for foreign neighbours such as "a" and "a!", or "a!" and "a0", which leave
+// room only for bytes outside the Alphabet ("a " + "V" between "a" and
+// "a!"). The keys share a prefix of bytes copied from the neighbours and one
+// byte strictly between theirs (an Alphabet byte when one fits); a single
+// key ends there if that byte is in the Alphabet, and otherwise in one more
+// Alphabet byte, so it never ends in punctuation or a space and leaves room
+// on both sides. false when no printable key fits (neighbours equal, or
+// apart only in control or non-ASCII bytes).
+func Wide(lo, hi string, n int) ([]string, bool) {
+	if n <= 0 || (lo != "" && hi != "" && lo >= hi) {
+		return nil, false
+	}
+	var out []byte
+	loOn, hiOn := lo != "", hi != ""
+	for i := 0; i < MaxKey; i++ {
+		cl, ch := -1, 256
+		if loOn && i < len(lo) {
+			cl = int(lo[i])
+		}
+		if hiOn {
+			if i >= len(hi) {
+				return nil, false // out is hi: nothing below it from here
+			}
+			ch = int(hi[i])
+		}
+		var cands, alpha []byte
+		for c := int(' '); c <= '~'; c++ {
+			if c > cl && c < ch {
+				cands = append(cands, byte(c))
+				if isDigit(byte(c)) {
+					alpha = append(alpha, byte(c))
+				}
+			}
+		}
+		if len(cands) > 0 {
+			pick := cands[len(cands)/2]
+			if len(alpha) > 0 {
+				pick = alpha[len(alpha)/2]
+			}
+			base := string(append(out, pick))
+			if n == 1 {
+				if isDigit(pick) {
+					return []string{base}, true
+				}
+				return []string{base + "V"}, true
+			}
+			sub, err := Spread("", "", n)
+			if err != nil {
+				return nil, false
+			}
+			ks := make([]string, n)
+			for j, s := range sub {
+				ks[j] = base + s
+			}
+			return ks, len(ks[n-1]) <= MaxKey
+		}
+		switch {
+		case cl >= 0 && Printable(byte(cl)):
+			// follow lo: once below hi's byte, hi no longer bounds
+			out = append(out, byte(cl))
+			if cl < ch {
+				hiOn = false
+			}
+		case cl < 0 && ch < 256 && Printable(byte(ch)):
+			// lo is a prefix of out (or open): follow hi
+			out = append(out, byte(ch))
+			loOn = false
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
 }

@@ -61,8 +61,8 @@ func checkPlace(t testing.TB, sibs []string, at, n int, bias Bias) []string {
 	out = append(out[:at], append(append([]string(nil), p.Keys...), out[at:]...)...)
 	for i, k := range out {
 		if i >= at && i < at+n || changed(p, i) {
-			if !Generated(k) || len(k) > MaxGen {
-				t.Fatalf("generated key %q invalid", k)
+			if !(Generated(k) || wideKey(p, k)) || len(k) > MaxGen {
+				t.Fatalf("generated key %q invalid (Place(%q, %d, %d, %d))", k, sibs, at, n, bias)
 			}
 		}
 	}
@@ -70,6 +70,26 @@ func checkPlace(t testing.TB, sibs []string, at, n int, bias Bias) []string {
 		t.Fatalf("Place(%q, %d, %d) gives unordered %q", sibs, at, n, out)
 	}
 	return out
+}
+
+// wideKey: a new key outside the Alphabet is allowed only where no
+// Alphabet key fits between the neighbours (Wide): printable ASCII, ending
+// in an Alphabet byte, and placed without rewriting any sibling.
+func wideKey(p Plan, k string) bool {
+	if len(p.Respace) > 0 || k == "" || !isDigit(k[len(k)-1]) {
+		return false
+	}
+	for _, r := range p.Keys {
+		if r == k {
+			for i := 0; i < len(k); i++ {
+				if !Printable(k[i]) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	return false
 }
 
 func changed(p Plan, i int) bool {
@@ -465,5 +485,43 @@ func BenchmarkPatterns(b *testing.B) {
 func BenchmarkBetween(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		_, _ = Between("a0Xyzzbzz", "a0Y00", NearLo)
+	}
+}
+
+// TestWideBetweenForeign: another client's keys "a", "a!", "a0" leave no
+// Alphabet key between "a" and "a!" (only "a " and what follows it) nor
+// between "a!" and "a0"; an insert there takes a printable key that fits
+// and rewrites none of them (it used to respace two).
+func TestWideBetweenForeign(t *testing.T) {
+	sibs := []string{"a", "a!", "a0"}
+	all := func(int) bool { return true }
+	for _, at := range []int{1, 2} {
+		for _, n := range []int{1, 3} {
+			p, err := PlaceOpt(sibs, at, n, Mid, Options{Foreign: all})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Respace) != 0 {
+				t.Fatalf("insert of %d at %d rewrote %d foreign keys: %+v", n, at, len(p.Respace), p.Respace)
+			}
+			out := append(append(append([]string(nil), sibs[:at]...), p.Keys...), sibs[at:]...)
+			if !strictly(out) {
+				t.Fatalf("insert of %d at %d: not strictly ordered: %q", n, at, out)
+			}
+			for _, k := range p.Keys {
+				if len(k) > MaxGen || !isDigit(k[len(k)-1]) {
+					t.Fatalf("key %q: over %d bytes or ends outside the Alphabet", k, MaxGen)
+				}
+				for i := 0; i < len(k); i++ {
+					if !Printable(k[i]) {
+						t.Fatalf("key %q has a byte that is not printable ASCII", k)
+					}
+				}
+			}
+		}
+	}
+	// no printable key between "a" and "a " (only control bytes): none
+	if ks, ok := Wide("a", "a ", 1); ok {
+		t.Fatalf("Wide(a, a space) = %q", ks)
 	}
 }

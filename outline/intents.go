@@ -2,6 +2,7 @@ package outline
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
@@ -555,6 +556,13 @@ func (p *Planner) SetPolicy(root string, allow []string, remove bool) error {
 	}
 	if allow == nil {
 		allow = []string{}
+	}
+	for i, a := range allow {
+		// the lexicon's allow list is an open set, but this server does not
+		// write a rule that grants nothing in this version
+		if !slices.Contains(lexicon.AllowRules, a) {
+			return fail(ErrInvalidInput, `use ["mentioned"], or [] to close comments`, "allow[%d]: unknown rule %q grants nothing; the defined rule is \"mentioned\"", i, a)
+		}
 	}
 	list := make([]any, len(allow))
 	for i, a := range allow {

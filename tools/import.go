@@ -70,6 +70,16 @@ func importTool() Tool {
 			return nil, err
 		}
 		sc["lines"] = lines
+		if len(d.Notes) > 0 {
+			// what of the input was not imported (an export's Detached
+			// section), in the diagnostics and the text
+			diags, _ := sc["diagnostics"].([]any)
+			for _, n := range d.Notes {
+				diags = append(diags, n)
+			}
+			sc["diagnostics"] = diags
+			res.Content = append(res.Content, mcp.NewTextContent("Note: "+strings.Join(d.Notes, "\nNote: ")))
+		}
 		res.StructuredContent = sc
 		if b.Len() > 0 {
 			res.Content = append(res.Content, mcp.NewTextContent("Created from input lines:\n"+b.String()))

@@ -65,5 +65,5 @@ var (
 
 	detachedOutput = outSchema(map[string]any{"detached": tObjs, "contributions": tObjs})
 
-	validateOutput = outSchema(map[string]any{"valid": tBool, "problems": tObjs})
+	validateOutput = outSchema(map[string]any{"valid": tBool, "problems": tObjs, "notes": tObjs})
 )

@@ -34,13 +34,22 @@ func validateRecordTool() Tool {
 			self = &p
 		}
 		raw, _ := json.Marshal(rec)
-		err := validate.Default().JSON(raw, a.Str("collection"), self)
+		notes, err := validate.Default().JSONNotes(raw, a.Str("collection"), self)
+		if notes == nil {
+			notes = []validate.Problem{}
+		}
+		// notes: open-set values (layout, display, allow rules) this
+		// version does not know; valid, but said
+		noteText := ""
+		for _, n := range notes {
+			noteText += "\nnote: " + n.String()
+		}
 		if err == nil {
-			return mcp.NewToolResultStructured(map[string]any{"valid": true, "problems": []validate.Problem{}}, "valid"), nil
+			return mcp.NewToolResultStructured(map[string]any{"valid": true, "problems": []validate.Problem{}, "notes": notes}, "valid"+noteText), nil
 		}
 		var ve *validate.Error
 		if errors.As(err, &ve) {
-			return mcp.NewToolResultStructured(map[string]any{"valid": false, "problems": ve.Problems}, ve.Error()), nil
+			return mcp.NewToolResultStructured(map[string]any{"valid": false, "problems": ve.Problems, "notes": notes}, ve.Error()+noteText), nil
 		}
 		return nil, err
 	}

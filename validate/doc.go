@@ -9,11 +9,17 @@
 // the collection, sortKey is non-empty, references point at the right
 // collection (and, when the record's own URI is known, at the same repository
 // and, for notes, the same record key), root present exactly when the key is
-// not "self", imageAlt with image, allow rules known, facet byte ranges inside
-// the text.
+// not "self", imageAlt with image, facet byte ranges inside the text.
 //
-// Open sets stay open: unknown layout or display values and unknown fields are
-// valid, and nothing is ever stripped from a record.
+// Open sets stay open: every knownValues in the lexicons (layout, display,
+// comment-policy allow rules) admits values this version does not know, and
+// unknown fields are valid; nothing is ever stripped from a record. Check
+// (and JSONNotes) return notes for such values: Bulleted does not render
+// them, or an unknown allow rule grants nothing. Closed enums still refuse.
+// A facet link uri with non-ASCII characters (an IRI, which the reference
+// validator accepts and other clients write) is checked as its
+// percent-encoded form, with a note; links this server detects are written
+// encoded (package facet). Facet checks one derived facet on its own.
 //
 // Data must come from atdata.UnmarshalJSON (not encoding/json), so that blobs,
 // bytes and links have the types the lexicon validator expects; JSON and

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"sort"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/rivo/uniseg"
 
+	"github.com/bulleted-mcp/bulleted-mcp/facet"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
 
@@ -112,6 +114,18 @@ func (v *Validator) JSON(raw []byte, collection string, self *syntax.ATURI) erro
 	return v.Data(data, collection, self)
 }
 
+// JSONNotes is JSON that also returns notes: values of open sets
+// (knownValues) that this version does not know. Such a record is valid
+// and kept as written; a note says Bulleted does not render the value (or,
+// for a comment-policy rule, that it grants nothing).
+func (v *Validator) JSONNotes(raw []byte, collection string, self *syntax.ATURI) ([]Problem, error) {
+	data, err := atdata.UnmarshalJSON(raw)
+	if err != nil {
+		return nil, &Error{Collection: collection, Problems: []Problem{{Msg: "not a JSON object of AT Protocol data: " + err.Error()}}}
+	}
+	return v.Check(data, collection, self, Options{})
+}
+
 // Record validates a record built in Go (plain maps, slices, strings and
 // numbers) by passing it through JSON and atdata, the way it will be sent.
 func (v *Validator) Record(rec map[string]any, collection string, self *syntax.ATURI) error {
@@ -138,6 +152,16 @@ type Options struct {
 
 // DataWith is Data with options.
 func (v *Validator) DataWith(data map[string]any, collection string, self *syntax.ATURI, opt Options) error {
+	_, err := v.Check(data, collection, self, opt)
+	return err
+}
+
+// Check is DataWith that also returns the notes on a record, valid or not:
+// values of open sets (knownValues) that this version does not know. Such a
+// value is valid (an open set admits values a later version adds) and kept
+// as written; the note says Bulleted does not render it, or for a
+// comment-policy rule, that it grants nothing.
+func (v *Validator) Check(data map[string]any, collection string, self *syntax.ATURI, opt Options) ([]Problem, error) {
 	typ, _ := data["$type"].(string)
 	if collection == "" {
 		collection = typ
@@ -149,9 +173,13 @@ func (v *Validator) DataWith(data map[string]any, collection string, self *synta
 	add := func(path, format string, args ...any) {
 		e.Problems = append(e.Problems, Problem{Path: path, Msg: fmt.Sprintf(format, args...)})
 	}
+	var notes []Problem
+	note := func(path, format string, args ...any) {
+		notes = append(notes, Problem{Path: path, Msg: fmt.Sprintf(format, args...)})
+	}
 	if !lexicon.IsCollection(collection) {
 		add("$type", "%q is not an app.bulleted record collection (one of %s)", collection, strings.Join(lexicon.Collections, ", "))
-		return e
+		return nil, e
 	}
 	if typ != collection {
 		if typ == "" {
@@ -159,7 +187,7 @@ func (v *Validator) DataWith(data map[string]any, collection string, self *synta
 		} else {
 			add("$type", "%q does not match the collection %q", typ, collection)
 		}
-		return e
+		return nil, e
 	}
 	if self != nil && self.Collection().String() != collection {
 		add("", "record URI %s is not in collection %s", self, collection)
@@ -167,22 +195,78 @@ func (v *Validator) DataWith(data map[string]any, collection string, self *synta
 
 	rec, err := v.recordSchema(collection)
 	if err != nil {
-		return err // a bug: the schemas are embedded
+		return nil, err // a bug: the schemas are embedded
 	}
-	e.Problems = append(e.Problems, v.schemaProblems(collection, rec, data)...)
+	data = iriLinks(data, note)
+	rules(collection, data, self, opt, add, note)
+	w := v.walk(collection, rec, data, notes)
+	e.Problems = append(e.Problems, w.problems...)
+	notes = append(notes, w.notes...)
+	sort.SliceStable(notes, func(i, j int) bool { return notes[i].Path < notes[j].Path })
 	if self != nil {
 		keyRule(self, rec.Key, add)
 	}
-	rules(collection, data, self, opt, add)
 
 	if len(e.Problems) == 0 {
 		e.Problems = append(e.Problems, v.authority(collection, data)...)
 	}
 	if len(e.Problems) == 0 {
-		return nil
+		return notes, nil
 	}
 	sort.SliceStable(e.Problems, func(i, j int) bool { return e.Problems[i].Path < e.Problems[j].Path })
-	return e
+	return notes, e
+}
+
+// iriLinks returns data, for checking only, with each facet link uri that
+// is an IRI (non-ASCII characters, as in "https://de.wikipedia.org/wiki/Köln")
+// replaced by its percent-encoded URI, with a note for each. The reference
+// validator accepts such a uri and other clients write them; the lexicon's
+// "uri" format (RFC 3986) wants the encoded form, which is what this server
+// writes for the links it detects. A record as written is never changed:
+// the copy shares everything else with data.
+func iriLinks(data map[string]any, note func(string, string, ...any)) map[string]any {
+	fs, ok := data["facets"].([]any)
+	if !ok {
+		return data
+	}
+	var nfs []any
+	for i, f := range fs {
+		fm, _ := f.(map[string]any)
+		feats, _ := fm["features"].([]any)
+		var nfeats []any
+		for j, ft := range feats {
+			m, _ := ft.(map[string]any)
+			u, _ := m["uri"].(string)
+			if m["$type"] != facet.TypeLink || u == "" || !strings.ContainsFunc(u, func(r rune) bool { return r >= 0x80 }) {
+				continue
+			}
+			enc := facet.LinkURI(u)
+			if _, err := syntax.ParseURI(enc); err != nil {
+				continue // not an IRI that encodes to a URI: the walker says why
+			}
+			if nfeats == nil {
+				nfeats = append([]any(nil), feats...)
+			}
+			nm := maps.Clone(m)
+			nm["uri"] = enc
+			nfeats[j] = nm
+			note(fmt.Sprintf("facets[%d].features[%d].uri", i, j), "%q has non-ASCII characters: valid as the reference validator reads it and kept as written, but a URI proper (RFC 3986) percent-encodes them: %q", u, enc)
+		}
+		if nfeats != nil {
+			if nfs == nil {
+				nfs = append([]any(nil), fs...)
+			}
+			nf := maps.Clone(fm)
+			nf["features"] = nfeats
+			nfs[i] = nf
+		}
+	}
+	if nfs == nil {
+		return data
+	}
+	out := maps.Clone(data)
+	out["facets"] = nfs
+	return out
 }
 
 // recordSchema resolves a record collection's schema in the catalog.
@@ -201,9 +285,18 @@ func (v *Validator) recordSchema(collection string) (indigolex.SchemaRecord, err
 // schemaProblems walks data against the record schema, giving each problem
 // its field path.
 func (v *Validator) schemaProblems(collection string, rec indigolex.SchemaRecord, data map[string]any) []Problem {
-	w := walker{cat: v.cat}
+	return v.walk(collection, rec, data, nil).problems
+}
+
+// walk runs the walker over data; notes already made by the record-level
+// rules mark paths the walker need not note again.
+func (v *Validator) walk(collection string, rec indigolex.SchemaRecord, data map[string]any, notes []Problem) *walker {
+	w := &walker{cat: v.cat, noted: map[string]bool{}}
+	for _, n := range notes {
+		w.noted[n.Path] = true // the rule's own note says more
+	}
 	w.object(collection, rec.Record, data, "")
-	return w.problems
+	return w
 }
 
 // authority is indigo's validator, which has the last word on data the
@@ -230,7 +323,7 @@ func keyRule(self *syntax.ATURI, keyType string, add func(string, string, ...any
 }
 
 // rules checks what a lexicon cannot express.
-func rules(collection string, d map[string]any, self *syntax.ATURI, opt Options, add func(string, string, ...any)) {
+func rules(collection string, d map[string]any, self *syntax.ATURI, opt Options, add, note func(string, string, ...any)) {
 	str := func(k string) (string, bool) {
 		s, ok := d[k].(string)
 		return s, ok
@@ -287,8 +380,10 @@ func rules(collection string, d map[string]any, self *syntax.ATURI, opt Options,
 			if allow, ok := d["allow"].([]any); ok {
 				for i, r := range allow {
 					s, _ := r.(string)
+					// an open set (knownValues): valid, but a rule this
+					// version does not know grants nothing
 					if s != "" && !contains(lexicon.AllowRules, s) {
-						add(fmt.Sprintf("allow[%d]", i), "unknown rule %q grants nothing; the defined rule is \"mentioned\" (or use an empty list to close comments)", s)
+						note(fmt.Sprintf("allow[%d]", i), "rule %q is not one Bulleted knows, so it grants nothing there (valid: the allow list is an open set); the defined rule is \"mentioned\"", s)
 					}
 				}
 			}
@@ -368,6 +463,8 @@ func Count(n int) string {
 type walker struct {
 	cat      indigolex.Catalog
 	problems []Problem
+	notes    []Problem       // open-set values this version does not know
+	noted    map[string]bool // paths a rule already noted
 }
 
 func (w *walker) add(path, format string, args ...any) {
@@ -423,6 +520,9 @@ func (w *walker) value(nsid string, def any, d any, path string) {
 			if g := uniseg.GraphemeClusterCount(str); g > *s.MaxGraphemes {
 				w.add(path, "%s graphemes, the limit is %s", Count(g), Count(*s.MaxGraphemes))
 			}
+		}
+		if len(s.KnownValues) > 0 && !contains(s.KnownValues, str) && !w.noted[path] {
+			w.notes = append(w.notes, Problem{Path: path, Msg: fmt.Sprintf("%q is not one of the values Bulleted renders (%s); valid (an open set) and kept as written", str, strings.Join(s.KnownValues, ", "))})
 		}
 		sc := s
 		sc.MaxLength, sc.MaxGraphemes = nil, nil
@@ -540,4 +640,36 @@ func typeName(d any) string {
 		return "null"
 	}
 	return reflect.TypeOf(d).String()
+}
+
+// FacetDef is the lexicon of the facets in a record's facets array.
+const FacetDef = "app.bsky.richtext.facet"
+
+// Facet checks one app.bsky.richtext.facet object built in Go (index and
+// features) against its lexicon, so that a facet derived from text can be
+// left out, rather than refuse the record, when it would not be valid.
+// Paths start at the facet ("features[0].uri").
+func (v *Validator) Facet(f map[string]any) error {
+	e := &Error{Collection: FacetDef}
+	raw, err := json.Marshal(f)
+	if err != nil {
+		e.Problems = append(e.Problems, Problem{Msg: "cannot encode facet: " + err.Error()})
+		return e
+	}
+	data, err := atdata.UnmarshalJSON(raw)
+	if err != nil {
+		e.Problems = append(e.Problems, Problem{Msg: "not AT Protocol data: " + err.Error()})
+		return e
+	}
+	schema, err := v.cat.Resolve(FacetDef)
+	if err != nil {
+		return fmt.Errorf("resolving %s: %w", FacetDef, err) // a bug: embedded
+	}
+	w := walker{cat: v.cat, noted: map[string]bool{}}
+	w.value(FacetDef, schema.Def, data, "")
+	if len(w.problems) == 0 {
+		return nil
+	}
+	e.Problems = w.problems
+	return e
 }

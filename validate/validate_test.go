@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	indigolex "github.com/bluesky-social/indigo/atproto/lexicon"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 )
 
@@ -18,6 +19,10 @@ type vector struct {
 	Valid      bool            `json:"valid"`
 	Path       string          `json:"path"`
 	Contains   string          `json:"contains"`
+	// a note expected on the record (an open-set value this version
+	// does not know): valid, but said
+	NotePath     string `json:"notePath"`
+	NoteContains string `json:"noteContains"`
 }
 
 func TestVectors(t *testing.T) {
@@ -43,7 +48,16 @@ func TestVectors(t *testing.T) {
 				}
 				self = &u
 			}
-			err := v.JSON(c.Record, c.Collection, self)
+			notes, err := v.JSONNotes(c.Record, c.Collection, self)
+			if c.NoteContains != "" {
+				found := false
+				for _, n := range notes {
+					found = found || (n.Path == c.NotePath && strings.Contains(n.Msg, c.NoteContains))
+				}
+				if !found {
+					t.Fatalf("no note at %q containing %q; got %v", c.NotePath, c.NoteContains, notes)
+				}
+			}
 			if c.Valid {
 				if err != nil {
 					t.Fatalf("want valid, got %v", err)
@@ -124,5 +138,67 @@ func TestKeptParent(t *testing.T) {
 				t.Fatalf("refused for another reason: %v", err)
 			}
 		})
+	}
+}
+
+// TestOpenAndClosedSets: every knownValues in the lexicons is an open set:
+// a value this version does not know is valid, with a note; a closed enum
+// still refuses a value outside it. The lexicons have no closed enum on a
+// record field today, so the enum is checked on the walker directly.
+func TestOpenAndClosedSets(t *testing.T) {
+	v := Default()
+	open := 0
+	for _, coll := range []string{"app.bulleted.node", "app.bulleted.mirror", "app.bulleted.note", "app.bulleted.comment", "app.bulleted.commentPolicy", "app.bulleted.outline"} {
+		sch, err := v.cat.Resolve(coll)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := sch.Def.(indigolex.SchemaRecord).Record
+		for name, p := range rec.Properties {
+			var s indigolex.SchemaString
+			switch d := p.Inner.(type) {
+			case indigolex.SchemaString:
+				s = d
+			case indigolex.SchemaArray:
+				s, _ = d.Items.Inner.(indigolex.SchemaString)
+			}
+			if len(s.KnownValues) == 0 {
+				continue
+			}
+			open++
+			if len(s.Enum) > 0 {
+				t.Fatalf("%s.%s has both enum and knownValues", coll, name)
+			}
+			w := walker{cat: v.cat}
+			w.value(coll, s, "somethingLater", name)
+			if len(w.problems) != 0 || len(w.notes) != 1 {
+				t.Fatalf("%s.%s: an unknown value gave problems %v, notes %v; want valid with one note", coll, name, w.problems, w.notes)
+			}
+		}
+	}
+	if open < 3 {
+		t.Fatalf("found %d open sets, want layout, display and allow at least", open)
+	}
+	w := walker{cat: v.cat}
+	w.value("x", indigolex.SchemaString{Type: "string", Enum: []string{"a", "b"}}, "c", "closed")
+	if len(w.problems) != 1 || w.problems[0].Path != "closed" {
+		t.Fatalf("a value outside a closed enum: problems %v", w.problems)
+	}
+}
+
+// TestFacet: one derived facet is checked against app.bsky.richtext.facet,
+// with paths from the facet.
+func TestFacet(t *testing.T) {
+	f := func(uri string) map[string]any {
+		return map[string]any{"index": map[string]any{"byteStart": 0, "byteEnd": 5},
+			"features": []any{map[string]any{"$type": "app.bsky.richtext.facet#link", "uri": uri}}}
+	}
+	if err := Default().Facet(f("https://en.wikipedia.org/wiki/Z%C3%BCrich")); err != nil {
+		t.Fatal(err)
+	}
+	err := Default().Facet(f("https://en.wikipedia.org/wiki/Zürich"))
+	var ve *Error
+	if !errors.As(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Path != "features[0].uri" {
+		t.Fatalf("a non-ASCII uri: %v", err)
 	}
 }

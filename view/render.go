@@ -7,6 +7,7 @@ import (
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
+	"github.com/bulleted-mcp/bulleted-mcp/markup"
 	"github.com/bulleted-mcp/bulleted-mcp/outline"
 )
 
@@ -116,12 +117,17 @@ func (v *View) Enrich(t *outline.Tree, other Trees) []string {
 	return notes
 }
 
-// all is the root (if any) and the page's rows in pre-order.
+// all is the root (if any), the page's rows in pre-order and the detached
+// rows (if asked for).
 func (v *View) all() []*Row {
+	out := v.flat
 	if v.Root != nil {
-		return append([]*Row{v.Root}, v.flat...)
+		out = append([]*Row{v.Root}, v.flat...)
 	}
-	return v.flat
+	if len(v.detachedFlat) > 0 {
+		out = append(append([]*Row(nil), out...), v.detachedFlat...)
+	}
+	return out
 }
 
 // base is the indentation of depth-1 rows.
@@ -292,6 +298,18 @@ func (v *View) Markdown() string {
 			mirrored(r.Mirror.Rows, d+1)
 		}
 	}
+	if len(v.Detached) > 0 {
+		// a marked section after the outline: the marker comment tells
+		// import_outline (package markup) to skip it, and say so
+		n, rows := v.DetachedCount()
+		fmt.Fprintf(&b, "\n%s %d detached bullet(s), %d row(s) with their children: their parent does not resolve (list_detached; re-attach with move_node). Not part of the outline above; import_outline skips this section and says so. -->\n## Detached\n\n", markup.DetachedMarker, n, rows)
+		for _, r := range v.detachedFlat {
+			mdRow(&b, r, r.Depth-1)
+			if r.Mirror != nil {
+				mirrored(r.Mirror.Rows, r.Depth)
+			}
+		}
+	}
 	if c := v.Continue("read_outline with format=markdown"); c != "" {
 		fmt.Fprintf(&b, "\n<!-- %s -->\n", strings.ReplaceAll(c, "--", "- -"))
 	}
@@ -310,6 +328,8 @@ func mdRow(b *strings.Builder, r *Row, d int) {
 		mark = " _(by " + r.Author + ", read-only)_"
 	case r.Mirrored != "":
 		mark = " _(mirrored, read-only)_"
+	case r.Detached != "":
+		mark = " _(detached: " + oneLine(r.Detached) + ")_"
 	}
 	switch {
 	case r.Mirror != nil:
@@ -407,6 +427,7 @@ func (v *View) OPML() string {
 			}
 			attr("_display", r.Display)
 			attr("_author", r.Author)
+			attr("_detached", r.Detached)
 			if r.ReadOnly {
 				b.WriteString(` _readOnly="true"`)
 			}
@@ -424,6 +445,17 @@ func (v *View) OPML() string {
 		walk([]*Row{&root})
 	} else {
 		walk(v.Nodes)
+	}
+	if len(v.Detached) > 0 {
+		// a marked outline after the outline: package markup skips it
+		// (and says so); other readers see a "Detached" outline
+		n, rows := v.DetachedCount()
+		fmt.Fprintf(&b, "<!-- %d detached bullet(s), %d row(s) with their children: their parent does not resolve (list_detached; re-attach with move_node); not part of the outline above -->\n", n, rows)
+		b.WriteString(`<outline text="Detached"`)
+		attr("_detached", markup.DetachedSection)
+		b.WriteString(">\n")
+		walk(v.Detached)
+		b.WriteString("</outline>\n")
 	}
 	b.WriteString("</body></opml>\n")
 	if c := v.Continue("read_outline with format=opml"); c != "" {

@@ -70,11 +70,18 @@ type View struct {
 	Cursor    string      `json:"cursor,omitempty"`
 	// Hidden counts rows shown with children below the depth bound.
 	Hidden int `json:"hiddenBelowDepth,omitempty"`
+	// Detached are the bullets whose parent does not resolve (the ones
+	// list_detached shows), with their subtrees, when Options.Detached
+	// asks for them (the whole-outline export): not part of the outline,
+	// so not in Nodes. Each detached bullet's row says why in its detached
+	// field; rows below it are its children.
+	Detached []*Row `json:"detached,omitempty"`
 
-	flat  []*Row
-	depth int
-	node  string
-	first bool // the first page (no cursor given)
+	flat         []*Row
+	detachedFlat []*Row
+	depth        int
+	node         string
+	first        bool // the first page (no cursor given)
 }
 
 // Options of a read.
@@ -86,6 +93,9 @@ type Options struct {
 	Contributions Contributions
 	// Fields puts every record field in Row.Extra (the fidelity export).
 	Fields bool
+	// Detached puts the detached bullets and their subtrees, whole, in
+	// View.Detached (a read of the whole outline, root nil, only).
+	Detached bool
 }
 
 // DefaultLimit of rows in one page, so a huge outline does not flood the
@@ -277,6 +287,9 @@ func Read(t *outline.Tree, root *outline.Item, o Options) (*View, error) {
 		w.rows[root] = nil
 	}
 	w.resume(w.children(top), 1, path, root)
+	if o.Detached && root == nil {
+		v.detachedRows(t, o.Fields)
+	}
 	v.Total = w.count
 	v.Hidden = w.hidden
 	if w.hidden > 0 {
@@ -318,11 +331,49 @@ func (v *View) Flat() []*Row {
 	return out
 }
 
-// FlatView is the view with flat rows.
+// FlatView is the view with flat rows (the detached ones too).
 func (v *View) FlatView() *View {
 	c := *v
 	c.Nodes = v.Flat()
+	if len(v.Detached) > 0 {
+		c.Detached = make([]*Row, len(v.detachedFlat))
+		for i, r := range v.detachedFlat {
+			d := *r
+			d.Children = nil
+			c.Detached[i] = &d
+		}
+	}
 	return &c
+}
+
+// detachedRows renders t's detached bullets with their whole subtrees
+// into v.Detached (nested) and v.detachedFlat (pre-order). A detached
+// bullet is at depth 1. Its reason is the row's detached field; one whose
+// parent is in another repository may be a contribution to a shared
+// outline there, which this read cannot tell, and the reason says so.
+func (v *View) detachedRows(t *outline.Tree, fields bool) {
+	var walk func(items []*outline.Item, d int) []*Row
+	walk = func(items []*outline.Item, d int) []*Row {
+		var out []*Row
+		for _, it := range items {
+			r := rowOf(t, it, fields)
+			r.Depth = d
+			if d == 1 && strings.HasPrefix(r.Detached, "parent is in another repository") {
+				r.Detached += " (if that outline lists this identity as a contributor it is shared, not detached; not checked here)"
+			}
+			v.detachedFlat = append(v.detachedFlat, r)
+			out = append(out, r)
+			r.Children = walk(it.Children, d+1)
+		}
+		return out
+	}
+	v.Detached = walk(t.Detached, 1)
+}
+
+// DetachedCount is the number of detached bullets in the view and of rows
+// with their subtrees.
+func (v *View) DetachedCount() (bullets, rows int) {
+	return len(v.Detached), len(v.detachedFlat)
 }
 
 // contributionRow corrects the row of a contributor's bullet rendered in

@@ -36,3 +36,17 @@ func TestValidateExitCodes(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateOpenSetNote: a comment policy with a rule Bulleted does not
+// know is valid (the allow list is an open set; it used to be refused),
+// and stderr says the rule grants nothing.
+func TestValidateOpenSetNote(t *testing.T) {
+	var out, errb bytes.Buffer
+	in := `{"$type":"app.bulleted.commentPolicy","allow":["everyone"],"createdAt":"2026-07-30T09:30:00.000Z"}`
+	if code := run([]string{"validate", "-"}, strings.NewReader(in), &out, &errb); code != 0 {
+		t.Fatalf("exit %d; stdout=%s stderr=%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "-: ok") || !strings.Contains(errb.String(), "-: note: allow[0]: ") || !strings.Contains(errb.String(), "grants nothing") {
+		t.Fatalf("stdout=%q stderr=%q", out.String(), errb.String())
+	}
+}

@@ -24,6 +24,7 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/bulleted-mcp/bulleted-mcp/hosted"
+	"github.com/bulleted-mcp/bulleted-mcp/markup"
 	"github.com/bulleted-mcp/bulleted-mcp/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/server"
 	"github.com/bulleted-mcp/bulleted-mcp/store"
@@ -316,7 +317,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 }
 
 func runExport(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs, dir := newFlags("export", "Usage: bulleted-mcp export [--store DIR] [--format car|json|markdown|opml] [--node KEY] [FILE]\n\nWrites the embedded repository (standard output without FILE): car is the\nrepository itself; json the whole outline as app.bulleted.getOutline rows in\npre-order with every record field; markdown and opml the whole outline (or\nthe subtree of --node), with no depth or row limit.", stderr)
+	fs, dir := newFlags("export", "Usage: bulleted-mcp export [--store DIR] [--format car|json|markdown|opml] [--node KEY] [FILE]\n\nWrites the embedded repository (standard output without FILE): car is the\nrepository itself; json the whole outline as app.bulleted.getOutline rows in\npre-order with every record field; markdown and opml the whole outline (or\nthe subtree of --node), with no depth or row limit. A whole-outline export ends\nwith the detached bullets (parent does not resolve; list_detached) and their\nchildren, marked: json \"detached\" rows, markdown a \"Detached\" section, opml an\n<outline _detached=\"section\">; stderr says how many.", stderr)
 	format := fs.String("format", "car", "car, json, markdown or opml")
 	node := fs.String("node", "", "export only this bullet's subtree (record key or at:// URI; not with car)")
 	if code, ok := parse(fs, args); !ok {
@@ -347,7 +348,11 @@ func runExport(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if *format == "car" {
 		err = repo.ExportCAR(&out)
 	} else {
-		err = exportOutline(&out, repo, *format, *node)
+		var det exportedDetached
+		det, err = exportOutline(&out, repo, *format, *node)
+		if err == nil {
+			det.report(stderr, *format, *node)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
@@ -367,35 +372,63 @@ func runExport(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// exportedDetached counts the detached bullets an export wrote (and the
+// rows with their children), or, for a subtree export, those it left out.
+type exportedDetached struct {
+	bullets, rows int
+	left          int
+}
+
+// report says on stderr what became of the detached bullets.
+func (d exportedDetached) report(stderr io.Writer, format, node string) {
+	switch {
+	case node != "" && d.left > 0:
+		fmt.Fprintf(stderr, "bulleted-mcp: export of %s's subtree: the %d detached bullet(s) of the repository are not in it (export without --node to include them)\n", node, d.left)
+	case d.bullets > 0:
+		where := `in "detached" (each row's "detached" field says why)`
+		switch format {
+		case "markdown":
+			where = `in the "Detached" section at the end (after a ` + markup.DetachedMarker + ` comment; import_outline skips it)`
+		case "opml":
+			where = `in the <outline _detached="section"> at the end (import_outline skips it)`
+		}
+		fmt.Fprintf(stderr, "bulleted-mcp: exported %d detached bullet(s) (%d row(s) with their children) %s: their parent does not resolve; they are not part of the outline\n", d.bullets, d.rows, where)
+	}
+}
+
 // exportOutline writes the whole outline (or node's subtree) with no row
-// or depth limit.
-func exportOutline(w io.Writer, repo store.Repository, format, node string) error {
+// or depth limit; a whole-outline export ends with the detached bullets
+// and their subtrees, marked as detached.
+func exportOutline(w io.Writer, repo store.Repository, format, node string) (exportedDetached, error) {
+	var det exportedDetached
 	t, err := outline.New(repo).Tree(context.Background())
 	if err != nil {
-		return err
+		return det, err
 	}
 	var root *outline.Item
 	if node != "" {
 		if root, err = t.Resolve(node); err != nil {
-			return err
+			return det, err
 		}
+		det.left = len(t.Detached)
 	}
-	v, err := view.Read(t, root, view.Options{Depth: math.MaxInt32, Limit: -1, Fields: true})
+	v, err := view.Read(t, root, view.Options{Depth: math.MaxInt32, Limit: -1, Fields: true, Detached: true})
 	if err != nil {
-		return err
+		return det, err
 	}
 	v.Enrich(t, nil)
+	det.bullets, det.rows = v.DetachedCount()
 	switch format {
 	case "json":
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(v.FlatView())
+		return det, enc.Encode(v.FlatView())
 	case "markdown":
 		_, err = io.WriteString(w, v.Markdown())
 	case "opml":
 		_, err = io.WriteString(w, v.OPML())
 	}
-	return err
+	return det, err
 }
 
 func runImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {

@@ -28,6 +28,8 @@ record-level rules. Each FILE holds one record or a JSON array of records;
 the record's own URI (co-keyed notes, root iff key is not self).
 
 Prints "FILE: ok", or one line per problem: FILE[INDEX]: PATH: MESSAGE.
+Values of open sets (layout, display, comment-policy rules) that Bulleted
+does not know are valid; each gets a line on stderr: FILE: note: PATH: ….
 Exit status: 0 all valid, 1 any invalid, 2 usage error or unreadable input.
 
 Flags:`)
@@ -69,7 +71,11 @@ Flags:`)
 				label = fmt.Sprintf("%s[%d]", name, i)
 			}
 			body, self := unwrap(r)
-			err := v.JSON(body, *collection, self)
+			notes, err := v.JSONNotes(body, *collection, self)
+			for _, n := range notes {
+				// an open-set value this version does not know: valid
+				fmt.Fprintf(stderr, "%s: note: %s\n", label, n)
+			}
 			if err == nil {
 				continue
 			}
