@@ -74,12 +74,18 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		return err
 	}
 	sort.Strings(names)
+	seen := map[int]string{}
 	for _, name := range names {
 		base := strings.TrimPrefix(name, "migrations/")
 		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
 		if err != nil {
 			return fmt.Errorf("migration %s: no version number", base)
 		}
+		if prev, dup := seen[v]; dup {
+			// one of them would be skipped as already applied
+			return fmt.Errorf("migrations %s and %s have the same version number", prev, base)
+		}
+		seen[v] = base
 		var done bool
 		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)", v).Scan(&done); err != nil {
 			return err

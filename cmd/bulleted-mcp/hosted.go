@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 
 	"github.com/bulleted-mcp/bulleted-mcp/hosted"
@@ -15,6 +16,7 @@ import (
 type hostedFlags struct {
 	addr, publicURL, database, dir, plc string
 	origins                             []string
+	proxies                             []netip.Prefix
 	opts                                server.Options
 }
 
@@ -37,7 +39,7 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 	}
 	defer db.Close()
 	s, err := hosted.New(ctx, hosted.Config{PublicURL: f.publicURL, DB: db, Sealer: sealer, DataDir: f.dir,
-		Directory: pds.Directory(f.plc), Server: f.opts, AllowOrigins: f.origins})
+		Directory: pds.Directory(f.plc), Server: f.opts, AllowOrigins: f.origins, TrustedProxies: f.proxies})
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 2
@@ -48,6 +50,11 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 		return 1
 	}
 	fmt.Fprintf(stderr, "bulleted-mcp: hosted on %s (listening on %s), resource %s\n", f.publicURL, ln.Addr(), s.Resource())
+	// expired authorization requests, codes and tokens: pruned by every
+	// instance (in batches the others skip)
+	go s.RunPruner(ctx, 0, func(format string, args ...any) {
+		fmt.Fprintf(stderr, "bulleted-mcp: "+format+"\n", args...)
+	})
 	hs := server.NewHTTPServer(s.Handler())
 	if err := server.Serve(ctx, hs, ln, shutdownGrace); err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
