@@ -414,3 +414,47 @@ func TestRedirectURIs(t *testing.T) {
 		t.Fatalf("%d clients stored, want %d", n, len(good)+1)
 	}
 }
+
+// TestMCPStreamNotCut: the body deadline bounds reading, not the response:
+// a GET /mcp listening stream (SSE) outlives it, and a POST whose body was
+// read in time is answered after it.
+func TestMCPStreamNotCut(t *testing.T) {
+	const deadline = 300 * time.Millisecond
+	in := newEnv(t).start(t, func(c *Config) { c.BodyTimeout, c.MCPBodyTimeout = deadline, deadline })
+	cid := registerClient(t, in)
+	code := seedGrant(t, in, cid, "did:plc:aaaaaaaaaaaaaaaaaaaaaaaa", verifier, ScopeRead)
+	st, out := exchange(t, in, cid, code, verifier, testRedirect)
+	if st != 200 {
+		t.Fatalf("token: %d %v", st, out)
+	}
+	tok := out["access_token"].(string)
+	req, _ := http.NewRequest("GET", in.URL+"/mcp", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /mcp: %d", resp.StatusCode)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, resp.Body)
+		ended <- err
+	}()
+	// the stream lives past the deadline several times, and a POST with its
+	// body at once is answered each time
+	for i := 0; i < 4; i++ {
+		time.Sleep(deadline)
+		select {
+		case err := <-ended:
+			t.Fatalf("the SSE stream ended after %v (body deadline %v): %v", time.Duration(i+1)*deadline, deadline, err)
+		default:
+		}
+		if st, _ := mcpStatus(t, in, tok, ""); st != 200 {
+			t.Fatalf("POST /mcp: %d", st)
+		}
+	}
+}
