@@ -1,0 +1,25 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestTrustedProxyFlag: --trusted-proxy takes addresses and CIDR prefixes,
+// repeated or comma-separated, and refuses anything else.
+func TestTrustedProxyFlag(t *testing.T) {
+	var l prefixList
+	for _, v := range []string{"10.0.0.1", "192.168.0.0/16, ::1", "2001:db8::/32"} {
+		if err := l.Set(v); err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+	}
+	if got, want := l.String(), "10.0.0.1/32,192.168.0.0/16,::1/128,2001:db8::/32"; got != want {
+		t.Fatalf("parsed %s, want %s", got, want)
+	}
+	var stderr bytes.Buffer
+	if code := runServe([]string{"--trusted-proxy", "proxy.example"}, nil, &bytes.Buffer{}, &stderr); code != 2 || !strings.Contains(stderr.String(), "not an IP address or CIDR prefix") {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+}
