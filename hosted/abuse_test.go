@@ -458,3 +458,25 @@ func TestMCPStreamNotCut(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitsSet: serve's --rate-limit form.
+func TestLimitsSet(t *testing.T) {
+	var l Limits
+	if got, want := l.String(), "register=1/s:30,authorize=0.5/s:30,token=5/s:60"; got != want {
+		t.Fatalf("defaults: %s, want %s", got, want)
+	}
+	if err := l.Set("token=20/s:200,register=60/m"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Set("authorize=off"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.String(), "register=1/s:60,authorize=off,token=20/s:200"; got != want {
+		t.Fatalf("%s, want %s", got, want)
+	}
+	for _, bad := range []string{"token", "tokens=1/s", "token=1", "token=0/s", "token=-1/s", "token=1/d", "token=1/s:0", "token=1/s:x", "token=NaN/s", "token=Inf/s"} {
+		if err := (&Limits{}).Set(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -298,4 +299,68 @@ func (s *Server) trusted(ip netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// Set sets endpoints' limits from NAME=N/UNIT[:BURST] (UNIT s, m or h;
+// BURST defaults to N, at least 1) or NAME=off, NAME being register,
+// authorize or token, comma-separated: the form of serve's --rate-limit.
+func (l *Limits) Set(v string) error {
+	for _, one := range strings.Split(v, ",") {
+		if err := l.setOne(one); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Limits) setOne(v string) error {
+	name, spec, ok := strings.Cut(strings.TrimSpace(v), "=")
+	var target *RateLimit
+	switch name {
+	case "register":
+		target = &l.Register
+	case "authorize":
+		target = &l.Authorize
+	case "token":
+		target = &l.Token
+	}
+	if !ok || target == nil {
+		return fmt.Errorf("%q: want register, authorize or token=N/UNIT[:BURST] (e.g. token=20/s:200) or =off", v)
+	}
+	if spec == "off" {
+		*target = RateLimit{Rate: rate.Inf}
+		return nil
+	}
+	rs, bs, hasBurst := strings.Cut(spec, ":")
+	ns, unit, ok := strings.Cut(rs, "/")
+	per := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}[unit]
+	n, err := strconv.ParseFloat(ns, 64)
+	if !ok || per == 0 || err != nil || n <= 0 || math.IsInf(n, 0) || math.IsNaN(n) {
+		return fmt.Errorf("%q: the rate must be N/s, N/m or N/h with N > 0 (e.g. %s=20/s:200)", v, name)
+	}
+	burst := int(math.Ceil(n))
+	if hasBurst {
+		if burst, err = strconv.Atoi(bs); err != nil || burst < 1 {
+			return fmt.Errorf("%q: the burst must be a whole number of requests, at least 1", v)
+		}
+	}
+	*target = RateLimit{Rate: rate.Limit(n / per.Seconds()), Burst: burst}
+	return nil
+}
+
+// String is the limits in Set's form (defaults filled in).
+func (l Limits) String() string {
+	var out []string
+	for _, x := range []struct {
+		name   string
+		l, def RateLimit
+	}{{"register", l.Register, defaultLimits.Register}, {"authorize", l.Authorize, defaultLimits.Authorize}, {"token", l.Token, defaultLimits.Token}} {
+		r := x.l.or(x.def)
+		if r.Rate == rate.Inf {
+			out = append(out, x.name+"=off")
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s=%s/s:%d", x.name, strconv.FormatFloat(float64(r.Rate), 'g', 4, 64), r.Burst))
+	}
+	return strings.Join(out, ",")
 }

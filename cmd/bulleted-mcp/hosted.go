@@ -17,6 +17,7 @@ type hostedFlags struct {
 	addr, publicURL, database, dir, plc string
 	origins                             []string
 	proxies                             []netip.Prefix
+	limits                              hosted.Limits
 	opts                                server.Options
 }
 
@@ -39,7 +40,7 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 	}
 	defer db.Close()
 	s, err := hosted.New(ctx, hosted.Config{PublicURL: f.publicURL, DB: db, Sealer: sealer, DataDir: f.dir,
-		Directory: pds.Directory(f.plc), Server: f.opts, AllowOrigins: f.origins, TrustedProxies: f.proxies})
+		Directory: pds.Directory(f.plc), Server: f.opts, AllowOrigins: f.origins, TrustedProxies: f.proxies, Limits: f.limits})
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 2
@@ -50,6 +51,7 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 		return 1
 	}
 	fmt.Fprintf(stderr, "bulleted-mcp: hosted on %s (listening on %s), resource %s\n", f.publicURL, ln.Addr(), s.Resource())
+	fmt.Fprintf(stderr, "bulleted-mcp: rate limits per client address: %s (%s)\n", f.limits, clientAddrSource(f.proxies))
 	// expired authorization requests, codes and tokens: pruned by every
 	// instance (in batches the others skip)
 	go s.RunPruner(ctx, 0, func(format string, args ...any) {
@@ -62,4 +64,12 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 	}
 	fmt.Fprintln(stderr, "bulleted-mcp: stopped")
 	return 0
+}
+
+// clientAddrSource says which address the rate limits count.
+func clientAddrSource(proxies []netip.Prefix) string {
+	if len(proxies) == 0 {
+		return "the connection's remote address; X-Forwarded-For ignored"
+	}
+	return fmt.Sprintf("X-Forwarded-For from the trusted proxies %v, else the connection's remote address", proxies)
 }

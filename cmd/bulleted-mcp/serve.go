@@ -129,6 +129,8 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	database := fs.String("database", os.Getenv("BULLETED_MCP_DATABASE"), "hosted mode: a postgres:// URL; many users sign in with OAuth, all state in Postgres (env BULLETED_MCP_DATABASE; needs --http, --public-url and "+hosted.SealKeyEnv+")")
 	var proxies prefixList
 	fs.Var(&proxies, "trusted-proxy", "hosted mode: a reverse proxy (IP or CIDR; repeatable or comma-separated) whose X-Forwarded-For names the client address the rate limits count (default: none, the connection's address counts)")
+	var limits hosted.Limits
+	fs.Var(&limits, "rate-limit", "hosted mode: per-client-address limits, NAME=N/UNIT[:BURST] or NAME=off for register, authorize, token (repeatable or comma-separated; e.g. token=20/s:200)")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -136,7 +138,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	if *database != "" {
 		return serveHosted(ctx, stderr, hostedFlags{addr: *httpAddr, publicURL: *publicURL, database: *database, dir: *dir,
-			plc: *rf.plc, origins: origins, proxies: proxies, opts: server.Options{ReadOnly: *readOnly, Families: strings.Split(*families, ",")}})
+			plc: *rf.plc, origins: origins, proxies: proxies, limits: limits, opts: server.Options{ReadOnly: *readOnly, Families: strings.Split(*families, ",")}})
 	}
 	be, err := openBackend(ctx, *dir, rf)
 	if err != nil {
