@@ -480,3 +480,35 @@ func TestLimitsSet(t *testing.T) {
 		}
 	}
 }
+
+// TestRunPruner: the periodic pruner prunes on its own, says what it
+// deleted, and stops with its context.
+func TestRunPruner(t *testing.T) {
+	in := newEnv(t).start(t, nil)
+	cid := registerClient(t, in)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := in.db.Exec(ctx, `INSERT INTO auth_requests (id, client_id, redirect_uri, code_challenge, scope, resource, csrf_hash, expires_at)
+		SELECT 'ar-old-' || i, $1, $2, 'c', 's', 'r', '\x00', now() - interval '1 second' FROM generate_series(1, 7) i`, cid, testRedirect); err != nil {
+		t.Fatal(err)
+	}
+	logs := make(chan string, 100)
+	stopped := make(chan struct{})
+	go func() {
+		in.RunPruner(ctx, 20*time.Millisecond, func(f string, a ...any) { logs <- fmt.Sprintf(f, a...) })
+		close(stopped)
+	}()
+	select {
+	case msg := <-logs:
+		if !strings.Contains(msg, "pruned 7 expired authorization requests") {
+			t.Fatalf("pruner said %q", msg)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pruner said nothing in 30 s")
+	}
+	if n := countRows(t, in, "auth_requests"); n != 0 {
+		t.Fatalf("%d expired requests left", n)
+	}
+	cancel()
+	<-stopped
+}

@@ -68,15 +68,19 @@ func (s *Server) Prune(ctx context.Context) (PruneStats, error) {
 	return st, nil
 }
 
-// RunPruner prunes every interval (zero: DefaultPruneEvery; each wait
-// jittered by up to a fifth, so that instances spread out) until ctx is
-// done, reporting what it deleted and any failure to logf.
+// RunPruner prunes soon after it starts, then every interval (zero:
+// DefaultPruneEvery; each wait jittered by up to a fifth, so that instances
+// spread out) until ctx is done, reporting what it deleted and any failure
+// to logf.
 func (s *Server) RunPruner(ctx context.Context, every time.Duration, logf func(format string, args ...any)) {
 	if every <= 0 {
 		every = DefaultPruneEvery
 	}
-	for {
-		wait := every + time.Duration(rand.Int64N(int64(every/5)+1))
+	for first := true; ; first = false {
+		wait := time.Duration(rand.Int64N(int64(every/5) + 1))
+		if !first {
+			wait += every
+		}
 		select {
 		case <-ctx.Done():
 			return
