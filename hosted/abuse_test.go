@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/bluesky-social/indigo/atproto/auth/oauth"
@@ -511,4 +512,23 @@ func TestRunPruner(t *testing.T) {
 	}
 	cancel()
 	<-stopped
+}
+
+// TestMigrationList: two migration files with one version number (two
+// branches each adding the next migration) are refused rather than one of
+// them skipped as already applied; the embedded ones are in order.
+func TestMigrationList(t *testing.T) {
+	dup := fstest.MapFS{"migrations/001_init.sql": {}, "migrations/002_a.sql": {}, "migrations/002_b.sql": {}}
+	if _, err := migrationList(dup); err == nil || !strings.Contains(err.Error(), "same version number") {
+		t.Fatalf("duplicate versions: %v", err)
+	}
+	list, err := migrationList(migrations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range list {
+		if m.version != i+1 {
+			t.Fatalf("embedded migration %d is %s", i+1, m.base)
+		}
+	}
 }
