@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"strconv"
@@ -529,6 +530,37 @@ func TestMigrationList(t *testing.T) {
 	for i, m := range list {
 		if m.version != i+1 {
 			t.Fatalf("embedded migration %d is %s", i+1, m.base)
+		}
+	}
+}
+
+// TestClientAddr: the address a request counts against.
+func TestClientAddr(t *testing.T) {
+	plain := &Server{}
+	proxied := &Server{cfg: Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}}
+	for _, c := range []struct {
+		s         *Server
+		remote    string
+		xff, want string
+	}{
+		{plain, "192.0.2.1:5555", "", "192.0.2.1"},
+		{plain, "[::ffff:192.0.2.1]:5555", "", "192.0.2.1"},
+		{plain, "[2001:db8:1:2:3::4]:5555", "", "2001:db8:1:2::/64"},
+		{plain, "[2001:db8:1:2:ffff::9]:1", "", "2001:db8:1:2::/64"}, // one subscriber's /64
+		{plain, "[2001:db8:1:3::1]:1", "", "2001:db8:1:3::/64"},
+		{plain, "192.0.2.1:5555", "203.0.113.5", "192.0.2.1"}, // not a trusted proxy: the header is ignored
+		{proxied, "10.0.0.1:5555", "203.0.113.5", "203.0.113.5"},
+		{proxied, "10.0.0.1:5555", "198.51.100.1, 203.0.113.5, 10.0.0.2", "203.0.113.5"}, // the nearest untrusted hop
+		{proxied, "10.0.0.1:5555", "", "10.0.0.1"},
+		{proxied, "192.0.2.1:5555", "203.0.113.5", "192.0.2.1"},
+	} {
+		r := httptest.NewRequest("GET", "/authorize", nil)
+		r.RemoteAddr = c.remote
+		if c.xff != "" {
+			r.Header.Set("X-Forwarded-For", c.xff)
+		}
+		if got := c.s.clientAddr(r); got != c.want {
+			t.Errorf("%s with X-Forwarded-For %q: %s, want %s", c.remote, c.xff, got, c.want)
 		}
 	}
 }
