@@ -65,16 +65,16 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("/.well-known/oauth-protected-resource", prmHandler)
 	mux.HandleFunc("/.well-known/oauth-authorization-server", s.asMetadata)
 	mux.HandleFunc("/.well-known/openid-configuration", s.asMetadata)
-	mux.HandleFunc("/register", s.register)
-	mux.HandleFunc("/authorize", s.authorize)
-	mux.HandleFunc("/token", s.token)
-	mux.HandleFunc("/revoke", s.revoke)
+	mux.HandleFunc("/register", s.limited(s.limits.register, false, s.register))
+	mux.HandleFunc("/authorize", s.limited(s.limits.authorize, true, s.authorize))
+	mux.HandleFunc("/token", s.limited(s.limits.token, false, s.token))
+	mux.HandleFunc("/revoke", s.limited(s.limits.token, false, s.revoke))
 	mux.HandleFunc("/oauth/client-metadata.json", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, s.ClientMetadata()) })
 	mux.HandleFunc("/oauth/jwks.json", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, s.JWKS()) })
 	mux.HandleFunc("/oauth/callback", s.callback)
 	h := mcpserver.NewStreamableHTTPServer(s.mcp, mcpserver.WithDisableLocalhostProtection(true))
 	mux.Handle("/mcp", s.bearer(h))
-	return mux
+	return s.guardBodies(mux)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -152,22 +152,39 @@ type regClient struct {
 	secretHash []byte
 }
 
+// Redirect URI limits: at most maxRedirects per client, each at most
+// maxRedirectLen bytes.
+const (
+	maxRedirects   = 10
+	maxRedirectLen = 2000
+)
+
+// validRedirect admits https, plain http on a loopback host (127.0.0.1,
+// [::1], localhost), and private-use schemes in reverse-domain form (RFC
+// 8252 §7.1: the scheme contains a period, com.example.app:/cb). Every
+// other scheme (blob:, about:, filesystem:, ms-settings:, javascript:,
+// data:, file: ...) is refused.
 func validRedirect(raw string) error {
+	if len(raw) > maxRedirectLen {
+		return fmt.Errorf("redirect URI %.40q... is over %d bytes", raw, maxRedirectLen)
+	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Fragment != "" || u.Scheme == "" {
 		return fmt.Errorf("redirect URI %q is not an absolute URI without a fragment", raw)
 	}
-	switch u.Scheme {
-	case "https":
+	switch scheme := strings.ToLower(u.Scheme); {
+	case scheme == "https":
 		if u.Host == "" {
 			return fmt.Errorf("redirect URI %q has no host", raw)
 		}
-	case "http":
+	case scheme == "http":
 		if !isLoopbackHost(u.Hostname()) {
-			return fmt.Errorf("redirect URI %q: plain http only on loopback", raw)
+			return fmt.Errorf("redirect URI %q: plain http only on loopback (127.0.0.1, [::1], localhost)", raw)
 		}
-	case "javascript", "data", "file", "vbscript":
-		return fmt.Errorf("redirect URI %q: scheme not allowed", raw)
+	case strings.Contains(scheme, "."):
+		// a private-use scheme of a native application (RFC 8252 §7.1)
+	default:
+		return fmt.Errorf("redirect URI %q: scheme %q not allowed (https, http on loopback, or an application's reverse-domain scheme such as com.example.app:/callback)", raw, u.Scheme+":")
 	}
 	return nil
 }
@@ -175,6 +192,9 @@ func validRedirect(raw string) error {
 func (m *clientMeta) check() error {
 	if len(m.RedirectURIs) == 0 {
 		return oerr(400, "invalid_redirect_uri", "redirect_uris is required")
+	}
+	if len(m.RedirectURIs) > maxRedirects {
+		return oerr(400, "invalid_redirect_uri", "%d redirect_uris: at most %d", len(m.RedirectURIs), maxRedirects)
 	}
 	for _, r := range m.RedirectURIs {
 		if err := validRedirect(r); err != nil {
@@ -215,7 +235,12 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var m clientMeta
-	if err := json.NewDecoder(io.LimitReader(r.Body, formLimit)).Decode(&m); err != nil {
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeOAuthError(w, bodyError(err, "reading the body"))
+		return
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
 		writeOAuthError(w, oerr(400, "invalid_client_metadata", "the body is not a JSON client metadata document: %v", err))
 		return
 	}
@@ -239,7 +264,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	}
 	stored := m
 	stored.ClientSecret = ""
-	raw, _ := json.Marshal(stored)
+	raw, _ = json.Marshal(stored)
 	if _, err := s.db.Exec(r.Context(), "INSERT INTO oauth_clients (client_id, kind, secret_hash, metadata) VALUES ($1, 'dcr', $2, $3)", m.ClientID, secretHash, raw); err != nil {
 		writeOAuthError(w, err)
 		return
@@ -516,9 +541,9 @@ func (s *Server) authorizePost(w http.ResponseWriter, r *http.Request) {
 		s.pageError(w, 403, "cross-origin form submission refused")
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, formLimit)
 	if err := r.ParseForm(); err != nil {
-		s.pageError(w, 400, "bad form")
+		oe := bodyError(err, "bad form")
+		s.pageError(w, oe.status, oe.Desc)
 		return
 	}
 	p, err := s.loadRequest(ctx, "id = $1", r.PostForm.Get("request"), false)
@@ -820,9 +845,8 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		writeOAuthError(w, oerr(405, "invalid_request", "POST a form"))
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, formLimit)
 	if err := r.ParseForm(); err != nil {
-		writeOAuthError(w, oerr(400, "invalid_request", "bad form: %v", err))
+		writeOAuthError(w, bodyError(err, "bad form"))
 		return
 	}
 	ctx := r.Context()
@@ -965,9 +989,8 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		writeOAuthError(w, oerr(405, "invalid_request", "POST a form"))
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, formLimit)
 	if err := r.ParseForm(); err != nil {
-		writeOAuthError(w, oerr(400, "invalid_request", "bad form"))
+		writeOAuthError(w, bodyError(err, "bad form"))
 		return
 	}
 	ctx := r.Context()
@@ -1068,9 +1091,10 @@ func (s *Server) bearer(next http.Handler) http.Handler {
 			return
 		}
 		if r.Method == http.MethodPost && r.Body != nil {
-			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, server.MaxRequestBody))
+			body, err := io.ReadAll(r.Body) // bounded by guardBodies
 			if err != nil {
-				http.Error(w, "request body: "+err.Error(), http.StatusRequestEntityTooLarge)
+				oe := bodyError(err, "request body")
+				http.Error(w, oe.Desc, oe.status)
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))

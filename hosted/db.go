@@ -69,17 +69,12 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		return err
 	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
+	list, err := migrationList(migrations)
 	if err != nil {
 		return err
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		base := strings.TrimPrefix(name, "migrations/")
-		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migration %s: no version number", base)
-		}
+	for _, m := range list {
+		v, base, name := m.version, m.base, m.name
 		var done bool
 		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)", v).Scan(&done); err != nil {
 			return err
@@ -105,6 +100,37 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		}
 	}
 	return nil
+}
+
+type migrationFile struct {
+	version    int
+	base, name string
+}
+
+// migrationList is the migrations in fsys's migrations/*.sql, in order of
+// their version numbers (each file's leading number, which must be unique:
+// of two files with one number, one would be skipped as already applied).
+func migrationList(fsys fs.FS) ([]migrationFile, error) {
+	names, err := fs.Glob(fsys, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var out []migrationFile
+	seen := map[int]string{}
+	for _, name := range names {
+		base := strings.TrimPrefix(name, "migrations/")
+		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: no version number", base)
+		}
+		if prev, dup := seen[v]; dup {
+			return nil, fmt.Errorf("migrations %s and %s have the same version number", prev, base)
+		}
+		seen[v] = base
+		out = append(out, migrationFile{version: v, base: base, name: name})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	return out, nil
 }
 
 // lockKey is the advisory lock key of a name (an identity's budget).

@@ -20,6 +20,13 @@
 //     user's repository, budget ledger (reservations under an advisory lock,
 //     so that all instances together keep to 5,000 points an hour) and
 //     operations journal.
+//   - Abuse: every request body is size-limited and read within a deadline
+//     (408 after it; the deadline is lifted once read, so /mcp streams are
+//     not cut); /register, /authorize and /token have per-client-address
+//     token buckets (429 with Retry-After; X-Forwarded-For believed only
+//     from Config.TrustedProxies); expired requests, codes and tokens are
+//     pruned in batches (RunPruner); redirect URIs are https, loopback http
+//     or reverse-domain private-use schemes, at most 10.
 //
 // Migrations are embedded and applied at start.
 package hosted

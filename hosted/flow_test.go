@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"golang.org/x/time/rate"
 
 	"github.com/bulleted-mcp/bulleted-mcp/pds/pdstest"
 )
@@ -515,8 +516,10 @@ func TestLoad(t *testing.T) {
 	p := testPDS(t)
 	e := newEnv(t)
 	e.plc = p.PLCURL
-	a := e.start(t, nil)
-	b := e.start(t, func(c *Config) { c.PublicURL = a.public })
+	// every user signs in from this one address: no per-address limits
+	off := Limits{Authorize: RateLimit{Rate: rate.Inf}, Token: RateLimit{Rate: rate.Inf}}
+	a := e.start(t, func(c *Config) { c.Limits = off })
+	b := e.start(t, func(c *Config) { c.PublicURL = a.public; c.Limits = off })
 	cid := registerClient(t, a)
 	type u struct {
 		acct   *pdstest.Account

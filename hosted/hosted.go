@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -53,6 +54,18 @@ type Config struct {
 	HourLimit, DayLimit int
 	// Token lifetimes (zero: 1 h, 30 days, 30 s).
 	AccessTTL, RefreshTTL, RefreshGrace time.Duration
+	// BodyTimeout bounds reading a request body on the OAuth endpoints
+	// (zero: 10 s), MCPBodyTimeout on /mcp (zero: 30 s): a body not read
+	// in time is answered 408 and its connection closed.
+	BodyTimeout, MCPBodyTimeout time.Duration
+	// Limits are the per-client-address rate limits of /register,
+	// /authorize and /token (zero: the defaults, see Limits).
+	Limits Limits
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed: a request from one of them is counted against the address
+	// the header names. Without them the header is ignored and the
+	// connection's remote address counts.
+	TrustedProxies []netip.Prefix
 }
 
 // Server is one instance of the hosted service.
@@ -66,6 +79,7 @@ type Server struct {
 	ledger   *Ledger
 	mcp      *mcpserver.MCPServer
 	readOnly map[string]bool // read-only tool names
+	limits   *limiters
 
 	clientKey atcrypto.PrivateKeyExportable
 	keyID     string
@@ -99,6 +113,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, db: cfg.DB, sealer: cfg.Sealer, public: u.Scheme + "://" + u.Host, users: map[string]*user{}}
 	s.resource = s.public + "/mcp"
 	s.origin = strings.ToLower(s.public)
+	s.limits = newLimiters(cfg.Limits)
 	s.ledger = &Ledger{DB: cfg.DB, Limit: cfg.HourLimit, DayLimit: cfg.DayLimit}
 	if err := s.loadClientKey(ctx); err != nil {
 		return nil, fmt.Errorf("upstream client key: %w", err)

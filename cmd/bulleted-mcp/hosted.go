@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 
 	"github.com/bulleted-mcp/bulleted-mcp/hosted"
@@ -15,6 +16,8 @@ import (
 type hostedFlags struct {
 	addr, publicURL, database, dir, plc string
 	origins                             []string
+	proxies                             []netip.Prefix
+	limits                              hosted.Limits
 	opts                                server.Options
 }
 
@@ -37,7 +40,7 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 	}
 	defer db.Close()
 	s, err := hosted.New(ctx, hosted.Config{PublicURL: f.publicURL, DB: db, Sealer: sealer, DataDir: f.dir,
-		Directory: pds.Directory(f.plc), Server: f.opts, AllowOrigins: f.origins})
+		Directory: pds.Directory(f.plc), Server: f.opts, AllowOrigins: f.origins, TrustedProxies: f.proxies, Limits: f.limits})
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 2
@@ -48,6 +51,12 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 		return 1
 	}
 	fmt.Fprintf(stderr, "bulleted-mcp: hosted on %s (listening on %s), resource %s\n", f.publicURL, ln.Addr(), s.Resource())
+	fmt.Fprintf(stderr, "bulleted-mcp: rate limits per client address: %s (%s)\n", f.limits, clientAddrSource(f.proxies))
+	// expired authorization requests, codes and tokens: pruned by every
+	// instance (in batches the others skip)
+	go s.RunPruner(ctx, 0, func(format string, args ...any) {
+		fmt.Fprintf(stderr, "bulleted-mcp: "+format+"\n", args...)
+	})
 	hs := server.NewHTTPServer(s.Handler())
 	if err := server.Serve(ctx, hs, ln, shutdownGrace); err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
@@ -55,4 +64,12 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 	}
 	fmt.Fprintln(stderr, "bulleted-mcp: stopped")
 	return 0
+}
+
+// clientAddrSource says which address the rate limits count.
+func clientAddrSource(proxies []netip.Prefix) string {
+	if len(proxies) == 0 {
+		return "the connection's remote address; X-Forwarded-For ignored"
+	}
+	return fmt.Sprintf("X-Forwarded-For from the trusted proxies %v, else the connection's remote address", proxies)
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -86,6 +87,34 @@ func (l *originList) Set(v string) error {
 	return nil
 }
 
+// prefixList is a repeatable, comma-separated --trusted-proxy (an address
+// or a CIDR prefix).
+type prefixList []netip.Prefix
+
+func (l *prefixList) String() string {
+	var s []string
+	for _, p := range *l {
+		s = append(s, p.String())
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *prefixList) Set(v string) error {
+	for _, x := range strings.Split(v, ",") {
+		x = strings.TrimSpace(x)
+		p, err := netip.ParsePrefix(x)
+		if err != nil {
+			a, aerr := netip.ParseAddr(x)
+			if aerr != nil {
+				return fmt.Errorf("%q is not an IP address or CIDR prefix", x)
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		*l = append(*l, p.Masked())
+	}
+	return nil
+}
+
 // shutdownGrace is how long requests under way get to finish after
 // SIGINT or SIGTERM.
 const shutdownGrace = 10 * time.Second
@@ -99,6 +128,10 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	families := fs.String("tools", "all", "tool families to expose, comma-separated: "+strings.Join(tools.Families, ", ")+" (default all)")
 	publicURL := fs.String("public-url", os.Getenv("BULLETED_MCP_PUBLIC_URL"), "hosted mode (with --database): the https URL clients reach this server at (env BULLETED_MCP_PUBLIC_URL)")
 	database := fs.String("database", os.Getenv("BULLETED_MCP_DATABASE"), "hosted mode: a postgres:// URL; many users sign in with OAuth, all state in Postgres (env BULLETED_MCP_DATABASE; needs --http, --public-url and "+hosted.SealKeyEnv+")")
+	var proxies prefixList
+	fs.Var(&proxies, "trusted-proxy", "hosted mode: a reverse proxy (IP or CIDR; repeatable or comma-separated) whose X-Forwarded-For names the client address the rate limits count (default: none, the connection's address counts)")
+	var limits hosted.Limits
+	fs.Var(&limits, "rate-limit", "hosted mode: per-client-address limits, NAME=N/UNIT[:BURST] or NAME=off for register, authorize, token (repeatable or comma-separated; e.g. token=20/s:200)")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -106,7 +139,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	if *database != "" {
 		return serveHosted(ctx, stderr, hostedFlags{addr: *httpAddr, publicURL: *publicURL, database: *database, dir: *dir,
-			plc: *rf.plc, origins: origins, opts: server.Options{ReadOnly: *readOnly, Families: strings.Split(*families, ",")}})
+			plc: *rf.plc, origins: origins, proxies: proxies, limits: limits, opts: server.Options{ReadOnly: *readOnly, Families: strings.Split(*families, ",")}})
 	}
 	be, err := openBackend(ctx, *dir, rf)
 	if err != nil {
