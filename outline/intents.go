@@ -297,6 +297,17 @@ func (p *Planner) Move(refs []string, pos Position) error {
 	} else if sh != nil {
 		return p.moveShared(sh, pos, items)
 	}
+	if pa, err := p.t.Resolve(pos.Parent); err == nil && pa.Mirror {
+		// under a mirror of a bullet being moved (or of one inside it):
+		// a cycle before it is a mirror
+		if o := p.t.Nodes.Get(mirrorOriginal(p.t, pa)); o != nil {
+			for _, it := range items {
+				if p.t.IsAncestor(it, o) {
+					return fail(ErrCycle, "choose a parent outside the moved bullet's subtree (and bullets cannot hang under a mirror)", "cannot move %s under mirror %s, which renders %s, inside %s's own subtree; nothing was written", it.Key(), pa.Key(), o.Key(), it.Key())
+				}
+			}
+		}
+	}
 	parent, sibs, at, err := p.target(pos, cur, set)
 	if err != nil {
 		return err
