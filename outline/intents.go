@@ -510,30 +510,34 @@ func (p *Planner) DeleteNode(ref, children string) error {
 			}
 		}
 	case "subtree":
+	default:
+		return fail(ErrInvalidInput, "use refuse, lift or subtree", "unknown children policy %q", children)
+	}
+	gone := []*Item{it}
+	if children == "subtree" {
+		gone = Subtree(it)
+	}
+	// the records that name a deleted bullet as their root (its title, its
+	// comment policy) go first, so no commit leaves one naming a bullet
+	// that is gone (and undo re-creates the bullet before them)
+	p.deleteRooted(gone)
+	if children == "subtree" {
 		// leaves first: every commit of a large delete leaves a whole
 		// outline, never a bullet whose parent is gone
-		sub := Subtree(it)[1:]
+		sub := gone[1:]
 		for i := len(sub) - 1; i >= 0; i-- {
 			d := sub[i]
 			p.delete(d.Rec, "")
 			if d.Note != nil {
 				p.delete(*d.Note, "")
 			}
-			if pol, ok := p.t.Policies.Lookup(d.Key()); ok && !d.Mirror {
-				p.delete(pol, "")
-			}
 		}
-	default:
-		return fail(ErrInvalidInput, "use refuse, lift or subtree", "unknown children policy %q", children)
 	}
 	p.delete(it.Rec, "")
 	if it.Note != nil {
 		p.delete(*it.Note, "")
 	}
-	if pol, ok := p.t.Policies.Lookup(it.Key()); ok && !it.Mirror {
-		p.delete(pol, "")
-		p.note("its comment policy was deleted with it")
-	}
+	p.danglingRefs(gone)
 	p.summary("delete %s (children: %s)", named(it), orDefault(children, "refuse"))
 	return nil
 }

@@ -156,6 +156,104 @@ func TestMirrorCycleRefused(t *testing.T) {
 	})
 }
 
+// Deleting a bullet deletes the outline and comment-policy records whose
+// root names it (whatever their record key), and with children=subtree
+// those rooted at every deleted bullet; a dry run lists them and writes
+// nothing; undo restores them. Checked on the repository as read back.
+func TestDeleteTakesRootedRecords(t *testing.T) {
+	r := newRulesRepo(t)
+	ctx := context.Background()
+	r.ok("import_outline", map[string]any{"content": "- T\n  - C\n    - D\n- keep"})
+	r.ok("set_outline", map[string]any{"root": r.key("T"), "title": "Tee"})
+	r.ok("set_outline", map[string]any{"root": r.key("D"), "title": "Dee"})
+	r.ok("set_outline", map[string]any{"root": r.key("keep"), "title": "Kept"})
+	r.ok("set_comment_policy", map[string]any{"root": r.key("C"), "allow": []any{"mentioned"}})
+	// another client's outline record with its own key
+	if _, err := r.l.Apply(ctx, "", []store.Write{{Op: store.Create, Collection: "app.bulleted.outline", RKey: "cee", Value: map[string]any{
+		"$type": "app.bulleted.outline", "root": r.uri("C"), "title": "See", "createdAt": "2026-03-10T09:00:00.000Z"}}}); err != nil {
+		t.Fatal(err)
+	}
+	rooted := func(recs []store.Record) map[string]string { // collection/rkey → root, of the records with a root
+		out := map[string]string{}
+		for _, rec := range recs {
+			if root, _ := rec.Value["root"].(string); root != "" {
+				out[rec.Collection+"/"+rec.RKey] = root
+			}
+		}
+		return out
+	}
+	deletes := func(sc map[string]any) []string {
+		var out []string
+		ws, _ := sc["writes"].([]any)
+		for _, w := range ws {
+			w := w.(map[string]any)
+			if w["op"] == string(store.Delete) && (w["collection"] == "app.bulleted.outline" || w["collection"] == "app.bulleted.commentPolicy") {
+				out = append(out, w["collection"].(string)+"/"+w["rkey"].(string))
+			}
+		}
+		return out
+	}
+	all := r.records()
+	kD := r.key("D")
+	outD, outT := "app.bulleted.outline/"+r.key("D"), "app.bulleted.outline/"+r.key("T")
+
+	t.Run("one bullet", func(t *testing.T) {
+		sc := r.ok("delete_node", map[string]any{"node": r.key("D"), "dry_run": true})
+		if got := deletes(sc); !reflect.DeepEqual(got, []string{outD}) {
+			t.Fatalf("the dry run lists deletes %v, want %v:\n%s", got, []string{outD}, sc)
+		}
+		if !reflect.DeepEqual(r.records(), all) {
+			t.Fatal("a dry run wrote")
+		}
+		sc = r.ok("delete_node", map[string]any{"node": r.key("D")})
+		if !strings.Contains(strings.Join(strs(sc["diagnostics"]), "\n"), "outline "+kD+" (title \"Dee\")") {
+			t.Fatalf("diagnostics: %v", sc["diagnostics"])
+		}
+		if _, ok := rooted(r.records())[outD]; ok {
+			t.Fatal("the outline record rooted at the deleted bullet is still there")
+		}
+		r.ok("undo", map[string]any{})
+		if !reflect.DeepEqual(r.records(), all) {
+			t.Fatal("undo did not restore the repository")
+		}
+
+	})
+	t.Run("a subtree", func(t *testing.T) {
+		want := []string{"app.bulleted.commentPolicy/" + r.key("C"), "app.bulleted.outline/cee", outD, outT}
+		sc := r.ok("delete_node", map[string]any{"node": r.key("T"), "children": "subtree", "dry_run": true})
+		got := deletes(sc)
+		if !sameSet(got, want) {
+			t.Fatalf("the dry run lists deletes %v, want %v", got, want)
+		}
+		if d := strings.Join(strs(sc["diagnostics"]), "\n"); !strings.Contains(d, "outline cee (title \"See\")") {
+			t.Fatalf("the dry run does not say which records go with it: %s", d)
+		}
+		if !reflect.DeepEqual(r.records(), all) {
+			t.Fatal("a dry run wrote")
+		}
+		r.ok("delete_node", map[string]any{"node": r.key("T"), "children": "subtree"})
+		left := r.records()
+		nodes := map[string]bool{}
+		for _, rec := range left {
+			if rec.Collection == "app.bulleted.node" {
+				nodes["at://"+r.l.DID().String()+"/app.bulleted.node/"+rec.RKey] = true
+			}
+		}
+		for path, root := range rooted(left) {
+			if !nodes[root] {
+				t.Fatalf("%s still names the deleted bullet %s", path, root)
+			}
+		}
+		if len(rooted(left)) != 1 {
+			t.Fatalf("rooted records left: %v (want only the one of the kept bullet)", rooted(left))
+		}
+		r.ok("undo", map[string]any{})
+		if !reflect.DeepEqual(r.records(), all) {
+			t.Fatal("undo did not restore the repository")
+		}
+	})
+}
+
 func strs(v any) []string {
 	var out []string
 	xs, _ := v.([]any)
