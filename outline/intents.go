@@ -290,6 +290,14 @@ func (p *Planner) Move(refs []string, pos Position) error {
 	// display order
 	sortItems(items)
 	if pos.Parent == "" && items[0].Detached != "" {
+		// a contribution to another identity's shared outline keeps its
+		// parent there: a move without parent reorders it among the
+		// bullets shown under that parent
+		if sh, err := p.keptShared(items); err != nil {
+			return err
+		} else if sh != nil {
+			return p.moveShared(sh, pos, items)
+		}
 		return fail(ErrParentMissing, "pass parent=<node> or parent=top to re-attach it", "%s is detached (%s)", items[0].Key(), items[0].Detached)
 	}
 	if sh, err := p.sharedParent(pos); err != nil {

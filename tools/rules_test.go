@@ -2,7 +2,9 @@ package tools_test
 
 import (
 	"context"
+	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -278,4 +280,119 @@ func sameSet(a, b []string) bool {
 		}
 	}
 	return len(a) == len(b)
+}
+
+// A contributor reorders its contribution within the shared parent it sits
+// in (move_node without parent, or with the same parent; after= a bullet
+// shown there, or first/last): only the contribution's sortKey changes, in
+// this repository, placed among the bullets the owner's outline shows
+// there; a dry run writes nothing; moving it to a parent that does not
+// admit it is still refused. Order checked as the owner's outline reads.
+func TestContributionReorder(t *testing.T) {
+	const owner = "did:plc:owneroftheplan"
+	l := openLocal(t)
+	me := l.DID().String()
+	ownerNode := func(rkey, parent, sortKey, text string) store.Record {
+		v := map[string]any{"$type": "app.bulleted.node", "text": text, "sortKey": sortKey, "createdAt": "2026-03-10T09:00:00.000Z"}
+		if parent != "" {
+			v["parent"] = "at://" + owner + "/app.bulleted.node/" + parent
+		}
+		return store.Record{Collection: "app.bulleted.node", RKey: rkey, CID: "c" + rkey, Value: v}
+	}
+	shared := "at://" + owner + "/app.bulleted.node/3kshared22222"
+	kid := func(k string) string { return "at://" + owner + "/app.bulleted.node/" + k }
+	ownerTree := outline.Build(&store.Snapshot{DID: owner, Commit: "o1", Records: []store.Record{
+		ownerNode("3kshared22222", "", "a", "Shared"),
+		ownerNode("3kownerkid222", "3kshared22222", "g", "owner one"),
+		ownerNode("3kownerkid333", "3kshared22222", "p", "owner two"),
+		ownerNode("3kprivate2222", "", "b", "Private"),
+		{Collection: "app.bulleted.outline", RKey: "3kshared22222", CID: "c3", Value: map[string]any{"$type": "app.bulleted.outline", "root": shared,
+			"contributors": []any{map[string]any{"did": me}}, "createdAt": "2026-03-10T09:00:00.000Z"}},
+	}})
+	env := tools.ShareContributions(&tools.Env{Engine: outline.New(l), Others: func(ctx context.Context, ident string) (*outline.Tree, error) {
+		if ident == me { // the contributor, as the owner's outline reads it
+			s, err := l.Snapshot(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return outline.Build(s), nil
+		}
+		if ident != owner {
+			return nil, errors.New("unknown identity " + ident)
+		}
+		return ownerTree, nil
+	}})
+	r := &rulesRepo{t: t, l: l, c: inProcess(t, env)}
+	r.ok("import_outline", map[string]any{"content": "- mine A\n  - under A\n- mine B", "parent": shared, "position": "first"})
+	// the order under the shared bullet, as the owner's outline reads
+	order := func() string {
+		t.Helper()
+		res, _ := call(t, r.c, "read_outline", map[string]any{"repo": owner, "node": "3kshared22222"})
+		if res.IsError {
+			t.Fatal(text(res))
+		}
+		var out []string
+		for _, line := range strings.Split(text(res), "\n") {
+			if strings.HasPrefix(line, "  - ") {
+				line = strings.TrimPrefix(line, "  - ")
+				if i := strings.IndexAny(line, "[·"); i > 0 {
+					line = line[:i]
+				}
+				out = append(out, strings.TrimSpace(line))
+			}
+		}
+		return strings.Join(out, ", ")
+	}
+	if got := order(); !strings.HasPrefix(got, "mine A") {
+		t.Fatalf("before: %s", got)
+	}
+	a, b := r.key("mine A"), r.key("mine B")
+	before := r.records()
+	moved := func(want string, changed ...string) {
+		t.Helper()
+		if got := order(); got != want {
+			t.Fatalf("the owner's outline shows %q, want %q", got, want)
+		}
+		after := r.records()
+		was := map[string]store.Record{}
+		for _, rec := range before {
+			was[rec.Collection+"/"+rec.RKey] = rec
+		}
+		for _, rec := range after {
+			old := was[rec.Collection+"/"+rec.RKey]
+			if reflect.DeepEqual(old.Value, rec.Value) {
+				continue
+			}
+			if !slices.Contains(changed, rec.RKey) {
+				t.Fatalf("%s changed: %v -> %v", rec.RKey, old.Value, rec.Value)
+			}
+			for k, v := range rec.Value {
+				if k != "sortKey" && !reflect.DeepEqual(old.Value[k], v) {
+					t.Fatalf("%s: %s changed (%v -> %v); only the sortKey may", rec.RKey, k, old.Value[k], v)
+				}
+			}
+		}
+		if len(after) != len(before) {
+			t.Fatalf("%d records, want %d", len(after), len(before))
+		}
+		before = after
+	}
+	r.ok("move_node", map[string]any{"node": a, "after": kid("3kownerkid222"), "dry_run": true})
+	moved("mine A, mine B, owner one, owner two")
+	r.ok("move_node", map[string]any{"node": a, "after": kid("3kownerkid222")})
+	moved("mine B, owner one, mine A, owner two", a)
+	r.ok("move_node", map[string]any{"node": b, "parent": shared, "position": "last"})
+	moved("owner one, mine A, owner two, mine B", b)
+	r.ok("move_node", map[string]any{"node": b, "after": a})
+	moved("owner one, mine A, mine B, owner two", b)
+	r.ok("move_node", map[string]any{"nodes": []any{a, b}, "position": "first"})
+	moved("mine A, mine B, owner one, owner two", a, b)
+	sc := r.ok("move_node", map[string]any{"node": b, "after": a})
+	if !strings.Contains(strings.Join(strs(sc["diagnostics"]), " "), "already there") {
+		t.Fatalf("a move to where it stands: %v", sc)
+	}
+	moved("mine A, mine B, owner one, owner two")
+	r.refused("cross_repo", "move_node", map[string]any{"node": a, "parent": kid("3kprivate2222")})
+	r.refused("cross_repo", "move_node", map[string]any{"node": a, "parent": "top"})
+	r.refused("anchor_missing", "move_node", map[string]any{"node": a, "after": kid("3kprivate2222")})
 }
