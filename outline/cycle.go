@@ -137,14 +137,22 @@ func (p *Planner) mirrorCycle() error {
 		return nil
 	}
 	p.advance()
-	after, orig := mirrorCycles(p.t)
-	if len(after) == 0 {
+	return NewMirrorCycle(p.base, p.t)
+}
+
+// NewMirrorCycle returns an *Error (ErrCycle) naming the mirrors that
+// render forever in after and did not in before (a plan's snapshot and the
+// tree as it would be after the plan), or nil. Undo may use it on the tree
+// its writes would leave.
+func NewMirrorCycle(before, after *Tree) error {
+	now, orig := mirrorCycles(after)
+	if len(now) == 0 {
 		return nil
 	}
-	before, _ := mirrorCycles(p.base)
+	was, _ := mirrorCycles(before)
 	var fresh []string
-	for _, k := range after {
-		if _, was := slices.BinarySearch(before, k); !was {
+	for _, k := range now {
+		if _, ok := slices.BinarySearch(was, k); !ok {
 			fresh = append(fresh, k)
 		}
 	}
@@ -157,8 +165,7 @@ func (p *Planner) mirrorCycle() error {
 			parts = append(parts, fmt.Sprintf("… (%d more)", len(fresh)-4))
 			break
 		}
-		m := p.t.Mirrors.Get(k)
-		parts = append(parts, fmt.Sprintf("mirror %s (of %s) would hang under %s, inside what it renders", k, orig[k], ancestry(p.t, m)))
+		parts = append(parts, fmt.Sprintf("mirror %s (of %s) would hang under %s, inside what it renders", k, orig[k], ancestry(after, after.Mirrors.Get(k))))
 	}
 	return &Error{Kind: ErrCycle,
 		Msg:  "the change would put a mirror inside its own original's subtree, so it would render forever: " + strings.Join(parts, "; ") + "; nothing was written",
@@ -166,7 +173,7 @@ func (p *Planner) mirrorCycle() error {
 		Data: map[string]any{"mirrors": fresh}}
 }
 
-// ancestry names it's parents, nearest first ("A < B < top").
+// ancestry names its parents, nearest first ("A < B < top").
 func ancestry(t *Tree, it *Item) string {
 	var keys []string
 	for a := t.Parent(it); a != nil && len(keys) < 6; a = t.Parent(a) {

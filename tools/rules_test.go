@@ -170,6 +170,7 @@ func TestDeleteTakesRootedRecords(t *testing.T) {
 	r.ok("set_outline", map[string]any{"root": r.key("D"), "title": "Dee"})
 	r.ok("set_outline", map[string]any{"root": r.key("keep"), "title": "Kept"})
 	r.ok("set_comment_policy", map[string]any{"root": r.key("C"), "allow": []any{"mentioned"}})
+	mirror := createdKeys(r.ok("add_mirror", map[string]any{"original": r.key("D"), "parent": r.key("keep")}))[0]
 	// another client's outline record with its own key
 	if _, err := r.l.Apply(ctx, "", []store.Write{{Op: store.Create, Collection: "app.bulleted.outline", RKey: "cee", Value: map[string]any{
 		"$type": "app.bulleted.outline", "root": r.uri("C"), "title": "See", "createdAt": "2026-03-10T09:00:00.000Z"}}}); err != nil {
@@ -207,9 +208,17 @@ func TestDeleteTakesRootedRecords(t *testing.T) {
 		if !reflect.DeepEqual(r.records(), all) {
 			t.Fatal("a dry run wrote")
 		}
-		sc = r.ok("delete_node", map[string]any{"node": r.key("D")})
-		if !strings.Contains(strings.Join(strs(sc["diagnostics"]), "\n"), "outline "+kD+" (title \"Dee\")") {
+		res, sc := call(t, r.c, "delete_node", map[string]any{"node": r.key("D")})
+		if res.IsError {
+			t.Fatal(text(res))
+		}
+		d := strings.Join(strs(sc["diagnostics"]), "\n")
+		if !strings.Contains(d, "outline "+kD+" (title \"Dee\")") {
 			t.Fatalf("diagnostics: %v", sc["diagnostics"])
+		}
+		// the mirror of it stays, and the result says so
+		if !strings.Contains(d, "left in place, now naming a deleted bullet: mirror record(s)") || !strings.Contains(d, mirror) || !strings.Contains(text(res), mirror) {
+			t.Fatalf("the mirror left naming the deleted bullet is not reported: %v", sc["diagnostics"])
 		}
 		if _, ok := rooted(r.records())[outD]; ok {
 			t.Fatal("the outline record rooted at the deleted bullet is still there")
