@@ -291,12 +291,31 @@ func (p *Planner) Move(refs []string, pos Position) error {
 	// display order
 	sortItems(items)
 	if pos.Parent == "" && items[0].Detached != "" {
+		// a contribution to another identity's shared outline keeps its
+		// parent there: a move without parent reorders it among the
+		// bullets shown under that parent
+		if sh, err := p.keptShared(items); err != nil {
+			return err
+		} else if sh != nil {
+			return p.moveShared(sh, pos, items)
+		}
 		return fail(ErrParentMissing, "pass parent=<node> or parent=top to re-attach it", "%s is detached (%s)", items[0].Key(), items[0].Detached)
 	}
 	if sh, err := p.sharedParent(pos); err != nil {
 		return err
 	} else if sh != nil {
 		return p.moveShared(sh, pos, items)
+	}
+	if pa, err := p.t.Resolve(pos.Parent); err == nil && pa.Mirror {
+		// under a mirror of a bullet being moved (or of one inside it):
+		// a cycle before it is a mirror
+		if o := p.t.Nodes.Get(mirrorOriginal(p.t, pa)); o != nil {
+			for _, it := range items {
+				if p.t.IsAncestor(it, o) {
+					return fail(ErrCycle, "choose a parent outside the moved bullet's subtree (and bullets cannot hang under a mirror)", "cannot move %s under mirror %s, which renders %s, inside %s's own subtree; nothing was written", it.Key(), pa.Key(), o.Key(), it.Key())
+				}
+			}
+		}
 	}
 	parent, sibs, at, err := p.target(pos, cur, set)
 	if err != nil {
@@ -500,30 +519,34 @@ func (p *Planner) DeleteNode(ref, children string) error {
 			}
 		}
 	case "subtree":
+	default:
+		return fail(ErrInvalidInput, "use refuse, lift or subtree", "unknown children policy %q", children)
+	}
+	gone := []*Item{it}
+	if children == "subtree" {
+		gone = Subtree(it)
+	}
+	// the records that name a deleted bullet as their root (its title, its
+	// comment policy) go first, so no commit leaves one naming a bullet
+	// that is gone (and undo re-creates the bullet before them)
+	p.deleteRooted(gone)
+	if children == "subtree" {
 		// leaves first: every commit of a large delete leaves a whole
 		// outline, never a bullet whose parent is gone
-		sub := Subtree(it)[1:]
+		sub := gone[1:]
 		for i := len(sub) - 1; i >= 0; i-- {
 			d := sub[i]
 			p.delete(d.Rec, "")
 			if d.Note != nil {
 				p.delete(*d.Note, "")
 			}
-			if pol, ok := p.t.Policies.Lookup(d.Key()); ok && !d.Mirror {
-				p.delete(pol, "")
-			}
 		}
-	default:
-		return fail(ErrInvalidInput, "use refuse, lift or subtree", "unknown children policy %q", children)
 	}
 	p.delete(it.Rec, "")
 	if it.Note != nil {
 		p.delete(*it.Note, "")
 	}
-	if pol, ok := p.t.Policies.Lookup(it.Key()); ok && !it.Mirror {
-		p.delete(pol, "")
-		p.note("its comment policy was deleted with it")
-	}
+	p.danglingRefs(gone)
 	p.summary("delete %s (children: %s)", named(it), orDefault(children, "refuse"))
 	return nil
 }

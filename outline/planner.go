@@ -229,6 +229,10 @@ func (p *Planner) Batch(steps []Step) error {
 		}
 		sums = append(sums, p.plan.Summary)
 		p.advance()
+		if err := p.mirrorCycle(); err != nil {
+			oe := err.(*Error)
+			return &Error{Kind: oe.Kind, Msg: fmt.Sprintf("ops[%d] (%s): %s", i, s.Tool, oe.Msg), Next: oe.Next, Data: oe.Data}
+		}
 	}
 	p.summary("%d operation(s): %s", len(steps), strings.Join(sums, "; "))
 	return nil
@@ -271,6 +275,9 @@ func Copy(v map[string]any) map[string]any { return maps.Clone(v) }
 // finish checks and prices the plan: the record bound, every record
 // against the lexicons, and the inverse of every write.
 func (p *Planner) finish() (*Plan, error) {
+	if err := p.mirrorCycle(); err != nil {
+		return nil, err
+	}
 	ws := make([]store.Write, 0, len(p.writes))
 	labels := make([]string, 0, len(p.writes))
 	prev := make([]*store.Record, 0, len(p.writes))

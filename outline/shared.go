@@ -2,6 +2,7 @@ package outline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -74,37 +75,9 @@ func (p *Planner) insertShared(sh *Shared, pos Position, nodes []NewNode) error 
 // bullets under a shared parent, leaving out those whose URIs are in skip
 // (bullets being moved there). Nobody else's record is ever rewritten.
 func (p *Planner) sharedKeys(sh *Shared, pos Position, n int, skip map[string]bool) ([]string, error) {
-	sibs := make([]SharedSibling, 0, len(sh.Siblings))
-	for _, s := range sh.Siblings {
-		if !skip[s.URI] {
-			sibs = append(sibs, s)
-		}
-	}
-	at := len(sibs)
-	switch {
-	case pos.After != "":
-		if pos.Where != "" {
-			return nil, fail(ErrInvalidInput, "pass either after or position", "after and position both given")
-		}
-		anchor := strings.TrimSpace(pos.After)
-		if !strings.HasPrefix(anchor, "at://") {
-			anchor = p.t.NodeURI(anchor)
-		}
-		at = -1
-		for i, s := range sibs {
-			if s.URI == anchor {
-				at = i + 1
-			}
-		}
-		if at < 0 {
-			return nil, fail(ErrAnchorMissing, "pass after= one of the bullets directly under "+sh.Parent+" (full at:// URI for another identity's), or position=first|last",
-				"anchor %s is not directly under %s", pos.After, sh.Parent)
-		}
-	case pos.Where == "first":
-		at = 0
-	case pos.Where == "" || pos.Where == "last":
-	default:
-		return nil, fail(ErrInvalidInput, "use position first or last, or after=<sibling>", "unknown position %q", pos.Where)
+	sibs, at, err := p.sharedAt(sh, pos, skip)
+	if err != nil {
+		return nil, err
 	}
 	var lo, hi string
 	if at > 0 {
@@ -125,6 +98,44 @@ func (p *Planner) sharedKeys(sh *Shared, pos Position, n int, skip map[string]bo
 	return keys, nil
 }
 
+// sharedAt resolves pos under a shared parent: the bullets there as the
+// owner's outline shows them, less those in skip, and the index pos names.
+func (p *Planner) sharedAt(sh *Shared, pos Position, skip map[string]bool) ([]SharedSibling, int, error) {
+	sibs := make([]SharedSibling, 0, len(sh.Siblings))
+	for _, s := range sh.Siblings {
+		if !skip[s.URI] {
+			sibs = append(sibs, s)
+		}
+	}
+	at := len(sibs)
+	switch {
+	case pos.After != "":
+		if pos.Where != "" {
+			return nil, 0, fail(ErrInvalidInput, "pass either after or position", "after and position both given")
+		}
+		anchor := strings.TrimSpace(pos.After)
+		if !strings.HasPrefix(anchor, "at://") {
+			anchor = p.t.NodeURI(anchor)
+		}
+		at = -1
+		for i, s := range sibs {
+			if s.URI == anchor {
+				at = i + 1
+			}
+		}
+		if at < 0 {
+			return nil, 0, fail(ErrAnchorMissing, "pass after= one of the bullets directly under "+sh.Parent+" (full at:// URI for another identity's), or position=first|last",
+				"anchor %s is not directly under %s", pos.After, sh.Parent)
+		}
+	case pos.Where == "first":
+		at = 0
+	case pos.Where == "" || pos.Where == "last":
+	default:
+		return nil, 0, fail(ErrInvalidInput, "use position first or last, or after=<sibling>", "unknown position %q", pos.Where)
+	}
+	return sibs, at, nil
+}
+
 // moveShared plans moving items, bullets of this repository, under a
 // bullet of another identity's outline that admits this one: each becomes
 // a contribution (its parent the owner's bullet), its subtree coming along.
@@ -133,9 +144,38 @@ func (p *Planner) moveShared(sh *Shared, pos Position, items []*Item) error {
 	for _, it := range items {
 		skip[p.t.NodeURI(it.Key())] = true
 	}
+	reorder := true // every item is already a contribution there
+	for _, it := range items {
+		reorder = reorder && it.Str("parent") == sh.Parent
+	}
+	if reorder {
+		sibs, at, err := p.sharedAt(sh, pos, skip)
+		if err != nil {
+			return err
+		}
+		if sharedAlreadyAt(sh.Siblings, sibs, at, items, p.t) {
+			p.note("already there: nothing to move")
+			p.summary("move %s within %s", named(items[0]), sh.Parent)
+			return nil
+		}
+	}
 	keys, err := p.sharedKeys(sh, pos, len(items), skip)
 	if err != nil {
 		return err
+	}
+	if reorder {
+		for i, it := range items {
+			v := Copy(it.Rec.Value)
+			v["sortKey"] = keys[i]
+			p.update(it.Rec, v, fmt.Sprintf("nodes[%d]", i))
+			p.touch(it.Key())
+		}
+		where := sh.Parent
+		if u, err := syntax.ParseATURI(sh.Parent); err == nil {
+			where = fmt.Sprintf("%s in %s's shared outline (your contribution, reordered among the bullets shown there; only its sortKey changed, in your repository: read it with read_outline repo=%s node=%s)", u.RecordKey(), u.Authority(), u.Authority(), u.RecordKey())
+		}
+		p.summary("move %s within %s", named(items[0]), where)
+		return nil
 	}
 	for i, it := range items {
 		v := Copy(it.Rec.Value)
@@ -154,4 +194,50 @@ func (p *Planner) moveShared(sh *Shared, pos Position, items []*Item) error {
 		p.summary("move %d bullet(s) (%s, …) under %s", len(items), named(items[0]), where)
 	}
 	return nil
+}
+
+// sharedAlreadyAt reports whether items stand, in order and together, at
+// index at of the sibling list that leaves them out (sibs), in the full
+// list all: a move there changes nothing.
+func sharedAlreadyAt(all, sibs []SharedSibling, at int, items []*Item, t *Tree) bool {
+	for i, s := range all {
+		if s.URI != t.NodeURI(items[0].Key()) {
+			continue
+		}
+		if i != at || i+len(items) > len(all) {
+			return false
+		}
+		for j, it := range items {
+			if all[i+j].URI != t.NodeURI(it.Key()) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// keptShared returns the shared parent items (detached here) hang under
+// when they all name the same bullet of another identity's outline that
+// admits this one, else nil (an error only when that repository cannot be
+// read now).
+func (p *Planner) keptShared(items []*Item) (*Shared, error) {
+	parent := items[0].Str("parent")
+	for _, it := range items[1:] {
+		if it.Str("parent") != parent {
+			return nil, nil
+		}
+	}
+	sh, err := p.sharedParent(Position{Parent: parent})
+	if err != nil {
+		var oe *Error
+		if errors.As(err, &oe) && (oe.Kind == ErrCrossRepo || oe.Kind == ErrParentMissing || oe.Kind == ErrInvalidInput) {
+			return nil, nil // not a contribution: re-attached as any detached bullet
+		}
+		return nil, err
+	}
+	if sh != nil && sh.Parent != parent {
+		return nil, nil // named by handle: leave it to an explicit parent
+	}
+	return sh, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
@@ -18,7 +19,11 @@ import (
 // own tree it is detached (its parent is elsewhere), and the planner would
 // re-attach it on a move; that would pull it out of the shared outline, so
 // move_node refuses it (guardContributions), directly and inside
-// apply_batch, dry run or not. Its own subtree moves as usual.
+// apply_batch, dry run or not, unless the move keeps its parent (no parent,
+// or the same one): then it is reordered among the bullets the owner's
+// outline shows there, only its own sortKey changing; or unless it names
+// another shared parent, where the plan admits it or refuses it (cross_repo)
+// as for any bullet moved there. Its own subtree moves as usual.
 
 // contributionOwner returns the owner DID when it, detached in t because its
 // parent is in another repository, hangs under a bullet of an outline that
@@ -46,6 +51,20 @@ func contributionOwner(ctx context.Context, env *Env, t *outline.Tree, it *outli
 		return "", nil
 	}
 	return did, nil
+}
+
+// sameParent reports whether a move_node parent argument keeps the
+// parent a contribution has (omitted, or the same bullet).
+func sameParent(arg, cur string) bool {
+	arg = strings.TrimSpace(arg)
+	return arg == "" || arg == cur
+}
+
+// foreignParent reports whether a move_node parent argument names a bullet
+// of another repository (by at:// URI).
+func foreignParent(arg, me string) bool {
+	u, err := syntax.ParseATURI(strings.TrimSpace(arg))
+	return err == nil && u.Authority().String() != me
 }
 
 // ownerRead is another repository read for contributionOwner.
@@ -84,10 +103,16 @@ func guardContributions(ctx context.Context, env *Env, a Args) error {
 				Msg:  fmt.Sprintf("%s hangs under %s, in another repository, which cannot be read now to check whether it is a contribution to a shared outline (%v); nothing was written", it.Key(), it.Str("parent"), err),
 				Next: "retry in a moment"}
 		}
+		if owner != "" && sameParent(a.Str("parent"), it.Str("parent")) {
+			continue // reordered within the shared parent: only its sortKey changes
+		}
+		if owner != "" && foreignParent(a.Str("parent"), t.DID.String()) {
+			continue // under another shared parent: the plan admits it there or refuses (cross_repo)
+		}
 		if owner != "" {
 			return &outline.Error{Kind: outline.ErrCrossRepo,
 				Msg:  fmt.Sprintf("%s is your contribution to %s's shared outline (under %s): moving it would pull it out of that outline; nothing was written", it.Key(), owner, it.Str("parent")),
-				Next: "leave it there; you can edit it (update_node), add under it (insert_after parent=" + it.Key() + ") or delete it (delete_node)"}
+				Next: "leave it there; you can reorder it there (move_node without parent, with after=<a bullet shown under " + it.Str("parent") + "> or position=first|last), edit it (update_node), add under it (insert_after parent=" + it.Key() + ") or delete it (delete_node)"}
 		}
 	}
 	return nil

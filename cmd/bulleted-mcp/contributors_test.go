@@ -34,6 +34,10 @@ import (
 //     outline (move_node to the top or under one of its own bullets,
 //     directly, as a dry run, or inside apply_batch): a typed error, and the
 //     friend's repository, read back with listRecords, is unchanged;
+//   - it can reorder its contributions within the shared bullet (after one
+//     of the owner's bullets, or last): only their sortKeys change, the
+//     owner's repository is untouched, and the owner's outline shows the
+//     new order;
 //   - the owner's agent cannot edit, tick, move or delete the friend's
 //     bullets: typed errors, and neither repository changes.
 func TestContributorsOnPDS(t *testing.T) {
@@ -237,8 +241,8 @@ func TestContributorsOnPDS(t *testing.T) {
 	refused(friendEnv, "cross_repo", "move_node", `{"node":"`+idea+`","parent":"`+own+`"}`)
 	refused(friendEnv, "cross_repo", "move_node", `{"nodes":["`+idea+`"],"parent":"`+own+`","position":"first"}`)
 	refused(friendEnv, "cross_repo", "apply_batch", `{"ops":[{"tool":"update_node","args":{"node":"`+own+`","text":"renamed"}},{"tool":"move_node","args":{"node":"`+idea+`","parent":"top"}}]}`)
-	// nor place it under the owner's bullet in another way
-	refused(friendEnv, "cross_repo", "move_node", `{"node":"`+idea+`","parent":"`+nodeURI(owner.DID, team)+`"}`)
+	// nor under the owner's bullet that does not admit the friend
+	refused(friendEnv, "cross_repo", "move_node", `{"node":"`+idea+`","parent":"`+nodeURI(owner.DID, private)+`"}`)
 	// the stray bullet (not admitted) is detached and can be re-attached
 	ok(friendEnv, "move_node", `{"node":"`+stray+`","parent":"top","dry_run":true}`, nil)
 
@@ -287,6 +291,52 @@ func TestContributorsOnPDS(t *testing.T) {
 		"    - Friend's second detail" + by + " ·" + second + "\n"
 	if !strings.Contains(got, want) {
 		t.Fatalf("the owner's outline after the friend's edits:\n%s\nwant it to contain\n%s", got, want)
+	}
+
+	// the friend's agent reorders its contributions within the shared
+	// bullet: only their sortKeys change, in the friend's repository; the
+	// owner's repository is untouched and its outline shows the new order
+	ownerBefore = records(t, srv, owner.DID)
+	friendBefore := records(t, srv, friend.DID)
+	ok(friendEnv, "move_node", `{"node":"`+idea+`","after":"`+nodeURI(owner.DID, step)+`","dry_run":true}`, nil)
+	if !reflect.DeepEqual(friendBefore, records(t, srv, friend.DID)) {
+		t.Fatal("a dry run of a reorder wrote")
+	}
+	t.Logf("reorder:\n%s", ok(friendEnv, "move_node", `{"node":"`+idea+`","after":"`+nodeURI(owner.DID, step)+`"}`, nil))
+	ok(friendEnv, "move_node", `{"node":"`+opener+`","parent":"`+nodeURI(owner.DID, team)+`","position":"last"}`, nil)
+	got = ok(ownerEnv, "read_outline", `{}`, nil)
+	want = "- Team plan ·" + team + "\n" +
+		"  - Owner's first step ·" + step + "\n" +
+		"  - Friend's idea, revised" + by + " ·" + idea + "\n" +
+		"    - Friend's detail" + by + " ·" + detail + "\n" +
+		"    - Friend's second detail" + by + " ·" + second + "\n" +
+		"  - Friend's step in between" + by + " ·" + between + "\n" +
+		"  - Friend's opener" + by + " ·" + opener + "\n" +
+		"- Private list ·" + private + "\n"
+	if !strings.HasPrefix(got, want) {
+		t.Fatalf("the owner's outline after the friend's reorders:\n%s\nwant it to begin\n%s", got, want)
+	}
+	if ownerAfter := records(t, srv, owner.DID); !reflect.DeepEqual(ownerBefore, ownerAfter) {
+		t.Fatalf("the friend's reorders changed the owner's repository:\nbefore %v\nafter  %v", ownerBefore, ownerAfter)
+	}
+	was := map[string]map[string]any{}
+	for _, r := range friendBefore {
+		was[r.Collection+"/"+r.RKey] = r.Value
+	}
+	friendAfter := records(t, srv, friend.DID)
+	if len(friendAfter) != len(friendBefore) {
+		t.Fatalf("the friend's repository has %d records, had %d", len(friendAfter), len(friendBefore))
+	}
+	for _, r := range friendAfter {
+		old := was[r.Collection+"/"+r.RKey]
+		for k, v := range r.Value {
+			if k != "sortKey" && !reflect.DeepEqual(old[k], v) {
+				t.Fatalf("the friend's record %s: %s changed (%v -> %v)", r.RKey, k, old[k], v)
+			}
+		}
+		if moved := r.RKey == idea || r.RKey == opener; moved == (old["sortKey"] == r.Value["sortKey"]) {
+			t.Fatalf("the friend's record %s: sortKey %v -> %v", r.RKey, old["sortKey"], r.Value["sortKey"])
+		}
 	}
 
 	// and the friend's records are as the friend wrote them
