@@ -50,7 +50,7 @@ func simulate(t testing.TB, hours, maxCost int, seed uint64) (perHour []int, max
 			t.Fatal(err)
 		}
 		r.Release()
-		log = append(log, entry{c.t, cost})
+		log = append(log, entry{At: c.t, Points: cost})
 		perHour[int(c.t.Sub(start)/time.Hour)] += cost
 		sum := 0
 		for i := len(log) - 1; i >= 0 && log[i].At.After(c.t.Add(-Window)); i-- {
@@ -129,7 +129,7 @@ func TestKeptAcrossRestartAndPause(t *testing.T) {
 	}
 	l.Now = c.now
 	l.Spend(4990)
-	l.Pause(c.t.Add(time.Minute))
+	l.Pause(c.t.Add(time.Minute), "")
 	l2, err := New(path)
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +195,7 @@ func TestSharedBetweenProcesses(t *testing.T) {
 	if a.Left() != 0 || b.Left() != 0 {
 		t.Fatalf("left: a %d, b %d", a.Left(), b.Left())
 	}
-	b.Pause(c.t.Add(10 * time.Minute))
+	b.Pause(c.t.Add(10*time.Minute), "")
 	if !a.PausedUntil().Equal(c.t.Add(10 * time.Minute)) {
 		t.Fatal("a does not see b's pause")
 	}
@@ -322,7 +322,7 @@ func TestPauseCapped(t *testing.T) {
 	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	l, _ := New(path)
 	l.Now = c.now
-	l.Pause(c.t.Add(10 * 365 * 24 * time.Hour))
+	l.Pause(c.t.Add(10*365*24*time.Hour), "")
 	if got := l.PausedUntil(); !got.Equal(c.t.Add(Day)) {
 		t.Fatalf("paused until %s", got)
 	}
