@@ -68,7 +68,11 @@ func (e *Exceeded) When() string {
 	if e.FreeAt.IsZero() {
 		return ""
 	}
-	return fmt.Sprintf("%s, in %d s", e.FreeAt.UTC().Format(time.RFC3339), e.WaitSeconds)
+	wait := e.WaitSeconds
+	if wait == 0 && e.FreeAt.After(time.Now()) { // made without At
+		wait = int64((time.Until(e.FreeAt) + time.Second - 1) / time.Second)
+	}
+	return fmt.Sprintf("%s, in %d s", e.FreeAt.UTC().Format(time.RFC3339), wait)
 }
 
 func (e *Exceeded) Error() string {
