@@ -432,3 +432,88 @@ func TestExceededQuotesConfiguredLimit(t *testing.T) {
 		t.Fatalf("got %+v: %v", ex, err)
 	}
 }
+
+// A batch's points are charged before it is sent and stay charged when the
+// process that sent it is killed (its reservation is given back, the
+// charge is not); the same batch sent again (a retry, a resume) is charged
+// once; a refund gives a charge back to its reservation, never an earlier
+// process's charge of the same batch; points past the reservation are
+// charged only if they fit.
+func TestChargeBeforeSend(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "budget.json")
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	open := func() *Ledger {
+		l, err := New(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Now = c.now
+		return l
+	}
+	// a process that reserves 900, charges its first batch (600) and is
+	// killed before it hears back
+	child := exec.Command("sleep", "30")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	dead := open()
+	dead.pid = child.Process.Pid
+	r, err := dead.Reserve(900)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Charge("op1/0+200", 600); err != nil {
+		t.Fatal(err)
+	}
+	child.Process.Kill()
+	child.Wait()
+	l := open()
+	if got := l.Spent(Window); got != 600 {
+		t.Fatalf("after the kill the ledger counts %d, want the 600 charged", got)
+	}
+	if got := l.Left(); got != Limit-600 {
+		t.Fatalf("left %d, want %d (the dead reservation's other 300 given back)", got, Limit-600)
+	}
+	// the resume sends the same batch again: charged once
+	r2, err := l.Reserve(900)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := r2.Charge("op1/0+200", 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Spent(Window); got != 600 {
+		t.Fatalf("the batch sent again is counted %d, want 600", got)
+	}
+	// it was refused this time: the earlier charge stays (that send may
+	// have landed)
+	again.Refund()
+	if got := l.Spent(Window); got != 600 {
+		t.Fatalf("a refund took back another process's charge: %d", got)
+	}
+	// this process's own charge, refused: back to its reservation
+	ch, err := r2.Charge("op1/200+100", 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, held := l.Spent(Window), r2.Remaining(); got != 900 || held != 600 {
+		t.Fatalf("after a charge: spent %d, held %d; want 900, 600", got, held)
+	}
+	ch.Refund()
+	if got, held := l.Spent(Window), r2.Remaining(); got != 600 || held != 900 {
+		t.Fatalf("after a refund: spent %d, held %d; want 600, 900", got, held)
+	}
+	r2.Release()
+	// past its reservation a charge must fit
+	small, err := l.Reserve(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := small.Charge("big", Limit); !errors.Is(err, ErrBudget) {
+		t.Fatalf("a charge past the reservation and the limit: %v", err)
+	}
+	if got := l.Spent(Window); got != 600 {
+		t.Fatalf("a refused charge was recorded: %d", got)
+	}
+}

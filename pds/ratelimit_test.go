@@ -108,6 +108,9 @@ func TestHugeRetryAfterCappedAtAnHour(t *testing.T) {
 		t.Fatalf("undo refusal details %T", oe.Data)
 	}
 	checkWhen(t, "the undo refusal", oe.Msg, ex.FreeAt.UTC().Format(time.RFC3339), ex.WaitSeconds, paused)
+	if !strings.Contains(ex.Note, "no RateLimit-Policy") || !strings.Contains(oe.Msg, ex.Note) {
+		t.Errorf("the undo refusal does not say the pause was capped: note %q, text %s", ex.Note, oe.Msg)
+	}
 
 	// an hour and a minute later (the ledger's clock): the next write
 	// probes, and the operation finishes
