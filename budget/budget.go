@@ -137,6 +137,10 @@ type file struct {
 	Reserved    []held    `json:"reserved,omitempty"`
 	PausedUntil time.Time `json:"pausedUntil,omitzero"`
 	PauseNote   string    `json:"pauseNote,omitempty"`
+	// PauseLong marks a pause longer than an hour that a server's named
+	// limit allowed (Pause); any other is capped at an hour from when the
+	// file was written (ledgers of earlier versions kept a day).
+	PauseLong bool `json:"pauseLong,omitempty"`
 }
 
 // Ledger is the rolling record of spent and reserved points of one
@@ -160,6 +164,7 @@ type Ledger struct {
 	f          file // oldest spent first
 	paused     time.Time
 	pauseNote  string
+	pauseLong  bool
 }
 
 // New returns a ledger kept in path ("" = memory only), loading what an
@@ -190,7 +195,15 @@ func (l *Ledger) load() error {
 	}
 	l.f = f
 	l.paused = capPause(l.Now(), f.PausedUntil)
-	l.pauseNote = f.PauseNote
+	l.pauseNote, l.pauseLong = f.PauseNote, f.PauseLong
+	if fi, err := os.Stat(l.path); err == nil && !f.PauseLong && l.paused.After(fi.ModTime().Add(Window)) {
+		// a pause past an hour that no named limit allowed (an earlier
+		// version kept a server's word up to a day): an hour from when
+		// it was recorded, then the next write probes
+		asked := l.paused
+		l.paused = fi.ModTime().Add(Window)
+		l.pauseNote = fmt.Sprintf("a pause until %s without a named limit was capped at 1 h, the write budget's window", asked.UTC().Format(time.RFC3339))
+	}
 	return nil
 }
 
@@ -223,9 +236,9 @@ func (l *Ledger) shared(exclusive bool, fn func(now time.Time) error) error {
 		return nil
 	}
 	l.f.PausedUntil = l.paused
-	l.f.PauseNote = ""
+	l.f.PauseNote, l.f.PauseLong = "", false
 	if !l.paused.IsZero() {
-		l.f.PauseNote = l.pauseNote
+		l.f.PauseNote, l.f.PauseLong = l.pauseNote, l.pauseLong
 	}
 	raw, err := json.Marshal(l.f)
 	if err != nil {
@@ -250,7 +263,7 @@ func (l *Ledger) prune(now time.Time) {
 	l.f.Reserved = live
 	if !now.Before(l.paused) {
 		l.paused = time.Time{}
-		l.pauseNote = ""
+		l.pauseNote, l.pauseLong = "", false
 	}
 }
 
@@ -549,9 +562,10 @@ func capPause(now, t time.Time) time.Time {
 	return t
 }
 
-// Pause stops writes until t (a server's Retry-After), capped at a day.
-// note (may be "") says what was capped or guessed about it; refusals
-// during the pause repeat it.
+// Pause stops writes until t (a server's Retry-After), capped at a day:
+// the caller caps it at the window of the limit the server named, or at an
+// hour when it named none (pds.RateLimited). note (may be "") says what was
+// capped or guessed about it; refusals during the pause repeat it.
 func (l *Ledger) Pause(t time.Time, note string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -560,6 +574,7 @@ func (l *Ledger) Pause(t time.Time, note string) error {
 		if t.After(l.paused) {
 			l.paused = t
 			l.pauseNote = note
+			l.pauseLong = t.After(now.Add(Window))
 		}
 		return nil
 	})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -515,5 +516,37 @@ func TestChargeBeforeSend(t *testing.T) {
 	}
 	if got := l.Spent(Window); got != 600 {
 		t.Fatalf("a refused charge was recorded: %d", got)
+	}
+}
+
+// A ledger written by an earlier version holds a 24-hour pause that no
+// named limit allowed: it is capped at an hour from when it was recorded,
+// and refusals say so.
+func TestOldDayPauseCappedAtAnHour(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "budget.json")
+	now := time.Now()
+	old := fmt.Sprintf(`{"spent":[],"pausedUntil":%q}`, now.Add(Day).UTC().Format(time.RFC3339Nano))
+	if err := os.WriteFile(path, []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := l.PausedUntil()
+	if got.After(time.Now().Add(Window)) || got.Before(now.Add(Window-time.Minute)) {
+		t.Fatalf("paused until %s, want an hour from now", got.UTC().Format(time.RFC3339))
+	}
+	var ex *Exceeded
+	if err := l.Check(3); !errors.As(err, &ex) || !ex.Paused || !strings.Contains(ex.Error(), "capped at 1 h") {
+		t.Fatalf("refusal during the capped pause: %v", err)
+	}
+	// written back (another write), it stays where it was capped
+	if _, err := l.Reserve(0); err == nil {
+		t.Fatal("reserved during the pause")
+	}
+	l.Pause(time.Now(), "")
+	if again := l.PausedUntil(); !again.Equal(got) {
+		t.Fatalf("the capped pause moved: %s, then %s", got, again)
 	}
 }
