@@ -192,7 +192,7 @@ func TestKillLoopNeverOverspends(t *testing.T) {
 			t.Fatalf("run %d (%s): %d points landed in the hour, over the limit of %d", i, mode, landed, killLimit)
 		}
 	}
-	if runs >= 8 && refused == 0 {
+	if runs >= 12 && refused == 0 { // 12 runs charge at least 4,200 points by the 8th: the 9th cannot reserve 900
 		t.Errorf("the limit was never reached (%d runs, %d killed)", runs, killed)
 	}
 	t.Logf("%d runs: %d killed, %d refused by the budget", runs, killed, refused)
