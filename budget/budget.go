@@ -43,15 +43,49 @@ type Exceeded struct {
 	Paused bool      `json:"paused,omitempty"` // the server asked us to wait (429)
 	Window string    `json:"window"`           // "hour" or "day": the limit that binds
 	Limit  int       `json:"limit,omitempty"`  // that window's limit (0: the default Limit or DayLimit)
+	// WaitSeconds is how long from when the refusal was made until FreeAt
+	// (rounded up; 0 with a zero FreeAt or one already passed).
+	WaitSeconds int64 `json:"waitSeconds,omitempty"`
+	// Note says what was guessed or capped about a server's pause (a
+	// Retry-After beyond what its limit can mean, without a
+	// RateLimit-Policy naming the limit).
+	Note string `json:"note,omitempty"`
+}
+
+// At sets FreeAt and WaitSeconds as seen at now; it returns e.
+func (e *Exceeded) At(freeAt, now time.Time) *Exceeded {
+	e.FreeAt = freeAt
+	e.WaitSeconds = 0
+	if !freeAt.IsZero() && freeAt.After(now) {
+		e.WaitSeconds = int64((freeAt.Sub(now) + time.Second - 1) / time.Second)
+	}
+	return e
+}
+
+// When is FreeAt as text: an absolute UTC time and the seconds from when the
+// refusal was made ("2026-12-04T13:00:00Z, in 3600 s").
+func (e *Exceeded) When() string {
+	if e.FreeAt.IsZero() {
+		return ""
+	}
+	wait := e.WaitSeconds
+	if wait == 0 && e.FreeAt.After(time.Now()) { // made without At
+		wait = int64((time.Until(e.FreeAt) + time.Second - 1) / time.Second)
+	}
+	return fmt.Sprintf("%s, in %d s", e.FreeAt.UTC().Format(time.RFC3339), wait)
 }
 
 func (e *Exceeded) Error() string {
 	when := "never: split it into smaller operations"
 	if !e.FreeAt.IsZero() {
-		when = "at " + e.FreeAt.UTC().Format(time.RFC3339)
+		when = "at " + e.When()
 	}
 	if e.Paused {
-		return fmt.Sprintf("the server asked to pause writes; %d point(s) can be spent %s", e.Cost, when)
+		msg := fmt.Sprintf("the server asked to pause writes; %d point(s) can be spent %s", e.Cost, when)
+		if e.Note != "" {
+			msg += " (" + e.Note + ")"
+		}
+		return msg
 	}
 	limit := e.Limit
 	switch {
@@ -69,6 +103,12 @@ func (e *Exceeded) Unwrap() error { return ErrBudget }
 type entry struct {
 	At     time.Time `json:"at"`
 	Points int       `json:"points"`
+	// Key names the batch the points paid for (Charge): charged once,
+	// however often the batch is sent.
+	Key string `json:"key,omitempty"`
+	// Res is the reservation the charge came out of (given back to it on
+	// Refund).
+	Res string `json:"res,omitempty"`
 }
 
 type held struct {
@@ -96,6 +136,11 @@ type file struct {
 	Spent       []entry   `json:"spent"`
 	Reserved    []held    `json:"reserved,omitempty"`
 	PausedUntil time.Time `json:"pausedUntil,omitzero"`
+	PauseNote   string    `json:"pauseNote,omitempty"`
+	// PauseLong marks a pause longer than an hour that a server's named
+	// limit allowed (Pause); any other is capped at an hour from when the
+	// file was written (ledgers of earlier versions kept a day).
+	PauseLong bool `json:"pauseLong,omitempty"`
 }
 
 // Ledger is the rolling record of spent and reserved points of one
@@ -118,6 +163,8 @@ type Ledger struct {
 	lastSettle time.Time
 	f          file // oldest spent first
 	paused     time.Time
+	pauseNote  string
+	pauseLong  bool
 }
 
 // New returns a ledger kept in path ("" = memory only), loading what an
@@ -148,6 +195,15 @@ func (l *Ledger) load() error {
 	}
 	l.f = f
 	l.paused = capPause(l.Now(), f.PausedUntil)
+	l.pauseNote, l.pauseLong = f.PauseNote, f.PauseLong
+	if fi, err := os.Stat(l.path); err == nil && !f.PauseLong && l.paused.After(fi.ModTime().Add(Window)) {
+		// a pause past an hour that no named limit allowed (an earlier
+		// version kept a server's word up to a day): an hour from when
+		// it was recorded, then the next write probes
+		asked := l.paused
+		l.paused = fi.ModTime().Add(Window)
+		l.pauseNote = fmt.Sprintf("a pause until %s without a named limit was capped at 1 h, the write budget's window", asked.UTC().Format(time.RFC3339))
+	}
 	return nil
 }
 
@@ -180,6 +236,10 @@ func (l *Ledger) shared(exclusive bool, fn func(now time.Time) error) error {
 		return nil
 	}
 	l.f.PausedUntil = l.paused
+	l.f.PauseNote, l.f.PauseLong = "", false
+	if !l.paused.IsZero() {
+		l.f.PauseNote, l.f.PauseLong = l.pauseNote, l.pauseLong
+	}
 	raw, err := json.Marshal(l.f)
 	if err != nil {
 		return err
@@ -203,6 +263,7 @@ func (l *Ledger) prune(now time.Time) {
 	l.f.Reserved = live
 	if !now.Before(l.paused) {
 		l.paused = time.Time{}
+		l.pauseNote, l.pauseLong = "", false
 	}
 }
 
@@ -230,8 +291,8 @@ func (l *Ledger) fits(now time.Time, cost int) error {
 	}{{"hour", Window, l.Limit}, {"day", Day, l.DayLimit}} {
 		left := w.limit - l.used(now, w.window)
 		if cost > left {
-			ex := &Exceeded{Cost: cost, Left: max(0, left), Window: w.name, Limit: w.limit, FreeAt: l.freeAt(now, cost)}
-			return ex
+			ex := &Exceeded{Cost: cost, Left: max(0, left), Window: w.name, Limit: w.limit}
+			return ex.At(l.freeAt(now, cost), now)
 		}
 	}
 	return nil
@@ -295,10 +356,16 @@ func (l *Ledger) Check(cost int) error {
 	defer l.mu.Unlock()
 	return l.shared(false, func(now time.Time) error {
 		if l.paused.Sub(now) > MaxWait {
-			return &Exceeded{Cost: cost, Left: max(0, l.Limit-l.used(now, Window)), FreeAt: l.freeAt(now, cost), Paused: true, Window: "hour", Limit: l.Limit}
+			return l.pausedError(now, cost)
 		}
 		return l.fits(now, cost)
 	})
+}
+
+// pausedError refuses cost during a server pause (caller holds mu).
+func (l *Ledger) pausedError(now time.Time, cost int) *Exceeded {
+	ex := &Exceeded{Cost: cost, Left: max(0, l.Limit-l.used(now, Window)), Paused: true, Window: "hour", Limit: l.Limit, Note: l.pauseNote}
+	return ex.At(l.freeAt(now, cost), now)
 }
 
 // Reservation holds points for one operation: reserved before its first
@@ -321,7 +388,7 @@ func (l *Ledger) Reserve(cost int) (*Reservation, error) {
 	r := &Reservation{l: l, id: hex.EncodeToString(b[:])}
 	err := l.shared(true, func(now time.Time) error {
 		if l.paused.Sub(now) > MaxWait {
-			return &Exceeded{Cost: cost, Left: max(0, l.Limit-l.used(now, Window)), FreeAt: l.freeAt(now, cost), Paused: true, Window: "hour", Limit: l.Limit}
+			return l.pausedError(now, cost)
 		}
 		if err := l.fits(now, cost); err != nil {
 			return err
@@ -367,6 +434,84 @@ func (r *Reservation) Settle(points int) error {
 		l.f.Spent = append(l.f.Spent, entry{At: now, Points: points})
 		l.lastSettle = now
 		return over
+	})
+}
+
+// Charge records points of the reservation as spent now, durably (the
+// ledger file is written and fsynced before it returns), before the batch
+// they pay for is sent: a kill, crash or timeout after this can only count
+// too much, never too little. key names the batch: a batch already charged
+// under key (an earlier attempt, or a process killed while sending it) is
+// not charged again, and Refund leaves that earlier charge alone. Points
+// beyond what the reservation still holds must fit in the hour and the day,
+// else nothing is recorded and the error is an *Exceeded.
+func (r *Reservation) Charge(key string, points int) (*Charge, error) {
+	l := r.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := &Charge{r: r, key: key, points: points}
+	err := l.shared(true, func(now time.Time) error {
+		for _, e := range l.f.Spent {
+			if key != "" && e.Key == key {
+				return nil // charged already
+			}
+		}
+		h := r.find()
+		covered := 0
+		if h != nil {
+			covered = min(points, h.Points)
+		}
+		if extra := points - covered; extra > 0 {
+			if err := l.fits(now, extra); err != nil {
+				return err
+			}
+		}
+		if h != nil {
+			h.Points -= covered
+			h.Expires = now.Add(ReservationTTL)
+		}
+		l.f.Spent = append(l.f.Spent, entry{At: now, Points: points, Key: key, Res: r.id})
+		l.lastSettle = now
+		c.own = true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Charge is a batch's points recorded before it was sent.
+type Charge struct {
+	r      *Reservation
+	key    string
+	points int
+	own    bool // made by this Charge call (else an earlier one's: never refunded)
+}
+
+// Refund gives a charge back to its reservation. Call it only when the
+// batch is known not to have landed: refused before it was written, or
+// read back absent with the repository moved past the commit it was to be
+// swapped onto. A charge made earlier under the same key is not refunded.
+func (c *Charge) Refund() error {
+	if c == nil || !c.own {
+		return nil
+	}
+	l := c.r.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.shared(true, func(now time.Time) error {
+		for i, e := range l.f.Spent {
+			if e.Key == c.key && e.Res == c.r.id {
+				l.f.Spent = append(l.f.Spent[:i], l.f.Spent[i+1:]...)
+				if h := c.r.find(); h != nil {
+					h.Points += e.Points
+				}
+				break
+			}
+		}
+		c.own = false
+		return nil
 	})
 }
 
@@ -417,17 +562,39 @@ func capPause(now, t time.Time) time.Time {
 	return t
 }
 
-// Pause stops writes until t (a server's Retry-After), capped at a day.
-func (l *Ledger) Pause(t time.Time) error {
+// Pause stops writes until t (a server's Retry-After), capped at a day:
+// the caller caps it at the window of the limit the server named, or at an
+// hour when it named none (pds.RateLimited). note (may be "") says what was
+// capped or guessed about it; refusals during the pause repeat it.
+func (l *Ledger) Pause(t time.Time, note string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.shared(true, func(now time.Time) error {
 		t = capPause(now, t)
 		if t.After(l.paused) {
 			l.paused = t
+			l.pauseNote = note
+			l.pauseLong = t.After(now.Add(Window))
 		}
 		return nil
 	})
+}
+
+// Spent is the points recorded as spent within window before now (tests,
+// reports): charged batches included.
+func (l *Ledger) Spent(window time.Duration) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	_ = l.shared(false, func(now time.Time) error {
+		for _, e := range l.f.Spent {
+			if e.At.After(now.Add(-window)) {
+				n += e.Points
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // PausedUntil is the end of the current server pause (zero if none).
@@ -453,4 +620,20 @@ func WithReservation(ctx context.Context, r *Reservation) context.Context {
 func ReservationFrom(ctx context.Context) *Reservation {
 	r, _ := ctx.Value(resKey{}).(*Reservation)
 	return r
+}
+
+type batchKey struct{}
+
+// WithBatch returns a context that names the batch a write sends (an
+// operation's ID and the batch's place in it): the key its points are
+// charged under (Reservation.Charge), so that a batch sent again (a retry,
+// or a resume after a kill) is charged once.
+func WithBatch(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, batchKey{}, key)
+}
+
+// BatchFrom returns the batch key ctx carries, or "".
+func BatchFrom(ctx context.Context) string {
+	k, _ := ctx.Value(batchKey{}).(string)
+	return k
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -50,7 +51,7 @@ func simulate(t testing.TB, hours, maxCost int, seed uint64) (perHour []int, max
 			t.Fatal(err)
 		}
 		r.Release()
-		log = append(log, entry{c.t, cost})
+		log = append(log, entry{At: c.t, Points: cost})
 		perHour[int(c.t.Sub(start)/time.Hour)] += cost
 		sum := 0
 		for i := len(log) - 1; i >= 0 && log[i].At.After(c.t.Add(-Window)); i-- {
@@ -129,7 +130,7 @@ func TestKeptAcrossRestartAndPause(t *testing.T) {
 	}
 	l.Now = c.now
 	l.Spend(4990)
-	l.Pause(c.t.Add(time.Minute))
+	l.Pause(c.t.Add(time.Minute), "")
 	l2, err := New(path)
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +196,7 @@ func TestSharedBetweenProcesses(t *testing.T) {
 	if a.Left() != 0 || b.Left() != 0 {
 		t.Fatalf("left: a %d, b %d", a.Left(), b.Left())
 	}
-	b.Pause(c.t.Add(10 * time.Minute))
+	b.Pause(c.t.Add(10*time.Minute), "")
 	if !a.PausedUntil().Equal(c.t.Add(10 * time.Minute)) {
 		t.Fatal("a does not see b's pause")
 	}
@@ -322,7 +323,7 @@ func TestPauseCapped(t *testing.T) {
 	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	l, _ := New(path)
 	l.Now = c.now
-	l.Pause(c.t.Add(10 * 365 * 24 * time.Hour))
+	l.Pause(c.t.Add(10*365*24*time.Hour), "")
 	if got := l.PausedUntil(); !got.Equal(c.t.Add(Day)) {
 		t.Fatalf("paused until %s", got)
 	}
@@ -430,5 +431,122 @@ func TestExceededQuotesConfiguredLimit(t *testing.T) {
 	}
 	if ex.Limit != 1000 || ex.Left != 100 || !strings.Contains(err.Error(), "100 of 1000 are left") {
 		t.Fatalf("got %+v: %v", ex, err)
+	}
+}
+
+// A batch's points are charged before it is sent and stay charged when the
+// process that sent it is killed (its reservation is given back, the
+// charge is not); the same batch sent again (a retry, a resume) is charged
+// once; a refund gives a charge back to its reservation, never an earlier
+// process's charge of the same batch; points past the reservation are
+// charged only if they fit.
+func TestChargeBeforeSend(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "budget.json")
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	open := func() *Ledger {
+		l, err := New(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Now = c.now
+		return l
+	}
+	// a process that reserves 900, charges its first batch (600) and is
+	// killed before it hears back
+	child := exec.Command("sleep", "30")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	dead := open()
+	dead.pid = child.Process.Pid
+	r, err := dead.Reserve(900)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Charge("op1/0+200", 600); err != nil {
+		t.Fatal(err)
+	}
+	child.Process.Kill()
+	child.Wait()
+	l := open()
+	if got := l.Spent(Window); got != 600 {
+		t.Fatalf("after the kill the ledger counts %d, want the 600 charged", got)
+	}
+	if got := l.Left(); got != Limit-600 {
+		t.Fatalf("left %d, want %d (the dead reservation's other 300 given back)", got, Limit-600)
+	}
+	// the resume sends the same batch again: charged once
+	r2, err := l.Reserve(900)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := r2.Charge("op1/0+200", 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Spent(Window); got != 600 {
+		t.Fatalf("the batch sent again is counted %d, want 600", got)
+	}
+	// it was refused this time: the earlier charge stays (that send may
+	// have landed)
+	again.Refund()
+	if got := l.Spent(Window); got != 600 {
+		t.Fatalf("a refund took back another process's charge: %d", got)
+	}
+	// this process's own charge, refused: back to its reservation
+	ch, err := r2.Charge("op1/200+100", 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, held := l.Spent(Window), r2.Remaining(); got != 900 || held != 600 {
+		t.Fatalf("after a charge: spent %d, held %d; want 900, 600", got, held)
+	}
+	ch.Refund()
+	if got, held := l.Spent(Window), r2.Remaining(); got != 600 || held != 900 {
+		t.Fatalf("after a refund: spent %d, held %d; want 600, 900", got, held)
+	}
+	r2.Release()
+	// past its reservation a charge must fit
+	small, err := l.Reserve(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := small.Charge("big", Limit); !errors.Is(err, ErrBudget) {
+		t.Fatalf("a charge past the reservation and the limit: %v", err)
+	}
+	if got := l.Spent(Window); got != 600 {
+		t.Fatalf("a refused charge was recorded: %d", got)
+	}
+}
+
+// A ledger written by an earlier version holds a 24-hour pause that no
+// named limit allowed: it is capped at an hour from when it was recorded,
+// and refusals say so.
+func TestOldDayPauseCappedAtAnHour(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "budget.json")
+	now := time.Now()
+	old := fmt.Sprintf(`{"spent":[],"pausedUntil":%q}`, now.Add(Day).UTC().Format(time.RFC3339Nano))
+	if err := os.WriteFile(path, []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := l.PausedUntil()
+	if got.After(time.Now().Add(Window)) || got.Before(now.Add(Window-time.Minute)) {
+		t.Fatalf("paused until %s, want an hour from now", got.UTC().Format(time.RFC3339))
+	}
+	var ex *Exceeded
+	if err := l.Check(3); !errors.As(err, &ex) || !ex.Paused || !strings.Contains(ex.Error(), "capped at 1 h") {
+		t.Fatalf("refusal during the capped pause: %v", err)
+	}
+	// written back (another write), it stays where it was capped
+	if _, err := l.Reserve(0); err == nil {
+		t.Fatal("reserved during the pause")
+	}
+	l.Pause(time.Now(), "")
+	if again := l.PausedUntil(); !again.Equal(got) {
+		t.Fatalf("the capped pause moved: %s, then %s", got, again)
 	}
 }

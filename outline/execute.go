@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/bulleted-mcp/bulleted-mcp/budget"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
@@ -98,6 +99,8 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 		}
 		// the batch runs to completion even if the call is cancelled now
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(bctx), BatchTimeout)
+		// its points are charged once under this key, however often it is sent
+		cctx = budget.WithBatch(cctx, fmt.Sprintf("%s/%d+%d", op.ID, op.landedWrites(), len(batch)))
 		res, err := e.Repo.Apply(cctx, swap, batch)
 		cancel()
 		if err == nil {
@@ -237,7 +240,12 @@ func (e *Engine) stop(op *Operation, err error, why string) error {
 	if errors.Is(err, budget.ErrBudget) {
 		var ex *budget.Exceeded
 		if errors.As(err, &ex) && !ex.FreeAt.IsZero() {
-			msg += "; enough budget is free at " + ex.FreeAt.UTC().Format("2006-01-02T15:04:05Z07:00")
+			if ex.WaitSeconds == 0 {
+				ex.At(ex.FreeAt, e.Now())
+			}
+			rep.RetryAt = ex.FreeAt.UTC().Format(time.RFC3339)
+			rep.RetryInSeconds = ex.WaitSeconds
+			msg += fmt.Sprintf("; it can go on (resume or undo) at %s, in %d s", rep.RetryAt, rep.RetryInSeconds)
 		}
 	}
 	return &Error{Kind: ErrIncomplete, Msg: msg, Next: rep.Next, Data: rep}

@@ -90,6 +90,10 @@ type OpReport struct {
 	UnknownWrites int      `json:"writesUnknown,omitempty"`
 	Created       []string `json:"createdLanded,omitempty"` // record keys of bullets created by the landed batches
 	Next          string   `json:"next,omitempty"`
+	// RetryAt (UTC) and RetryInSeconds: when the write budget or a server
+	// pause lets it go on, if that is what stopped it (set by stop).
+	RetryAt        string `json:"retryAt,omitempty"`
+	RetryInSeconds int64  `json:"retryInSeconds,omitempty"`
 }
 
 // Report describes op.

@@ -29,6 +29,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(killChildEnv) != "" {
+		os.Exit(killChild()) // a child of TestKillLoopNeverOverspends
+	}
 	s, err := pdstest.StartServer(pdstest.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -2,6 +2,8 @@ package pds
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -291,45 +293,84 @@ func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Writ
 		defer rv.Release()
 		res = rv
 	}
+	// and charged before the request leaves (budget.Charge), under the
+	// batch's key: given back only when the batch is known not to have
+	// landed, so that no kill, crash or timeout leaves a landed batch
+	// uncounted
+	key := budget.BatchFrom(ctx)
+	if key == "" {
+		key = "apply/" + newKey()
+	}
+	var charge *budget.Charge
+	// maybe: a request of this call may have reached the PDS and not been
+	// answered, with the head still at swapCommit (it might still land)
+	maybe := false
+	refund := func() {
+		if !maybe {
+			charge.Refund()
+			charge = nil
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		if r.Budget != nil {
 			if until := r.Budget.PausedUntil(); !until.IsZero() {
 				wait := time.Until(until)
 				if wait > budget.MaxWait {
-					return nil, &budget.Exceeded{Cost: cost, FreeAt: until, Paused: true, Window: "hour"}
+					refund()
+					err := r.Budget.Check(cost)
+					if err == nil {
+						err = (&budget.Exceeded{Cost: cost, Paused: true, Window: "hour"}).At(until, time.Now())
+					}
+					return nil, err
 				}
 				if err := r.Sleep(ctx, wait); err != nil {
+					refund()
 					return nil, err
 				}
 			}
+		}
+		if res != nil && charge == nil {
+			c, err := res.Charge(key, cost)
+			if err != nil {
+				return nil, err
+			}
+			charge = c
 		}
 		var out applyOutput
 		r.Stats.Writes.Add(1)
 		err := call(ctx, r.c, http.MethodPost, "com.atproto.repo.applyWrites", nil, in, &out, nil)
 		if err == nil {
 			r.ownCommit(swapCommit, out.Commit.CID, out.Commit.Rev, writes, out.Results)
-			return r.committed(res, cost, out.Commit.CID, out.Commit.Rev, out.Results)
+			return r.committed(out.Commit.CID, out.Commit.Rev, out.Results)
 		}
 		if isErrorName(err, http.StatusBadRequest, "InvalidSwap") {
+			refund()
 			return nil, fmt.Errorf("%w: %v", store.ErrConflict, err)
 		}
 		var ae *atclient.APIError
 		if errors.As(err, &ae) && ae.StatusCode == http.StatusRequestEntityTooLarge {
+			refund()
 			return nil, fmt.Errorf("%w: %v", store.ErrBatchTooLarge, err)
 		}
 		var rl *RateLimited
 		if errors.As(err, &rl) {
 			r.Stats.RateLimited.Add(1)
+			refund()
 			if r.Budget != nil {
-				r.Budget.Pause(rl.Until)
+				r.Budget.Pause(rl.Until, rl.Note)
 				if attempt < Attempts && time.Until(rl.Until) <= budget.MaxWait {
 					continue // the loop sleeps through the pause
 				}
 			}
 			// the server's word on when writes are free again, capped
-			return nil, fmt.Errorf("%w (%v)", &budget.Exceeded{Cost: cost, FreeAt: rl.Until, Paused: true, Window: "hour"}, err)
+			ex := (&budget.Exceeded{Cost: cost, Paused: true, Window: "hour", Note: rl.Note}).At(rl.Until, time.Now())
+			return nil, fmt.Errorf("%w (%v)", ex, err)
 		}
 		if !ambiguous(err) {
+			if errors.Is(err, context.Canceled) {
+				maybe = true // the request may have reached the PDS
+			}
+			refund()
 			if errors.As(err, &ae) && ae.StatusCode >= 400 && ae.StatusCode < 500 && ae.StatusCode != http.StatusRequestTimeout {
 				return nil, fmt.Errorf("%w: applyWrites: %w", store.ErrRefused, err)
 			}
@@ -337,13 +378,13 @@ func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Writ
 		}
 		// Unknown whether it committed: look before sending it again.
 		r.Stats.Ambiguous.Add(1)
+		maybe = true
 		got, landed, rerr := r.landed(ctx, swapCommit, writes)
-		rsv := res
 		if rerr != nil {
 			return nil, fmt.Errorf("applyWrites failed (%v), and reading the repository back failed: %w", err, rerr)
 		}
 		if landed {
-			return r.committed(rsv, cost, got.Commit, got.Rev, nil, got.Results...)
+			return r.committed(got.Commit, got.Rev, nil, got.Results...)
 		}
 		if got == nil { // head unchanged: nothing landed; was the batch possible at all?
 			if perr := r.precondition(ctx, swapCommit, writes); perr != nil {
@@ -351,6 +392,12 @@ func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Writ
 			}
 		}
 		if got != nil { // the head moved and the writes are not there
+			if swapCommit != "" {
+				// every request of this call was swapped onto a commit
+				// that is gone: none of them can land any more
+				maybe = false
+				refund()
+			}
 			return nil, fmt.Errorf("%w: after an ambiguous failure (%v) the repository had moved on", store.ErrConflict, err)
 		}
 		if attempt >= Attempts {
@@ -362,10 +409,14 @@ func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Writ
 	}
 }
 
-func (r *Repo) committed(rsv *budget.Reservation, cost int, commit, rev string, results []applyResult, extra ...store.WriteResult) (*store.Result, error) {
-	if rsv != nil {
-		rsv.Settle(cost) // the write happened: recorded even past the limit
-	}
+// newKey is a random batch key.
+func newKey() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (r *Repo) committed(commit, rev string, results []applyResult, extra ...store.WriteResult) (*store.Result, error) {
 	res := &store.Result{Commit: commit, Rev: rev}
 	for _, x := range results {
 		res.Results = append(res.Results, store.WriteResult{URI: x.URI, CID: x.CID})

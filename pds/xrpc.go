@@ -15,12 +15,17 @@ import (
 
 	"github.com/bluesky-social/indigo/atproto/atclient"
 	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/bulleted-mcp/bulleted-mcp/budget"
 )
 
-// RateLimited is a 429 answer; Until is when the server lets writes in again.
+// RateLimited is a 429 answer; Until is when the server lets writes in
+// again, capped (capRetry).
 type RateLimited struct {
 	Until time.Time
 	Err   *atclient.APIError
+	// Note says how Until was capped ("" when the server's word was kept).
+	Note string
 }
 
 func (e *RateLimited) Error() string {
@@ -126,7 +131,9 @@ func send(ctx context.Context, c *atclient.APIClient, b bounds, method, nsid str
 		_ = json.Unmarshal(raw, &eb)
 		apiErr := &atclient.APIError{StatusCode: resp.StatusCode, Name: eb.Name, Message: eb.Message}
 		if resp.StatusCode == http.StatusTooManyRequests {
-			return &RateLimited{Until: retryAfter(resp.Header, time.Now()), Err: apiErr}
+			now := time.Now()
+			until, note := retryAfter(resp.Header, now)
+			return &RateLimited{Until: until, Err: apiErr, Note: note}
 		}
 		return apiErr
 	}
@@ -156,8 +163,9 @@ func (t *ticking) Read(p []byte) (int, error) {
 }
 
 // retryAfter reads Retry-After (seconds or an HTTP date), else the
-// RateLimit-Reset epoch seconds the reference PDS sends, else one minute.
-func retryAfter(h http.Header, now time.Time) time.Time {
+// RateLimit-Reset epoch seconds the reference PDS sends, else one minute;
+// capped by capRetry, whose note it returns.
+func retryAfter(h http.Header, now time.Time) (time.Time, string) {
 	return capRetry(h, now, rawRetryAfter(h, now))
 }
 
@@ -190,26 +198,37 @@ func secs(s int64) time.Duration {
 }
 
 // capRetry bounds a pause to what the limit that was hit can mean: its
-// window, from the reference PDS's RateLimit-Policy ("5000;w=3600"), else a
-// day (the longest write window); never in the past.
-func capRetry(h http.Header, now, t time.Time) time.Time {
-	window := 24 * time.Hour
+// window, from the reference PDS's RateLimit-Policy ("5000;w=3600", at most
+// a day, the longest write window); without a policy, an hour (the budget's
+// own window), after which the next write probes whether the limit is
+// still on. Never in the past. The note says when and why it capped.
+func capRetry(h http.Header, now, t time.Time) (time.Time, string) {
+	window, named := budget.Window, false
 	if p := h.Get("RateLimit-Policy"); p != "" {
 		for _, part := range strings.Split(p, ";") {
 			if v, ok := strings.CutPrefix(strings.TrimSpace(part), "w="); ok {
-				if s, err := strconv.ParseInt(v, 10, 64); err == nil && s > 0 && secs(s) < window {
-					window = secs(s)
+				if s, err := strconv.ParseInt(v, 10, 64); err == nil && s > 0 {
+					window, named = min(secs(s), budget.Day), true
 				}
 			}
 		}
 	}
 	switch {
 	case t.Before(now):
-		return now
+		return now, ""
 	case t.After(now.Add(window)):
-		return now.Add(window)
+		capped := now.Add(window)
+		asked := fmt.Sprintf("the server asked to wait %d s", int64(t.Sub(now).Round(time.Second)/time.Second))
+		w := fmt.Sprintf("%d s", int64(window/time.Second))
+		if window%time.Hour == 0 {
+			w = fmt.Sprintf("%d h", int64(window/time.Hour))
+		}
+		if named {
+			return capped, fmt.Sprintf("%s, longer than the %s window its RateLimit-Policy names: capped at %s; writes are tried again at %s", asked, w, w, capped.UTC().Format(time.RFC3339))
+		}
+		return capped, fmt.Sprintf("%s without naming its limit (no RateLimit-Policy); capped at %s, the write budget's window: writes are tried again at %s", asked, w, capped.UTC().Format(time.RFC3339))
 	}
-	return t
+	return t, ""
 }
 
 // ambiguous reports whether err leaves it unknown if a write committed:

@@ -94,6 +94,9 @@ type Fault struct {
 	Delay time.Duration
 	// RetryAfter is the Retry-After header of RateLimit (e.g. "1").
 	RetryAfter string
+	// NoPolicy leaves out RateLimit's RateLimit-* headers (a server that
+	// names no limit, only the Retry-After).
+	NoPolicy bool
 }
 
 func (f Fault) String() string {
@@ -415,9 +418,11 @@ func (p *FaultProxy) serve(w http.ResponseWriter, r *http.Request) {
 		go p.late(r.Clone(context.Background()), method, body, f)
 	case RateLimit:
 		w.Header().Set("Retry-After", f.RetryAfter)
-		w.Header().Set("RateLimit-Limit", "5000")
-		w.Header().Set("RateLimit-Remaining", "0")
-		w.Header().Set("RateLimit-Policy", "5000;w=3600")
+		if !f.NoPolicy {
+			w.Header().Set("RateLimit-Limit", "5000")
+			w.Header().Set("RateLimit-Remaining", "0")
+			w.Header().Set("RateLimit-Policy", "5000;w=3600")
+		}
 		p.event(Event{Method: method, Kind: f.Kind})
 		writeJSONError(w, http.StatusTooManyRequests, "RateLimitExceeded", "Rate Limit Exceeded")
 	case TooLarge:
