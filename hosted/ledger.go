@@ -17,7 +17,9 @@ import (
 // advisory lock, after summing what is spent and reserved, so that all
 // instances together never pass the limits. Times are the database's, so
 // instances' clocks do not matter. No lock is held across network I/O: a
-// reservation is taken, the write sent, and then settled or released.
+// reservation is taken and charged (recorded as spent) before the write is
+// sent, and the charge is refunded only when the write is known not to have
+// landed, so that no kill, crash or timeout leaves a landed batch uncounted.
 //
 // An operation reserves its whole plan's cost before its first batch
 // (userRepo.ReservePlan) and settles each batch against it (SettlePart), so
@@ -151,26 +153,44 @@ func freeAt(ctx context.Context, tx pgx.Tx, did string, now time.Time, span time
 	return now.Add(span), rows.Err()
 }
 
-// Settle records points of reservation id as spent now (a committed batch)
-// and gives back the rest of it.
+// Settle records points of reservation id as spent now and gives back the
+// rest of it.
 func (l *Ledger) Settle(ctx context.Context, did, id string, points int) error {
-	return pgx.BeginFunc(ctx, l.DB, func(tx pgx.Tx) error {
+	_, err := l.Charge(ctx, did, id, points)
+	return err
+}
+
+// Charge is Settle before the batch is sent: reservation id (the batch's
+// own) becomes points spent now, and the spent row's id is returned for
+// Refund, should the batch turn out not to have landed.
+func (l *Ledger) Charge(ctx context.Context, did, id string, points int) (int64, error) {
+	var spent int64
+	err := pgx.BeginFunc(ctx, l.DB, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "DELETE FROM budget_reserved WHERE id = $1", id); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, "INSERT INTO budget_spent (did, points) VALUES ($1, $2)", did, points)
-		return err
+		return tx.QueryRow(ctx, "INSERT INTO budget_spent (did, points) VALUES ($1, $2) RETURNING id", did, points).Scan(&spent)
 	})
+	return spent, err
 }
 
 // SettlePart records points of reservation id (an operation's whole plan)
-// as spent now, under did's advisory lock: they leave the reservation (never
-// below zero) and its lease is renewed for another TTL. Points beyond what
-// it still holds (it expired) are recorded all the same: the write
-// happened.
+// as spent now; see ChargePart.
 func (l *Ledger) SettlePart(ctx context.Context, did, id string, points int) error {
+	_, err := l.ChargePart(ctx, did, id, points)
+	return err
+}
+
+// ChargePart records points of reservation id (an operation's whole plan)
+// as spent now, under did's advisory lock, before the batch they pay for is
+// sent: they leave the reservation (never below zero) and its lease is
+// renewed for another TTL. Points beyond what it still holds (it expired)
+// are recorded all the same: the write may happen. The spent row's id is
+// returned for Refund.
+func (l *Ledger) ChargePart(ctx context.Context, did, id string, points int) (int64, error) {
 	_, _, ttl := l.limits()
-	return pgx.BeginFunc(ctx, l.DB, func(tx pgx.Tx) error {
+	var spent int64
+	err := pgx.BeginFunc(ctx, l.DB, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey("budget:"+did)); err != nil {
 			return err
 		}
@@ -178,7 +198,26 @@ func (l *Ledger) SettlePart(ctx context.Context, did, id string, points int) err
 			id, points, fmt.Sprintf("%d milliseconds", ttl.Milliseconds())); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, "INSERT INTO budget_spent (did, points) VALUES ($1, $2)", did, points)
+		return tx.QueryRow(ctx, "INSERT INTO budget_spent (did, points) VALUES ($1, $2) RETURNING id", did, points).Scan(&spent)
+	})
+	return spent, err
+}
+
+// Refund gives back a charge (spent row id) whose batch is known not to
+// have landed; the points return to reservation plan when it is an
+// operation's (and still held), for the operation's next batches.
+func (l *Ledger) Refund(ctx context.Context, did, plan string, spent int64, points int) error {
+	return pgx.BeginFunc(ctx, l.DB, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey("budget:"+did)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM budget_spent WHERE id = $1", spent); err != nil {
+			return err
+		}
+		if plan == "" {
+			return nil
+		}
+		_, err := tx.Exec(ctx, "UPDATE budget_reserved SET points = points + $2 WHERE id = $1", plan, points)
 		return err
 	})
 }

@@ -15,9 +15,8 @@ import (
 )
 
 // userRepo is a user's PDS repository as the engine sees it in hosted mode:
-// every batch is paid for in the shared Postgres ledger (reserved before it
-// is sent, settled when it landed or may have, released when it certainly
-// did not), and the operations journal is pushed to Postgres before each
+// every batch is paid for in the shared Postgres ledger (charged as spent
+// before it is sent, refunded only when it certainly did not land), and the operations journal is pushed to Postgres before each
 // batch. It is not a store.Limited: the engine's own file ledger is not
 // used: the engine reserves a whole plan's cost in the shared ledger through
 // ReservePlan (store.Reserver) before the first batch, and Apply settles
@@ -96,49 +95,54 @@ func (r *userRepo) Apply(ctx context.Context, swapCommit string, writes []store.
 		}
 		return nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "reserving write budget failed: " + err.Error(), Next: "retry in a moment"}
 	}
-	res, err := r.inner.Apply(ctx, swapCommit, writes)
-	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
-	defer cancel()
-	var ex *budget.Exceeded
-	switch {
-	case err == nil:
-		if serr := r.ledger.Settle(bctx, did, id, cost); serr != nil {
-			return res, nil // it landed; the reservation expires and is counted till then
-		}
-	case errors.As(err, &ex) && ex.Paused:
-		r.ledger.Pause(bctx, did, ex.FreeAt)
-		r.ledger.Release(bctx, id)
-	case notWritten(err):
-		r.ledger.Release(bctx, id)
-	default:
-		// it may have landed: counted as spent (never under-counted)
-		r.ledger.Settle(bctx, did, id, cost)
-	}
+	// counted as spent before it is sent: a process killed while the batch
+	// is on its way leaves it counted, never landed and uncounted
+	spent, err := r.ledger.Charge(ctx, did, id, cost)
 	if err != nil {
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
+		defer cancel()
+		r.ledger.Release(bctx, id)
+		return nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "recording the write budget failed: " + err.Error(), Next: "retry in a moment"}
+	}
+	res, err := r.inner.Apply(ctx, swapCommit, writes)
+	if err != nil {
+		r.settleFailed(ctx, did, "", spent, cost, err)
 		return nil, fmt.Errorf("%w", err)
 	}
 	return res, nil
 }
 
-// applyPlanned sends a batch of an operation whose plan is reserved (plan)
-// and settles it against the reservation; the operation releases the rest.
+// applyPlanned sends a batch of an operation whose plan is reserved (plan),
+// charged against the reservation before it is sent; the operation
+// releases the rest.
 func (r *userRepo) applyPlanned(ctx context.Context, did, plan, swapCommit string, writes []store.Write, cost int) (*store.Result, error) {
+	spent, err := r.ledger.ChargePart(ctx, did, plan, cost)
+	if err != nil {
+		return nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "recording the write budget failed: " + err.Error(), Next: "retry in a moment"}
+	}
 	res, err := r.inner.Apply(ctx, swapCommit, writes)
+	if err != nil {
+		r.settleFailed(ctx, did, plan, spent, cost, err)
+		return nil, fmt.Errorf("%w", err)
+	}
+	return res, nil
+}
+
+// settleFailed deals with the charge of a batch that failed: refunded when
+// the batch is known not to have landed, kept when it may have (never
+// under-counted); a PDS's pause is shared with every instance.
+func (r *userRepo) settleFailed(ctx context.Context, did, plan string, spent int64, cost int, err error) {
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
 	defer cancel()
 	var ex *budget.Exceeded
-	switch {
-	case err == nil:
-		r.ledger.SettlePart(bctx, did, plan, cost) // if it fails, the reservation still counts till it expires
-		return res, nil
-	case errors.As(err, &ex) && ex.Paused:
+	if errors.As(err, &ex) && ex.Paused {
 		r.ledger.Pause(bctx, did, ex.FreeAt)
-	case notWritten(err):
-	default:
-		// it may have landed: counted as spent (never under-counted)
-		r.ledger.SettlePart(bctx, did, plan, cost)
+		r.ledger.Refund(bctx, did, plan, spent, cost) // refused before sending
+		return
 	}
-	return nil, fmt.Errorf("%w", err)
+	if notWritten(err) {
+		r.ledger.Refund(bctx, did, plan, spent, cost) // if it fails, counted: never under
+	}
 }
 
 // notWritten reports errors after which the batch is known not to have
