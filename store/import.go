@@ -10,7 +10,6 @@ import (
 
 	"github.com/bluesky-social/indigo/atproto/atdata"
 	"github.com/bluesky-social/indigo/atproto/syntax"
-	legacy "github.com/bluesky-social/indigo/repo"
 )
 
 // ErrInvalidRecords means an import found records that do not validate;
@@ -53,11 +52,7 @@ func (l *Local) ImportCAR(ctx context.Context, r io.Reader, opts ImportOptions) 
 	rep := &ImportReport{SourceDID: src.did}
 	from := "at://" + rep.SourceDID + "/"
 	to := "at://" + l.did.String() + "/"
-	type rec struct {
-		path string
-		raw  []byte
-	}
-	recs := make([]rec, 0, len(src.paths))
+	recs := make([]importRecord, 0, len(src.paths))
 	for i, k := range src.paths {
 		if i%1024 == 0 && ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -88,7 +83,7 @@ func (l *Local) ImportCAR(ctx context.Context, r io.Reader, opts ImportOptions) 
 		if err != nil {
 			return nil, fmt.Errorf("record %s: %w", k, err)
 		}
-		recs = append(recs, rec{k, out})
+		recs = append(recs, importRecord{k, out})
 	}
 	src = nil // the CAR's blocks are no longer needed
 	sort.Strings(rep.Invalid)
@@ -100,13 +95,7 @@ func (l *Local) ImportCAR(ctx context.Context, r io.Reader, opts ImportOptions) 
 	defer l.mu.Unlock()
 	err = l.locked(ctx, true, func() error {
 		rep.Replaced = len(l.recordMap())
-		nr := legacy.NewRepo(ctx, l.did.String(), l.bs)
-		for _, x := range recs {
-			if _, err := nr.PutRecord(ctx, x.path, rawRecord(x.raw)); err != nil {
-				return l.dropPending(err)
-			}
-		}
-		root, _, err := nr.Commit(ctx, l.sign)
+		root, err := l.commitRecords(ctx, recs)
 		if err != nil {
 			return l.dropPending(err)
 		}

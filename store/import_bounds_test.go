@@ -389,3 +389,76 @@ func benchExport(b *testing.B, n int) []byte {
 	}
 	return exp.Bytes()
 }
+
+// commitData is the MST root and signature check of l's current commit.
+func commitData(t *testing.T, l *Local) (cid.Cid, string) {
+	t.Helper()
+	head, rev, err := l.Head(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := cid.Decode(head)
+	raw, err := l.bs.raw(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var commit atrepo.Commit
+	if err := commit.UnmarshalCBOR(bytes.NewReader(raw)); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := l.key.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := commit.VerifySignature(pub); err != nil {
+		t.Fatalf("commit %s: %v", c, err)
+	}
+	return commit.Data, rev
+}
+
+// An import builds the same MST as the writes that made the records (the
+// MST is canonical), under a commit signed by the store's key: a store's
+// own export of 2,000 records, imported, leaves its MST root unchanged,
+// and the store reopens and takes writes.
+func TestImportSameMST(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	l, err := OpenLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := 0; i < 2000; i += MaxBatch {
+		ws := make([]Write, MaxBatch)
+		for j := range ws {
+			ws[j] = node(fmt.Sprintf("3k%011d", i+j), fmt.Sprintf("bullet %d", i+j), "")
+		}
+		if _, err := l.Apply(ctx, "", ws); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, rev := commitData(t, l)
+	var exp bytes.Buffer
+	if err := l.ExportCAR(&exp); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := l.ImportCAR(ctx, &exp, ImportOptions{}); err != nil || rep.Records != 2000 {
+		t.Fatalf("import: %+v %v", rep, err)
+	}
+	data2, rev2 := commitData(t, l)
+	if data2 != data || rev2 <= rev {
+		t.Fatalf("MST root %s (rev %s) after the import, %s (rev %s) before", data2, rev2, data, rev)
+	}
+	l.Close()
+	l2, err := OpenLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if _, err := l2.Apply(ctx, "", []Write{node("3kzzzzzzzzzz2", "after", "")}); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := l2.Snapshot(ctx); len(s.Records) != 2001 {
+		t.Fatalf("%d records after reopening and a write", len(s.Records))
+	}
+}

@@ -12,6 +12,7 @@ import (
 	atrepo "github.com/bluesky-social/indigo/atproto/repo"
 	"github.com/bluesky-social/indigo/atproto/repo/mst"
 	"github.com/bluesky-social/indigo/atproto/syntax"
+	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
 	car "github.com/ipld/go-car"
 	"github.com/multiformats/go-multihash"
@@ -272,4 +273,79 @@ func (c *capped) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.left -= int64(n)
 	return n, err
+}
+
+// importRecord is one record an import writes: its path and DAG-CBOR.
+type importRecord struct {
+	path string
+	raw  []byte
+}
+
+// commitRecords puts the blocks of a repository of exactly recs (in key
+// order) and its signed commit in l's pending blocks, and returns the
+// commit's CID. The MST is built in place (indigo's atproto/repo/mst) and
+// encoded once, rather than copied on every insert.
+func (l *Local) commitRecords(ctx context.Context, recs []importRecord) (cid.Cid, error) {
+	prefix := cid.NewPrefixV1(cid.DagCBOR, multihash.SHA2_256)
+	put := func(data []byte) (cid.Cid, error) {
+		c, err := prefix.Sum(data)
+		if err != nil {
+			return cid.Undef, err
+		}
+		blk, err := blocks.NewBlockWithCid(data, c)
+		if err != nil {
+			return cid.Undef, err
+		}
+		return c, l.bs.Put(ctx, blk)
+	}
+	tree := mst.NewEmptyTree()
+	for _, x := range recs {
+		c, err := put(x.raw)
+		if err != nil {
+			return cid.Undef, err
+		}
+		if _, err := tree.Insert([]byte(x.path), c); err != nil {
+			return cid.Undef, fmt.Errorf("record %s: %w", x.path, err)
+		}
+	}
+	data, err := tree.RootCID() // every node's CID, children first
+	if err != nil {
+		return cid.Undef, err
+	}
+	var putNode func(n *mst.Node) error
+	putNode = func(n *mst.Node) error {
+		for _, e := range n.Entries {
+			if e.Child != nil {
+				if err := putNode(e.Child); err != nil {
+					return err
+				}
+			}
+		}
+		nd := n.NodeData()
+		b, c, err := nd.Bytes()
+		if err != nil {
+			return err
+		}
+		if n.CID != nil && *n.CID != *c {
+			return fmt.Errorf("MST node encoded as %s, computed as %s", c, n.CID)
+		}
+		_, err = put(b)
+		return err
+	}
+	if err := putNode(tree.Root); err != nil {
+		return cid.Undef, err
+	}
+	commit := atrepo.Commit{DID: l.did.String(), Version: atrepo.ATPROTO_REPO_VERSION, Data: *data, Rev: syntax.NewTIDClock(0).Next().String()}
+	unsigned, err := commit.UnsignedBytes()
+	if err != nil {
+		return cid.Undef, err
+	}
+	if commit.Sig, err = l.sign(ctx, commit.DID, unsigned); err != nil {
+		return cid.Undef, err
+	}
+	var buf bytes.Buffer
+	if err := commit.MarshalCBOR(&buf); err != nil {
+		return cid.Undef, err
+	}
+	return put(buf.Bytes())
 }
