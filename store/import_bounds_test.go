@@ -462,3 +462,24 @@ func TestImportSameMST(t *testing.T) {
 		t.Fatalf("%d records after reopening and a write", len(s.Records))
 	}
 }
+
+// An app.bulleted key that is not a record path (collection/rkey), or
+// whose record is not in the CAR, refuses the import: the old import
+// failed on the first otherwise than as a damaged CAR, and on the second
+// failed looking the record up, untyped.
+func TestImportBadKeyAndMissingRecord(t *testing.T) {
+	rec := recordSec("x")
+	for _, c := range []struct {
+		key  string
+		secs []sec
+		want string
+	}{
+		{"app.bulleted.node/has space", []sec{rec}, "not a record path"},
+		{"app.bulleted.node", []sec{rec}, "not a record path"},
+		{"app.bulleted.node/3kaaaaaaaaaa2", nil, "is missing"},
+	} {
+		leaf := nodeSec(mst.NodeData{Entries: entries([]string{c.key}, rec.c)})
+		commit := commitSec(srcDID, leaf.c)
+		refused(t, bytes.NewReader(rawCAR(commit.c, append([]sec{commit, leaf}, c.secs...)...)), ErrDamagedCAR, c.want)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	atrepo "github.com/bluesky-social/indigo/atproto/repo"
 	"github.com/bluesky-social/indigo/atproto/repo/mst"
@@ -207,8 +208,15 @@ func (w *mstWalk) node(id cid.Cid, depth int) error {
 			if len(w.src.paths) >= maxImportRecords {
 				return fmt.Errorf("%w: more than %d app.bulleted records (the bound on a repository); nothing was imported", ErrCARTooLarge, maxImportRecords)
 			}
+			coll, rkey, _ := strings.Cut(string(key), "/")
+			if _, err := syntax.ParseNSID(coll); err != nil {
+				return fmt.Errorf("%w: MST key %.80q is not a record path: %w", ErrDamagedCAR, key, err)
+			}
+			if _, err := syntax.ParseRecordKey(rkey); err != nil {
+				return fmt.Errorf("%w: MST key %.80q is not a record path: %w", ErrDamagedCAR, key, err)
+			}
 			if _, ok := w.src.recs[e.Value]; !ok {
-				return fmt.Errorf("%w: record %s (%s) is missing", ErrDamagedCAR, key, e.Value)
+				return fmt.Errorf("%w: record %s (%s) is missing, or is not an app.bulleted record", ErrDamagedCAR, key, e.Value)
 			}
 			w.src.paths = append(w.src.paths, string(key))
 			w.src.vals = append(w.src.vals, e.Value)
