@@ -23,6 +23,9 @@ type ImportReport struct {
 	Replaced  int      `json:"replaced"`  // records the repository held before
 	Rewritten int      `json:"rewritten"` // same-repository references moved to this store's DID
 	Invalid   []string `json:"invalid,omitempty"`
+	// OtherApps counts the CAR's records of other apps (not app.bulleted),
+	// which an import leaves out.
+	OtherApps int `json:"otherApps,omitempty"`
 }
 
 // ImportOptions tune ImportCAR.
@@ -49,7 +52,7 @@ func (l *Local) ImportCAR(ctx context.Context, r io.Reader, opts ImportOptions) 
 	if err != nil {
 		return nil, err
 	}
-	rep := &ImportReport{SourceDID: src.did}
+	rep := &ImportReport{SourceDID: src.did, OtherApps: src.others}
 	from := "at://" + rep.SourceDID + "/"
 	to := "at://" + l.did.String() + "/"
 	recs := make([]importRecord, 0, len(src.paths))

@@ -325,7 +325,7 @@ func TestImportByteBounds(t *testing.T) {
 	runtime.ReadMemStats(&ms0)
 	src, err := readImportCAR(context.Background(), &repeated{head: head, section: sb.Bytes(), n: 64})
 	runtime.ReadMemStats(&ms1)
-	if err != nil || len(src.paths) != 1 {
+	if err != nil || len(src.paths) != 1 || src.others != 1 {
 		t.Fatalf("read: %v", err)
 	}
 	if alloc := ms1.TotalAlloc - ms0.TotalAlloc; alloc > 16<<20 {

@@ -53,10 +53,11 @@ var maxImportRecords = lexicon.MaxRepoRecords
 // app.bulleted paths in key order with their record CIDs, and the blocks of
 // those records. Other apps' records are dropped as they are read.
 type importSource struct {
-	did   string
-	paths []string
-	vals  []cid.Cid
-	recs  map[cid.Cid][]byte
+	did    string
+	others int // keys of other apps, not imported
+	paths  []string
+	vals   []cid.Cid
+	recs   map[cid.Cid][]byte
 }
 
 // readImportCAR reads a repository CAR for an import, within bounds: the
@@ -220,6 +221,8 @@ func (w *mstWalk) node(id cid.Cid, depth int) error {
 			}
 			w.src.paths = append(w.src.paths, string(key))
 			w.src.vals = append(w.src.vals, e.Value)
+		} else {
+			w.src.others++
 		}
 		if e.Right != nil {
 			if err := w.node(*e.Right, depth+1); err != nil {

@@ -436,6 +436,9 @@ func runImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	if rep.OtherApps > 0 {
+		fmt.Fprintf(stderr, "left out: %d record(s) of other apps (an import brings only app.bulleted.* records)\n", rep.OtherApps)
+	}
 	fmt.Fprintf(stdout, "imported %d record(s) from %s into %s (replacing %d); %d reference(s) rewritten to this store's DID\n",
 		rep.Records, rep.SourceDID, repo.DID(), rep.Replaced, rep.Rewritten)
 	return 0
