@@ -10,8 +10,6 @@ import (
 
 	"github.com/bluesky-social/indigo/atproto/atdata"
 	"github.com/bluesky-social/indigo/atproto/syntax"
-	legacy "github.com/bluesky-social/indigo/repo"
-	"github.com/ipfs/go-cid"
 )
 
 // ErrInvalidRecords means an import found records that do not validate;
@@ -25,6 +23,9 @@ type ImportReport struct {
 	Replaced  int      `json:"replaced"`  // records the repository held before
 	Rewritten int      `json:"rewritten"` // same-repository references moved to this store's DID
 	Invalid   []string `json:"invalid,omitempty"`
+	// OtherApps counts the CAR's records of other apps (not app.bulleted),
+	// which an import leaves out.
+	OtherApps int `json:"otherApps,omitempty"`
 }
 
 // ImportOptions tune ImportCAR.
@@ -47,29 +48,21 @@ type ImportOptions struct {
 // appended to the log and HEAD is replaced last, so a process killed at any
 // point leaves the old repository or the new one, whole.
 func (l *Local) ImportCAR(ctx context.Context, r io.Reader, opts ImportOptions) (*ImportReport, error) {
-	src, err := legacy.ReadRepoFromCar(ctx, r)
+	src, err := readImportCAR(ctx, r)
 	if err != nil {
-		return nil, fmt.Errorf("reading CAR: %w", err)
+		return nil, err
 	}
-	rep := &ImportReport{SourceDID: src.RepoDid()}
+	rep := &ImportReport{SourceDID: src.did, OtherApps: src.others}
 	from := "at://" + rep.SourceDID + "/"
 	to := "at://" + l.did.String() + "/"
-	type rec struct {
-		path string
-		raw  []byte
-	}
-	var recs []rec
-	err = src.ForEach(ctx, Prefix, func(k string, v cid.Cid) error {
-		if !strings.HasPrefix(k, Prefix) {
-			return errStop
+	recs := make([]importRecord, 0, len(src.paths))
+	for i, k := range src.paths {
+		if i%1024 == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		_, raw, err := src.GetRecordBytes(ctx, k)
+		val, err := atdata.UnmarshalCBOR(src.recs[src.vals[i]])
 		if err != nil {
-			return err
-		}
-		val, err := atdata.UnmarshalCBOR(*raw)
-		if err != nil {
-			return fmt.Errorf("record %s: %w", k, err)
+			return nil, fmt.Errorf("%w: record %s: %w", ErrDamagedCAR, k, err)
 		}
 		if rep.SourceDID != l.did.String() {
 			for _, f := range []string{"parent", "original", "subject", "root"} {
@@ -83,7 +76,7 @@ func (l *Local) ImportCAR(ctx context.Context, r io.Reader, opts ImportOptions) 
 		if opts.Validate != nil {
 			self, err := syntax.ParseATURI(to + coll + "/" + rkey)
 			if err != nil {
-				return fmt.Errorf("record %s: %w", k, err)
+				return nil, fmt.Errorf("%w: record %s: %w", ErrDamagedCAR, k, err)
 			}
 			if err := opts.Validate(val, coll, self); err != nil {
 				rep.Invalid = append(rep.Invalid, k+": "+err.Error())
@@ -91,14 +84,11 @@ func (l *Local) ImportCAR(ctx context.Context, r io.Reader, opts ImportOptions) 
 		}
 		out, err := atdata.MarshalCBOR(val)
 		if err != nil {
-			return fmt.Errorf("record %s: %w", k, err)
+			return nil, fmt.Errorf("record %s: %w", k, err)
 		}
-		recs = append(recs, rec{k, out})
-		return nil
-	})
-	if err != nil && !errors.Is(err, errStop) {
-		return nil, err
+		recs = append(recs, importRecord{k, out})
 	}
+	src = nil // the CAR's blocks are no longer needed
 	sort.Strings(rep.Invalid)
 	if len(rep.Invalid) > 0 && !opts.AllowInvalid {
 		return rep, fmt.Errorf("%w: %d record(s), e.g. %s; nothing was imported", ErrInvalidRecords, len(rep.Invalid), rep.Invalid[0])
@@ -108,13 +98,7 @@ func (l *Local) ImportCAR(ctx context.Context, r io.Reader, opts ImportOptions) 
 	defer l.mu.Unlock()
 	err = l.locked(ctx, true, func() error {
 		rep.Replaced = len(l.recordMap())
-		nr := legacy.NewRepo(ctx, l.did.String(), l.bs)
-		for _, x := range recs {
-			if _, err := nr.PutRecord(ctx, x.path, rawRecord(x.raw)); err != nil {
-				return l.dropPending(err)
-			}
-		}
-		root, _, err := nr.Commit(ctx, l.sign)
+		root, err := l.commitRecords(ctx, recs)
 		if err != nil {
 			return l.dropPending(err)
 		}

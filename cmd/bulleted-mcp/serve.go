@@ -465,7 +465,7 @@ func exportOutline(w io.Writer, repo store.Repository, format, node string) (exp
 }
 
 func runImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs, dir := newFlags("import", "Usage: bulleted-mcp import [--store DIR] [--allow-invalid] FILE\n\nReplaces the embedded repository's app.bulleted records with those of a CAR\nfile (\"-\" = standard input): an export of this or another store, or a\nPDS's com.atproto.sync.getRepo. References to the source repository are\nrewritten to this store's DID; every record is validated, and an invalid one\nrefuses the import (listed by path) unless --allow-invalid. The swap is one\ncommit: killed part-way, the store keeps its old records.", stderr)
+	fs, dir := newFlags("import", "Usage: bulleted-mcp import [--store DIR] [--allow-invalid] FILE\n\nReplaces the embedded repository's app.bulleted records with those of a CAR\nfile (\"-\" = standard input): an export of this or another store, or a\nPDS's com.atproto.sync.getRepo. References to the source repository are\nrewritten to this store's DID; every record is validated, and an invalid one\nrefuses the import (listed by path) unless --allow-invalid. A damaged CAR\n(a block not matching its CID, an MST node reached twice or nested over 64\ndeep, a missing block) or one over the bounds (512 MiB, 4 MiB a block,\n250,000 app.bulleted records) is refused. The swap is one commit: refused,\nor killed part-way, the store keeps its old records.", stderr)
 	allowInvalid := fs.Bool("allow-invalid", false, "import records that do not validate (they are listed)")
 	if code, ok := parse(fs, args); !ok {
 		return code
@@ -499,9 +499,16 @@ func runImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "invalid:", p)
 		}
 	}
+	if errors.Is(err, store.ErrDamagedCAR) || errors.Is(err, store.ErrCARTooLarge) || errors.Is(err, store.ErrInvalidRecords) {
+		fmt.Fprintln(stderr, "import refused, the store is unchanged:", err)
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
+	}
+	if rep.OtherApps > 0 {
+		fmt.Fprintf(stderr, "left out: %d record(s) of other apps (an import brings only app.bulleted.* records)\n", rep.OtherApps)
 	}
 	fmt.Fprintf(stdout, "imported %d record(s) from %s into %s (replacing %d); %d reference(s) rewritten to this store's DID\n",
 		rep.Records, rep.SourceDID, repo.DID(), rep.Replaced, rep.Rewritten)
