@@ -95,6 +95,10 @@ func TestHTTPSessionEnds(t *testing.T) {
 	expect(t, "notification after DELETE", c.do(http.MethodPost, a, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, v), http.StatusNotFound, "")
 	expect(t, "GET after DELETE", c.do(http.MethodGet, a, "", v), http.StatusNotFound, "")
 	expect(t, "DELETE again", c.do(http.MethodDelete, a, "", v), http.StatusNotFound, "")
+	// an initialize carrying the old id starts a new session
+	if r := c.do(http.MethodPost, a, ping, nil); r.status != http.StatusOK || r.session == "" || r.session == a {
+		t.Fatalf("initialize with the deleted id: %d, session %q: %.300s", r.status, r.session, r.body)
+	}
 	// the other session lives on
 	expect(t, "tools/list in session b", c.do(http.MethodPost, b, toolsList, v), http.StatusOK, "read_outline")
 

@@ -186,12 +186,28 @@ func checkSession(m *sessions, w http.ResponseWriter, r *http.Request) (ok bool,
 	if mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
 		return true, nil
 	}
-	id := r.Header.Get(mcpserver.HeaderKeySessionID)
 	switch r.Method {
-	case http.MethodPost:
-		if r.Body == nil || r.Body == http.NoBody {
-			break
+	case http.MethodPost, http.MethodGet, http.MethodDelete:
+	default:
+		return true, nil
+	}
+	id := r.Header.Get(mcpserver.HeaderKeySessionID)
+	why := "missing Mcp-Session-Id header: send initialize first, then the session id it returned with every request"
+	status := http.StatusBadRequest
+	if id != "" {
+		if why = m.touch(id); why == "" {
+			if r.Method == http.MethodGet {
+				m.stream(id, +1)
+				return true, func() { m.stream(id, -1) }
+			}
+			return true, nil
 		}
+		why += "; start a new session with initialize"
+		status = http.StatusNotFound
+	}
+	// no live session: only an initialize (or a sessionless 2026-07-28
+	// message) may go on; the body is read here only then
+	if r.Method == http.MethodPost && r.Body != nil && r.Body != http.NoBody {
 		body, err := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		if err != nil {
@@ -209,23 +225,9 @@ func checkSession(m *sessions, w http.ResponseWriter, r *http.Request) (ok bool,
 		if msg.Method == string(mcp.MethodInitialize) || mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion()) {
 			return true, nil
 		}
-	case http.MethodGet, http.MethodDelete:
-	default:
-		return true, nil
 	}
-	if id == "" {
-		sessionError(w, http.StatusBadRequest, "missing Mcp-Session-Id header: send initialize first, then the session id it returned with every request")
-		return false, nil
-	}
-	if why := m.touch(id); why != "" {
-		sessionError(w, http.StatusNotFound, why+"; start a new session with initialize")
-		return false, nil
-	}
-	if r.Method == http.MethodGet {
-		m.stream(id, +1)
-		return true, func() { m.stream(id, -1) }
-	}
-	return true, nil
+	sessionError(w, status, why)
+	return false, nil
 }
 
 // sessionError writes a JSON-RPC error without an id, as the transport
