@@ -275,13 +275,19 @@ type HTTPOptions struct {
 	// AllowOrigins are further origins (scheme://host[:port]) whose
 	// requests are accepted.
 	AllowOrigins []string
+	// SessionIdle and MaxSessions bound the MCP sessions (see
+	// StreamableHTTP); 0 means SessionIdle and MaxSessions.
+	SessionIdle time.Duration
+	MaxSessions int
 }
 
 // HTTPHandler serves streamable HTTP on /mcp: requests from origins other
 // than loopback (when bound to loopback) and o.AllowOrigins are refused
-// with 403; with a token, a request without it is refused with 401.
+// with 403; with a token, a request without it is refused with 401. A
+// request naming a deleted, expired or unknown session is answered 404, one
+// without a session id (other than initialize) 400 (see StreamableHTTP).
 func HTTPHandler(s *mcpserver.MCPServer, o HTTPOptions) http.Handler {
-	h := mcpserver.NewStreamableHTTPServer(s)
+	h := StreamableHTTP(s, o.SessionIdle, o.MaxSessions)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	allowed := map[string]bool{}
