@@ -259,7 +259,7 @@ const MaxRequestBody = 64 << 20
 
 // BodyTimeout bounds reading an HTTP request body; the response that
 // follows (possibly a long SSE stream) is not bounded.
-const BodyTimeout = time.Minute
+const BodyTimeout = 30 * time.Second
 
 // HTTPOptions configure HTTPHandler.
 type HTTPOptions struct {
