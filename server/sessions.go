@@ -164,7 +164,10 @@ func (m *sessions) end(id, why string) {
 // transport options.
 func StreamableHTTP(s *mcpserver.MCPServer, idle time.Duration, max int, opts ...mcpserver.StreamableHTTPOption) http.Handler {
 	m := newSessions(idle, max)
-	h := mcpserver.NewStreamableHTTPServer(s, append(opts, mcpserver.WithSessionIdManager(m))...)
+	// the body bound is this server's (MaxRequestBody, checked before the
+	// transport reads), not the transport's smaller default
+	base := []mcpserver.StreamableHTTPOption{mcpserver.WithMaxRequestBodyBytes(MaxRequestBody + 1)}
+	h := mcpserver.NewStreamableHTTPServer(s, append(append(base, opts...), mcpserver.WithSessionIdManager(m))...)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ok, done := checkSession(m, w, r)
 		if !ok {
