@@ -189,7 +189,8 @@ func (e *Engine) Do(ctx context.Context, dryRun bool, fn func(p *Planner) error)
 			return out, nil
 		}
 		op := &Operation{ID: keys.clock.Next().String(), DID: e.Repo.DID().String(), Summary: plan.Summary, Started: now,
-			State: OpRunning, Writes: plan.Writes, Prev: plan.Prev, Batches: plan.Batches, Keys: keys.keys}
+			State: OpRunning, Writes: plan.Writes, Prev: plan.Prev, Batches: plan.Batches, Keys: keys.keys,
+			Around: aroundOf(t, plan.Writes)}
 		commits, err := e.execute(ctx, op, t.Commit)
 		out.Commits = commits
 		out.BudgetLeft = e.budgetLeft(ctx)

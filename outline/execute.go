@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -138,6 +139,17 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 			}
 			if problems := checkRemainder(s, op); len(problems) > 0 {
 				return commits, e.stop(op, fmt.Errorf("%w: %s", store.ErrConflict, strings.Join(problems, "; ")), "records it still has to write changed since it was planned")
+			}
+			// bullets still to write go where the plan put them among the
+			// siblings as they are now (another client may have written
+			// some there): no tied keys, the run kept together
+			if n, perr := replace(s, op); perr != nil {
+				return commits, e.stop(op, perr, "a bullet its bullets were placed after is gone")
+			} else if n > 0 {
+				e.ops.rewrite(op.ID)
+				if err := e.ops.save(op); err != nil {
+					return commits, err
+				}
 			}
 			conflicts++
 			if conflicts > Retries*4 {
@@ -463,11 +475,33 @@ func (e *Engine) Resume(ctx context.Context, id string, dryRun bool) (*Outcome, 
 		op.Commits = append(op.Commits, s.Commit)
 	}
 	op.Unknown = false // the repository was read: what landed is known
+	if dryRun {
+		// placing the rest anew must not change the kept operation
+		c := *op
+		c.Writes = slices.Clone(op.Writes)
+		op = &c
+	}
 	rest := op.Writes[op.landedWrites():]
 	plan := &Plan{Writes: rest, Cost: store.Cost(rest), Summary: "resume " + op.ID + ": " + op.Summary}
 	out := &Outcome{Plan: plan, DryRun: dryRun, BudgetLeft: e.budgetLeft(ctx)}
 	if problems := checkRemainder(s, op); len(problems) > 0 {
 		return nil, &Error{Kind: ErrConflict, Msg: fmt.Sprintf("cannot resume %s: %s", op.ID, strings.Join(problems, "; ")), Next: fmt.Sprintf("undo it with operation=%s to roll back what landed, then plan again", op.ID), Data: op.Report()}
+	}
+	// the bullets still to write are placed against the siblings as they
+	// are now, keeping their record keys (see replace)
+	moved, err := replace(s, op)
+	if err != nil {
+		var oe *Error
+		if errors.As(err, &oe) {
+			oe.Data = op.Report()
+		}
+		return nil, err
+	}
+	if moved > 0 {
+		plan.Diagnostics = append(plan.Diagnostics, fmt.Sprintf("%d bullet(s) still to write were given new sortKeys: other bullets were written among their planned places since the operation stopped", moved))
+		if !dryRun {
+			e.ops.rewrite(op.ID)
+		}
 	}
 	if dryRun {
 		rep := op.Report()

@@ -55,6 +55,9 @@ type Operation struct {
 	Unknown bool
 	Undoes  []string // the operations this one rolls back
 	Keys    []string // record keys minted while planning it
+	// Around: the siblings its bullets were placed among when it was
+	// planned (nil: not recorded, an operation of an older version)
+	Around []Around
 }
 
 // batch returns the writes of batch i.
@@ -129,6 +132,7 @@ type opFile struct {
 	Reason  string        `json:"reason,omitempty"`
 	Unknown bool          `json:"unknown,omitempty"`
 	Undoes  []string      `json:"undoes,omitempty"`
+	Around  []Around      `json:"around"` // absent in older files: nil
 }
 
 type opWriteJSON struct {
@@ -143,7 +147,7 @@ type opWriteJSON struct {
 func encodeOp(op *Operation) ([]byte, error) {
 	f := opFile{ID: op.ID, DID: op.DID, Summary: op.Summary, Started: op.Started, State: op.State,
 		Batches: op.Batches, Landed: op.Landed, Commits: op.Commits, Reason: op.Reason, Unknown: op.Unknown, Undoes: op.Undoes,
-		Writes: make([]opWriteJSON, len(op.Writes))}
+		Around: op.Around, Writes: make([]opWriteJSON, len(op.Writes))}
 	for i, w := range op.Writes {
 		jw := opWriteJSON{Op: w.Op, Collection: w.Collection, RKey: w.RKey}
 		if w.Value != nil {
@@ -192,7 +196,7 @@ func decodeOp(raw []byte) (*Operation, error) {
 	}
 	op := &Operation{ID: f.ID, DID: f.DID, Summary: f.Summary, Started: f.Started, State: f.State,
 		Batches: f.Batches, Landed: f.Landed, Commits: f.Commits, Reason: f.Reason, Unknown: f.Unknown, Undoes: f.Undoes,
-		Writes: make([]store.Write, len(f.Writes)), Prev: make([]*store.Record, len(f.Writes))}
+		Around: f.Around, Writes: make([]store.Write, len(f.Writes)), Prev: make([]*store.Record, len(f.Writes))}
 	for i, jw := range f.Writes {
 		w := store.Write{Op: jw.Op, Collection: jw.Collection, RKey: jw.RKey}
 		if len(jw.Value) > 0 {
@@ -288,6 +292,15 @@ func (s *opStore) save(op *Operation) error {
 	}
 	s.written[op.ID] = slices.Clone(op.Batches)
 	return nil
+}
+
+// rewrite makes the next save of op write its record whole: its writes
+// changed (a resume placed them anew), which the short lines appended
+// while it runs do not carry.
+func (s *opStore) rewrite(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.written, id)
 }
 
 // remove forgets op (a plan that never sent anything).
