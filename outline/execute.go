@@ -662,6 +662,19 @@ func (e *Engine) Undo(ctx context.Context, steps int, id string, dryRun bool) (*
 			return nil, fail(ErrHasChildren, "move those bullets elsewhere (move_node) first, then undo again", "cannot undo: it would delete bullets that gained children since: %s", strings.Join(kept, ", "))
 		}
 	}
+	// nor may it put a mirror back inside its own original's subtree (an
+	// older operation undone alone, around later moves)
+	if undoTouchesMirrors(ws, s) {
+		before := Build(s)
+		if err := NewMirrorCycle(before, before.Next(s.Commit, s.Rev, WriteChanges(ws))); err != nil {
+			var oe *Error
+			if errors.As(err, &oe) {
+				oe.Msg = "cannot undo: " + oe.Msg
+				oe.Next = "move the mirror (or the bullets around it) elsewhere first, then undo again"
+			}
+			return nil, err
+		}
+	}
 	summary := "undo " + strings.Join(ids, ", ")
 	for _, op := range stack {
 		summary += "; undid: " + strings.TrimSuffix(op.Summary, ".")
@@ -726,4 +739,29 @@ func (e *Engine) markUndone(ids []string) {
 		op.State = OpUndone
 		e.ops.save(op)
 	}
+}
+
+// undoTouchesMirrors reports whether undo writes ws could make a mirror
+// render inside its own original: they write a mirror, or move nodes while
+// the repository has mirrors.
+func undoTouchesMirrors(ws []store.Write, s *store.Snapshot) bool {
+	nodes := false
+	for _, w := range ws {
+		switch {
+		case w.Op == store.Delete:
+		case w.Collection == lexicon.Mirror:
+			return true
+		case w.Collection == lexicon.Node:
+			nodes = true
+		}
+	}
+	if !nodes {
+		return false
+	}
+	for _, r := range s.Records {
+		if r.Collection == lexicon.Mirror {
+			return true
+		}
+	}
+	return false
 }

@@ -405,3 +405,27 @@ func TestContributionReorder(t *testing.T) {
 	r.refused("cross_repo", "move_node", map[string]any{"node": a, "parent": "top"})
 	r.refused("anchor_missing", "move_node", map[string]any{"node": a, "after": kid("3kprivate2222")})
 }
+
+// TestUndoMirrorCycleRefused: undoing an older operation alone can put a
+// mirror back where later operations made it a cycle (the mirror moved
+// out of P, then P moved inside the original; undoing the first puts the
+// mirror back under P): refused with kind cycle, nothing written.
+func TestUndoMirrorCycleRefused(t *testing.T) {
+	r := newRulesRepo(t)
+	r.ok("import_outline", map[string]any{"content": "- Q\n  - X\n    - X1\n- P\n- Y"})
+	m := createdKeys(r.ok("add_mirror", map[string]any{"original": r.key("X"), "parent": r.key("P")}))[0]
+	out := r.ok("move_node", map[string]any{"node": m, "parent": "top"})
+	id, _ := out["operation"].(string)
+	if id == "" {
+		t.Fatalf("no operation id in %v", out)
+	}
+	r.ok("move_node", map[string]any{"node": r.key("P"), "parent": r.key("X1")})
+	before := r.records()
+	msg := r.refused("cycle", "undo", map[string]any{"operation": id})
+	if !strings.Contains(msg, "cannot undo") {
+		t.Fatalf("the refusal does not say the undo is refused: %s", msg)
+	}
+	if after := r.records(); !reflect.DeepEqual(before, after) {
+		t.Fatal("a refused undo wrote")
+	}
+}
