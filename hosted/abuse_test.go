@@ -430,9 +430,17 @@ func TestMCPStreamNotCut(t *testing.T) {
 		t.Fatalf("token: %d %v", st, out)
 	}
 	tok := out["access_token"].(string)
+	// the listening stream belongs to a session (a GET without one is 400)
+	st, hdr := mcpStatus(t, in, tok, "")
+	sid := hdr.Get("Mcp-Session-Id")
+	if st != 200 || sid == "" {
+		t.Fatalf("initialize: %d, session %q", st, sid)
+	}
 	req, _ := http.NewRequest("GET", in.URL+"/mcp", nil)
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
