@@ -3,7 +3,6 @@ package hosted
 import (
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"net/netip"
@@ -45,37 +44,10 @@ func (s *Server) guardBodies(next http.Handler) http.Handler {
 			if r.URL.Path == "/mcp" {
 				limit, d = server.MaxRequestBody, s.mcpBodyTimeout()
 			}
-			r.Body = boundBody(w, r.Body, limit, d)
+			r.Body = server.BoundBody(w, r.Body, limit, d)
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// boundBody is body limited to limit bytes, read within d.
-func boundBody(w http.ResponseWriter, body io.ReadCloser, limit int64, d time.Duration) io.ReadCloser {
-	rc := http.NewResponseController(w)
-	mb := http.MaxBytesReader(w, body, limit)
-	if rc.SetReadDeadline(time.Now().Add(d)) != nil {
-		// a ResponseWriter without deadlines (a wrapper that does not
-		// Unwrap): the size limit still holds
-		return mb
-	}
-	return &deadlineBody{ReadCloser: mb, rc: rc}
-}
-
-type deadlineBody struct {
-	io.ReadCloser
-	rc   *http.ResponseController
-	done bool
-}
-
-func (b *deadlineBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF && !b.done {
-		b.done = true
-		_ = b.rc.SetReadDeadline(time.Time{})
-	}
-	return n, err
 }
 
 // bodyError is the answer to a request whose body could not be read: 408

@@ -375,14 +375,23 @@ func loopbackHost(h string) bool {
 }
 
 // boundBody bounds a request body to MaxRequestBody bytes read within
-// BodyTimeout; the read deadline is lifted once the body is read, so that
-// the response may stream for as long as it takes.
+// BodyTimeout (see BoundBody).
 func boundBody(w http.ResponseWriter, body io.ReadCloser) io.ReadCloser {
+	return BoundBody(w, body, MaxRequestBody, BodyTimeout)
+}
+
+// BoundBody bounds a request body to limit bytes read within d; the read
+// deadline is lifted once the body is read whole (a read that fails keeps
+// it, so that the connection of a body too slow is closed), so that the
+// response may stream for as long as it takes. A ResponseWriter without
+// deadlines (a wrapper that does not Unwrap) keeps the size limit.
+func BoundBody(w http.ResponseWriter, body io.ReadCloser, limit int64, d time.Duration) io.ReadCloser {
 	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(time.Now().Add(BodyTimeout)) != nil {
-		return http.MaxBytesReader(w, body, MaxRequestBody)
+	mb := http.MaxBytesReader(w, body, limit)
+	if rc.SetReadDeadline(time.Now().Add(d)) != nil {
+		return mb
 	}
-	return &deadlineBody{ReadCloser: http.MaxBytesReader(w, body, MaxRequestBody), rc: rc}
+	return &deadlineBody{ReadCloser: mb, rc: rc}
 }
 
 type deadlineBody struct {
@@ -393,7 +402,7 @@ type deadlineBody struct {
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && !b.done {
+	if err == io.EOF && !b.done {
 		b.done = true
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}
