@@ -1,9 +1,7 @@
 package outline_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 	"github.com/bulleted-mcp/bulleted-mcp/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/outline/enginetest"
 	"github.com/bulleted-mcp/bulleted-mcp/store"
 )
 
@@ -50,26 +49,7 @@ func stoppedInsert(t *testing.T, n int) (*outline.Engine, *store.Local, string, 
 	if rep.Landed != 1 {
 		t.Fatalf("landed %d batches, want 1", rep.Landed)
 	}
-	// the plan's keys, from the operation's record
-	raw, err := os.ReadFile(filepath.Join(dir, "ops", rep.ID+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec struct {
-		Writes []struct {
-			Collection string         `json:"collection"`
-			Value      map[string]any `json:"value"`
-		} `json:"writes"`
-	}
-	if err := json.NewDecoder(bytesReader(raw)).Decode(&rec); err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for _, w := range rec.Writes {
-		if w.Collection == lexicon.Node {
-			keys = append(keys, w.Value["sortKey"].(string))
-		}
-	}
+	keys := enginetest.PlannedSortKeys(t, dir, rep.ID)
 	if len(keys) != n {
 		t.Fatalf("%d planned bullets, want %d", len(keys), n)
 	}
@@ -224,8 +204,6 @@ func containsText(xs []string, sub string) bool {
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
-func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
-
 // TestConflictBetweenBatchesReplaces: another client appends bullets
 // between two batches of a running insert, with the keys the plan has for
 // the next bullets: the operation, re-checked after the conflict, places
@@ -245,21 +223,10 @@ func TestConflictBetweenBatchesReplaces(t *testing.T) {
 		}
 		ents, _ := os.ReadDir(filepath.Join(dir, "ops"))
 		for _, en := range ents {
-			raw, err := os.ReadFile(filepath.Join(dir, "ops", en.Name()))
-			if err != nil || !strings.HasSuffix(en.Name(), ".json") {
-				continue
-			}
-			var rec struct {
-				Writes []struct {
-					Value map[string]any `json:"value"`
-				} `json:"writes"`
-			}
-			if json.NewDecoder(bytesReader(raw)).Decode(&rec) == nil && len(rec.Writes) > 205 {
-				var ks []string
-				for _, w := range rec.Writes[200:205] {
-					ks = append(ks, w.Value["sortKey"].(string))
+			if id, ok := strings.CutSuffix(en.Name(), ".json"); ok {
+				if keys := enginetest.PlannedSortKeys(t, dir, id); len(keys) > 205 {
+					foreign(t, l, keys[200:205]...)
 				}
-				foreign(t, l, ks...)
 			}
 		}
 		return nil

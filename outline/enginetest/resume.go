@@ -59,23 +59,11 @@ func resumeAfterForeignAppends(t *testing.T, open Open) {
 		t.Fatalf("want an incomplete operation, got %v", err)
 	}
 	id := oe.Data.(outline.OpReport).ID
-	raw, err := os.ReadFile(filepath.Join(dir, "ops", id+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec struct {
-		Writes []struct {
-			Collection string         `json:"collection"`
-			Value      map[string]any `json:"value"`
-		} `json:"writes"`
-	}
-	if err := json.NewDecoder(bytes.NewReader(raw)).Decode(&rec); err != nil {
-		t.Fatal(err)
-	}
+	keys := PlannedSortKeys(t, dir, id)
 	var ws []store.Write
-	for i, w := range rec.Writes[200:205] {
+	for i, k := range keys[200:205] {
 		ws = append(ws, store.Write{Op: store.Create, Collection: lexicon.Node, RKey: fmt.Sprintf("3kforeign%04d", i), Value: map[string]any{
-			"$type": lexicon.Node, "text": fmt.Sprintf("foreign %d", i), "sortKey": w.Value["sortKey"], "createdAt": "2026-12-04T10:00:00.000Z"}})
+			"$type": lexicon.Node, "text": fmt.Sprintf("foreign %d", i), "sortKey": k, "createdAt": "2026-12-04T10:00:00.000Z"}})
 	}
 	if _, err := repo.Apply(ctx, "", ws); err != nil {
 		t.Fatal(err)
@@ -117,4 +105,31 @@ func resumeAfterForeignAppends(t *testing.T, open Open) {
 	if got := len(outline.Build(s).Roots); got != 5 {
 		t.Fatalf("after undo: %d top-level bullets, want the other client's 5", got)
 	}
+}
+
+// PlannedSortKeys reads, from the operations directory dir an engine keeps
+// (Engine.KeepOperations), the sortKeys operation id planned for its
+// app.bulleted.node writes, in the plan's order.
+func PlannedSortKeys(t testing.TB, dir, id string) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "ops", id+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Writes []struct {
+			Collection string         `json:"collection"`
+			Value      map[string]any `json:"value"`
+		} `json:"writes"`
+	}
+	if err := json.NewDecoder(bytes.NewReader(raw)).Decode(&rec); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, w := range rec.Writes {
+		if k, ok := w.Value["sortKey"].(string); ok && w.Collection == lexicon.Node {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
