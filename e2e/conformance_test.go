@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bulleted-mcp/bulleted-mcp/hosted/pgtest"
-	"github.com/bulleted-mcp/bulleted-mcp/pds/pdstest"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/hosted/pgtest"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 )
 
 // The official MCP conformance suite (@modelcontextprotocol/conformance,

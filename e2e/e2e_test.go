@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bulleted-mcp/bulleted-mcp/pds/pdstest"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 )
 
 // build compiles the server binary once per test.

@@ -13,9 +13,9 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/bulleted-mcp/bulleted-mcp/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/server"
-	"github.com/bulleted-mcp/bulleted-mcp/store"
 )
 
 func callTool(t *testing.T, c *client.Client, name string, args map[string]any) (string, map[string]any) {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/bulleted-mcp/bulleted-mcp/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 )
 
 // batchable are the write tools apply_batch can combine, by name.

@@ -8,9 +8,9 @@ import (
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/view"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
-	"github.com/bulleted-mcp/bulleted-mcp/outline"
-	"github.com/bulleted-mcp/bulleted-mcp/view"
 )
 
 // Contributions. A bullet of this repository whose parent is a bullet of

@@ -9,8 +9,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/bulleted-mcp/bulleted-mcp/markup"
-	"github.com/bulleted-mcp/bulleted-mcp/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/markup"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 )
 
 func importTool() Tool {

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
-	"github.com/bulleted-mcp/bulleted-mcp/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 )
 
 // Coercions are the only liberties taken with arguments before they are

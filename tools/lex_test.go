@@ -8,12 +8,12 @@ import (
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
-	"github.com/bulleted-mcp/bulleted-mcp/facet"
-	"github.com/bulleted-mcp/bulleted-mcp/outline"
-	"github.com/bulleted-mcp/bulleted-mcp/store"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/facet"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/view"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
 	"github.com/bulleted-mcp/bulleted-mcp/validate"
-	"github.com/bulleted-mcp/bulleted-mcp/view"
 )
 
 // nodeRecords reads the repository back: every node's value by text.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/client"
 
-	"github.com/bulleted-mcp/bulleted-mcp/outline"
-	"github.com/bulleted-mcp/bulleted-mcp/store"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
 

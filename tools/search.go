@@ -11,9 +11,9 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/bulleted-mcp/bulleted-mcp/outline"
-	"github.com/bulleted-mcp/bulleted-mcp/search"
-	"github.com/bulleted-mcp/bulleted-mcp/view"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/search"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/view"
 )
 
 // indexes keeps one search index per repository (by DID) for the life of

@@ -1,6 +1,6 @@
 package tools
 
-import "github.com/bulleted-mcp/bulleted-mcp/outline"
+import "github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 
 func policyTool() Tool {
 	return writeTool(Tool{Name: "set_comment_policy", Title: "Set who may comment", Family: FamilySocial,

@@ -11,10 +11,10 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/bulleted-mcp/bulleted-mcp/outline"
-	"github.com/bulleted-mcp/bulleted-mcp/store"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/view"
 	"github.com/bulleted-mcp/bulleted-mcp/validate"
-	"github.com/bulleted-mcp/bulleted-mcp/view"
 )
 
 // Env is what handlers work with.

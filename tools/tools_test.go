@@ -15,11 +15,11 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/bulleted-mcp/bulleted-mcp/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/view"
 	"github.com/bulleted-mcp/bulleted-mcp/server"
-	"github.com/bulleted-mcp/bulleted-mcp/store"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
-	"github.com/bulleted-mcp/bulleted-mcp/view"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata snapshots and the README tool list")

@@ -16,7 +16,7 @@ import (
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/rivo/uniseg"
 
-	"github.com/bulleted-mcp/bulleted-mcp/facet"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/facet"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
 

@@ -13,10 +13,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bulleted-mcp/bulleted-mcp/budget"
-	"github.com/bulleted-mcp/bulleted-mcp/outline"
-	"github.com/bulleted-mcp/bulleted-mcp/pds"
-	"github.com/bulleted-mcp/bulleted-mcp/store"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/budget"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
 

@@ -13,8 +13,8 @@ import (
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/bulleted-mcp/bulleted-mcp/pds"
-	"github.com/bulleted-mcp/bulleted-mcp/store"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
 

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bulleted-mcp/bulleted-mcp/markup"
-	"github.com/bulleted-mcp/bulleted-mcp/outline"
-	"github.com/bulleted-mcp/bulleted-mcp/store"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/markup"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
 // TestExportDetached: export (json, markdown, opml) used to leave out the

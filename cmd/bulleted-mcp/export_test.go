@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bulleted-mcp/bulleted-mcp/outline"
-	"github.com/bulleted-mcp/bulleted-mcp/store"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
 // export writes every row (no 500-row or depth cap), read back from the

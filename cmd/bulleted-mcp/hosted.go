@@ -8,8 +8,8 @@ import (
 	"net/netip"
 	"os"
 
-	"github.com/bulleted-mcp/bulleted-mcp/hosted"
-	"github.com/bulleted-mcp/bulleted-mcp/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/hosted"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
 	"github.com/bulleted-mcp/bulleted-mcp/server"
 )
 

@@ -18,7 +18,7 @@ import (
 	cbor "github.com/ipfs/go-ipld-cbor"
 	"github.com/multiformats/go-multihash"
 
-	"github.com/bulleted-mcp/bulleted-mcp/store"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
 // The reported crash: `bulleted-mcp import` of a CAR of a few hundred

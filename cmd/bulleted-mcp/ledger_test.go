@@ -9,8 +9,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/bulleted-mcp/bulleted-mcp/pds"
-	"github.com/bulleted-mcp/bulleted-mcp/pds/pdstest"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 )
 
 // A budget ledger deleted while the operations journal shows writes landed

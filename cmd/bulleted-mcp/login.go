@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bulleted-mcp/bulleted-mcp/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
 )
 
 // quietOAuthLogs keeps indigo's routine OAuth warnings (a DPoP nonce

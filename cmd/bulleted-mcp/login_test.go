@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bulleted-mcp/bulleted-mcp/pds"
-	"github.com/bulleted-mcp/bulleted-mcp/pds/pdstest"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 )
 
 // login and logout from the command line against the reference PDS, the

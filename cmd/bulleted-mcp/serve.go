@@ -24,14 +24,14 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
-	"github.com/bulleted-mcp/bulleted-mcp/hosted"
-	"github.com/bulleted-mcp/bulleted-mcp/markup"
-	"github.com/bulleted-mcp/bulleted-mcp/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/hosted"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/markup"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/view"
 	"github.com/bulleted-mcp/bulleted-mcp/server"
-	"github.com/bulleted-mcp/bulleted-mcp/store"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
 	"github.com/bulleted-mcp/bulleted-mcp/validate"
-	"github.com/bulleted-mcp/bulleted-mcp/view"
 )
 
 func defaultStore() string {

@@ -1,0 +1,639 @@
+package budget
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/atomicfile"
+)
+
+// The write limits of the reference PDS (@atproto/pds dist/rate-limits.js,
+// "repo-write-hour" and "repo-write-day", keyed by the account's DID; the
+// points per write come from applyWrites.js: create 3, update 2, delete 1).
+const (
+	Limit    = 5000      // points per rolling Window
+	Window   = time.Hour // the hourly window
+	DayLimit = 35000     // points per rolling Day
+	Day      = 24 * time.Hour
+	// MaxWait is the longest a write waits for a server pause before it
+	// is refused instead.
+	MaxWait = 15 * time.Second
+	// ReservationTTL is how long a reservation made on another machine
+	// holds its points without being settled: a reservation of a process on
+	// this machine holds while the process runs, and is given back as soon
+	// as it is gone (killed mid-operation).
+	ReservationTTL = 15 * time.Minute
+)
+
+// ErrBudget means the points are not available now.
+var ErrBudget = errors.New("write budget exceeded")
+
+// Exceeded is the error of a plan that does not fit. It wraps ErrBudget.
+type Exceeded struct {
+	Cost   int       `json:"cost"`             // points the plan needs
+	Left   int       `json:"left"`             // points left now in the binding window
+	FreeAt time.Time `json:"freeAt,omitzero"`  // when Cost points will be free (zero: never, Cost > the limit)
+	Paused bool      `json:"paused,omitempty"` // the server asked us to wait (429)
+	Window string    `json:"window"`           // "hour" or "day": the limit that binds
+	Limit  int       `json:"limit,omitempty"`  // that window's limit (0: the default Limit or DayLimit)
+	// WaitSeconds is how long from when the refusal was made until FreeAt
+	// (rounded up; 0 with a zero FreeAt or one already passed).
+	WaitSeconds int64 `json:"waitSeconds,omitempty"`
+	// Note says what was guessed or capped about a server's pause (a
+	// Retry-After beyond what its limit can mean, without a
+	// RateLimit-Policy naming the limit).
+	Note string `json:"note,omitempty"`
+}
+
+// At sets FreeAt and WaitSeconds as seen at now; it returns e.
+func (e *Exceeded) At(freeAt, now time.Time) *Exceeded {
+	e.FreeAt = freeAt
+	e.WaitSeconds = 0
+	if !freeAt.IsZero() && freeAt.After(now) {
+		e.WaitSeconds = int64((freeAt.Sub(now) + time.Second - 1) / time.Second)
+	}
+	return e
+}
+
+// When is FreeAt as text: an absolute UTC time and the seconds from when the
+// refusal was made ("2026-12-04T13:00:00Z, in 3600 s").
+func (e *Exceeded) When() string {
+	if e.FreeAt.IsZero() {
+		return ""
+	}
+	wait := e.WaitSeconds
+	if wait == 0 && e.FreeAt.After(time.Now()) { // made without At
+		wait = int64((time.Until(e.FreeAt) + time.Second - 1) / time.Second)
+	}
+	return fmt.Sprintf("%s, in %d s", e.FreeAt.UTC().Format(time.RFC3339), wait)
+}
+
+func (e *Exceeded) Error() string {
+	when := "never: split it into smaller operations"
+	if !e.FreeAt.IsZero() {
+		when = "at " + e.When()
+	}
+	if e.Paused {
+		msg := fmt.Sprintf("the server asked to pause writes; %d point(s) can be spent %s", e.Cost, when)
+		if e.Note != "" {
+			msg += " (" + e.Note + ")"
+		}
+		return msg
+	}
+	limit := e.Limit
+	switch {
+	case limit > 0:
+	case e.Window == "day":
+		limit = DayLimit
+	default:
+		limit = Limit
+	}
+	return fmt.Sprintf("this needs %d point(s), %d of %d are left in the rolling %s; enough will be free %s", e.Cost, e.Left, limit, e.Window, when)
+}
+
+func (e *Exceeded) Unwrap() error { return ErrBudget }
+
+type entry struct {
+	At     time.Time `json:"at"`
+	Points int       `json:"points"`
+	// Key names the batch the points paid for (Charge): charged once,
+	// however often the batch is sent.
+	Key string `json:"key,omitempty"`
+	// Res is the reservation the charge came out of (given back to it on
+	// Refund).
+	Res string `json:"res,omitempty"`
+}
+
+type held struct {
+	ID      string    `json:"id"`
+	Points  int       `json:"points"`
+	Expires time.Time `json:"expires"`
+	PID     int       `json:"pid,omitempty"`
+	Host    string    `json:"host,omitempty"`
+}
+
+// live reports whether a reservation still holds its points: while the
+// process that made it runs (when it is on this machine), else until it
+// expires.
+func (h held) live(now time.Time, host string) bool {
+	if h.Points <= 0 {
+		return false
+	}
+	if h.PID > 0 && h.Host == host {
+		return processAlive(h.PID)
+	}
+	return h.Expires.After(now)
+}
+
+type file struct {
+	Spent       []entry   `json:"spent"`
+	Reserved    []held    `json:"reserved,omitempty"`
+	PausedUntil time.Time `json:"pausedUntil,omitzero"`
+	PauseNote   string    `json:"pauseNote,omitempty"`
+	// PauseLong marks a pause longer than an hour that a server's named
+	// limit allowed (Pause); any other is capped at an hour from when the
+	// file was written (ledgers of earlier versions kept a day).
+	PauseLong bool `json:"pauseLong,omitempty"`
+}
+
+// Ledger is the rolling record of spent and reserved points of one
+// account. It is safe for concurrent use, and, kept in a file, shared by
+// the processes that use the file: every call reads it under a lock (flock
+// on path+".lock"), and every change is written back before the lock is
+// released, so that any number of processes on one account never spend
+// more than Limit in any rolling hour nor DayLimit in any rolling day.
+type Ledger struct {
+	// Now is the clock (tests inject one).
+	Now func() time.Time
+	// Limit per Window and DayLimit per Day (defaults Limit, DayLimit).
+	Limit, DayLimit int
+
+	mu   sync.Mutex
+	path string
+	pid  int // the process reservations are held by (tests fake a dead one)
+	host string
+	// lastSettle is the time the last Settle recorded (tests).
+	lastSettle time.Time
+	f          file // oldest spent first
+	paused     time.Time
+	pauseNote  string
+	pauseLong  bool
+}
+
+// New returns a ledger kept in path ("" = memory only), loading what an
+// earlier process spent.
+func New(path string) (*Ledger, error) {
+	host, _ := os.Hostname()
+	l := &Ledger{Now: time.Now, Limit: Limit, DayLimit: DayLimit, path: path, pid: os.Getpid(), host: host}
+	if path == "" {
+		return l, nil
+	}
+	if err := l.load(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Ledger) load() error {
+	raw, err := os.ReadFile(l.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var f file
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return fmt.Errorf("budget ledger %s: %w", l.path, err)
+	}
+	l.f = f
+	l.paused = capPause(l.Now(), f.PausedUntil)
+	l.pauseNote, l.pauseLong = f.PauseNote, f.PauseLong
+	if fi, err := os.Stat(l.path); err == nil && !f.PauseLong && l.paused.After(fi.ModTime().Add(Window)) {
+		// a pause past an hour that no named limit allowed (an earlier
+		// version kept a server's word up to a day): an hour from when
+		// it was recorded, then the next write probes
+		asked := l.paused
+		l.paused = fi.ModTime().Add(Window)
+		l.pauseNote = fmt.Sprintf("a pause until %s without a named limit was capped at 1 h, the write budget's window", asked.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// shared runs fn (caller holds mu) with the file's lock held, after
+// reloading what any process wrote; exclusive calls write the file back.
+func (l *Ledger) shared(exclusive bool, fn func(now time.Time) error) error {
+	if l.path == "" {
+		now := l.Now()
+		l.prune(now)
+		return fn(now)
+	}
+	lock, err := os.OpenFile(l.path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := atomicfile.Lock(lock, exclusive); err != nil {
+		return err
+	}
+	defer atomicfile.Unlock(lock)
+	if err := l.load(); err != nil {
+		return err
+	}
+	now := l.Now()
+	l.prune(now)
+	if err := fn(now); err != nil {
+		return err
+	}
+	if !exclusive {
+		return nil
+	}
+	l.f.PausedUntil = l.paused
+	l.f.PauseNote, l.f.PauseLong = "", false
+	if !l.paused.IsZero() {
+		l.f.PauseNote, l.f.PauseLong = l.pauseNote, l.pauseLong
+	}
+	raw, err := json.Marshal(l.f)
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(l.path, raw, 0o600)
+}
+
+// prune drops spent points older than a day and expired reservations.
+func (l *Ledger) prune(now time.Time) {
+	i := 0
+	for i < len(l.f.Spent) && !l.f.Spent[i].At.After(now.Add(-Day)) {
+		i++
+	}
+	l.f.Spent = l.f.Spent[i:]
+	live := l.f.Reserved[:0]
+	for _, r := range l.f.Reserved {
+		if r.live(now, l.host) {
+			live = append(live, r)
+		}
+	}
+	l.f.Reserved = live
+	if !now.Before(l.paused) {
+		l.paused = time.Time{}
+		l.pauseNote, l.pauseLong = "", false
+	}
+}
+
+// used is the points spent within window before now, plus every live
+// reservation.
+func (l *Ledger) used(now time.Time, window time.Duration) int {
+	n := 0
+	for _, e := range l.f.Spent {
+		if e.At.After(now.Add(-window)) {
+			n += e.Points
+		}
+	}
+	for _, r := range l.f.Reserved {
+		n += r.Points
+	}
+	return n
+}
+
+// fits refuses cost if it does not fit in the hour or the day now.
+func (l *Ledger) fits(now time.Time, cost int) error {
+	for _, w := range []struct {
+		name   string
+		window time.Duration
+		limit  int
+	}{{"hour", Window, l.Limit}, {"day", Day, l.DayLimit}} {
+		left := w.limit - l.used(now, w.window)
+		if cost > left {
+			ex := &Exceeded{Cost: cost, Left: max(0, left), Window: w.name, Limit: w.limit}
+			return ex.At(l.freeAt(now, cost), now)
+		}
+	}
+	return nil
+}
+
+// freeAt is when cost points fit in both windows, counting on spent points
+// leaving their windows (reservations are assumed settled by then).
+func (l *Ledger) freeAt(now time.Time, cost int) time.Time {
+	if cost > l.Limit || cost > l.DayLimit {
+		return time.Time{}
+	}
+	at := now
+	for _, w := range []struct {
+		window time.Duration
+		limit  int
+	}{{Window, l.Limit}, {Day, l.DayLimit}} {
+		left := w.limit - l.used(now, w.window)
+		t := now
+		for _, e := range l.f.Spent {
+			if left >= cost {
+				break
+			}
+			if !e.At.After(now.Add(-w.window)) {
+				continue
+			}
+			left += e.Points
+			t = e.At.Add(w.window)
+		}
+		if t.After(at) {
+			at = t
+		}
+	}
+	if at.Before(l.paused) {
+		at = l.paused
+	}
+	return at
+}
+
+// Left returns the points left now: the smaller of the hour's and the
+// day's, reservations counted.
+func (l *Ledger) Left() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	left := 0
+	err := l.shared(false, func(now time.Time) error {
+		left = min(l.Limit-l.used(now, Window), l.DayLimit-l.used(now, Day))
+		return nil
+	})
+	if err != nil {
+		l.prune(l.Now()) // unreadable: what this process knows
+		now := l.Now()
+		left = min(l.Limit-l.used(now, Window), l.DayLimit-l.used(now, Day))
+	}
+	return max(0, left)
+}
+
+// Check reports whether cost points could be reserved now, without
+// reserving them (dry runs). The error is an *Exceeded.
+func (l *Ledger) Check(cost int) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.shared(false, func(now time.Time) error {
+		if l.paused.Sub(now) > MaxWait {
+			return l.pausedError(now, cost)
+		}
+		return l.fits(now, cost)
+	})
+}
+
+// pausedError refuses cost during a server pause (caller holds mu).
+func (l *Ledger) pausedError(now time.Time, cost int) *Exceeded {
+	ex := &Exceeded{Cost: cost, Left: max(0, l.Limit-l.used(now, Window)), Paused: true, Window: "hour", Limit: l.Limit, Note: l.pauseNote}
+	return ex.At(l.freeAt(now, cost), now)
+}
+
+// Reservation holds points for one operation: reserved before its first
+// write, settled batch by batch, the rest given back by Release.
+type Reservation struct {
+	l  *Ledger
+	id string
+}
+
+// Reserve holds cost points, under the ledger file's exclusive lock, so that
+// every process sharing the file counts them as used until they are settled
+// or released (or the reservation expires). It refuses with an *Exceeded
+// when cost does not fit in the hour or the day, or a server pause lasts
+// longer than MaxWait.
+func (l *Ledger) Reserve(cost int) (*Reservation, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b [8]byte
+	rand.Read(b[:])
+	r := &Reservation{l: l, id: hex.EncodeToString(b[:])}
+	err := l.shared(true, func(now time.Time) error {
+		if l.paused.Sub(now) > MaxWait {
+			return l.pausedError(now, cost)
+		}
+		if err := l.fits(now, cost); err != nil {
+			return err
+		}
+		l.f.Reserved = append(l.f.Reserved, held{ID: r.id, Points: cost, Expires: now.Add(ReservationTTL), PID: l.pid, Host: l.host})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Reservation) find() *held {
+	for i := range r.l.f.Reserved {
+		if r.l.f.Reserved[i].ID == r.id {
+			return &r.l.f.Reserved[i]
+		}
+	}
+	return nil
+}
+
+// Settle records points of the reservation as spent now (a committed
+// batch). Points beyond what is still reserved (the reservation expired,
+// or the batch cost more) are spent only if they fit; otherwise they are
+// still recorded, since the write happened, and the error says so.
+func (r *Reservation) Settle(points int) error {
+	l := r.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.shared(true, func(now time.Time) error {
+		var over error
+		h := r.find()
+		covered := 0
+		if h != nil {
+			covered = min(points, h.Points)
+			h.Points -= covered
+			h.Expires = now.Add(ReservationTTL)
+		}
+		if extra := points - covered; extra > 0 {
+			over = l.fits(now, extra)
+		}
+		l.f.Spent = append(l.f.Spent, entry{At: now, Points: points})
+		l.lastSettle = now
+		return over
+	})
+}
+
+// Charge records points of the reservation as spent now, durably (the
+// ledger file is written and fsynced before it returns), before the batch
+// they pay for is sent: a kill, crash or timeout after this can only count
+// too much, never too little. key names the batch: a batch already charged
+// under key (an earlier attempt, or a process killed while sending it) is
+// not charged again, and Refund leaves that earlier charge alone. Points
+// beyond what the reservation still holds must fit in the hour and the day,
+// else nothing is recorded and the error is an *Exceeded.
+func (r *Reservation) Charge(key string, points int) (*Charge, error) {
+	l := r.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := &Charge{r: r, key: key, points: points}
+	err := l.shared(true, func(now time.Time) error {
+		for _, e := range l.f.Spent {
+			if key != "" && e.Key == key {
+				return nil // charged already
+			}
+		}
+		h := r.find()
+		covered := 0
+		if h != nil {
+			covered = min(points, h.Points)
+		}
+		if extra := points - covered; extra > 0 {
+			if err := l.fits(now, extra); err != nil {
+				return err
+			}
+		}
+		if h != nil {
+			h.Points -= covered
+			h.Expires = now.Add(ReservationTTL)
+		}
+		l.f.Spent = append(l.f.Spent, entry{At: now, Points: points, Key: key, Res: r.id})
+		l.lastSettle = now
+		c.own = true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Charge is a batch's points recorded before it was sent.
+type Charge struct {
+	r      *Reservation
+	key    string
+	points int
+	own    bool // made by this Charge call (else an earlier one's: never refunded)
+}
+
+// Refund gives a charge back to its reservation. Call it only when the
+// batch is known not to have landed: refused before it was written, or
+// read back absent with the repository moved past the commit it was to be
+// swapped onto. A charge made earlier under the same key is not refunded.
+func (c *Charge) Refund() error {
+	if c == nil || !c.own {
+		return nil
+	}
+	l := c.r.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.shared(true, func(now time.Time) error {
+		for i, e := range l.f.Spent {
+			if e.Key == c.key && e.Res == c.r.id {
+				l.f.Spent = append(l.f.Spent[:i], l.f.Spent[i+1:]...)
+				if h := c.r.find(); h != nil {
+					h.Points += e.Points
+				}
+				break
+			}
+		}
+		c.own = false
+		return nil
+	})
+}
+
+// Release gives back what the reservation still holds.
+func (r *Reservation) Release() error {
+	l := r.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.shared(true, func(now time.Time) error {
+		if h := r.find(); h != nil {
+			h.Points = 0 // pruned on the next read
+		}
+		return nil
+	})
+}
+
+// Remaining is what the reservation still holds.
+func (r *Reservation) Remaining() int {
+	l := r.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	_ = l.shared(false, func(time.Time) error {
+		if h := r.find(); h != nil {
+			n = h.Points
+		}
+		return nil
+	})
+	return n
+}
+
+// Spend reserves and settles points at once (a write without an operation's
+// reservation); it refuses with an *Exceeded if they do not fit.
+func (l *Ledger) Spend(points int) error {
+	r, err := l.Reserve(points)
+	if err != nil {
+		return err
+	}
+	return r.Settle(points)
+}
+
+// capPause bounds a server's pause to what a limit can mean: at most a day
+// (the daily window) from now.
+func capPause(now, t time.Time) time.Time {
+	if t.After(now.Add(Day)) {
+		return now.Add(Day)
+	}
+	return t
+}
+
+// Pause stops writes until t (a server's Retry-After), capped at a day:
+// the caller caps it at the window of the limit the server named, or at an
+// hour when it named none (pds.RateLimited). note (may be "") says what was
+// capped or guessed about it; refusals during the pause repeat it.
+func (l *Ledger) Pause(t time.Time, note string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.shared(true, func(now time.Time) error {
+		t = capPause(now, t)
+		if t.After(l.paused) {
+			l.paused = t
+			l.pauseNote = note
+			l.pauseLong = t.After(now.Add(Window))
+		}
+		return nil
+	})
+}
+
+// Spent is the points recorded as spent within window before now (tests,
+// reports): charged batches included.
+func (l *Ledger) Spent(window time.Duration) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	_ = l.shared(false, func(now time.Time) error {
+		for _, e := range l.f.Spent {
+			if e.At.After(now.Add(-window)) {
+				n += e.Points
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// PausedUntil is the end of the current server pause (zero if none).
+func (l *Ledger) PausedUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_ = l.shared(false, func(time.Time) error { return nil })
+	if l.Now().Before(l.paused) {
+		return l.paused
+	}
+	return time.Time{}
+}
+
+type resKey struct{}
+
+// WithReservation returns a context that carries r to the repository's
+// Apply, which settles each committed batch against it.
+func WithReservation(ctx context.Context, r *Reservation) context.Context {
+	return context.WithValue(ctx, resKey{}, r)
+}
+
+// ReservationFrom returns the reservation ctx carries, or nil.
+func ReservationFrom(ctx context.Context) *Reservation {
+	r, _ := ctx.Value(resKey{}).(*Reservation)
+	return r
+}
+
+type batchKey struct{}
+
+// WithBatch returns a context that names the batch a write sends (an
+// operation's ID and the batch's place in it): the key its points are
+// charged under (Reservation.Charge), so that a batch sent again (a retry,
+// or a resume after a kill) is charged once.
+func WithBatch(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, batchKey{}, key)
+}
+
+// BatchFrom returns the batch key ctx carries, or "".
+func BatchFrom(ctx context.Context) string {
+	k, _ := ctx.Value(batchKey{}).(string)
+	return k
+}

@@ -1,0 +1,259 @@
+package hosted
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bluesky-social/indigo/atproto/atclient"
+	"github.com/bluesky-social/indigo/atproto/atcrypto"
+	"github.com/bluesky-social/indigo/atproto/identity"
+	"github.com/bluesky-social/indigo/atproto/syntax"
+	"github.com/jackc/pgx/v5/pgxpool"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/server"
+	"github.com/bulleted-mcp/bulleted-mcp/tools"
+)
+
+// Config configures a hosted server.
+type Config struct {
+	// PublicURL is where clients reach this server (https://HOST, no path):
+	// the issuer of its authorization server, and PublicURL/mcp the
+	// protected resource (the audience of its tokens).
+	PublicURL string
+	DB        *pgxpool.Pool
+	Sealer    *Sealer
+	// DataDir keeps this instance's working files: operation files mirrored
+	// from the database, and read caches.
+	DataDir string
+	// Directory resolves identities (handles, DIDs, PDSes).
+	Directory identity.Directory
+	// Server selects the tools exposed.
+	Server server.Options
+	// AllowOrigins are browser origins accepted on /mcp besides PublicURL's.
+	AllowOrigins []string
+	// AllowLoopback (tests only) accepts a PDS on plain http loopback and
+	// client ID metadata documents on http loopback. (Upstream, this server
+	// is a confidential client whenever PublicURL is https, a loopback
+	// public client when it is plain http on loopback.)
+	AllowLoopback bool
+	// PermissionSet asked for upstream ("" = PermissionSet).
+	PermissionSet string
+	// Ledger limits (zero: the reference PDS's).
+	HourLimit, DayLimit int
+	// Token lifetimes (zero: 1 h, 30 days, 30 s).
+	AccessTTL, RefreshTTL, RefreshGrace time.Duration
+	// BodyTimeout bounds reading a request body on the OAuth endpoints
+	// (zero: 10 s), MCPBodyTimeout on /mcp (zero: 30 s): a body not read
+	// in time is answered 408 and its connection closed.
+	BodyTimeout, MCPBodyTimeout time.Duration
+	// Limits are the per-client-address rate limits of /register,
+	// /authorize and /token (zero: the defaults, see Limits).
+	Limits Limits
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed: a request from one of them is counted against the address
+	// the header names. Without them the header is ignored and the
+	// connection's remote address counts.
+	TrustedProxies []netip.Prefix
+}
+
+// Server is one instance of the hosted service.
+type Server struct {
+	cfg      Config
+	db       *pgxpool.Pool
+	sealer   *Sealer
+	public   string // PublicURL without a trailing slash
+	resource string // public + "/mcp"
+	origin   string
+	ledger   *Ledger
+	mcp      *mcpserver.MCPServer
+	readOnly map[string]bool // read-only tool names
+	limits   *limiters
+
+	clientKey atcrypto.PrivateKeyExportable
+	keyID     string
+
+	mu    sync.Mutex
+	users map[string]*user
+}
+
+// maxUsers bounds the users kept open on one instance.
+const maxUsers = 2000
+
+// New returns a hosted server instance (the database already migrated:
+// OpenDB does that).
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	u, err := url.Parse(strings.TrimRight(cfg.PublicURL, "/"))
+	if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return nil, fmt.Errorf("--public-url %q: want scheme://host[:port] without a path", cfg.PublicURL)
+	}
+	if u.Scheme != "https" && !(u.Scheme == "http" && isLoopbackHost(u.Hostname())) {
+		return nil, fmt.Errorf("--public-url %q: must be https (plain http only on loopback, for tests)", cfg.PublicURL)
+	}
+	if cfg.DB == nil || cfg.Sealer == nil || cfg.Directory == nil {
+		return nil, errors.New("hosted: a database, a sealer and a directory are required")
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("hosted: a data directory is required")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, db: cfg.DB, sealer: cfg.Sealer, public: u.Scheme + "://" + u.Host, users: map[string]*user{}}
+	s.resource = s.public + "/mcp"
+	s.origin = strings.ToLower(s.public)
+	s.limits = newLimiters(cfg.Limits)
+	s.ledger = &Ledger{DB: cfg.DB, Limit: cfg.HourLimit, DayLimit: cfg.DayLimit}
+	if err := s.loadClientKey(ctx); err != nil {
+		return nil, fmt.Errorf("upstream client key: %w", err)
+	}
+	opts := cfg.Server
+	opts.EnvFor = s.envFor
+	if s.mcp, err = server.NewWithOptions(nil, opts); err != nil {
+		return nil, err
+	}
+	ro, err := tools.Select(nil, true)
+	if err != nil {
+		return nil, err
+	}
+	s.readOnly = map[string]bool{}
+	for _, t := range ro {
+		s.readOnly[t.Name] = true
+	}
+	return s, nil
+}
+
+// Resource is the protected resource (the audience of this server's tokens).
+func (s *Server) Resource() string { return s.resource }
+
+// Ledger is the shared budget ledger.
+func (s *Server) Ledger() *Ledger { return s.ledger }
+
+// user is one identity opened on this instance.
+type user struct {
+	did     string
+	env     *tools.Env
+	journal *journal
+	auth    *sessionAuth
+	used    time.Time
+}
+
+// apiClient carries API requests to PDSes: bounded by pds' own per-call
+// timeouts and limits; this bounds the connection.
+var apiClient = &http.Client{Timeout: 5 * time.Minute}
+
+func (s *Server) user(ctx context.Context, did string) (*user, error) {
+	s.mu.Lock()
+	if u, ok := s.users[did]; ok {
+		u.used = time.Now()
+		s.mu.Unlock()
+		return u, nil
+	}
+	s.mu.Unlock()
+	row, err := s.loadSession(ctx, s.db.QueryRow(ctx, "SELECT "+sessionColumns+" FROM atproto_sessions WHERE did = $1", did), did)
+	if err != nil {
+		return nil, err
+	}
+	a := &sessionAuth{s: s, did: did}
+	sess, err := a.newSession(row)
+	if err != nil {
+		return nil, err
+	}
+	a.sess.Store(sess)
+	pdid, err := syntax.ParseDID(did)
+	if err != nil {
+		return nil, err
+	}
+	c := &atclient.APIClient{Client: apiClient, Host: row.Data.HostURL, Auth: a, AccountDID: &pdid, Headers: http.Header{}}
+	c.Headers.Set("User-Agent", userAgent)
+	dir := filepath.Join(s.cfg.DataDir, "users", strings.ReplaceAll(did, ":", "_"))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	r := pds.New(c, pdid)
+	r.Cache = filepath.Join(dir, "repo.car")
+	j := newJournal(s.db, did, filepath.Join(dir, "ops"))
+	if err := j.pull(ctx); err != nil {
+		return nil, err
+	}
+	eng := outline.New(&userRepo{inner: r, ledger: s.ledger, journal: j})
+	if err := eng.KeepOperations(dir); err != nil {
+		return nil, err
+	}
+	resolver := &pds.Resolver{Client: c, Directory: s.cfg.Directory}
+	eng.Resolver = resolver
+	others := &pds.Others{Resolver: resolver}
+	env := &tools.Env{Engine: eng, Others: func(ctx context.Context, ident string) (*outline.Tree, error) {
+		snap, err := others.Snapshot(ctx, ident)
+		if err != nil {
+			return nil, err
+		}
+		return outline.Rebuild(snap, nil), nil
+	}}
+	tools.ShareContributions(env)
+	u := &user{did: did, env: env, journal: j, auth: a, used: time.Now()}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if prev, ok := s.users[did]; ok {
+		return prev, nil
+	}
+	if len(s.users) >= maxUsers {
+		var oldest *user
+		for _, x := range s.users {
+			if oldest == nil || x.used.Before(oldest.used) {
+				oldest = x
+			}
+		}
+		delete(s.users, oldest.did)
+	}
+	s.users[did] = u
+	return u, nil
+}
+
+// envFor is the tool environment of the request's user: their repository,
+// budget and journal (the journal brought up to date from the database
+// first, and what this call recorded sent back after it).
+func (s *Server) envFor(ctx context.Context) (*tools.Env, func(), error) {
+	id, ok := identityFrom(ctx)
+	if !ok {
+		return nil, nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "no signed-in user for this request", Next: "connect with OAuth (the server's authorization flow)"}
+	}
+	u, err := s.user(ctx, id.DID)
+	if err != nil {
+		if errors.Is(err, ErrSignInAgain) {
+			return nil, nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: err.Error(), Next: "reconnect the server in your MCP client to sign in again"}
+		}
+		return nil, nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "opening your repository failed: " + err.Error(), Next: "retry in a moment"}
+	}
+	if err := u.journal.pull(ctx); err != nil {
+		return nil, nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "reading the operations journal failed: " + err.Error(), Next: "retry in a moment"}
+	}
+	return u.env, func() {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
+		defer cancel()
+		u.journal.push(pctx)
+	}, nil
+}
+
+// principal is who a request's access token belongs to.
+type principal struct {
+	DID, ClientID, Scope string
+}
+
+type identityKey struct{}
+
+func identityFrom(ctx context.Context) (principal, bool) {
+	id, ok := ctx.Value(identityKey{}).(principal)
+	return id, ok
+}

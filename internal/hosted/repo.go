@@ -1,0 +1,157 @@
+package hosted
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/budget"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+)
+
+// userRepo is a user's PDS repository as the engine sees it in hosted mode:
+// every batch is paid for in the shared Postgres ledger (charged as spent
+// before it is sent, refunded only when it certainly did not land), and the operations journal is pushed to Postgres before each
+// batch. It is not a store.Limited: the engine's own file ledger is not
+// used: the engine reserves a whole plan's cost in the shared ledger through
+// ReservePlan (store.Reserver) before the first batch, and Apply settles
+// each batch against that reservation. A batch sent without one (no
+// operation) is reserved on its own.
+type userRepo struct {
+	inner   *pds.Repo
+	ledger  *Ledger
+	journal *journal
+}
+
+var (
+	_ store.Repository    = (*userRepo)(nil)
+	_ store.Reserver      = (*userRepo)(nil)
+	_ store.BudgetChecker = (*userRepo)(nil)
+)
+
+// CheckBudget tells whether cost points fit in the user's shared budget now
+// (store.BudgetChecker), and how many are left in the rolling hour.
+func (r *userRepo) CheckBudget(ctx context.Context, cost int) (int, error) {
+	left, err := r.ledger.Check(ctx, r.inner.DID().String(), cost)
+	if err != nil && !errors.Is(err, budget.ErrBudget) {
+		return -1, &outline.Error{Kind: outline.ErrUnavailable, Msg: "reading the write budget failed: " + err.Error(), Next: "retry in a moment"}
+	}
+	return left, err
+}
+
+// planKey is the context key of an operation's reservation id.
+type planKey struct{}
+
+// ReservePlan holds cost points of the user's budget for one operation
+// (store.Reserver); it refuses with a *budget.Exceeded before anything is
+// written when they do not fit.
+func (r *userRepo) ReservePlan(ctx context.Context, cost int) (context.Context, func(), error) {
+	did := r.inner.DID().String()
+	id, err := r.ledger.Reserve(ctx, did, cost)
+	if err != nil {
+		if errors.Is(err, budget.ErrBudget) {
+			return ctx, nil, err
+		}
+		return ctx, nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "reserving write budget failed: " + err.Error(), Next: "retry in a moment"}
+	}
+	release := func() {
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
+		defer cancel()
+		r.ledger.Release(bctx, id) // if it fails, the lease expires
+	}
+	return context.WithValue(ctx, planKey{}, id), release, nil
+}
+
+func (r *userRepo) DID() syntax.DID { return r.inner.DID() }
+
+func (r *userRepo) Head(ctx context.Context) (string, string, error) { return r.inner.Head(ctx) }
+
+func (r *userRepo) Snapshot(ctx context.Context) (*store.Snapshot, error) {
+	return r.inner.Snapshot(ctx)
+}
+
+// bookkeeping bounds the database work after a batch, even when the
+// caller's context is gone: what landed must be recorded.
+const bookkeeping = 15 * time.Second
+
+func (r *userRepo) Apply(ctx context.Context, swapCommit string, writes []store.Write) (*store.Result, error) {
+	did := r.inner.DID().String()
+	if err := r.journal.push(ctx); err != nil {
+		return nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "recording the operation in the database failed: " + err.Error(), Next: "retry in a moment"}
+	}
+	cost := store.Cost(writes)
+	if plan, ok := ctx.Value(planKey{}).(string); ok {
+		return r.applyPlanned(ctx, did, plan, swapCommit, writes, cost)
+	}
+	id, err := r.ledger.Reserve(ctx, did, cost)
+	if err != nil {
+		if errors.Is(err, budget.ErrBudget) {
+			return nil, err
+		}
+		return nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "reserving write budget failed: " + err.Error(), Next: "retry in a moment"}
+	}
+	// counted as spent before it is sent: a process killed while the batch
+	// is on its way leaves it counted, never landed and uncounted
+	spent, err := r.ledger.Charge(ctx, did, id, cost)
+	if err != nil {
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
+		defer cancel()
+		r.ledger.Release(bctx, id)
+		return nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "recording the write budget failed: " + err.Error(), Next: "retry in a moment"}
+	}
+	res, err := r.inner.Apply(ctx, swapCommit, writes)
+	if err != nil {
+		r.settleFailed(ctx, did, "", spent, cost, err)
+		return nil, fmt.Errorf("%w", err)
+	}
+	return res, nil
+}
+
+// applyPlanned sends a batch of an operation whose plan is reserved (plan),
+// charged against the reservation before it is sent; the operation
+// releases the rest.
+func (r *userRepo) applyPlanned(ctx context.Context, did, plan, swapCommit string, writes []store.Write, cost int) (*store.Result, error) {
+	spent, err := r.ledger.ChargePart(ctx, did, plan, cost)
+	if err != nil {
+		return nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "recording the write budget failed: " + err.Error(), Next: "retry in a moment"}
+	}
+	res, err := r.inner.Apply(ctx, swapCommit, writes)
+	if err != nil {
+		r.settleFailed(ctx, did, plan, spent, cost, err)
+		return nil, fmt.Errorf("%w", err)
+	}
+	return res, nil
+}
+
+// settleFailed deals with the charge of a batch that failed: refunded when
+// the batch is known not to have landed, kept when it may have (never
+// under-counted); a PDS's pause is shared with every instance.
+func (r *userRepo) settleFailed(ctx context.Context, did, plan string, spent int64, cost int, err error) {
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
+	defer cancel()
+	var ex *budget.Exceeded
+	if errors.As(err, &ex) && ex.Paused {
+		r.ledger.Pause(bctx, did, ex.FreeAt)
+		r.ledger.Refund(bctx, did, plan, spent, cost) // refused before sending
+		return
+	}
+	if notWritten(err) {
+		r.ledger.Refund(bctx, did, plan, spent, cost) // if it fails, counted: never under
+	}
+}
+
+// notWritten reports errors after which the batch is known not to have
+// been committed.
+func notWritten(err error) bool {
+	for _, e := range []error{store.ErrConflict, store.ErrRefused, store.ErrBatchTooLarge, store.ErrRecordExists, store.ErrRecordMissing, store.ErrTooManyWrites, budget.ErrBudget} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}

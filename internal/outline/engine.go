@@ -1,0 +1,329 @@
+package outline
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/budget"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+)
+
+// Retries is how many times a plan is re-made after a swapCommit conflict
+// before its first batch landed, and how many conflicts a later batch
+// rides out; between attempts the engine waits a growing, jittered pause so
+// that two writers racing on one repository do not keep colliding.
+const Retries = 8
+
+// BatchTimeout bounds one batch's commit, which runs to completion even
+// when the call is cancelled (cancellation stops between batches).
+const BatchTimeout = 2 * time.Minute
+
+// Created names a record a plan creates.
+type Created struct {
+	URI     string `json:"uri"`
+	RKey    string `json:"rkey"`
+	SortKey string `json:"sortKey,omitempty"`
+	// Input is the input position the record came from ("nodes[0].children[2]").
+	Input string `json:"input,omitempty"`
+	// Text is the created bullet's text (for readable results).
+	Text string `json:"text,omitempty"`
+}
+
+// Plan is the outcome of planning one intent against one snapshot.
+type Plan struct {
+	Writes      []store.Write   `json:"writes"`
+	Cost        int             `json:"cost"`
+	Diagnostics []string        `json:"diagnostics,omitempty"`
+	Created     []Created       `json:"created,omitempty"`
+	Summary     string          `json:"summary"`
+	Touched     []string        `json:"-"` // record keys whose neighbourhood to show
+	Prev        []*store.Record `json:"-"` // the record each write replaces (nil: none)
+	Inverse     []store.Write   `json:"-"` // the writes that undo Writes, in order
+	Batches     []int           `json:"-"` // end (exclusive) of each commit's writes
+}
+
+// Outcome is a plan and, unless dry run, the commits it made.
+type Outcome struct {
+	Plan    *Plan          `json:"plan"`
+	Commits []store.Result `json:"commits,omitempty"`
+	DryRun  bool           `json:"dryRun"`
+	Before  *Tree          `json:"-"`
+	// Op is the recorded operation (absent for dry runs and no-ops).
+	Op *OpReport `json:"operation,omitempty"`
+	// NoChange: the intent asked for what is already there; nothing written.
+	NoChange bool `json:"noChange,omitempty"`
+	// BudgetLeft is the write budget left after the outcome (-1: the
+	// repository has no budget).
+	BudgetLeft int `json:"budgetLeft"`
+}
+
+// Resolver turns a handle into a DID for mention facets.
+type Resolver interface {
+	ResolveHandle(ctx context.Context, handle string) (syntax.DID, error)
+}
+
+// Engine plans intents and applies them to one repository as operations.
+// Reads never wait for a write in flight: the engine's lock guards only its
+// cached tree, never network I/O; writes of one process go one at a time.
+type Engine struct {
+	Repo     store.Repository
+	Resolver Resolver // may be nil (offline): mentions get no facet
+	// Shared, if set, lets inserts go under another identity's bullet whose
+	// outline admits this identity as a contributor (see Shared); nil: a
+	// parent in another repository is refused.
+	Shared SharedFunc
+	Now    func() time.Time
+
+	mu    sync.Mutex // guards cache and clock
+	wmu   sync.Mutex // one write operation at a time in this process
+	clock *syntax.TIDClock
+	cache *Tree
+	ops   *opStore
+}
+
+// New returns an engine over repo; operations are kept in memory until
+// KeepOperations names a directory.
+func New(repo store.Repository) *Engine {
+	return &Engine{Repo: repo, Now: time.Now, clock: syntax.NewTIDClock(uint(rand.IntN(1024))),
+		ops: newOpStore(repo.DID().String(), "")}
+}
+
+// KeepOperations records operations (and so the undo journal) in dir/ops,
+// shared with other processes using the same data directory.
+func (e *Engine) KeepOperations(dir string) error {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	e.ops = newOpStore(e.Repo.DID().String(), filepath.Join(dir, "ops"))
+	_, err := e.ops.list()
+	return err
+}
+
+// Tree returns the tree of the current commit. A repository that can tell
+// what a commit changed (store.Deltas) brings the kept tree forward by those
+// changes, at the cost of what changed; otherwise, and when it cannot tell,
+// the tree is rebuilt from a snapshot when the commit changed. No lock is
+// held while the repository is read.
+func (e *Engine) Tree(ctx context.Context) (*Tree, error) {
+	e.mu.Lock()
+	prev := e.cache
+	e.mu.Unlock()
+	if d, ok := e.Repo.(store.Deltas); ok && prev != nil {
+		commit, rev, changes, ok, err := d.Changes(ctx, prev.Commit)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			if commit == prev.Commit {
+				return prev, nil
+			}
+			return e.keep(prev.Next(commit, rev, changes)), nil
+		}
+	}
+	s, err := e.Repo.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if prev != nil && prev.Commit == s.Commit {
+		return prev, nil
+	}
+	return e.keep(Rebuild(s, prev)), nil
+}
+
+// keep makes t the cached tree unless a newer one is there already.
+func (e *Engine) keep(t *Tree) *Tree {
+	e.mu.Lock()
+	if e.cache == nil || e.cache.Rev <= t.Rev {
+		e.cache = t
+	}
+	e.mu.Unlock()
+	return t
+}
+
+func (e *Engine) nextKeys() *keyList {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return &keyList{clock: e.clock}
+}
+
+// Do plans fn against the current snapshot and, unless dryRun, commits it
+// as one operation: recorded before the first batch, its budget reserved,
+// conflicts re-planned (before anything landed) or ridden out (after), and
+// left incomplete — resumable and undoable — if it must stop part-way.
+func (e *Engine) Do(ctx context.Context, dryRun bool, fn func(p *Planner) error) (*Outcome, error) {
+	if !dryRun {
+		e.wmu.Lock()
+		defer e.wmu.Unlock()
+	}
+	keys := e.nextKeys()
+	now := e.Now()
+	for attempt := 0; ; attempt++ {
+		t, err := e.Tree(ctx)
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		p := e.newPlanner(ctx, t, now, keys)
+		if err := fn(p); err != nil {
+			return nil, err
+		}
+		plan, err := p.finish()
+		if err != nil {
+			return nil, err
+		}
+		plan.Batches = Cut(plan.Writes)
+		out := &Outcome{Plan: plan, DryRun: dryRun, Before: t, BudgetLeft: e.budgetLeft(ctx)}
+		if len(plan.Writes) == 0 {
+			out.NoChange = true
+			plan.Diagnostics = append(plan.Diagnostics, "nothing to change: nothing written, no points spent")
+			return out, nil
+		}
+		if dryRun {
+			if err := e.checkBudget(ctx, plan.Cost); err != nil {
+				plan.Diagnostics = append(plan.Diagnostics, err.Error())
+			}
+			return out, nil
+		}
+		op := &Operation{ID: keys.clock.Next().String(), DID: e.Repo.DID().String(), Summary: plan.Summary, Started: now,
+			State: OpRunning, Writes: plan.Writes, Prev: plan.Prev, Batches: plan.Batches, Keys: keys.keys,
+			Around: aroundOf(t, plan.Writes)}
+		commits, err := e.execute(ctx, op, t.Commit)
+		out.Commits = commits
+		out.BudgetLeft = e.budgetLeft(ctx)
+		if errors.Is(err, errReplan) && attempt < Retries {
+			if werr := sleepCtx(ctx, backoff(attempt)); werr != nil {
+				return nil, fail(ErrCancelled, "nothing was written; call again when ready", "cancelled before the first batch")
+			}
+			continue
+		}
+		if errors.Is(err, errReplan) {
+			return nil, fail(ErrConflict, "read the outline again and retry", "the repository kept changing while planning (%d attempts); nothing was written", attempt+1)
+		}
+		if err != nil {
+			return nil, err
+		}
+		rep := op.Report()
+		out.Op = &rep
+		return out, nil
+	}
+}
+
+// errReplan: the first batch met a conflict and nothing of the operation
+// is in the repository: plan again on the new snapshot.
+var errReplan = errors.New("re-plan")
+
+func backoff(attempt int) time.Duration {
+	return time.Duration(attempt+1) * time.Duration(5+rand.IntN(25)) * time.Millisecond
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// budgetLeft is the points left in the repository's budget, or -1.
+func (e *Engine) budgetLeft(ctx context.Context) int {
+	if c, ok := e.Repo.(store.BudgetChecker); ok {
+		left, err := c.CheckBudget(ctx, 0)
+		if err != nil {
+			return -1
+		}
+		return left
+	}
+	if l, ok := e.Repo.(store.Limited); ok && l.Ledger() != nil {
+		return l.Ledger().Left()
+	}
+	return -1
+}
+
+// checkBudget tells whether cost fits now (dry runs).
+func (e *Engine) checkBudget(ctx context.Context, cost int) error {
+	if c, ok := e.Repo.(store.BudgetChecker); ok {
+		_, err := c.CheckBudget(ctx, cost)
+		var oe *Error
+		if errors.As(err, &oe) {
+			return err
+		}
+		return budgetError(err)
+	}
+	l, ok := e.Repo.(store.Limited)
+	if !ok || l.Ledger() == nil {
+		return nil
+	}
+	return budgetError(l.Ledger().Check(cost))
+}
+
+// reserve holds cost points for an operation before its first batch; the
+// returned context carries the reservation to the repository's Apply, which
+// settles each committed batch against it; release gives back the rest.
+func (e *Engine) reserve(ctx context.Context, cost int) (context.Context, func(), error) {
+	if r, ok := e.Repo.(store.Reserver); ok {
+		return r.ReservePlan(ctx, cost)
+	}
+	l, ok := e.Repo.(store.Limited)
+	if !ok || l.Ledger() == nil {
+		return ctx, func() {}, nil
+	}
+	r, err := l.Ledger().Reserve(cost)
+	if err != nil {
+		return ctx, nil, err
+	}
+	return budget.WithReservation(ctx, r), func() { r.Release() }, nil
+}
+
+// budgetError turns a budget refusal into an *Error the model can act on.
+func budgetError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ex *budget.Exceeded
+	if errors.As(err, &ex) {
+		next := "split the work into smaller operations"
+		if !ex.FreeAt.IsZero() {
+			next = "wait until then, or do less now (dry_run shows an operation's cost)"
+		}
+		return &Error{Kind: ErrBudget, Msg: ex.Error(), Next: next, Data: ex}
+	}
+	if errors.Is(err, budget.ErrBudget) {
+		return &Error{Kind: ErrBudget, Msg: err.Error(), Next: "wait a minute and retry"}
+	}
+	return err
+}
+
+// unavailable wraps a repository failure as an *Error the model can act on.
+func unavailable(err error) error {
+	var oe *Error
+	if errors.As(err, &oe) {
+		return err
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &Error{Kind: ErrTimeout, Msg: "the repository did not answer in time: " + err.Error(), Next: "retry in a moment"}
+	}
+	if errors.Is(err, context.Canceled) {
+		return &Error{Kind: ErrCancelled, Msg: "cancelled", Next: "call again when ready"}
+	}
+	return &Error{Kind: ErrUnavailable, Msg: "the repository could not be read: " + err.Error(), Next: "retry in a moment"}
+}
+
+// Progress is told before each batch of a multi-batch plan is sent: how
+// many batches of total are committed so far, and writes likewise. (Before,
+// not after: a report after the last batch could reach the client after the
+// result, when it is no longer listening.)
+type Progress func(commitsDone, commitsTotal, writesDone, writesTotal int)
+
+type progressKey struct{}
+
+// WithProgress returns a context whose multi-batch plans report progress.
+func WithProgress(ctx context.Context, fn Progress) context.Context {
+	return context.WithValue(ctx, progressKey{}, fn)
+}

@@ -1,0 +1,161 @@
+package outline_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/enginetest"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+)
+
+func newEngine(t testing.TB) *outline.Engine {
+	l, err := store.OpenLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return outline.New(l)
+}
+
+// seed10k is an engine over a 10,000-bullet outline (one level, committed in
+// 50 batches of 200) and its tree.
+func seed10k(b *testing.B) (*outline.Engine, *outline.Tree) {
+	ctx := context.Background()
+	e := newEngine(b)
+	for i := 0; i < 50; i++ {
+		var ns []outline.NewNode
+		for j := 0; j < 200; j++ {
+			ns = append(ns, outline.NewNode{Text: "bullet"})
+		}
+		if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	tr, _ := e.Tree(ctx)
+	return e, tr
+}
+
+func BenchmarkPlanInsert10k(b *testing.B) {
+	ctx := context.Background()
+	e, tr := seed10k(b)
+	anchor := tr.Roots[5000].Key()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := e.Do(ctx, true, func(p *outline.Planner) error {
+			return p.Insert(outline.Position{After: anchor}, []outline.NewNode{{Text: "new"}})
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkInsertCommit10k is an insert that commits on a 10,000-bullet
+// outline: plan, validate, commit to the embedded store, and the next
+// snapshot's tree (only changed records are validated again).
+func BenchmarkInsertCommit10k(b *testing.B) {
+	ctx := context.Background()
+	e, tr := seed10k(b)
+	anchor := tr.Roots[5000].Key()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := e.Do(ctx, false, func(p *outline.Planner) error {
+			return p.Insert(outline.Position{After: anchor}, []outline.NewNode{{Text: "new"}})
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRebuild10k is the tree refresh after a one-record commit on a
+// 10,000-bullet outline (validation is lazy and carried over by CID).
+func BenchmarkRebuild10k(b *testing.B) {
+	_, tr := seed10k(b)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		outline.Rebuild(tr.Snapshot(), tr)
+	}
+}
+
+// The undo journal survives a restart when kept on disk, and a journal of
+// another repository is ignored.
+func TestJournalKeptAcrossRestart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := dir + "/data"
+	l, err := store.OpenLocal(dir + "/repo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := outline.New(l)
+	if err := e.KeepOperations(path); err != nil {
+		t.Fatal(err)
+	}
+	keys := enginetest.Insert(t, e, outline.Position{}, "one", "two")
+	if _, err := e.Do(ctx, false, func(p *outline.Planner) error {
+		return p.Edit(keys[0], outline.Edit{Text: ptr("ONE"), Note: ptr("a note")})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := l.Snapshot(ctx)
+	l.Close()
+
+	l2, err := store.OpenLocal(dir + "/repo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	e2 := outline.New(l2)
+	if err := e2.KeepOperations(path); err != nil {
+		t.Fatal(err)
+	}
+	if got := enginetest.Texts(t, e2, ""); !reflect.DeepEqual(got, []string{"ONE", "two"}) {
+		t.Fatalf("reopened outline: %v (snapshot had %d records)", got, len(before.Records))
+	}
+	if _, err := e2.Undo(ctx, 1, "", false); err != nil {
+		t.Fatal(err)
+	}
+	if got := enginetest.Texts(t, e2, ""); !reflect.DeepEqual(got, []string{"one", "two"}) {
+		t.Fatalf("after undo across restart: %v", got)
+	}
+	tr, _ := e2.Tree(ctx)
+	if tr.Notes.Len() != 0 {
+		t.Fatalf("undo left %d note(s)", tr.Notes.Len())
+	}
+	if _, err := e2.Undo(ctx, 1, "", false); err != nil {
+		t.Fatal(err)
+	}
+	if got := enginetest.Texts(t, e2, ""); len(got) != 0 {
+		t.Fatalf("second undo: %v", got)
+	}
+
+	// another repository's engine starts with an empty journal
+	other, err := store.OpenLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	e3 := outline.New(other)
+	enginetest.Insert(t, e2, outline.Position{}, "three")
+	if err := e3.KeepOperations(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e3.Undo(ctx, 1, "", true); !errors.Is(err, outline.ErrInvalidInput) {
+		t.Fatalf("undo with another repository's journal: %v", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestEngineSuite(t *testing.T) {
+	enginetest.Run(t, func(t testing.TB) store.Repository {
+		l, err := store.OpenLocal(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l
+	}, 150)
+}

@@ -1,0 +1,767 @@
+package outline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/budget"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
+)
+
+// Cut splits writes into commits of at most store.MaxBatch writes and
+// store.MaxBatchBytes of values, never between writes of one record key
+// (a node, its note and its policy share a commit). Writes keep their
+// order, which the planner makes consistent: parents are created before
+// children and deleted after them, so every commit leaves a whole outline.
+func Cut(writes []store.Write) []int {
+	var ends []int
+	start, size := 0, 0
+	for i := 0; i < len(writes); {
+		// the unit: this write and the following writes of the same record key
+		j := i + 1
+		for j < len(writes) && writes[j].RKey == writes[i].RKey && coKeyed(writes[j].Collection) && coKeyed(writes[i].Collection) {
+			j++
+		}
+		us := 0
+		for _, w := range writes[i:j] {
+			us += valueSize(w)
+		}
+		if i > start && (j-start > store.MaxBatch || size+us > store.MaxBatchBytes) {
+			ends = append(ends, i)
+			start, size = i, 0
+		}
+		size += us
+		i = j
+	}
+	if len(writes) > start {
+		ends = append(ends, len(writes))
+	}
+	return ends
+}
+
+// coKeyed collections share record keys with the node they belong to.
+func coKeyed(coll string) bool {
+	return coll == lexicon.Node || coll == lexicon.Note || coll == lexicon.CommentPolicy || coll == lexicon.Outline
+}
+
+func valueSize(w store.Write) int {
+	if w.Value == nil {
+		return 64
+	}
+	b, err := json.Marshal(w.Value)
+	if err != nil {
+		return 1 << 10
+	}
+	return len(b) + 96
+}
+
+// execute commits op's batches from op.Landed on, starting at commit swap.
+// It records op before the first batch and after each, and leaves it
+// incomplete (with an *Error of kind ErrIncomplete, or ErrCancelled /
+// ErrBudget when nothing landed) when it must stop.
+func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]store.Result, error) {
+	if ok, err := e.ops.claim(op.ID); err != nil || !ok {
+		if err == nil {
+			err = fmt.Errorf("operation %s is being committed by another process", op.ID)
+		}
+		return nil, fail(ErrConflict, "wait for it to finish, then call operations", "%v", err)
+	}
+	defer e.ops.release(op.ID)
+	remaining := 0
+	for _, w := range op.Writes[op.landedWrites():] {
+		remaining += store.Cost([]store.Write{w})
+	}
+	bctx, release, err := e.reserve(ctx, remaining)
+	if err != nil {
+		return nil, e.stop(op, err, "the write budget")
+	}
+	defer release()
+	op.State = OpRunning
+	op.Reason = ""
+	if err := e.ops.save(op); err != nil {
+		return nil, fmt.Errorf("recording operation %s: %w", op.ID, err)
+	}
+	progress, _ := ctx.Value(progressKey{}).(Progress)
+	var commits []store.Result
+	conflicts := 0
+	for op.Landed < len(op.Batches) {
+		if ctx.Err() != nil {
+			return commits, e.stop(op, ctx.Err(), "cancelled by the client")
+		}
+		batch := op.batch(op.Landed)
+		if progress != nil && len(op.Batches) > 1 {
+			progress(op.Landed, len(op.Batches), op.landedWrites(), len(op.Writes))
+		}
+		// the batch runs to completion even if the call is cancelled now
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(bctx), BatchTimeout)
+		// its points are charged once under this key, however often it is sent
+		cctx = budget.WithBatch(cctx, fmt.Sprintf("%s/%d+%d", op.ID, op.landedWrites(), len(batch)))
+		res, err := e.Repo.Apply(cctx, swap, batch)
+		cancel()
+		if err == nil {
+			commits = append(commits, *res)
+			if err := e.markLanded(op, res.Commit); err != nil {
+				return commits, err
+			}
+			swap = res.Commit
+			continue
+		}
+		switch {
+		case errors.Is(err, store.ErrBatchTooLarge):
+			if !op.split(op.Landed) {
+				return commits, e.stop(op, err, "a single record is too large for the repository")
+			}
+			if err := e.ops.save(op); err != nil {
+				return commits, err
+			}
+			continue
+		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrRecordExists), errors.Is(err, store.ErrRecordMissing):
+			s, rerr := e.Repo.Snapshot(ctx)
+			if rerr != nil {
+				return commits, e.stop(op, rerr, "the repository could not be read after a conflict")
+			}
+			if batchLanded(s, batch) {
+				if err := e.markLanded(op, s.Commit); err != nil {
+					return commits, err
+				}
+				swap = s.Commit
+				continue
+			}
+			if op.Landed == 0 && !anyLanded(s, op) && len(op.Undoes) == 0 {
+				e.ops.remove(op.ID)
+				return nil, errReplan
+			}
+			if problems := checkRemainder(s, op); len(problems) > 0 {
+				return commits, e.stop(op, fmt.Errorf("%w: %s", store.ErrConflict, strings.Join(problems, "; ")), "records it still has to write changed since it was planned")
+			}
+			// bullets still to write go where the plan put them among the
+			// siblings as they are now (another client may have written
+			// some there): no tied keys, the run kept together
+			if n, perr := replace(s, op); perr != nil {
+				return commits, e.stop(op, perr, "a bullet its bullets were placed after is gone")
+			} else if n > 0 {
+				e.ops.rewrite(op.ID)
+				if err := e.ops.save(op); err != nil {
+					return commits, err
+				}
+			}
+			conflicts++
+			if conflicts > Retries*4 {
+				return commits, e.stop(op, err, "the repository kept changing")
+			}
+			if werr := sleepCtx(ctx, backoff(min(conflicts, Retries))); werr != nil {
+				return commits, e.stop(op, werr, "cancelled by the client")
+			}
+			swap = s.Commit
+			continue
+		default:
+			// the batch may or may not have landed (timeout, outage):
+			// look once, then stop
+			op.Unknown = true
+			if ctx.Err() == nil {
+				if s, rerr := e.Repo.Snapshot(ctx); rerr == nil && batchLanded(s, batch) {
+					if err := e.markLanded(op, s.Commit); err != nil {
+						return commits, err
+					}
+					swap = s.Commit
+					continue
+				} else if rerr == nil {
+					op.Unknown = false // read back: it did not land
+					if op.Landed == 0 && !anyLanded(s, op) && definite(err) {
+						e.ops.remove(op.ID)
+						return nil, refusal(err)
+					}
+				}
+			}
+			return commits, e.stop(op, err, "")
+		}
+	}
+	op.State = OpDone
+	if err := e.ops.save(op); err != nil {
+		return commits, fmt.Errorf("recording operation %s: %w", op.ID, err)
+	}
+	if len(op.Undoes) > 0 {
+		e.markUndone(op.Undoes)
+	}
+	e.ops.prune()
+	return commits, nil
+}
+
+// markLanded records that op's next batch landed in commit.
+func (e *Engine) markLanded(op *Operation, commit string) error {
+	op.Unknown = false
+	op.Landed++
+	op.Commits = append(op.Commits, commit)
+	if err := e.ops.save(op); err != nil {
+		return fmt.Errorf("recording operation %s: %w", op.ID, err)
+	}
+	return nil
+}
+
+// definite reports whether err means the batch was refused before it was
+// written (so nothing is unknown).
+func definite(err error) bool {
+	return errors.Is(err, budget.ErrBudget) || errors.Is(err, store.ErrRefused)
+}
+
+// refusal is the error of an operation refused before anything landed.
+func refusal(err error) error {
+	switch {
+	case errors.Is(err, budget.ErrBudget):
+		return budgetError(err)
+	case errors.Is(err, store.ErrRefused):
+		return &Error{Kind: ErrNotOwner, Msg: err.Error(), Next: "nothing was written; if the session lacks a permission, run bulleted-mcp login again (it asks for the app.bulleted permission set)"}
+	}
+	return unavailable(err)
+}
+
+// stop leaves op incomplete after err and returns the error to report: an
+// *Error of kind ErrIncomplete listing what landed; when nothing landed and
+// nothing can have, the operation is forgotten and the plain error
+// returned.
+func (e *Engine) stop(op *Operation, err error, why string) error {
+	if op.Landed == 0 && (errors.Is(err, budget.ErrBudget) || errors.Is(err, context.Canceled) || errors.Is(err, ErrBudget)) {
+		e.ops.remove(op.ID)
+		if errors.Is(err, context.Canceled) {
+			return fail(ErrCancelled, "nothing was written; call again when ready", "cancelled before the first batch was sent")
+		}
+		return budgetError(err)
+	}
+	reason := why
+	if reason == "" {
+		reason = err.Error()
+	} else {
+		reason += ": " + err.Error()
+	}
+	op.State = OpIncomplete
+	op.Reason = reason
+	if serr := e.ops.save(op); serr != nil {
+		reason += " (and the operation record could not be saved: " + serr.Error() + ")"
+	}
+	rep := op.Report()
+	msg := fmt.Sprintf("operation %s (%s) stopped after %d of %d batch(es) (%d of %d writes landed): %s", op.ID, op.Summary, op.Landed, len(op.Batches), rep.LandedWrites, len(op.Writes), reason)
+	if rep.UnknownWrites > 0 {
+		msg += fmt.Sprintf("; the next %d write(s) may have landed too (the repository could not be read back: resume or undo will find out)", rep.UnknownWrites)
+	}
+	if errors.Is(err, budget.ErrBudget) {
+		var ex *budget.Exceeded
+		if errors.As(err, &ex) && !ex.FreeAt.IsZero() {
+			if ex.WaitSeconds == 0 {
+				ex.At(ex.FreeAt, e.Now())
+			}
+			rep.RetryAt = ex.FreeAt.UTC().Format(time.RFC3339)
+			rep.RetryInSeconds = ex.WaitSeconds
+			msg += fmt.Sprintf("; it can go on (resume or undo) at %s, in %d s", rep.RetryAt, rep.RetryInSeconds)
+		}
+	}
+	return &Error{Kind: ErrIncomplete, Msg: msg, Next: rep.Next, Data: rep}
+}
+
+// split halves batch i (at a record-key boundary); false if it cannot be.
+func (op *Operation) split(i int) bool {
+	start := 0
+	if i > 0 {
+		start = op.Batches[i-1]
+	}
+	end := op.Batches[i]
+	if end-start < 2 {
+		return false
+	}
+	mid := start + (end-start)/2
+	for mid > start && op.Writes[mid].RKey == op.Writes[mid-1].RKey {
+		mid--
+	}
+	if mid == start {
+		mid = start + (end-start)/2
+		for mid < end && op.Writes[mid].RKey == op.Writes[mid-1].RKey {
+			mid++
+		}
+		if mid == end {
+			return false
+		}
+	}
+	op.Batches = append(op.Batches[:i], append([]int{mid}, op.Batches[i:]...)...)
+	return true
+}
+
+// snapshot index: path → CID.
+func index(s *store.Snapshot) map[string]string {
+	m := make(map[string]string, len(s.Records))
+	for _, r := range s.Records {
+		m[r.Collection+"/"+r.RKey] = r.CID
+	}
+	return m
+}
+
+// batchLanded reports whether batch is in s. A batch is atomic, so one
+// create of a key this operation minted tells; a batch without creates
+// landed if every write's effect is there.
+func batchLanded(s *store.Snapshot, batch []store.Write) bool {
+	idx := index(s)
+	for _, w := range batch {
+		if w.Op == store.Create {
+			_, ok := idx[w.Collection+"/"+w.RKey]
+			return ok
+		}
+	}
+	return effectsPresent(idx, batch)
+}
+
+func effectsPresent(idx map[string]string, ws []store.Write) bool {
+	for _, w := range ws {
+		got, ok := idx[w.Collection+"/"+w.RKey]
+		if w.Op == store.Delete {
+			if ok {
+				return false
+			}
+			continue
+		}
+		want, err := store.RecordCID(w.Value)
+		if err != nil || !ok || got != want {
+			return false
+		}
+	}
+	return true
+}
+
+// anyLanded reports whether any create of op is in s (then some batch of
+// it landed, and planning it again could duplicate).
+func anyLanded(s *store.Snapshot, op *Operation) bool {
+	idx := index(s)
+	for _, w := range op.Writes {
+		if w.Op == store.Create {
+			if _, ok := idx[w.Collection+"/"+w.RKey]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkRemainder re-checks the writes op has still to send against the
+// current snapshot: creates must be absent, updated and deleted records
+// unchanged since planning, every parent must still exist (or come with
+// the operation), and a node to delete must not have gained children.
+func checkRemainder(s *store.Snapshot, op *Operation) []string {
+	idx := index(s)
+	from := op.landedWrites()
+	rest := op.Writes[from:]
+	deleting := map[string]bool{}
+	creating := map[string]bool{}
+	for _, w := range rest {
+		switch w.Op {
+		case store.Delete:
+			deleting[w.Collection+"/"+w.RKey] = true
+		case store.Create:
+			creating[w.Collection+"/"+w.RKey] = true
+		}
+	}
+	var problems []string
+	for k, w := range rest {
+		path := w.Collection + "/" + w.RKey
+		got, ok := idx[path]
+		prev := op.Prev[from+k]
+		switch {
+		case w.Op == store.Create && ok:
+			problems = append(problems, path+" exists already")
+		case w.Op != store.Create && !ok:
+			problems = append(problems, path+" was deleted meanwhile")
+		case w.Op != store.Create && prev != nil && prev.CID != "" && got != prev.CID:
+			problems = append(problems, path+" was changed meanwhile")
+		}
+		if w.Op != store.Delete && (w.Collection == lexicon.Node || w.Collection == lexicon.Mirror) {
+			if pk := sameRepoParent(s.DID.String(), w.Value); pk != "" {
+				pp := lexicon.Node + "/" + pk
+				if _, ok := idx[pp]; (!ok && !creating[pp]) || deleting[pp] {
+					problems = append(problems, fmt.Sprintf("%s: its parent %s is gone", path, pk))
+				}
+			}
+		}
+		if len(problems) >= 10 {
+			break
+		}
+	}
+	if len(deleting) > 0 && len(problems) < 10 {
+		for _, r := range s.Records {
+			if r.Collection != lexicon.Node && r.Collection != lexicon.Mirror {
+				continue
+			}
+			if deleting[r.Collection+"/"+r.RKey] {
+				continue
+			}
+			if pk := sameRepoParent(s.DID.String(), r.Value); pk != "" && deleting[lexicon.Node+"/"+pk] {
+				problems = append(problems, fmt.Sprintf("%s gained a child (%s) since", pk, r.RKey))
+				if len(problems) >= 10 {
+					break
+				}
+			}
+		}
+	}
+	return problems
+}
+
+// sameRepoParent is the record key of value's parent when it is a node of
+// the repository did, else "".
+func sameRepoParent(did string, value map[string]any) string {
+	p, _ := value["parent"].(string)
+	prefix := "at://" + did + "/" + lexicon.Node + "/"
+	if !strings.HasPrefix(p, prefix) {
+		return ""
+	}
+	return strings.TrimPrefix(p, prefix)
+}
+
+// ---- the operations surface: list, resume, undo ----
+
+// Operations returns the recorded operations, newest first.
+func (e *Engine) Operations() ([]OpReport, error) {
+	ops, err := e.ops.list()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]OpReport, 0, len(ops))
+	for i := len(ops) - 1; i >= 0; i-- {
+		out = append(out, ops[i].Report())
+	}
+	return out, nil
+}
+
+// Incomplete returns the operations that stopped part-way (or whose
+// process died), newest first.
+func (e *Engine) Incomplete() []OpReport {
+	ops, err := e.ops.list()
+	if err != nil {
+		return nil
+	}
+	var out []OpReport
+	for i := len(ops) - 1; i >= 0; i-- {
+		if ops[i].State == OpIncomplete {
+			out = append(out, ops[i].Report())
+		}
+	}
+	return out
+}
+
+// Resume finishes an incomplete operation: the batches that landed are
+// found in the repository, the rest re-checked against it (records to
+// change unchanged since planning, parents still there) and committed.
+func (e *Engine) Resume(ctx context.Context, id string, dryRun bool) (*Outcome, error) {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	op, err := e.ops.get(id)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case op.State == OpDone:
+		return nil, fail(ErrNoChange, "nothing to resume", "operation %s is already complete", id)
+	case op.State == OpUndone:
+		return nil, fail(ErrInvalidInput, "nothing to resume", "operation %s was undone", id)
+	case e.ops.live(id):
+		return nil, fail(ErrConflict, "wait for it to finish, then call operations", "operation %s is being committed right now", id)
+	}
+	s, err := e.Repo.Snapshot(ctx)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	for op.Landed < len(op.Batches) && batchLanded(s, op.batch(op.Landed)) {
+		op.Landed++
+		op.Commits = append(op.Commits, s.Commit)
+	}
+	op.Unknown = false // the repository was read: what landed is known
+	if dryRun {
+		// placing the rest anew must not change the kept operation
+		c := *op
+		c.Writes = slices.Clone(op.Writes)
+		op = &c
+	}
+	rest := op.Writes[op.landedWrites():]
+	plan := &Plan{Writes: rest, Cost: store.Cost(rest), Summary: "resume " + op.ID + ": " + op.Summary}
+	out := &Outcome{Plan: plan, DryRun: dryRun, BudgetLeft: e.budgetLeft(ctx)}
+	if problems := checkRemainder(s, op); len(problems) > 0 {
+		return nil, &Error{Kind: ErrConflict, Msg: fmt.Sprintf("cannot resume %s: %s", op.ID, strings.Join(problems, "; ")), Next: fmt.Sprintf("undo it with operation=%s to roll back what landed, then plan again", op.ID), Data: op.Report()}
+	}
+	// the bullets still to write are placed against the siblings as they
+	// are now, keeping their record keys (see replace)
+	moved, err := replace(s, op)
+	if err != nil {
+		var oe *Error
+		if errors.As(err, &oe) {
+			oe.Data = op.Report()
+		}
+		return nil, err
+	}
+	if moved > 0 {
+		plan.Diagnostics = append(plan.Diagnostics, fmt.Sprintf("%d bullet(s) still to write were given new sortKeys: other bullets were written among their planned places since the operation stopped", moved))
+		if !dryRun {
+			e.ops.rewrite(op.ID)
+		}
+	}
+	if dryRun {
+		rep := op.Report()
+		out.Op = &rep
+		return out, nil
+	}
+	commits, err := e.execute(ctx, op, s.Commit)
+	out.Commits = commits
+	out.BudgetLeft = e.budgetLeft(ctx)
+	if errors.Is(err, errReplan) {
+		return nil, fail(ErrConflict, "call operations with resume=ID again", "the repository changed while resuming %s; nothing more was written", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rep := op.Report()
+	out.Op = &rep
+	return out, nil
+}
+
+// Undo rolls back operations: the newest steps operations (done or
+// incomplete, not undone), or the one named id. Exactly what landed is
+// reversed, if every record it wrote is still as it left it; a node that
+// gained children since is not deleted (the undo is refused and says so).
+// The undo is itself an operation: resumable if it stops part-way.
+func (e *Engine) Undo(ctx context.Context, steps int, id string, dryRun bool) (*Outcome, error) {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	all, err := e.ops.list()
+	if err != nil {
+		return nil, err
+	}
+	var stack []*Operation // newest first
+	for i := len(all) - 1; i >= 0; i-- {
+		op := all[i]
+		if len(op.Undoes) > 0 || op.State == OpUndone {
+			continue
+		}
+		if op.State == OpRunning {
+			if e.ops.live(op.ID) {
+				continue
+			}
+		}
+		if id != "" {
+			if op.ID == id {
+				stack = []*Operation{op}
+				break
+			}
+			continue
+		}
+		stack = append(stack, op)
+	}
+	if id != "" && len(stack) == 0 {
+		return nil, fail(ErrNodeNotFound, "call operations to see what can be undone", "no operation %s that can be undone", id)
+	}
+	if steps < 1 {
+		steps = 1
+	}
+	if id == "" {
+		if steps > len(stack) {
+			return nil, fail(ErrInvalidInput, "call operations to see them", "only %d operation(s) can be undone", len(stack))
+		}
+		stack = stack[:steps]
+	}
+	s, err := e.Repo.Snapshot(ctx)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	idx := index(s)
+	type target struct {
+		coll, rkey string
+		cur        bool           // present now (as the newest operation left it)
+		want       *store.Record  // the state before the oldest operation (nil: absent)
+		after      string         // CID the newest operation left ("" = deleted)
+		value      map[string]any // the value the newest operation left
+	}
+	targets := map[string]*target{}
+	var order []string
+	var changed []string
+	var ids []string
+	for _, op := range stack { // newest first
+		cp := *op
+		if cp.State != OpDone {
+			for cp.Landed < len(cp.Batches) && batchLanded(s, cp.batch(cp.Landed)) {
+				cp.Landed++
+			}
+		}
+		ids = append(ids, cp.ID)
+		n := cp.landedWrites()
+		for i := n - 1; i >= 0; i-- {
+			w := cp.Writes[i]
+			path := w.Collection + "/" + w.RKey
+			t, seen := targets[path]
+			if !seen {
+				t = &target{coll: w.Collection, rkey: w.RKey, cur: w.Op != store.Delete}
+				if w.Op != store.Delete {
+					t.after, _ = store.RecordCID(w.Value)
+					t.value = w.Value
+				}
+				targets[path] = t
+				order = append(order, path)
+			}
+			t.want = cp.Prev[i]
+		}
+	}
+	for _, path := range order {
+		t := targets[path]
+		got, ok := idx[path]
+		if ok != t.cur || (ok && got != t.after) {
+			changed = append(changed, path)
+		}
+	}
+	if len(changed) > 0 {
+		if len(changed) > 10 {
+			changed = append(changed[:10], fmt.Sprintf("… %d more", len(changed)-10))
+		}
+		return nil, fail(ErrConflict, "read the outline and fix it by hand with the edit tools", "cannot undo: %d record(s) changed since (%s)", len(changed), strings.Join(changed, ", "))
+	}
+	var ws []store.Write
+	var prev []*store.Record
+	for _, path := range order {
+		t := targets[path]
+		var cur *store.Record
+		if t.cur {
+			cur = &store.Record{Collection: t.coll, RKey: t.rkey, CID: t.after, Value: t.value}
+		}
+		switch {
+		case t.cur && t.want != nil:
+			ws = append(ws, store.Write{Op: store.Update, Collection: t.coll, RKey: t.rkey, Value: t.want.Value})
+		case t.cur:
+			ws = append(ws, store.Write{Op: store.Delete, Collection: t.coll, RKey: t.rkey})
+		case t.want != nil:
+			ws = append(ws, store.Write{Op: store.Create, Collection: t.coll, RKey: t.rkey, Value: t.want.Value})
+		default:
+			continue
+		}
+		prev = append(prev, cur)
+	}
+	// a node this undo deletes must not have gained children it keeps
+	deleting := map[string]bool{}
+	for _, w := range ws {
+		if w.Op == store.Delete && w.Collection == lexicon.Node {
+			deleting[w.RKey] = true
+		}
+	}
+	if len(deleting) > 0 {
+		var kept []string
+		for _, r := range s.Records {
+			if (r.Collection == lexicon.Node || r.Collection == lexicon.Mirror) && !(deleting[r.RKey] && r.Collection == lexicon.Node) {
+				if pk := sameRepoParent(s.DID.String(), r.Value); pk != "" && deleting[pk] {
+					if r.Collection == lexicon.Mirror || !deleting[r.RKey] {
+						kept = append(kept, fmt.Sprintf("%s (under %s)", r.RKey, pk))
+					}
+				}
+			}
+		}
+		if len(kept) > 0 {
+			return nil, fail(ErrHasChildren, "move those bullets elsewhere (move_node) first, then undo again", "cannot undo: it would delete bullets that gained children since: %s", strings.Join(kept, ", "))
+		}
+	}
+	// nor may it put a mirror back inside its own original's subtree (an
+	// older operation undone alone, around later moves)
+	if undoTouchesMirrors(ws, s) {
+		before := Build(s)
+		if err := NewMirrorCycle(before, before.Next(s.Commit, s.Rev, WriteChanges(ws))); err != nil {
+			var oe *Error
+			if errors.As(err, &oe) {
+				oe.Msg = "cannot undo: " + oe.Msg
+				oe.Next = "move the mirror (or the bullets around it) elsewhere first, then undo again"
+			}
+			return nil, err
+		}
+	}
+	summary := "undo " + strings.Join(ids, ", ")
+	for _, op := range stack {
+		summary += "; undid: " + strings.TrimSuffix(op.Summary, ".")
+	}
+	plan := &Plan{Writes: ws, Prev: prev, Cost: store.Cost(ws), Summary: summary, Batches: Cut(ws)}
+	out := &Outcome{Plan: plan, DryRun: dryRun, BudgetLeft: e.budgetLeft(ctx)}
+	if len(ws) == 0 {
+		out.NoChange = true
+		if !dryRun {
+			e.markUndone(ids)
+		}
+		return out, nil
+	}
+	if dryRun {
+		return out, nil
+	}
+	keys := e.nextKeys()
+	op := &Operation{ID: keys.clock.Next().String(), DID: e.Repo.DID().String(), Summary: summary, Started: e.Now(),
+		State: OpRunning, Writes: ws, Prev: prev, Batches: plan.Batches, Undoes: ids}
+	commits, err := e.execute(ctx, op, s.Commit)
+	out.Commits = commits
+	out.BudgetLeft = e.budgetLeft(ctx)
+	if errors.Is(err, errReplan) {
+		return nil, fail(ErrConflict, "call undo again", "the repository changed while undoing; nothing was written")
+	}
+	if err != nil {
+		return out, err
+	}
+	rep := op.Report()
+	out.Op = &rep
+	return out, nil
+}
+
+// ownKeys is the record keys of the bullets this server's recorded
+// operations created (the journal), for re-spacing to prefer them.
+func (e *Engine) ownKeys() map[string]bool {
+	own := map[string]bool{}
+	ops, err := e.ops.list()
+	if err != nil {
+		return own
+	}
+	for _, op := range ops {
+		if op.State == OpUndone || len(op.Undoes) > 0 {
+			continue
+		}
+		for _, w := range op.Writes {
+			if w.Collection == lexicon.Node || w.Collection == lexicon.Mirror {
+				own[w.RKey] = true
+			}
+		}
+	}
+	return own
+}
+
+// markUndone records that the operations ids were rolled back.
+func (e *Engine) markUndone(ids []string) {
+	for _, id := range ids {
+		op, err := e.ops.get(id)
+		if err != nil {
+			continue
+		}
+		op.State = OpUndone
+		e.ops.save(op)
+	}
+}
+
+// undoTouchesMirrors reports whether undo writes ws could make a mirror
+// render inside its own original: they write a mirror, or move nodes while
+// the repository has mirrors.
+func undoTouchesMirrors(ws []store.Write, s *store.Snapshot) bool {
+	nodes := false
+	for _, w := range ws {
+		switch {
+		case w.Op == store.Delete:
+		case w.Collection == lexicon.Mirror:
+			return true
+		case w.Collection == lexicon.Node:
+			nodes = true
+		}
+	}
+	if !nodes {
+		return false
+	}
+	for _, r := range s.Records {
+		if r.Collection == lexicon.Mirror {
+			return true
+		}
+	}
+	return false
+}

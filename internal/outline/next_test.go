@@ -1,0 +1,265 @@
+package outline_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
+)
+
+const nextDID = "did:plc:nexttestnexttestnexttest"
+
+// randomChanges draws a commit's changes against recs: creates, updates
+// (text, sortKey, parent, including parents that do not exist, in another
+// repository, and ones that make cycles), deletes (leaves, and nodes with
+// children, which detaches them), notes, mirrors, comments, policies and an
+// unknown collection.
+//
+// tame changes are the common case: parents exist, no cycles, a node is
+// deleted only once its children are.
+func randomChanges(rng *rand.Rand, recs []store.Record, serial *int, tame bool) []store.Record {
+	var nodes []string
+	parentOf := map[string]string{}
+	hasKids := map[string]bool{}
+	for _, r := range recs {
+		if r.Collection == lexicon.Node || r.Collection == lexicon.Mirror {
+			p, _ := r.Value["parent"].(string)
+			p = strings.TrimPrefix(p, "at://"+nextDID+"/app.bulleted.node/")
+			hasKids[p] = true
+			if r.Collection == lexicon.Node {
+				nodes = append(nodes, r.RKey)
+				parentOf[r.RKey] = p
+			}
+		}
+	}
+	under := func(a, b string) bool { // b is a or below it
+		for i := 0; b != "" && i < 1000; i++ {
+			if a == b {
+				return true
+			}
+			b = parentOf[b]
+		}
+		return false
+	}
+	pickNode := func() string {
+		if len(nodes) == 0 || (!tame && rng.IntN(10) == 0) {
+			return fmt.Sprintf("k%03d", rng.IntN(400)) // often missing
+		}
+		return nodes[rng.IntN(len(nodes))]
+	}
+	parent := func() string {
+		if tame {
+			if len(nodes) == 0 || rng.IntN(8) == 0 {
+				return ""
+			}
+			return "at://" + nextDID + "/app.bulleted.node/" + pickNode()
+		}
+		switch rng.IntN(12) {
+		case 0:
+			return ""
+		case 1:
+			return "at://did:plc:someoneelse/app.bulleted.node/x"
+		case 2:
+			return "at://" + nextDID + "/app.bulleted.note/" + pickNode()
+		}
+		return "at://" + nextDID + "/app.bulleted.node/" + pickNode()
+	}
+	cid := func() string { *serial++; return fmt.Sprintf("cid%d", *serial) }
+	var out []store.Record
+	for range 1 + rng.IntN(6) {
+		switch rng.IntN(10) {
+		case 0, 1, 2: // a node created or updated
+			k := pickNode()
+			if rng.IntN(3) == 0 || tame {
+				k = fmt.Sprintf("k%03d", rng.IntN(400))
+				if tame && parentOf[k] != "" || hasKids[k] {
+					continue // tame: a new leaf, or an update in place
+				}
+			}
+			v := map[string]any{"$type": lexicon.Node, "text": fmt.Sprint("t", *serial), "sortKey": string(rune('a' + rng.IntN(20))), "createdAt": "2026-01-01T00:00:00Z"}
+			if p := parent(); p != "" {
+				v["parent"] = p
+			}
+			out = append(out, store.Record{Collection: lexicon.Node, RKey: k, CID: cid(), Value: v})
+		case 3: // a node deleted
+			k := pickNode()
+			if tame && hasKids[k] {
+				continue
+			}
+			out = append(out, store.Record{Collection: lexicon.Node, RKey: k})
+		case 4: // a note
+			k := pickNode()
+			if rng.IntN(3) == 0 {
+				out = append(out, store.Record{Collection: lexicon.Note, RKey: k})
+			} else {
+				out = append(out, store.Record{Collection: lexicon.Note, RKey: k, CID: cid(), Value: map[string]any{"$type": lexicon.Note, "text": fmt.Sprint("n", *serial),
+					"subject": "at://" + nextDID + "/app.bulleted.node/" + k}})
+			}
+		case 5: // a mirror
+			k := fmt.Sprintf("k%03d", rng.IntN(400))
+			if tame && parentOf[k] != "" || hasKids[k] {
+				continue // tame: mirror keys apart from node keys
+			}
+			if rng.IntN(3) == 0 {
+				out = append(out, store.Record{Collection: lexicon.Mirror, RKey: k})
+			} else {
+				v := map[string]any{"$type": lexicon.Mirror, "sortKey": string(rune('a' + rng.IntN(20))), "createdAt": "2026-01-01T00:00:00Z",
+					"subject": "at://" + nextDID + "/app.bulleted.node/" + pickNode()}
+				if p := parent(); p != "" {
+					v["parent"] = p
+				}
+				out = append(out, store.Record{Collection: lexicon.Mirror, RKey: k, CID: cid(), Value: v})
+			}
+		case 6: // a subtree deleted leaves first (what the planner sends)
+			k := pickNode()
+			var sub []store.Record
+			var walk func(k string)
+			walk = func(k string) {
+				for _, r := range recs {
+					if (r.Collection == lexicon.Node || r.Collection == lexicon.Mirror) && r.Value["parent"] == "at://"+nextDID+"/app.bulleted.node/"+k &&
+						!slices.ContainsFunc(sub, func(x store.Record) bool { return x.Collection == r.Collection && x.RKey == r.RKey }) && len(sub) < 200 {
+						sub = append(sub, store.Record{Collection: r.Collection, RKey: r.RKey})
+						if r.Collection == lexicon.Node {
+							walk(r.RKey)
+						}
+					}
+				}
+			}
+			walk(k)
+			if tame && len(sub) == 200 {
+				continue
+			}
+			for i := len(sub) - 1; i >= 0; i-- {
+				out = append(out, sub[i])
+			}
+			out = append(out, store.Record{Collection: lexicon.Node, RKey: k})
+		case 7:
+			k := fmt.Sprintf("c%02d", rng.IntN(30))
+			if rng.IntN(3) == 0 {
+				out = append(out, store.Record{Collection: lexicon.Comment, RKey: k})
+			} else {
+				out = append(out, store.Record{Collection: lexicon.Comment, RKey: k, CID: cid(), Value: map[string]any{"$type": lexicon.Comment, "text": "c"}})
+			}
+		case 8:
+			coll := []string{lexicon.CommentPolicy, lexicon.Outline, "app.bulleted.future"}[rng.IntN(3)]
+			k := fmt.Sprintf("p%02d", rng.IntN(5))
+			if rng.IntN(3) == 0 {
+				out = append(out, store.Record{Collection: coll, RKey: k})
+			} else {
+				out = append(out, store.Record{Collection: coll, RKey: k, CID: cid(), Value: map[string]any{"$type": coll, "root": "at://" + nextDID + "/app.bulleted.node/" + pickNode()}})
+			}
+		case 9: // a move under a random node (cycles happen)
+			k, to := pickNode(), pickNode()
+			if tame && under(k, to) {
+				continue
+			}
+			for _, r := range recs {
+				if r.Collection == lexicon.Node && r.RKey == k {
+					v := outline.Copy(r.Value)
+					v["parent"] = "at://" + nextDID + "/app.bulleted.node/" + to
+					out = append(out, store.Record{Collection: lexicon.Node, RKey: k, CID: cid(), Value: v})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func applyAll(recs []store.Record, changes []store.Record) []store.Record {
+	recs = slices.Clone(recs)
+	for _, c := range changes {
+		i, found := slices.BinarySearchFunc(recs, c, store.CompareRecords)
+		switch {
+		case c.Value == nil && found:
+			recs = slices.Delete(recs, i, i+1)
+		case c.Value == nil:
+		case found:
+			recs[i] = c
+		default:
+			recs = slices.Insert(recs, i, c)
+		}
+	}
+	return recs
+}
+
+// The tree kept current commit by commit (Next) is the tree built from the
+// records (Build), for random commits of every kind, over long chains
+// (so that the persistent maps re-base many times), and no earlier tree
+// changes when a later one is made.
+func TestNextIsBuild(t *testing.T) {
+	for seed := range uint64(12) {
+		tame := seed%2 == 0
+		t.Run(fmt.Sprintf("seed%d-tame=%v", seed, tame), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			serial := 0
+			var recs []store.Record
+			for range 30 {
+				recs = applyAll(recs, randomChanges(rng, recs, &serial, tame))
+			}
+			tr := outline.Build(&store.Snapshot{DID: nextDID, Commit: "c0", Records: recs})
+			type kept struct {
+				tr   *outline.Tree
+				desc string
+			}
+			var history []kept
+			full0 := outline.FullBuilds()
+			for step := range 400 {
+				ch := randomChanges(rng, recs, &serial, tame)
+				commit := fmt.Sprint("c", step+1)
+				recs = applyAll(recs, ch)
+				nt := tr.Next(commit, commit, ch)
+				want := outline.Build(&store.Snapshot{DID: nextDID, Commit: commit, Rev: commit, Records: recs}).Describe()
+				if got := nt.Describe(); got != want {
+					t.Fatalf("step %d, changes %v:\n%s", step, ch, diffLine(got, want))
+				}
+				if step%50 == 0 {
+					history = append(history, kept{nt, want})
+				}
+				tr = nt
+			}
+			full := outline.FullBuilds() - full0
+			t.Logf("%d of 400 commits built the whole tree", full)
+			if tame && full > 8 {
+				t.Fatalf("%d of 400 ordinary commits built the whole tree (at most 8: when one commit deletes a parent and adds under it)", full)
+			}
+			for i, h := range history {
+				if got := h.tr.Describe(); got != h.desc {
+					t.Fatalf("tree %d changed after later commits:\n%s", i, diffLine(got, h.desc))
+				}
+			}
+		})
+	}
+}
+
+func diffLine(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := 0; i < len(al) && i < len(bl); i++ {
+		if al[i] != bl[i] {
+			return fmt.Sprintf("line %d:\n got  %s\n want %s", i, al[i], bl[i])
+		}
+	}
+	return fmt.Sprintf("lengths %d and %d", len(al), len(bl))
+}
+
+// The parent field's fast path reads every parent as the URI parser does.
+func TestParentKeyFastPath(t *testing.T) {
+	tr := outline.Build(&store.Snapshot{DID: nextDID})
+	base := "at://" + nextDID + "/app.bulleted.node/"
+	for _, p := range []string{
+		"", base + "3kaaaaaaaaa22", base + "self", base + "a.b-c_d:e~f", base + ".", base + "..", base + "a b", base + "a/b",
+		base + "", base + "ä", base + strings.Repeat("k", 512), base + strings.Repeat("k", 513), base + "k?x=1", base + "k#frag",
+		"at://" + nextDID + "/app.bulleted.note/k", "at://did:plc:other/app.bulleted.node/k", "at://" + nextDID + "x/app.bulleted.node/k",
+		"at://" + nextDID + "/app.bulleted.node", "https://example.com/app.bulleted.node/k", "at://" + nextDID, "not a uri",
+	} {
+		gk, gw := tr.ParentKey(p)
+		wk, ww := tr.SlowParentKey(p)
+		if gk != wk || gw != ww {
+			t.Errorf("%q: fast (%q, %q), parser (%q, %q)", p, gk, gw, wk, ww)
+		}
+	}
+}

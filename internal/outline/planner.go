@@ -1,0 +1,446 @@
+package outline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
+	"github.com/bulleted-mcp/bulleted-mcp/validate"
+)
+
+// Planner accumulates the writes of one plan. Its exported methods are the
+// intents (Insert, Move, Edit, Complete, DeleteNode, SetPolicy, Mirror,
+// Comment, SetOutline, Batch); the record primitives are unexported.
+//
+// Several changes to one record within a plan fold into one write, decided
+// by the record's state before the plan and after the last change:
+//
+//	before   after    write
+//	absent   absent   none (create then delete)
+//	absent   present  create (with the last value)
+//	present  absent   delete
+//	present  present  update (with the last value), none if the value is unchanged
+//
+// so delete+create is an update, create+delete is nothing, update+delete is
+// a delete, and an update to the value already there is no write at all.
+type Planner struct {
+	e    *Engine
+	ctx  context.Context
+	t    *Tree // what the plan sees now (after Batch steps: with earlier steps applied)
+	base *Tree // the snapshot the plan is made against
+	now  time.Time
+	keys *keyList
+
+	plan    Plan
+	writes  []store.Write // in plan order; Op "" = folded away
+	labels  []string
+	index   map[string]int      // path → index in writes
+	prior   map[string]priorRec // path → the record before the plan
+	created map[string]bool     // paths of records this plan's key list minted
+	dirty   []string            // paths changed since the tree was last advanced
+	shared  map[string]bool     // parents in other repositories admitted for contributions (insertShared)
+}
+
+// priorRec is a record's state in the snapshot the plan is made against.
+type priorRec struct {
+	exists bool
+	rec    store.Record
+}
+
+// keyList hands out record keys: the keys an earlier attempt of the same
+// operation minted first (so that a re-plan creates the same records), then
+// new TIDs.
+type keyList struct {
+	clock *syntax.TIDClock
+	keys  []string
+	next  int
+}
+
+func (k *keyList) get() string {
+	if k.next < len(k.keys) {
+		s := k.keys[k.next]
+		k.next++
+		return s
+	}
+	s := k.clock.Next().String()
+	k.keys = append(k.keys, s)
+	k.next++
+	return s
+}
+
+func (e *Engine) newPlanner(ctx context.Context, t *Tree, now time.Time, keys *keyList) *Planner {
+	keys.next = 0
+	return &Planner{e: e, ctx: ctx, t: t, base: t, now: now, keys: keys,
+		index: map[string]int{}, prior: map[string]priorRec{}, created: map[string]bool{}}
+}
+
+// now is the timestamp used for createdAt and completedAt: one per
+// operation, so that a re-plan writes the same values.
+func (p *Planner) stamp() string {
+	return p.now.UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// newKey returns the next record key of the operation.
+func (p *Planner) newKey() string { return p.keys.get() }
+
+// note adds a diagnostic.
+func (p *Planner) note(format string, args ...any) {
+	p.plan.Diagnostics = append(p.plan.Diagnostics, fmt.Sprintf(format, args...))
+}
+
+// summary sets the plan's one-line summary.
+func (p *Planner) summary(format string, args ...any) {
+	p.plan.Summary = fmt.Sprintf(format, args...)
+}
+
+// touch marks a record key whose neighbourhood the result should show.
+func (p *Planner) touch(rkey string) { p.plan.Touched = append(p.plan.Touched, rkey) }
+
+// record returns the record at coll/rkey in the plan's base snapshot.
+func (p *Planner) record(coll, rkey string) (store.Record, bool) {
+	return p.base.Record(coll, rkey)
+}
+
+// add records one change of a record, folding it with earlier changes of
+// the same record in this plan (see Planner).
+func (p *Planner) add(w store.Write, prior priorRec, label string) {
+	path := w.Collection + "/" + w.RKey
+	i, seen := p.index[path]
+	if !seen {
+		p.prior[path] = prior
+		i = len(p.writes)
+		p.index[path] = i
+		p.writes = append(p.writes, store.Write{})
+		p.labels = append(p.labels, label)
+	} else {
+		prior = p.prior[path]
+		if label != "" {
+			p.labels[i] = label
+		}
+	}
+	p.dirty = append(p.dirty, path)
+	present := w.Op != store.Delete
+	var out store.Write
+	switch {
+	case !prior.exists && !present:
+	case !prior.exists && present:
+		out = store.Write{Op: store.Create, Collection: w.Collection, RKey: w.RKey, Value: w.Value}
+	case prior.exists && !present:
+		out = store.Write{Op: store.Delete, Collection: w.Collection, RKey: w.RKey}
+	default:
+		if !reflect.DeepEqual(prior.rec.Value, w.Value) {
+			out = store.Write{Op: store.Update, Collection: w.Collection, RKey: w.RKey, Value: w.Value}
+		}
+	}
+	p.writes[i] = out
+}
+
+// priorOf is the state of coll/rkey before the plan (as far as the plan's
+// base snapshot knows).
+func (p *Planner) priorOf(coll, rkey string) priorRec {
+	if pr, ok := p.prior[coll+"/"+rkey]; ok {
+		return pr
+	}
+	rec, ok := p.record(coll, rkey)
+	return priorRec{exists: ok, rec: rec}
+}
+
+// create adds a create; label names the input it came from ("nodes[1]"). A
+// record this operation already created in an earlier attempt (same key) is
+// left as it is and counted as done.
+func (p *Planner) create(coll, rkey string, value map[string]any, label string) {
+	pr := p.priorOf(coll, rkey)
+	if pr.exists && p.keys.minted(rkey) && !p.written(coll, rkey) {
+		p.note("%s %s was already created by an earlier attempt of this operation", shortColl(coll), rkey)
+		p.createdEntry(coll, rkey, pr.rec.Value, label)
+		return
+	}
+	p.add(store.Write{Op: store.Create, Collection: coll, RKey: rkey, Value: value}, pr, label)
+	p.createdEntry(coll, rkey, value, label)
+}
+
+func (p *Planner) createdEntry(coll, rkey string, value map[string]any, label string) {
+	if coll == lexicon.Node || coll == lexicon.Mirror || coll == lexicon.Comment {
+		sk, _ := value["sortKey"].(string)
+		txt, _ := value["text"].(string)
+		p.plan.Created = append(p.plan.Created, Created{URI: p.t.uri(coll, rkey), RKey: rkey, SortKey: sk, Input: label, Text: txt})
+	}
+}
+
+func (p *Planner) written(coll, rkey string) bool {
+	_, ok := p.index[coll+"/"+rkey]
+	return ok
+}
+
+func (k *keyList) minted(rkey string) bool {
+	for _, s := range k.keys[:k.next] {
+		if s == rkey {
+			return true
+		}
+	}
+	return false
+}
+
+func shortColl(coll string) string { return strings.TrimPrefix(coll, "app.bulleted.") }
+
+// update replaces rec's value with value (callers start from a copy of the
+// old value, so unknown fields survive).
+func (p *Planner) update(rec store.Record, value map[string]any, label string) {
+	p.add(store.Write{Op: store.Update, Collection: rec.Collection, RKey: rec.RKey, Value: value},
+		p.priorOf(rec.Collection, rec.RKey), label)
+}
+
+// delete removes rec.
+func (p *Planner) delete(rec store.Record, label string) {
+	p.add(store.Write{Op: store.Delete, Collection: rec.Collection, RKey: rec.RKey},
+		p.priorOf(rec.Collection, rec.RKey), label)
+}
+
+// Step is one intent of a Batch: the tool it came from and its planner.
+type Step struct {
+	Tool string
+	Plan func(p *Planner) error
+}
+
+// Batch plans several intents in order against one snapshot; each sees the
+// ones before it. An error names the step ("ops[2] (move_node): …").
+func (p *Planner) Batch(steps []Step) error {
+	if len(steps) == 0 {
+		return fail(ErrInvalidInput, "pass ops: [{tool, args}, …]", "no operations")
+	}
+	var sums []string
+	for i, s := range steps {
+		if err := s.Plan(p); err != nil {
+			var oe *Error
+			if errors.As(err, &oe) {
+				return &Error{Kind: oe.Kind, Msg: fmt.Sprintf("ops[%d] (%s): %s", i, s.Tool, oe.Msg), Next: oe.Next, Data: oe.Data}
+			}
+			return fmt.Errorf("ops[%d] (%s): %w", i, s.Tool, err)
+		}
+		sums = append(sums, p.plan.Summary)
+		p.advance()
+		if err := p.mirrorCycle(); err != nil {
+			oe := err.(*Error)
+			return &Error{Kind: oe.Kind, Msg: fmt.Sprintf("ops[%d] (%s): %s", i, s.Tool, oe.Msg), Next: oe.Next, Data: oe.Data}
+		}
+	}
+	p.summary("%d operation(s): %s", len(steps), strings.Join(sums, "; "))
+	return nil
+}
+
+// advance brings the planner's tree up to the writes planned so far, so the
+// next step of a batch sees them: the records the last step changed are
+// applied to the tree (Tree.Next), at the cost of what changed.
+func (p *Planner) advance() {
+	if len(p.dirty) == 0 {
+		return
+	}
+	changes := make([]store.Record, 0, len(p.dirty))
+	for _, path := range p.dirty {
+		w := p.writes[p.index[path]]
+		switch w.Op {
+		case store.Create, store.Update:
+			changes = append(changes, store.Record{Collection: w.Collection, RKey: w.RKey, Value: w.Value})
+		case store.Delete:
+			changes = append(changes, store.Record{Collection: w.Collection, RKey: w.RKey})
+		default: // folded away: the record as it was before the plan
+			coll, rkey, _ := strings.Cut(path, "/")
+			if pr := p.prior[path]; pr.exists {
+				changes = append(changes, pr.rec)
+			} else {
+				changes = append(changes, store.Record{Collection: coll, RKey: rkey})
+			}
+		}
+	}
+	p.dirty = p.dirty[:0]
+	p.t = p.t.Next(p.base.Commit, p.base.Rev, changes)
+}
+
+// Tree is the tree the planner currently plans against.
+func (p *Planner) Tree() *Tree { return p.t }
+
+// Copy returns a shallow copy of a record value for editing.
+func Copy(v map[string]any) map[string]any { return maps.Clone(v) }
+
+// finish checks and prices the plan: the record bound, every record
+// against the lexicons, and the inverse of every write.
+func (p *Planner) finish() (*Plan, error) {
+	if err := p.mirrorCycle(); err != nil {
+		return nil, err
+	}
+	ws := make([]store.Write, 0, len(p.writes))
+	labels := make([]string, 0, len(p.writes))
+	prev := make([]*store.Record, 0, len(p.writes))
+	creates, deletes := 0, 0
+	for i, w := range p.writes {
+		if w.Op == "" {
+			continue
+		}
+		ws = append(ws, w)
+		labels = append(labels, p.labels[i])
+		pr := p.prior[w.Collection+"/"+w.RKey]
+		if pr.exists {
+			r := pr.rec
+			prev = append(prev, &r)
+		} else {
+			prev = append(prev, nil)
+		}
+		switch w.Op {
+		case store.Create:
+			creates++
+		case store.Delete:
+			deletes++
+		}
+	}
+	if n := p.base.Count + creates - deletes; creates > 0 && n > lexicon.MaxRepoRecords {
+		return nil, fail(ErrTooLarge, "delete records first or write fewer", "the plan would take the repository to %s records; the app view's bound is %s", validate.Count(n), validate.Count(lexicon.MaxRepoRecords))
+	}
+	if err := p.validate(ws, labels); err != nil {
+		return nil, err
+	}
+	p.plan.Writes = ws
+	p.plan.Prev = prev
+	p.plan.Inverse = inverse(ws, prev)
+	p.plan.Cost = store.Cost(ws)
+	return &p.plan, nil
+}
+
+// inverse is the writes that undo ws (whose records were prev before),
+// newest first: children are deleted before their parents, parents
+// re-created before their children.
+func inverse(ws []store.Write, prev []*store.Record) []store.Write {
+	out := make([]store.Write, 0, len(ws))
+	for i := len(ws) - 1; i >= 0; i-- {
+		w := ws[i]
+		switch {
+		case prev[i] == nil:
+			out = append(out, store.Write{Op: store.Delete, Collection: w.Collection, RKey: w.RKey})
+		case w.Op == store.Delete:
+			out = append(out, store.Write{Op: store.Create, Collection: w.Collection, RKey: w.RKey, Value: prev[i].Value})
+		default:
+			out = append(out, store.Write{Op: store.Update, Collection: w.Collection, RKey: w.RKey, Value: prev[i].Value})
+		}
+	}
+	return out
+}
+
+// validate checks every created and updated record against the lexicons
+// and the record rules, on every core for a large plan; the error is the
+// one of the first invalid write in plan order.
+func (p *Planner) validate(ws []store.Write, labels []string) error {
+	v := validate.Default()
+	errs := make([]error, len(ws))
+	check := func(i int) {
+		w := ws[i]
+		if w.Op == store.Delete {
+			return
+		}
+		u := syntax.ATURI(p.t.uri(w.Collection, w.RKey))
+		var opt validate.Options
+		if pa, _ := w.Value["parent"].(string); w.Op != store.Delete && w.Collection == lexicon.Node && p.shared[pa] {
+			opt.KeptParent = pa // a contribution, admitted by the owner's outline
+		}
+		if w.Op == store.Update && (w.Collection == lexicon.Node || w.Collection == lexicon.Mirror) {
+			// an edit that keeps a parent in another repository (a
+			// contribution to a shared outline) does not make one
+			if cur, ok := p.base.Record(w.Collection, w.RKey); ok {
+				if pa, _ := cur.Value["parent"].(string); pa != "" && pa == w.Value["parent"] {
+					opt.KeptParent = pa
+				}
+			}
+		}
+		errs[i] = v.DataWith(atInts(w.Value).(map[string]any), w.Collection, &u, opt)
+	}
+	workers := runtime.GOMAXPROCS(0)
+	if len(ws) < 256 || workers < 2 {
+		for i := range ws {
+			check(i)
+			if errs[i] != nil {
+				break
+			}
+		}
+	} else {
+		var wg sync.WaitGroup
+		for k := 0; k < workers; k++ {
+			wg.Add(1)
+			go func(k int) {
+				defer wg.Done()
+				for i := k; i < len(ws); i += workers {
+					check(i)
+				}
+			}(k)
+		}
+		wg.Wait()
+	}
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		var ve *validate.Error
+		if errors.As(err, &ve) {
+			if labels[i] != "" {
+				ve = ve.WithPrefix(labels[i])
+			}
+			return &Error{Kind: ErrInvalidInput, Msg: ve.Error(), Next: "fix the named field and call again"}
+		}
+		return err
+	}
+	return nil
+}
+
+// atInts returns v with Go ints as int64, the integer type of AT Protocol
+// data (values built by the planner, such as facet indexes, hold ints).
+func atInts(v any) any {
+	switch x := v.(type) {
+	case int:
+		return int64(x)
+	case map[string]any:
+		var out map[string]any
+		for k, e := range x {
+			if n := atInts(e); !sameScalar(n, e) {
+				if out == nil {
+					out = maps.Clone(x)
+				}
+				out[k] = n
+			}
+		}
+		if out != nil {
+			return out
+		}
+	case []any:
+		var out []any
+		for i, e := range x {
+			if n := atInts(e); !sameScalar(n, e) {
+				if out == nil {
+					out = append([]any(nil), x...)
+				}
+				out[i] = n
+			}
+		}
+		if out != nil {
+			return out
+		}
+	}
+	return v
+}
+
+// sameScalar reports whether atInts left e as it was.
+func sameScalar(n, e any) bool {
+	switch e.(type) {
+	case int:
+		return false
+	case map[string]any, []any:
+		return reflect.ValueOf(n).UnsafePointer() == reflect.ValueOf(e).UnsafePointer()
+	}
+	return true
+}

@@ -1,0 +1,157 @@
+package outlinegen_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outlinegen"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/search"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/view"
+)
+
+func TestShape(t *testing.T) {
+	recs := outlinegen.Generate(10000, 1)
+	tr := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c", Records: recs})
+	if len(tr.Detached) != 0 {
+		t.Fatalf("%d detached", len(tr.Detached))
+	}
+	big, todos, depth := 0, 0, 0
+	var walk func(items []*outline.Item, d int)
+	walk = func(items []*outline.Item, d int) {
+		if len(items) > 0 {
+			depth = max(depth, d)
+		}
+		for _, it := range items {
+			if len(it.Children) >= 2000 {
+				big++
+			}
+			if it.Str("layout") == "todo" {
+				todos++
+			}
+			walk(it.Children, d+1)
+		}
+	}
+	walk(tr.Roots, 1)
+	n := tr.Nodes.Len()
+	if n < 9500 || n > 10500 || len(tr.Roots) < 15 || len(tr.Roots) > 25 || big == 0 || depth < 3 || depth > 5 || todos < n/4 || todos > n*35/100 {
+		t.Fatalf("nodes %d sections %d big levels %d depth %d todos %d", n, len(tr.Roots), big, depth, todos)
+	}
+}
+
+func benchSizes(b *testing.B, fn func(b *testing.B, n int)) {
+	for _, n := range []int{10_000, 100_000, 220_000} { // 220k bullets + notes ≈ 242k records, under the 250,000 bound
+		if testing.Short() && n > 10_000 {
+			continue
+		}
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) { fn(b, n) })
+	}
+}
+
+// BenchmarkSearch: a text query on a warm index (first page of 20 hits).
+func BenchmarkSearch(b *testing.B) {
+	benchSizes(b, func(b *testing.B, n int) {
+		tr := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c", Records: outlinegen.Generate(n, 1)})
+		x := search.New()
+		x.Update(tr)
+		b.ResetTimer()
+		for b.Loop() {
+			if _, err := x.Search(tr, search.Query{Text: "budget review", State: "open", Limit: 20}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkSearchRare: a query matching almost nothing (a full scan).
+func BenchmarkSearchRare(b *testing.B) {
+	benchSizes(b, func(b *testing.B, n int) {
+		tr := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c", Records: outlinegen.Generate(n, 1)})
+		x := search.New()
+		x.Update(tr)
+		b.ResetTimer()
+		for b.Loop() {
+			if _, err := x.Search(tr, search.Query{Text: "no such words here", Limit: 20}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkReadPage: a warm read_outline page (500 rows, depth 3, text),
+// and a page deep inside a 2,000-child level by cursor.
+func BenchmarkReadPage(b *testing.B) {
+	benchSizes(b, func(b *testing.B, n int) {
+		tr := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c", Records: outlinegen.Generate(n, 1)})
+		b.ResetTimer()
+		for b.Loop() {
+			v, err := view.Read(tr, nil, view.Options{Depth: 3, Limit: 500})
+			if err != nil {
+				b.Fatal(err)
+			}
+			v.Enrich(tr, nil)
+			_ = v.Text(false)
+		}
+	})
+}
+
+// BenchmarkPlanInsert: planning a one-bullet insert (dry run) on a warm
+// engine.
+func BenchmarkPlanInsert(b *testing.B) {
+	benchSizes(b, func(b *testing.B, n int) {
+		e := outline.New(outlinegen.NewMemory(outlinegen.Generate(n, 1)))
+		ctx := context.Background()
+		tr, _ := e.Tree(ctx)
+		parent := tr.Roots[3].Key()
+		b.ResetTimer()
+		for b.Loop() {
+			if _, err := e.Do(ctx, true, func(p *outline.Planner) error {
+				return p.Insert(outline.Position{Parent: parent}, []outline.NewNode{{Text: "one"}})
+			}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkIndexUpdate: bringing the index to a commit that changed one
+// bullet (the tree brought forward as the engine does, Tree.Next).
+func BenchmarkIndexUpdate(b *testing.B) {
+	benchSizes(b, func(b *testing.B, n int) {
+		recs := outlinegen.Generate(n, 1)
+		t1 := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c1", Records: recs})
+		r := t1.Roots[3].Children[0].Rec
+		v := outline.Copy(r.Value)
+		v["text"] = "changed budget review"
+		t2 := t1.Next("c2", "c2", []store.Record{{Collection: r.Collection, RKey: r.RKey, CID: "changed", Value: v}})
+		x := search.New()
+		x.Update(t1)
+		b.ResetTimer()
+		i := 0
+		for b.Loop() {
+			if i%2 == 0 {
+				x.Update(t2)
+			} else {
+				x.Update(t1)
+			}
+			i++
+		}
+	})
+}
+
+// BenchmarkRebuildOneChanged: the tree refresh after a commit that changed
+// one bullet (what every write paid before incremental trees).
+func BenchmarkRebuildOneChanged(b *testing.B) {
+	for _, n := range []int{10_000, 100_000, 220_000} { // 220k bullets + notes ≈ 242k records, under the 250,000 bound
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			recs := outlinegen.Generate(n, 1)
+			tr := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c", Records: recs})
+			b.ResetTimer()
+			for b.Loop() {
+				outline.Rebuild(&store.Snapshot{DID: outlinegen.DID, Commit: "d", Records: recs}, tr)
+			}
+		})
+	}
+}

@@ -1,0 +1,86 @@
+package pds
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"runtime"
+
+	blocks "github.com/ipfs/go-block-format"
+	"github.com/ipfs/go-cid"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/atomicfile"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+)
+
+// The cache file (Repo.Cache) is a CAR of the last read's blocks, so that a
+// restarted server (an MCP client starts one per session) asks the PDS only
+// for what changed since (getRepo?since=rev), or, if nothing did, for the
+// head alone. It is rewritten after a whole-repository read, and after
+// incremental reads once they brought a tenth of the blocks again; a cache
+// that cannot be read, or holds another repository, is ignored.
+
+// loadCache makes the cache file the last read, once, if there is none.
+func (r *Repo) loadCache(ctx context.Context) {
+	r.mu.Lock()
+	if r.Cache == "" || r.cacheTried || r.car != nil || r.list != nil {
+		r.mu.Unlock()
+		return
+	}
+	r.cacheTried = true
+	r.mu.Unlock()
+	f, err := os.Open(r.Cache)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fe, err := readBlocks(ctx, limit(f, r.Limits.car().max), runtime.GOMAXPROCS(0))
+	if err != nil {
+		return
+	}
+	c, err := buildCAR(fe, r.did)
+	if err != nil {
+		return
+	}
+	r.Stats.CacheLoads.Add(1)
+	r.Stats.Walks.Add(1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.car == nil && r.list == nil {
+		r.keep(c)
+	}
+}
+
+// saveCache writes the kept repository to the cache file when it is worth
+// it: after a whole read (whole), or when the reads since the last save
+// brought a tenth of the blocks kept (received: what this read brought).
+// The blocks are listed under the lock, written without it.
+func (r *Repo) saveCache(received int, whole bool) {
+	if r.Cache == "" {
+		return
+	}
+	r.mu.Lock()
+	r.unsaved += received
+	c := r.car
+	due := c != nil && (whole || r.unsaved > len(c.blocks)/10)
+	var bs []blocks.Block
+	var root cid.Cid
+	if due {
+		r.unsaved = 0
+		bs = make([]blocks.Block, 0, len(c.blocks))
+		for _, b := range c.blocks {
+			bs = append(bs, b)
+		}
+		root = c.commit
+	}
+	r.mu.Unlock()
+	if !due {
+		return
+	}
+	var buf bytes.Buffer
+	if err := store.WriteCAR(&buf, root, bs); err != nil {
+		return
+	}
+	// a cache: a failed write costs the next start a whole read, no more
+	_ = atomicfile.Write(r.Cache, buf.Bytes(), 0o600)
+}

@@ -1,0 +1,215 @@
+package pds
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/bluesky-social/indigo/atproto/repo/mst"
+	"github.com/bluesky-social/indigo/atproto/syntax"
+	blocks "github.com/ipfs/go-block-format"
+	"github.com/ipfs/go-cid"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+)
+
+// step is the difference between a kept repository's MST and a newer
+// commit's, found without modifying the kept one: what apply does to it.
+type step struct {
+	commit cid.Cid
+	rev    string
+	cblock blocks.Block // the new commit's block
+	root   *mst.Node
+	// nodes of the new tree that the kept one does not have (children
+	// linked, to kept nodes where the new tree shares them), with their
+	// blocks; and the kept nodes the new tree no longer has
+	added       []*mst.Node
+	addedBlocks []blocks.Block
+	removed     []*mst.Node
+	// the keys of the added and of the removed nodes: every key of the
+	// repository whose entry moved, changed, came or went is in one of them
+	newLeaves, oldLeaves map[string]cid.Cid
+	refs                 map[string]int32     // record CID key → change of its count
+	blocks               blockMap             // record blocks newly named
+	recs                 map[string]carRecord // records decoded for the changes
+	changes              []change             // app.bulleted keys changed, in key order
+}
+
+// change is one app.bulleted key whose value changed (an undefined CID:
+// absent).
+type change struct {
+	key      string
+	old, new cid.Cid
+}
+
+// diff finds the difference between c's tree and the one of f's commit. It
+// walks the new tree only into the nodes c does not have (the new ones,
+// whose blocks f must hold), noting the kept nodes they point to (the
+// boundary); then the kept tree, skipping the boundary: what it walks is
+// what the new tree no longer has. A key is created, updated or deleted by
+// comparing the entries of the nodes found on each side; a key in a node
+// both trees share did not change. The cost is the nodes that changed (the
+// paths from each changed key to the root), not the size of the tree.
+func (c *carRepo) diff(f *fetched, did syntax.DID) (*step, error) {
+	commit, err := f.commit(did)
+	if err != nil {
+		return nil, err
+	}
+	st := &step{commit: f.root, rev: commit.Rev, cblock: f.blocks[f.root.KeyString()],
+		newLeaves: map[string]cid.Cid{}, oldLeaves: map[string]cid.Cid{},
+		refs: map[string]int32{}, blocks: blockMap{}, recs: map[string]carRecord{}}
+	boundary := map[string]bool{}
+	added := map[string]*mst.Node{}
+	var walkNew func(id cid.Cid) (*mst.Node, error)
+	walkNew = func(id cid.Cid) (*mst.Node, error) {
+		k := id.KeyString()
+		if n, ok := c.nodes[k]; ok {
+			boundary[k] = true
+			return n, nil
+		}
+		if n, ok := added[k]; ok {
+			return n, nil
+		}
+		n, err := f.node(k)
+		if err != nil {
+			return nil, err
+		}
+		added[k] = n
+		for i, e := range n.Entries {
+			switch {
+			case e.ChildCID != nil:
+				child, err := walkNew(*e.ChildCID)
+				if err != nil {
+					return nil, err
+				}
+				n.Entries[i].Child = child
+			case e.IsValue():
+				st.newLeaves[string(e.Key)] = *e.Value
+			}
+		}
+		st.added = append(st.added, n)
+		st.addedBlocks = append(st.addedBlocks, f.blocks[k])
+		return n, nil
+	}
+	if st.root, err = walkNew(commit.Data); err != nil {
+		return nil, err
+	}
+	var walkOld func(n *mst.Node)
+	walkOld = func(n *mst.Node) {
+		if boundary[n.CID.KeyString()] {
+			return
+		}
+		st.removed = append(st.removed, n)
+		for _, e := range n.Entries {
+			switch {
+			case e.Child != nil:
+				walkOld(e.Child)
+			case e.IsValue():
+				st.oldLeaves[string(e.Key)] = *e.Value
+			}
+		}
+	}
+	walkOld(c.root)
+
+	// how many keys name each record block, and the blocks newly named
+	for _, v := range st.newLeaves {
+		st.refs[v.KeyString()]++
+	}
+	for _, v := range st.oldLeaves {
+		st.refs[v.KeyString()]--
+	}
+	for k, d := range st.refs {
+		if d > 0 && c.refs[k] == 0 {
+			blk, ok := f.blocks[k]
+			if !ok {
+				return nil, fmt.Errorf("%w: record %s is missing", errIncomplete, cidOfKey(k))
+			}
+			st.blocks[k] = blk
+		}
+	}
+	// what changed
+	for key, v := range st.newLeaves {
+		old, had := st.oldLeaves[key]
+		if had && old == v || !strings.HasPrefix(key, store.Prefix) {
+			continue
+		}
+		st.changes = append(st.changes, change{key: key, old: old, new: v})
+		vk := v.KeyString()
+		rec, err := c.record(vk, f, st.recs)
+		if err != nil {
+			return nil, fmt.Errorf("record %s: %w", key, err)
+		}
+		st.recs[vk] = rec
+	}
+	for key, old := range st.oldLeaves {
+		if _, ok := st.newLeaves[key]; !ok && strings.HasPrefix(key, store.Prefix) {
+			st.changes = append(st.changes, change{key: key, old: old})
+		}
+	}
+	slices.SortFunc(st.changes, func(a, b change) int { return strings.Compare(a.key, b.key) })
+	return st, nil
+}
+
+// apply makes c the repository of st's commit.
+func (c *carRepo) apply(st *step) {
+	delete(c.blocks, c.commit.KeyString())
+	c.blocks[st.commit.KeyString()] = st.cblock
+	for _, n := range st.removed {
+		k := n.CID.KeyString()
+		delete(c.nodes, k)
+		delete(c.blocks, k)
+	}
+	for i, n := range st.added {
+		k := n.CID.KeyString()
+		c.nodes[k] = n
+		c.blocks[k] = st.addedBlocks[i]
+	}
+	for k, d := range st.refs {
+		if d == 0 {
+			continue
+		}
+		was := c.refs[k]
+		if was+d <= 0 {
+			delete(c.refs, k)
+			delete(c.blocks, k)
+			delete(c.recs, k)
+			continue
+		}
+		if was == 0 {
+			c.blocks[k] = st.blocks[k]
+		}
+		c.refs[k] = was + d
+	}
+	for k, rec := range st.recs {
+		if _, ok := c.recs[k]; !ok && c.refs[k] > 0 {
+			c.recs[k] = rec
+		}
+	}
+	c.commit, c.rev, c.root, c.snap = st.commit, st.rev, st.root, nil
+}
+
+// records are st's changes as Deltas reports them: created and updated
+// records with their value, deleted ones without. c is the repository st
+// applies to (before or after apply).
+func (st *step) records(c *carRepo) []store.Record {
+	out := make([]store.Record, 0, len(st.changes))
+	for _, ch := range st.changes {
+		out = append(out, st.record(c, ch.key, ch.new))
+	}
+	return out
+}
+
+// record is key with the value v (undefined: deleted).
+func (st *step) record(c *carRepo, key string, v cid.Cid) store.Record {
+	coll, rkey, _ := strings.Cut(key, "/")
+	r := store.Record{Collection: coll, RKey: rkey}
+	if v.Defined() {
+		vk := v.KeyString()
+		rec, ok := st.recs[vk]
+		if !ok {
+			rec = c.recs[vk]
+		}
+		r.CID, r.Value = rec.cid, rec.value
+	}
+	return r
+}

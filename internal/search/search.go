@@ -1,0 +1,881 @@
+// Package search finds bullets of an outline by text, tags, mentions,
+// layout, todo state and dates. An Index holds what each node contributes
+// to a query (lower-cased text and note, tags, mentioned DIDs, dates),
+// keyed by record key and record CID; Update brings it to a new tree by
+// re-deriving only the entries whose node or note CID changed, so the index
+// follows commits incrementally and is never rebuilt per query. A substring
+// query scans one buffer of every lower-cased text and note in outline
+// order (the corpus, laid out again at each update from the entries) with
+// bytes.Index, in chunks on every core.
+package search
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/facet"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+)
+
+// Sentinel errors.
+var (
+	// ErrCursor: the cursor is malformed or belongs to another query.
+	ErrCursor = errors.New("invalid cursor")
+	// ErrQuery: a filter cannot be used (bad regex, bad date, bad state).
+	ErrQuery = errors.New("invalid query")
+)
+
+type entry struct {
+	cid, noteCID string
+	text, note   string // lower case
+	tags         []string
+	mentions     []string
+	layout       string
+	created      time.Time
+	completed    time.Time
+}
+
+// Index is the search index of one repository.
+type Index struct {
+	mu      sync.Mutex
+	did     string
+	commit  string
+	entries map[string]*entry
+	// Derived counts how many entries were (re)derived by the last Update.
+	Derived int
+
+	// the tree of the last update in pre-order, with each item's entry,
+	// where its subtree ends, and the corpus of their texts: a search is a
+	// loop over a slice, not a walk with a map lookup per bullet
+	tree *outline.Tree
+	flat
+	// the arrays of the update before, reused by the next (searches hold
+	// the index's lock, so nobody reads them any more)
+	spare flat
+	// read counts the entries the last update read from their strings
+	// (the rest it copied from the scan before)
+	read int
+}
+
+// flat is the pre-order scan of one tree.
+type flat struct {
+	order []*outline.Item
+	ents  []*entry
+	end   []int
+	text  corpus
+}
+
+// corpus is the lower-cased text and note of every entry in pre-order,
+// each followed by sep, in one buffer: a substring query is one bytes.Index
+// pass over it rather than two strings.Index calls per bullet through
+// pointers to entries spread over the heap.
+type corpus struct {
+	buf []byte
+	// off[i] is where entry i's text begins (off[len(order)] is the
+	// end); note[i] where its note begins. An entry without text to search
+	// (a mirror) has off[i] == off[i+1].
+	off, note []int
+}
+
+// sep follows each text and note in the corpus. It is not in any
+// lower-cased string (strings.ToLower returns valid UTF-8, where 0xFF never
+// occurs), so no match spans two fields; scanText checks that anyway.
+const sep = 0xFF
+
+// reset empties c for n entries, keeping its memory.
+func (c *corpus) reset(n int) {
+	c.buf = c.buf[:0]
+	if cap(c.off) < n+1 {
+		c.off, c.note = make([]int, 0, n+1), make([]int, 0, n+1)
+	}
+	c.off, c.note = c.off[:0], c.note[:0]
+}
+
+// add appends e's text and note (nothing for a nil entry).
+func (c *corpus) add(e *entry) {
+	c.off = append(c.off, len(c.buf))
+	if e == nil {
+		c.note = append(c.note, len(c.buf))
+		return
+	}
+	c.buf = append(c.buf, e.text...)
+	c.buf = append(c.buf, sep)
+	c.note = append(c.note, len(c.buf))
+	c.buf = append(c.buf, e.note...)
+	c.buf = append(c.buf, sep)
+}
+
+// New returns an empty index.
+func New() *Index { return &Index{entries: map[string]*entry{}} }
+
+func derive(it *outline.Item) *entry {
+	e := &entry{cid: it.Rec.CID, text: strings.ToLower(it.Str("text")), layout: it.Str("layout")}
+	if it.Note != nil {
+		e.noteCID = it.Note.CID
+		n, _ := it.Note.Value["text"].(string)
+		e.note = strings.ToLower(n)
+	}
+	for _, t := range facet.Values(it.Rec.Value, facet.Tag) {
+		e.tags = append(e.tags, strings.ToLower(t))
+	}
+	e.mentions = facet.Values(it.Rec.Value, facet.Mention)
+	e.created, _ = time.Parse(time.RFC3339Nano, it.Str("createdAt"))
+	e.completed, _ = time.Parse(time.RFC3339Nano, it.Str("completedAt"))
+	return e
+}
+
+// Update brings the index to tree t: entries of nodes whose record or note
+// CID changed since the last update are derived again. The same commit is
+// a no-op. After a commit of the same repository, only what changed is
+// visited: trees share every unchanged bullet (outline.Tree.Next), so an
+// unchanged subtree is one pointer, and its part of the pre-order scan is
+// copied as it was.
+func (x *Index) Update(t *outline.Tree) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.update(t)
+}
+
+func (x *Index) update(t *outline.Tree) {
+	if x.did == t.DID.String() && x.commit == t.Commit && t.Commit != "" && x.tree != nil {
+		return
+	}
+	x.Derived = 0
+	if x.did != t.DID.String() || x.tree == nil {
+		x.entries = map[string]*entry{}
+		x.did = t.DID.String()
+		x.order, x.ents, x.end = nil, nil, nil
+	}
+	x.commit = t.Commit
+	// the arrays of the update before last are reused: fresh memory for
+	// arrays of a quarter of a million entries was most of an update
+	nb := &x.spare
+	nb.order, nb.ents, nb.end = nb.order[:0], nb.ents[:0], nb.end[:0]
+	nb.text.reset(len(x.order))
+	var oldRoots []*outline.Item
+	if x.tree != nil && x.tree.DID == t.DID {
+		oldRoots = x.tree.Roots
+	}
+	x.read = 0
+	x.merge(nb, t.Roots, oldRoots, 0)
+	nb.text.off = append(nb.text.off, len(nb.text.buf))
+	cur := x.flat
+	x.tree, x.flat = t, *nb
+	clear(cur.order[:cap(cur.order)]) // no hold on the old tree's items
+	clear(cur.ents[:cap(cur.ents)])
+	x.spare = cur
+	// entries of bullets no longer in the outline: swept once they are a
+	// fifth of the index
+	if len(x.entries) > t.Nodes.Len()+t.Nodes.Len()/5+64 {
+		for k := range x.entries {
+			if t.Nodes.Get(k) == nil {
+				delete(x.entries, k)
+			}
+		}
+	}
+}
+
+// entry returns it's entry, derived again if its record or note changed.
+func (x *Index) entry(it *outline.Item) *entry {
+	if it.Mirror {
+		return nil
+	}
+	noteCID := ""
+	if it.Note != nil {
+		noteCID = it.Note.CID
+	}
+	e := x.entries[it.Key()]
+	if e == nil || e.cid != it.Rec.CID || e.noteCID != noteCID || it.Rec.CID == "" {
+		e = derive(it)
+		x.entries[it.Key()] = e
+		x.Derived++
+	}
+	return e
+}
+
+// merge lays out items (a sibling list of the new tree) in pre-order into
+// nb. olds is the same list in the indexed tree, whose first item is at
+// position first of the old scan: an item found there unchanged (the same
+// pointer) brings its whole subtree's part of the old scan along; a new
+// version of an old item is laid out again, its children merged with the
+// old version's.
+func (x *Index) merge(nb *flat, items, olds []*outline.Item, first int) {
+	var byPtr map[*outline.Item]int
+	var byID map[string]int
+	if len(olds) > 0 {
+		byPtr = make(map[*outline.Item]int, len(olds))
+		byID = make(map[string]int, len(olds))
+		q := first
+		for _, o := range olds {
+			byPtr[o] = q
+			byID[id(o)] = q
+			q = x.end[q]
+		}
+	}
+	oc := &x.text
+	for _, it := range items {
+		if p, ok := byPtr[it]; ok {
+			// the whole subtree as it was: its entries, and their texts
+			// (one run of the old corpus)
+			e := x.end[p]
+			delta := len(nb.order) - p
+			nb.order = append(nb.order, x.order[p:e]...)
+			nb.ents = append(nb.ents, x.ents[p:e]...)
+			for _, v := range x.end[p:e] {
+				nb.end = append(nb.end, v+delta)
+			}
+			shift := len(nb.text.buf) - oc.off[p]
+			nb.text.buf = append(nb.text.buf, oc.buf[oc.off[p]:oc.off[e]]...)
+			for k := p; k < e; k++ {
+				nb.text.off = append(nb.text.off, oc.off[k]+shift)
+				nb.text.note = append(nb.text.note, oc.note[k]+shift)
+			}
+			continue
+		}
+		i := len(nb.order)
+		en := x.entry(it)
+		nb.order = append(nb.order, it)
+		nb.ents = append(nb.ents, en)
+		nb.end = append(nb.end, 0)
+		p, old := byID[id(it)]
+		if old && x.ents[p] == en {
+			// a new version of an item whose entry did not change (a
+			// parent whose children changed): its text as it was
+			shift := len(nb.text.buf) - oc.off[p]
+			nb.text.buf = append(nb.text.buf, oc.buf[oc.off[p]:oc.off[p+1]]...)
+			nb.text.off = append(nb.text.off, oc.off[p]+shift)
+			nb.text.note = append(nb.text.note, oc.note[p]+shift)
+		} else {
+			nb.text.add(en)
+			x.read++
+		}
+		if old {
+			x.merge(nb, it.Children, x.order[p].Children, p+1)
+		} else {
+			x.merge(nb, it.Children, nil, 0)
+		}
+		nb.end[i] = len(nb.order)
+	}
+}
+
+func id(it *outline.Item) string {
+	if it.Mirror {
+		return "m/" + it.Key()
+	}
+	return "n/" + it.Key()
+}
+
+// position is it's place in the scan of tree t (false if it is not in it:
+// detached, or another tree's item): found from the top down, a sibling
+// list at a time.
+func (x *Index) position(t *outline.Tree, it *outline.Item) (int, bool) {
+	var path []*outline.Item
+	for p := it; p != nil; p = t.Parent(p) {
+		path = append(path, p)
+	}
+	items, q := t.Roots, 0
+	for i := len(path) - 1; i >= 0; i-- {
+		found := false
+		for _, s := range items {
+			if q >= len(x.order) || x.order[q] != s {
+				return 0, false
+			}
+			if s == path[i] {
+				found = true
+				break
+			}
+			q = x.end[q]
+		}
+		if !found {
+			return 0, false
+		}
+		if i > 0 {
+			items, q = path[i].Children, q+1
+		}
+	}
+	return q, true
+}
+
+// Query is what to look for; every given filter must match.
+type Query struct {
+	Text     string   // case-insensitive substring of text or note
+	Regex    bool     // Text is a regular expression (case-insensitive)
+	Tags     []string // every tag (without "#"), case-insensitive
+	Mentions []string // every mention: DIDs, or handles matched as "@handle" in the text
+	Layout   string   // exact layout ("bullet" also matches no layout)
+	State    string   // "open" or "done" (todos only)
+	// Date ranges, inclusive: RFC 3339 times or YYYY-MM-DD dates (a "to"
+	// date covers the whole day, UTC).
+	CreatedFrom, CreatedTo, CompletedFrom, CompletedTo string
+	Under                                              *outline.Item // restrict to this bullet's subtree (nil: all)
+	Limit                                              int           // hits per page (default 20)
+	Cursor                                             string
+}
+
+// Hit is one matching bullet.
+type Hit struct {
+	RKey       string   `json:"rkey"`
+	URI        string   `json:"uri"`
+	Text       string   `json:"text"` // shortened around the match
+	InNote     bool     `json:"inNote,omitempty"`
+	Breadcrumb []string `json:"breadcrumb"` // ancestor texts, top first
+	Parent     string   `json:"parent,omitempty"`
+	Layout     string   `json:"layout,omitempty"`
+	Done       bool     `json:"done,omitempty"`
+	ChildCount int      `json:"childCount"`
+	// Author is the contributor whose repository holds the bullet, when it
+	// is a contributor's bullet shown in this outline (empty: this
+	// repository's own).
+	Author string `json:"author,omitempty"`
+}
+
+// Result is a page of hits.
+type Result struct {
+	Hits    []Hit  `json:"hits"`
+	Cursor  string `json:"cursor,omitempty"` // set when more hits may follow
+	Scanned int    `json:"scanned"`
+}
+
+type matcher struct {
+	q                  Query
+	re                 *regexp.Regexp
+	sub                string
+	plain              bool   // a substring query (Text set, not Regex)
+	needle             []byte // sub, for the corpus scan
+	cf, ct, df, dt     time.Time
+	hasC, hasD         bool
+	handles, dids      []string
+	tags               []string
+	wantOpen, wantDone bool
+}
+
+func parseDate(s string, end bool) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	t, err := time.Parse("2006-01-02", s)
+	if err != nil {
+		return t, fmt.Errorf("%w: date %q is neither YYYY-MM-DD nor RFC 3339", ErrQuery, s)
+	}
+	if end {
+		t = t.Add(24*time.Hour - time.Nanosecond)
+	}
+	return t, nil
+}
+
+func newMatcher(q Query) (*matcher, error) {
+	m := &matcher{q: q, sub: strings.ToLower(q.Text)}
+	if q.Regex && q.Text != "" {
+		re, err := regexp.Compile("(?i)" + q.Text)
+		if err != nil {
+			return nil, fmt.Errorf("%w: regex: %v", ErrQuery, err)
+		}
+		m.re = re
+	}
+	if !q.Regex && q.Text != "" {
+		m.plain, m.needle = true, []byte(m.sub)
+	}
+	var err error
+	if m.cf, err = parseDate(q.CreatedFrom, false); err != nil {
+		return nil, err
+	}
+	if m.ct, err = parseDate(q.CreatedTo, true); err != nil {
+		return nil, err
+	}
+	if m.df, err = parseDate(q.CompletedFrom, false); err != nil {
+		return nil, err
+	}
+	if m.dt, err = parseDate(q.CompletedTo, true); err != nil {
+		return nil, err
+	}
+	m.hasC = q.CreatedFrom != "" || q.CreatedTo != ""
+	m.hasD = q.CompletedFrom != "" || q.CompletedTo != ""
+	for _, mn := range q.Mentions {
+		mn = strings.TrimPrefix(strings.TrimSpace(mn), "@")
+		if strings.HasPrefix(mn, "did:") {
+			m.dids = append(m.dids, mn)
+		} else if mn != "" {
+			m.handles = append(m.handles, strings.ToLower(mn))
+		}
+	}
+	for _, t := range q.Tags {
+		if t = strings.ToLower(strings.TrimPrefix(strings.TrimSpace(t), "#")); t != "" {
+			m.tags = append(m.tags, t)
+		}
+	}
+	switch q.State {
+	case "":
+	case "open":
+		m.wantOpen = true
+	case "done":
+		m.wantDone = true
+	default:
+		return nil, fmt.Errorf("%w: state must be open or done, got %q", ErrQuery, q.State)
+	}
+	return m, nil
+}
+
+func inRange(t, from, to time.Time) bool {
+	if t.IsZero() {
+		return false
+	}
+	return (from.IsZero() || !t.Before(from)) && (to.IsZero() || !t.After(to))
+}
+
+// filter reports whether e passes every filter but the text.
+func (m *matcher) filter(e *entry) bool {
+	if m.q.Layout != "" && e.layout != m.q.Layout && !(m.q.Layout == "bullet" && e.layout == "") {
+		return false
+	}
+	if m.wantOpen && (e.layout != "todo" || !e.completed.IsZero()) {
+		return false
+	}
+	if m.wantDone && (e.layout != "todo" || e.completed.IsZero()) {
+		return false
+	}
+	for _, t := range m.tags {
+		if !slices.Contains(e.tags, t) {
+			return false
+		}
+	}
+	for _, d := range m.dids {
+		if !slices.Contains(e.mentions, d) {
+			return false
+		}
+	}
+	for _, h := range m.handles {
+		if !strings.Contains(e.text, "@"+h) {
+			return false
+		}
+	}
+	if m.hasC && !inRange(e.created, m.cf, m.ct) {
+		return false
+	}
+	if m.hasD && !inRange(e.completed, m.df, m.dt) {
+		return false
+	}
+	return true
+}
+
+// match reports whether e matches; at is the byte offset of the text match
+// in text (or note when inNote), -1 without a text filter.
+func (m *matcher) match(e *entry) (ok bool, at, n int, inNote bool) {
+	at = -1
+	if !m.filter(e) {
+		return false, 0, 0, false
+	}
+	if m.q.Text == "" {
+		return true, -1, 0, false
+	}
+	find := func(s string) (int, int) {
+		if m.re != nil {
+			if loc := m.re.FindStringIndex(s); loc != nil {
+				return loc[0], loc[1] - loc[0]
+			}
+			return -1, 0
+		}
+		return strings.Index(s, m.sub), len(m.sub)
+	}
+	if i, n := find(e.text); i >= 0 {
+		return true, i, n, false
+	}
+	if i, n := find(e.note); i >= 0 {
+		return true, i, n, true
+	}
+	return false, 0, 0, false
+}
+
+type step struct {
+	S string `json:"s"`
+	K string `json:"k"`
+}
+
+type cursor struct {
+	Q string `json:"q"` // fingerprint of the query
+	P []step `json:"p"`
+}
+
+func fingerprint(q Query) string {
+	under := ""
+	if q.Under != nil {
+		under = q.Under.Key()
+	}
+	b, _ := json.Marshal([]any{q.Text, q.Regex, q.Tags, q.Mentions, q.Layout, q.State, q.CreatedFrom, q.CreatedTo, q.CompletedFrom, q.CompletedTo, under})
+	return shortHash(b)
+}
+
+func shortHash(b []byte) string {
+	var h uint64 = 1469598103934665603
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return fmt.Sprintf("%016x", h)
+}
+
+func cmp(it *outline.Item, s step) int {
+	if c := strings.Compare(it.SortKey(), s.S); c != 0 {
+		return c
+	}
+	return strings.Compare(it.Key(), s.K)
+}
+
+// Search runs q against t (Update is called first, a no-op for an
+// unchanged commit). Hits come in outline order (pre-order).
+func (x *Index) Search(t *outline.Tree, q Query) (*Result, error) {
+	m, err := newMatcher(q)
+	if err != nil {
+		return nil, err
+	}
+	if q.Limit <= 0 {
+		q.Limit = 20
+	}
+	var after []step
+	fp := fingerprint(q)
+	if q.Cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(q.Cursor)
+		var c cursor
+		if err != nil || json.Unmarshal(raw, &c) != nil || len(c.P) == 0 {
+			return nil, fmt.Errorf("%w: not a cursor from this server", ErrCursor)
+		}
+		if c.Q != fp {
+			return nil, fmt.Errorf("%w: it continues a different query; repeat the same filters", ErrCursor)
+		}
+		after = c.P
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.update(t)
+	if res, ok := x.scan(t, q, m, fp, after); ok {
+		return res, nil
+	}
+	res := &Result{Hits: []Hit{}}
+	var stack []*outline.Item
+	var last *outline.Item
+	full := false
+	var visit func(it *outline.Item) bool
+	visit = func(it *outline.Item) bool {
+		// entry, not the map: a detached subtree (a contribution searched
+		// with Under) is not in the pre-order scan, so derived here
+		if e := x.entry(it); e != nil {
+			res.Scanned++
+			if ok, at, n, inNote := m.match(e); ok {
+				if len(res.Hits) == q.Limit {
+					full = true
+					return false
+				}
+				res.Hits = append(res.Hits, hit(t, it, stack, at, n, inNote))
+				last = it
+			}
+		}
+		stack = append(stack, it)
+		defer func() { stack = stack[:len(stack)-1] }()
+		for _, c := range it.Children {
+			if !visit(c) {
+				return false
+			}
+		}
+		return true
+	}
+	var all func(items []*outline.Item) bool
+	all = func(items []*outline.Item) bool {
+		for _, it := range items {
+			if !visit(it) {
+				return false
+			}
+		}
+		return true
+	}
+	var resume func(items []*outline.Item, path []step) bool
+	resume = func(items []*outline.Item, path []step) bool {
+		if len(path) == 0 {
+			return all(items)
+		}
+		i, found := slices.BinarySearchFunc(items, path[0], cmp)
+		if found {
+			it := items[i]
+			stack = append(stack, it)
+			ok := resume(it.Children, path[1:])
+			stack = stack[:len(stack)-1]
+			if !ok {
+				return false
+			}
+			i++
+		}
+		return all(items[i:])
+	}
+	top := t.Roots
+	if q.Under != nil {
+		for p := t.Parent(q.Under); p != nil; p = t.Parent(p) {
+			stack = append([]*outline.Item{p}, stack...)
+		}
+		top = []*outline.Item{q.Under}
+	}
+	resume(top, after)
+	if full && last != nil {
+		var path []step
+		for p := last; p != nil; p = t.Parent(p) {
+			path = append([]step{{S: p.SortKey(), K: p.Key()}}, path...)
+			if p == q.Under {
+				break
+			}
+		}
+		raw, _ := json.Marshal(cursor{Q: fp, P: path})
+		res.Cursor = base64.RawURLEncoding.EncodeToString(raw)
+	}
+	return res, nil
+}
+
+// scan is Search over the pre-order slice; false when it cannot tell
+// where to start (a cursor whose bullet is gone, another tree object),
+// and the walk takes over.
+func (x *Index) scan(t *outline.Tree, q Query, m *matcher, fp string, after []step) (*Result, bool) {
+	if x.tree != t {
+		return nil, false
+	}
+	start, stop := 0, len(x.order)
+	if q.Under != nil {
+		i, ok := x.position(t, q.Under)
+		if !ok {
+			return nil, false
+		}
+		start, stop = i, x.end[i]
+	}
+	if len(after) > 0 {
+		items := t.Roots // a cursor's path starts at the top, or at Under
+		if q.Under != nil {
+			items = []*outline.Item{q.Under}
+		}
+		var last *outline.Item
+		for _, s := range after {
+			i, found := slices.BinarySearchFunc(items, s, cmp)
+			if !found {
+				return nil, false
+			}
+			last = items[i]
+			items = last.Children
+		}
+		i, ok := x.position(t, last)
+		if !ok || i+1 < start {
+			return nil, false
+		}
+		start = max(start, i+1)
+	}
+	res := &Result{Hits: []Hit{}}
+	var lastHit *outline.Item
+	full := false
+	for _, mt := range x.matches(m, start, stop, q.Limit+1) {
+		i, at, n, inNote := mt.i, mt.at, mt.n, mt.inNote
+		if len(res.Hits) == q.Limit {
+			full = true
+			break
+		}
+		it := x.order[i]
+		var stack []*outline.Item
+		for p := t.Parent(it); p != nil; p = t.Parent(p) {
+			stack = append(stack, p)
+		}
+		slices.Reverse(stack)
+		res.Hits = append(res.Hits, hit(t, it, stack, at, n, inNote))
+		lastHit = it
+	}
+	if full && lastHit != nil {
+		var path []step
+		for p := lastHit; p != nil; p = t.Parent(p) {
+			path = append([]step{{S: p.SortKey(), K: p.Key()}}, path...)
+			if p == q.Under {
+				break
+			}
+		}
+		raw, _ := json.Marshal(cursor{Q: fp, P: path})
+		res.Cursor = base64.RawURLEncoding.EncodeToString(raw)
+	}
+	return res, true
+}
+
+type found struct {
+	i, at, n int
+	inNote   bool
+}
+
+// Below parallelMin entries a range is scanned on one core; a longer one
+// is cut into chunks of at least chunkMin entries that every core takes in
+// order.
+const (
+	parallelMin = 20_000
+	chunkMin    = 8_192
+)
+
+// matches returns the first limit matches in [start, stop), in order; a
+// long range is scanned in chunks on every core, and no chunk is started
+// once the chunks done hold limit matches (a common query stops early).
+func (x *Index) matches(m *matcher, start, stop, limit int) []found {
+	scan := func(a, b int) []found {
+		if m.plain {
+			return x.scanText(m, a, b, limit)
+		}
+		return x.scanEntries(m, a, b, limit)
+	}
+	workers := runtime.GOMAXPROCS(0)
+	if stop-start < parallelMin || workers < 2 {
+		return scan(start, stop)
+	}
+	k := min(4*workers, (stop-start)/chunkMin)
+	bound := func(c int) int { return start + (stop-start)*c/k }
+	parts := make([][]found, k)
+	// chunks are claimed in order, so when the chunks done hold limit
+	// matches, every chunk before them is claimed and will be done: the
+	// first limit matches are in the claimed chunks, and no more are claimed
+	var next, hits atomic.Int64
+	work := func() {
+		for hits.Load() < int64(limit) {
+			c := int(next.Add(1) - 1)
+			if c >= k {
+				return
+			}
+			parts[c] = scan(bound(c), bound(c+1))
+			hits.Add(int64(len(parts[c])))
+		}
+	}
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	var out []found
+	for _, p := range parts {
+		out = append(out, p...)
+		if len(out) >= limit {
+			return out[:limit]
+		}
+	}
+	return out
+}
+
+// scanEntries matches entry by entry (regex and filter-only queries).
+func (x *Index) scanEntries(m *matcher, a, b, limit int) []found {
+	var out []found
+	for i := a; i < b && len(out) < limit; i++ {
+		if e := x.ents[i]; e != nil {
+			if ok, at, n, inNote := m.match(e); ok {
+				out = append(out, found{i, at, n, inNote})
+			}
+		}
+	}
+	return out
+}
+
+// scanText finds a substring query's matches among entries [a, b) in the
+// corpus: the first occurrence in an entry's region is in its text if the
+// text has one (the text comes first), else in its note, as match finds it;
+// the other filters are checked only for entries that contain the text.
+func (x *Index) scanText(m *matcher, a, b, limit int) []found {
+	var out []found
+	c := &x.text
+	n := len(m.needle)
+	p, end := c.off[a], c.off[b]
+	i := a
+	for len(out) < limit && p < end {
+		j := bytes.Index(c.buf[p:end], m.needle)
+		if j < 0 {
+			break
+		}
+		at := p + j
+		// the entry whose region holds at: off only grows, and empty
+		// regions (off[i] == off[i+1]) cannot hold it
+		i += sort.Search(b-i, func(k int) bool { return c.off[i+k+1] > at })
+		var pos int
+		var inNote bool
+		switch {
+		case at+n < c.note[i]: // in the text (which ends with sep at note[i]-1)
+			pos = at - c.off[i]
+		case at >= c.note[i] && at+n < c.off[i+1]:
+			pos, inNote = at-c.note[i], true
+		default: // across a separator: look again from the next byte
+			p = at + 1
+			continue
+		}
+		if m.filter(x.ents[i]) {
+			out = append(out, found{i, pos, n, inNote})
+		}
+		p = c.off[i+1] // one hit per bullet
+	}
+	return out
+}
+
+// Window is how many characters of context a hit's text keeps on each side
+// of the match.
+const Window = 40
+
+func hit(t *outline.Tree, it *outline.Item, stack []*outline.Item, at, n int, inNote bool) Hit {
+	h := Hit{RKey: it.Key(), URI: t.NodeURI(it.Key()), Layout: it.Str("layout"), ChildCount: len(it.Children), Breadcrumb: []string{}, InNote: inNote}
+	h.Done = h.Layout == "todo" && it.Str("completedAt") != ""
+	if par := t.Parent(it); par != nil {
+		h.Parent = par.Key()
+	}
+	for _, a := range stack {
+		h.Breadcrumb = append(h.Breadcrumb, clip(a.Str("text"), 40))
+	}
+	src := it.Str("text")
+	if inNote && it.Note != nil {
+		src, _ = it.Note.Value["text"].(string)
+	}
+	h.Text = around(src, at, n)
+	return h
+}
+
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// around shortens s to Window characters either side of the byte range
+// [at, at+n); lower-casing keeps byte offsets for the ASCII and most other
+// text, and offsets are clamped to rune boundaries.
+func around(s string, at, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if at < 0 || at > len(s) {
+		return clip(s, 2*Window+20)
+	}
+	for at > 0 && !utf8.RuneStart(s[at]) {
+		at--
+	}
+	end := min(at+n, len(s))
+	for end < len(s) && !utf8.RuneStart(s[end]) {
+		end++
+	}
+	pre, mid, post := []rune(s[:at]), s[at:end], []rune(s[end:])
+	out := ""
+	if len(pre) > Window {
+		out = "…" + string(pre[len(pre)-Window:])
+	} else {
+		out = string(pre)
+	}
+	out += mid
+	if len(post) > Window {
+		out += string(post[:Window]) + "…"
+	} else {
+		out += string(post)
+	}
+	return out
+}

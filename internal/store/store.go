@@ -1,0 +1,162 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/budget"
+)
+
+// MaxBatch is the most writes one Apply accepts (the reference PDS's limit).
+const MaxBatch = 200
+
+var (
+	// ErrConflict means the repository's commit is no longer swapCommit:
+	// somebody else wrote since the snapshot. Re-read and re-plan.
+	ErrConflict = errors.New("repository changed since the snapshot (InvalidSwap)")
+	// ErrTooManyWrites means a batch exceeded MaxBatch.
+	ErrTooManyWrites = errors.New("too many writes in one batch")
+	// ErrRecordExists means a create named a record key already in use.
+	ErrRecordExists = errors.New("record already exists")
+	// ErrRecordMissing means an update or delete named a record that is absent.
+	ErrRecordMissing = errors.New("record does not exist")
+	// ErrRefused means the repository refused the batch for a reason that
+	// will not change by sending it again (a 4xx: no permission for the
+	// collection, a bad request); nothing of it was written.
+	ErrRefused = errors.New("the repository refused the write")
+	// ErrBatchTooLarge means the repository refused a batch for its size
+	// (HTTP 413); nothing of it was written. Send it in smaller parts.
+	ErrBatchTooLarge = errors.New("batch too large for the repository")
+)
+
+// MaxBatchBytes bounds the JSON size of one batch's record values (the
+// reference PDS refuses request bodies over 1 MB).
+const MaxBatchBytes = 700 << 10
+
+// Record is one stored record. Value is AT Protocol data as decoded by atdata
+// (maps, strings, int64, atdata.Blob …) and includes $type.
+type Record struct {
+	Collection string         `json:"collection"`
+	RKey       string         `json:"rkey"`
+	CID        string         `json:"cid"`
+	Value      map[string]any `json:"value"`
+}
+
+// Snapshot is every app.bulleted.* record of one repository at one commit.
+type Snapshot struct {
+	DID     syntax.DID
+	Commit  string // CID of the signed commit
+	Rev     string
+	Records []Record
+}
+
+// Op is a write's kind.
+type Op string
+
+const (
+	Create Op = "create"
+	Update Op = "update"
+	Delete Op = "delete"
+)
+
+// Write is one create, update or delete.
+type Write struct {
+	Op         Op             `json:"op"`
+	Collection string         `json:"collection"`
+	RKey       string         `json:"rkey"`
+	Value      map[string]any `json:"value,omitempty"`
+}
+
+// WriteResult is what one write produced.
+type WriteResult struct {
+	URI string `json:"uri"`
+	CID string `json:"cid,omitempty"`
+}
+
+// Result is a committed batch.
+type Result struct {
+	Commit  string        `json:"cid"`
+	Rev     string        `json:"rev"`
+	Results []WriteResult `json:"results"`
+}
+
+// Repository is what the engine needs from a backend.
+type Repository interface {
+	// DID of the repository this server writes to.
+	DID() syntax.DID
+	// Head returns the current commit CID and rev without reading records,
+	// so callers can keep a snapshot until the repository moves on.
+	Head(ctx context.Context) (commit, rev string, err error)
+	// Snapshot returns all app.bulleted.* records at the current commit,
+	// revalidating a cached one cheaply (the engine calls it before every
+	// plan). The returned snapshot is shared: callers must not modify it.
+	Snapshot(ctx context.Context) (*Snapshot, error)
+	// Apply commits writes atomically if the current commit is swapCommit
+	// (empty swapCommit: no guard). At most MaxBatch writes.
+	Apply(ctx context.Context, swapCommit string, writes []Write) (*Result, error)
+}
+
+// Limited is implemented by repositories whose writes spend a budget (the
+// PDS backend). The engine checks a whole plan against it before the first
+// write; Apply paces and records each batch.
+type Limited interface {
+	Ledger() *budget.Ledger
+}
+
+// Reserver is implemented by repositories whose budget is kept outside the
+// process (hosted mode's shared ledger). The engine reserves a whole plan's
+// cost through it before the first batch, as with a Limited repository's
+// ledger: the returned context carries the reservation to Apply, which
+// settles each batch against it, and release gives back the rest. A refusal
+// wraps budget.ErrBudget.
+type Reserver interface {
+	ReservePlan(ctx context.Context, cost int) (context.Context, func(), error)
+}
+
+// BudgetChecker is implemented by repositories whose budget is kept outside
+// the process (hosted mode's shared ledger): CheckBudget tells whether cost
+// points fit now without holding them (dry runs; a refusal wraps
+// budget.ErrBudget) and how many are left in the rolling hour.
+type BudgetChecker interface {
+	CheckBudget(ctx context.Context, cost int) (left int, err error)
+}
+
+// Cost is the write budget price of writes: create 3, update 2, delete 1.
+func Cost(writes []Write) int {
+	n := 0
+	for _, w := range writes {
+		switch w.Op {
+		case Create:
+			n += 3
+		case Update:
+			n += 2
+		case Delete:
+			n++
+		}
+	}
+	return n
+}
+
+// CompareRecords orders records by collection, then record key (a
+// snapshot's order).
+func CompareRecords(a, b Record) int {
+	if c := strings.Compare(a.Collection, b.Collection); c != 0 {
+		return c
+	}
+	return strings.Compare(a.RKey, b.RKey)
+}
+
+// Deltas is implemented by repositories that can tell what changed between
+// two commits, so that readers keep their state current from each commit's
+// changes instead of reading every record again.
+type Deltas interface {
+	// Changes returns the current commit and rev and the app.bulleted.*
+	// records changed since the commit since: created and updated records
+	// with their value and CID, deleted ones with a nil Value. ok is false
+	// when the repository cannot tell (since is too old or unknown): read a
+	// Snapshot instead.
+	Changes(ctx context.Context, since string) (commit, rev string, changes []Record, ok bool, err error)
+}

@@ -1,0 +1,427 @@
+package view
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
+	"github.com/bulleted-mcp/bulleted-mcp/validate"
+)
+
+// ErrCursor means a cursor is malformed or belongs to another read (another
+// node); start again without one.
+var ErrCursor = errors.New("invalid cursor")
+
+// Row is one bullet, with the field names of the app view's
+// app.bulleted.getOutline#node rows (nested with children unless flat).
+type Row struct {
+	URI         string       `json:"uri"`
+	CID         string       `json:"cid"`
+	RKey        string       `json:"rkey"`
+	DID         string       `json:"did"`
+	Parent      string       `json:"parent,omitempty"`
+	SortKey     string       `json:"sortKey"`
+	Text        string       `json:"text"`
+	Facets      any          `json:"facets,omitempty"`
+	Layout      string       `json:"layout,omitempty"`
+	Display     string       `json:"display,omitempty"`
+	CreatedAt   string       `json:"createdAt,omitempty"`
+	CompletedAt string       `json:"completedAt,omitempty"`
+	Note        string       `json:"note,omitempty"`
+	ChildCount  int          `json:"childCount"`
+	Depth       int          `json:"depth"` // levels below the read's root (its children are 1)
+	Mirror      *MirrorRef   `json:"mirror,omitempty"`
+	ReadOnly    bool         `json:"readOnly,omitempty"`
+	Author      string       `json:"author,omitempty"`   // a contributor's DID: rendered in place, read-only
+	Mirrored    string       `json:"mirrored,omitempty"` // the mirror record key this row is rendered under
+	Detached    string       `json:"detached,omitempty"`
+	Invalid     string       `json:"invalid,omitempty"` // validation problem of a kept, invalid record
+	Comments    []CommentRow `json:"comments,omitempty"`
+	Children    []*Row       `json:"children,omitempty"`
+	// Extra holds the record's other fields (for the fidelity export).
+	Extra map[string]any `json:"extra,omitempty"`
+}
+
+// MirrorRef marks a mirror row.
+type MirrorRef struct {
+	Original   string `json:"original"`
+	Text       string `json:"text,omitempty"`       // the original's text, read live
+	ChildCount int    `json:"childCount,omitempty"` // the original's children
+	Missing    bool   `json:"missing,omitempty"`    // the original does not exist (any more)
+	Rows       []*Row `json:"rows,omitempty"`       // the original's subtree, read-only
+	Cut        string `json:"cut,omitempty"`        // why the subtree is not complete
+}
+
+// View is a rendered page of the outline.
+type View struct {
+	DID       string      `json:"did"`
+	Handle    string      `json:"handle,omitempty"`
+	Outline   *OutlineRef `json:"outline,omitempty"`
+	Root      *Row        `json:"root,omitempty"`
+	Nodes     []*Row      `json:"nodes"`
+	Truncated bool        `json:"truncated"`
+	Stop      string      `json:"stop"`
+	Total     int         `json:"total"`
+	Cursor    string      `json:"cursor,omitempty"`
+	// Hidden counts rows shown with children below the depth bound.
+	Hidden int `json:"hiddenBelowDepth,omitempty"`
+	// Detached are the bullets whose parent does not resolve (the ones
+	// list_detached shows), with their subtrees, when Options.Detached
+	// asks for them (the whole-outline export): not part of the outline,
+	// so not in Nodes. Each detached bullet's row says why in its detached
+	// field; rows below it are its children.
+	Detached []*Row `json:"detached,omitempty"`
+
+	flat         []*Row
+	detachedFlat []*Row
+	depth        int
+	node         string
+	first        bool // the first page (no cursor given)
+}
+
+// Options of a read.
+type Options struct {
+	Depth  int    // levels below the root (default 3)
+	Limit  int    // rows in the page (default DefaultLimit; ≤ 0: no limit)
+	Cursor string // continue after this cursor
+	// Contributions are contributors' bullets rendered in place (Gather).
+	Contributions Contributions
+	// Fields puts every record field in Row.Extra (the fidelity export).
+	Fields bool
+	// Detached puts the detached bullets and their subtrees, whole, in
+	// View.Detached (a read of the whole outline, root nil, only).
+	Detached bool
+}
+
+// DefaultLimit of rows in one page, so a huge outline does not flood the
+// context.
+const DefaultLimit = 500
+
+// step is one element of a cursor path.
+type step struct {
+	S string `json:"s"`           // sortKey
+	K string `json:"k"`           // record key
+	M bool   `json:"m,omitempty"` // a mirror
+	D string `json:"d,omitempty"` // the repository, when not the owner's
+}
+
+type cursor struct {
+	N string `json:"n"` // the read's root record key ("" = whole outline)
+	P []step `json:"p"`
+}
+
+func cmpStep(a, b step) int {
+	if c := strings.Compare(a.S, b.S); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.K, b.K); c != 0 {
+		return c
+	}
+	if a.M != b.M {
+		if !a.M {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a.D, b.D)
+}
+
+// entry is an item with the tree it lives in.
+type entry struct {
+	it *outline.Item
+	t  *outline.Tree
+}
+
+func (e entry) step(owner *outline.Tree) step {
+	s := step{S: e.it.SortKey(), K: e.it.Key(), M: e.it.Mirror}
+	if e.t != owner {
+		s.D = e.t.DID.String()
+	}
+	return s
+}
+
+type walker struct {
+	t      *outline.Tree
+	o      Options
+	v      *View
+	stack  []step
+	last   []step
+	rows   map[*outline.Item]*Row
+	count  int
+	full   bool
+	limit  int
+	hidden int
+}
+
+func (w *walker) children(e entry) []entry {
+	var out []entry
+	var kids []*outline.Item
+	if e.it == nil {
+		kids = w.t.Roots
+	} else {
+		kids = e.it.Children
+	}
+	for _, k := range kids {
+		out = append(out, entry{k, e.t})
+	}
+	if e.it != nil && e.t == w.t && w.o.Contributions != nil {
+		if extra := w.o.Contributions[e.it.Key()]; len(extra) > 0 {
+			for _, c := range extra {
+				out = append(out, entry{c.Item, c.Tree})
+			}
+			slices.SortStableFunc(out, func(a, b entry) int { return cmpStep(a.step(w.t), b.step(w.t)) })
+		}
+	}
+	return out
+}
+
+func (w *walker) emit(e entry, d int, par *outline.Item) bool {
+	if w.limit > 0 && w.count >= w.limit {
+		w.full = true
+		return false
+	}
+	w.count++
+	r := rowOf(e.t, e.it, w.o.Fields)
+	r.Depth = d
+	if e.t != w.t {
+		r.Author, r.ReadOnly = e.t.DID.String(), true
+		contributionRow(r, e.it)
+	}
+	kids := w.children(e)
+	r.ChildCount = len(kids)
+	w.v.flat = append(w.v.flat, r)
+	if pr := w.rows[par]; pr != nil && par != nil {
+		pr.Children = append(pr.Children, r)
+	} else {
+		w.v.Nodes = append(w.v.Nodes, r)
+	}
+	w.rows[e.it] = r
+	w.stack = append(w.stack, e.step(w.t))
+	defer func() { w.stack = w.stack[:len(w.stack)-1] }()
+	w.last = append(w.last[:0], w.stack...)
+	if len(kids) > 0 {
+		if d >= w.o.Depth {
+			w.hidden++
+			return true
+		}
+		return w.all(kids, d+1, e.it)
+	}
+	return true
+}
+
+func (w *walker) all(es []entry, d int, par *outline.Item) bool {
+	for _, e := range es {
+		if !w.emit(e, d, par) {
+			return false
+		}
+	}
+	return true
+}
+
+// resume emits what follows path in pre-order among es (at depth d).
+func (w *walker) resume(es []entry, d int, path []step, par *outline.Item) bool {
+	if len(path) == 0 {
+		return w.all(es, d, par)
+	}
+	p := path[0]
+	i, found := slices.BinarySearchFunc(es, p, func(e entry, p step) int { return cmpStep(e.step(w.t), p) })
+	if found {
+		e := es[i]
+		kids := w.children(e)
+		w.stack = append(w.stack, p)
+		ok := true
+		switch {
+		case len(path) > 1 && d < w.o.Depth:
+			ok = w.resume(kids, d+1, path[1:], e.it)
+		case len(path) == 1 && len(kids) > 0:
+			if d >= w.o.Depth {
+				// the row itself was emitted on the previous page and
+				// counted there
+			} else {
+				ok = w.all(kids, d+1, e.it)
+			}
+		}
+		w.stack = w.stack[:len(w.stack)-1]
+		if !ok {
+			return false
+		}
+		i++
+	}
+	return w.all(es[i:], d, par)
+}
+
+// Read renders a page of the subtree under root (nil: the whole forest).
+func Read(t *outline.Tree, root *outline.Item, o Options) (*View, error) {
+	if o.Depth < 1 {
+		o.Depth = 3
+	}
+	if o.Limit == 0 {
+		o.Limit = DefaultLimit
+	}
+	v := &View{DID: t.DID.String(), Stop: "complete", Nodes: []*Row{}, depth: o.Depth, first: o.Cursor == ""}
+	var path []step
+	if root != nil {
+		v.node = root.Key()
+	}
+	if o.Cursor != "" {
+		c, err := decodeCursor(o.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		if c.N != v.node {
+			return nil, fmt.Errorf("%w: it continues a read of node %q, not %q", ErrCursor, c.N, v.node)
+		}
+		path = c.P
+	}
+	v.Outline = OutlineAt(t, root)
+	w := &walker{t: t, o: o, v: v, rows: map[*outline.Item]*Row{}, limit: o.Limit}
+	top := entry{root, t}
+	if root != nil {
+		v.Root = rowOf(t, root, o.Fields)
+		v.Root.ChildCount = len(w.children(top))
+		w.rows[root] = nil
+	}
+	w.resume(w.children(top), 1, path, root)
+	if o.Detached && root == nil {
+		v.detachedRows(t, o.Fields)
+	}
+	v.Total = w.count
+	v.Hidden = w.hidden
+	if w.hidden > 0 {
+		v.Truncated, v.Stop = true, "depth"
+	}
+	if w.full {
+		v.Truncated, v.Stop = true, "limit"
+		v.Cursor = encodeCursor(cursor{N: v.node, P: w.last})
+	}
+	return v, nil
+}
+
+func encodeCursor(c cursor) string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(s string) (cursor, error) {
+	var c cursor
+	b, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(s))
+	if err != nil {
+		return c, fmt.Errorf("%w: not a cursor from this server", ErrCursor)
+	}
+	if err := json.Unmarshal(b, &c); err != nil || len(c.P) == 0 {
+		return c, fmt.Errorf("%w: not a cursor from this server", ErrCursor)
+	}
+	return c, nil
+}
+
+// Flat returns the page's rows in pre-order without nesting, as in
+// app.bulleted.getOutline.
+func (v *View) Flat() []*Row {
+	out := make([]*Row, len(v.flat))
+	for i, r := range v.flat {
+		c := *r
+		c.Children = nil
+		out[i] = &c
+	}
+	return out
+}
+
+// FlatView is the view with flat rows (the detached ones too).
+func (v *View) FlatView() *View {
+	c := *v
+	c.Nodes = v.Flat()
+	if len(v.Detached) > 0 {
+		c.Detached = make([]*Row, len(v.detachedFlat))
+		for i, r := range v.detachedFlat {
+			d := *r
+			d.Children = nil
+			c.Detached[i] = &d
+		}
+	}
+	return &c
+}
+
+// detachedRows renders t's detached bullets with their whole subtrees
+// into v.Detached (nested) and v.detachedFlat (pre-order). A detached
+// bullet is at depth 1. Its reason is the row's detached field; one whose
+// parent is in another repository may be a contribution to a shared
+// outline there, which this read cannot tell, and the reason says so.
+func (v *View) detachedRows(t *outline.Tree, fields bool) {
+	var walk func(items []*outline.Item, d int) []*Row
+	walk = func(items []*outline.Item, d int) []*Row {
+		var out []*Row
+		for _, it := range items {
+			r := rowOf(t, it, fields)
+			r.Depth = d
+			if d == 1 && strings.HasPrefix(r.Detached, "parent is in another repository") {
+				r.Detached += " (if that outline lists this identity as a contributor it is shared, not detached; not checked here)"
+			}
+			v.detachedFlat = append(v.detachedFlat, r)
+			out = append(out, r)
+			r.Children = walk(it.Children, d+1)
+		}
+		return out
+	}
+	v.Detached = walk(t.Detached, 1)
+}
+
+// DetachedCount is the number of detached bullets in the view and of rows
+// with their subtrees.
+func (v *View) DetachedCount() (bullets, rows int) {
+	return len(v.Detached), len(v.detachedFlat)
+}
+
+// contributionRow corrects the row of a contributor's bullet rendered in
+// place: in the contributor's own tree it is detached, because its parent
+// is in another repository, and the record check flags that parent
+// (validate's same-repository rule); in the owner's outline that parent is
+// where it hangs, as the contributors field of app.bulleted.outline
+// intends. So the row is not detached, and the record is checked without
+// the same-repository rule (any other problem still shows).
+func contributionRow(r *Row, it *outline.Item) {
+	r.Detached = ""
+	if r.Invalid != "" {
+		r.Invalid = ""
+		if err := validate.Default().Data(it.Rec.Value, it.Rec.Collection, nil); err != nil {
+			r.Invalid = err.Error()
+		}
+	}
+}
+
+// RowOf renders one item of t (a node or mirror) as a row.
+func RowOf(t *outline.Tree, it *outline.Item) *Row { return rowOf(t, it, false) }
+
+func rowOf(t *outline.Tree, it *outline.Item, fields bool) *Row {
+	coll := lexicon.Node
+	if it.Mirror {
+		coll = lexicon.Mirror
+	}
+	r := &Row{URI: "at://" + t.DID.String() + "/" + coll + "/" + it.Key(), CID: it.Rec.CID, RKey: it.Key(), DID: t.DID.String(), Parent: it.Str("parent"),
+		SortKey: it.SortKey(), Text: it.Str("text"), Facets: it.Rec.Value["facets"], Layout: it.Str("layout"), Display: it.Str("display"),
+		CreatedAt: it.Str("createdAt"), CompletedAt: it.Str("completedAt"), ChildCount: len(it.Children), Detached: it.Detached,
+		Invalid: it.Invalid()}
+	if it.Note != nil {
+		r.Note, _ = it.Note.Value["text"].(string)
+	}
+	if it.Mirror {
+		r.Mirror = &MirrorRef{Original: it.Str("original")}
+		r.ReadOnly = true
+	}
+	if fields {
+		known := map[string]bool{"$type": true, "parent": true, "sortKey": true, "text": true, "facets": true, "layout": true, "display": true, "createdAt": true, "completedAt": true, "original": true}
+		for k, val := range it.Rec.Value {
+			if !known[k] {
+				if r.Extra == nil {
+					r.Extra = map[string]any{}
+				}
+				r.Extra[k] = val
+			}
+		}
+	}
+	return r
+}
