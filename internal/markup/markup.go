@@ -74,7 +74,6 @@ type mnode struct {
 	indent  int // list indentation (-1: a heading section)
 	level   int // heading level of a section
 	kids    []*mnode
-	inNote  bool
 	content int // column where the item's content starts
 }
 

@@ -592,8 +592,7 @@ func (x *Index) Search(t *outline.Tree, q Query) (*Result, error) {
 		}
 		return true
 	}
-	var all func(items []*outline.Item) bool
-	all = func(items []*outline.Item) bool {
+	all := func(items []*outline.Item) bool {
 		for _, it := range items {
 			if !visit(it) {
 				return false

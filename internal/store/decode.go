@@ -18,7 +18,7 @@ import (
 var plainCBOR = func() cbor.DecMode {
 	dm, err := cbor.DecOptions{
 		DefaultMapType:   reflect.TypeOf(map[string]any{}),
-		IntDec:           cbor.IntDecConvertSigned,
+		IntDec:           cbor.IntDecConvertSignedOrFail,
 		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
 		IndefLength:      cbor.IndefLengthForbidden,
 		TagsMd:           cbor.TagsForbidden,

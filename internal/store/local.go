@@ -612,14 +612,10 @@ func recordMap(recs []Record) map[string]Record {
 	return m
 }
 
-// walk calls fn with every key and value of the MST at root, in key order.
-// Each node is decoded once with the MST package's node codec; a missing
-// node is an error (a tree with holes must not read as fewer records).
-func (l *Local) walk(ctx context.Context, root cid.Cid, fn func(k string, v cid.Cid) error) error {
-	return l.walkNodes(ctx, root, fn, nil)
-}
-
-// walkNodes is walk that also tells node about every MST node.
+// walkNodes calls fn with every key and value of the MST at root, in key
+// order, and node with every MST node. Each node is decoded once with the
+// MST package's node codec; a missing node is an error (a tree with holes
+// must not read as fewer records).
 func (l *Local) walkNodes(ctx context.Context, root cid.Cid, fn func(k string, v cid.Cid) error, node func(cid.Cid)) error {
 	if node != nil {
 		node(root)

@@ -188,19 +188,6 @@ func notesPoliciesCompleteUnknownFields(t *testing.T, open Open) {
 	}
 }
 
-func contains(s, sub string) bool {
-	return len(s) >= len(sub) && (s == sub || len(sub) == 0 || indexOf(s, sub) >= 0)
-}
-
-func indexOf(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
-	}
-	return -1
-}
-
 func sameRecords(a, b *store.Snapshot) bool {
 	if len(a.Records) != len(b.Records) {
 		return false
