@@ -3,15 +3,24 @@ package tools
 // Output schemas. Every tool declares one; its structuredContent matches it
 // (tools_test checks every tool's real results with a JSON Schema
 // validator). They leave properties open (a result may carry more than it
-// declares, e.g. a truncation note) and require nothing, because an error
-// result carries only "error".
+// declares, e.g. a truncation note). A result is either an error, which
+// carries "error", or a success, which carries the required properties
+// every success of that tool has.
 
-func outSchema(props map[string]any) map[string]any {
+func outSchema(props map[string]any, successes ...[]string) map[string]any {
 	p := map[string]any{"error": errorSchema, "truncated": map[string]any{"type": "boolean"}}
 	for k, v := range props {
 		p[k] = v
 	}
-	return map[string]any{"type": "object", "properties": p}
+	out := map[string]any{"type": "object", "properties": p}
+	if len(successes) > 0 {
+		alts := []any{map[string]any{"required": []string{"error"}}}
+		for _, r := range successes {
+			alts = append(alts, map[string]any{"required": r})
+		}
+		out["anyOf"] = alts
+	}
+	return out
 }
 
 var (
@@ -37,7 +46,7 @@ var (
 		"properties": map[string]any{"rkey": tString, "uri": tString, "input": tString, "text": tString, "sortKey": tString, "line": tInt},
 		"required":   []string{"rkey"}}}
 
-	writeOutput = outSchema(map[string]any{
+	writeProps = map[string]any{
 		"summary":         tString,
 		"dryRun":          tBool,
 		"noChange":        tBool,
@@ -54,16 +63,19 @@ var (
 		"after":           tString,
 		"lines":           tObjs,
 		"operations":      tObjs,
-	})
+	}
+	writeOutput = outSchema(writeProps, []string{"summary", "dryRun", "cost"})
+	// operations: a list, or a resume (a write result)
+	opsOutput = outSchema(writeProps, []string{"summary", "dryRun", "cost"}, []string{"operations"})
 
 	readOutput = outSchema(map[string]any{
 		"did": tString, "handle": tString, "outline": tObject, "truncated": tBool, "stop": tString, "total": tInt,
 		"cursor": tString, "next": tString, "nodes": tObjs, "root": tObject, "markdown": tString, "opml": tString,
-	})
+	}, []string{"did"})
 
-	searchOutput = outSchema(map[string]any{"did": tString, "hits": tObjs, "cursor": tString})
+	searchOutput = outSchema(map[string]any{"did": tString, "hits": tObjs, "cursor": tString}, []string{"did", "hits"})
 
-	detachedOutput = outSchema(map[string]any{"detached": tObjs, "contributions": tObjs})
+	detachedOutput = outSchema(map[string]any{"detached": tObjs, "contributions": tObjs}, []string{"detached"})
 
-	validateOutput = outSchema(map[string]any{"valid": tBool, "problems": tObjs, "notes": tObjs})
+	validateOutput = outSchema(map[string]any{"valid": tBool, "problems": tObjs, "notes": tObjs}, []string{"valid"})
 )
