@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -255,5 +258,28 @@ func TestResultSizeBound(t *testing.T) {
 	}
 	if !strings.Contains(text(res), "more") {
 		t.Fatalf("a cut dry run does not say how to see the rest: %.300s", text(res))
+	}
+}
+
+// TestReadmeKinds: the README lists exactly the error kinds of
+// outline.Kinds, in order (the one table of them).
+func TestReadmeKinds(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)\\(kinds: (.*?)\\)").FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("the README has no (kinds: …) list")
+	}
+	var got []string
+	for _, k := range regexp.MustCompile("`([a-z_]+)`").FindAllSubmatch(m[1], -1) {
+		got = append(got, string(k[1]))
+	}
+	want := outline.KindNames()
+	want = want[:len(want)-1] // "error" is the bug case, not listed
+	if !slices.Equal(got, want) {
+		t.Fatalf("README kinds %v, the table has %v", got, want)
 	}
 }

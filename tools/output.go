@@ -1,5 +1,7 @@
 package tools
 
+import "github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+
 // Output schemas. Every tool declares one; its structuredContent matches it
 // (tools_test checks every tool's real results with a JSON Schema
 // validator). They leave properties open (a result may carry more than it
@@ -33,8 +35,7 @@ var (
 
 	errorSchema = map[string]any{"type": "object",
 		"properties": map[string]any{
-			"kind": map[string]any{"type": "string", "enum": []string{"node_missing", "anchor_missing", "parent_missing", "cross_repo", "cycle",
-				"has_children", "not_yours", "invalid", "budget", "conflict", "too_large", "partial", "cancelled", "unavailable", "timeout", "no_change", "error"}},
+			"kind":      map[string]any{"type": "string", "enum": outline.KindNames()},
 			"message":   tString,
 			"next":      tString,
 			"retryable": tBool,

@@ -248,24 +248,7 @@ func ErrorResult(err error) *mcp.CallToolResult {
 }
 
 // kindOf names an engine sentinel for machine-readable errors.
-func kindOf(k error) string {
-	for _, c := range []struct {
-		err  error
-		kind string
-	}{
-		{outline.ErrNodeNotFound, "node_missing"}, {outline.ErrAnchorMissing, "anchor_missing"},
-		{outline.ErrParentMissing, "parent_missing"}, {outline.ErrCrossRepo, "cross_repo"},
-		{outline.ErrCycle, "cycle"}, {outline.ErrHasChildren, "has_children"}, {outline.ErrNotOwner, "not_yours"},
-		{outline.ErrInvalidInput, "invalid"}, {outline.ErrBudget, "budget"}, {outline.ErrConflict, "conflict"},
-		{outline.ErrTooLarge, "too_large"}, {outline.ErrIncomplete, "partial"}, {outline.ErrCancelled, "cancelled"},
-		{outline.ErrUnavailable, "unavailable"}, {outline.ErrTimeout, "timeout"}, {outline.ErrNoChange, "no_change"},
-	} {
-		if errors.Is(k, c.err) {
-			return c.kind
-		}
-	}
-	return "error"
-}
+func kindOf(k error) string { return outline.KindName(k) }
 
 func badArgs(format string, args ...any) (*mcp.CallToolResult, error) {
 	return typed("invalid", fmt.Sprintf(format, args...), "see the tool's input schema; nothing was written", false, nil), nil

@@ -44,6 +44,57 @@ var (
 	ErrNoChange = errors.New("no change")
 )
 
+// Kind is an error kind as tools name it: the sentinel, the
+// machine-readable name a tool result carries (structuredContent.error.kind)
+// and what it means. Kinds is the one table of them: tools' kindOf, the
+// output schemas' enum and the README's list are made from it (tests hold
+// the README to it).
+type Kind struct {
+	Err  error
+	Name string
+	Doc  string
+}
+
+// Kinds lists every error kind, in the order tools document them.
+var Kinds = []Kind{
+	{ErrNodeNotFound, "node_missing", "a referenced bullet is not in the repository"},
+	{ErrAnchorMissing, "anchor_missing", "the after sibling is not a child of the target parent, or is gone"},
+	{ErrParentMissing, "parent_missing", "the target parent does not exist"},
+	{ErrCrossRepo, "cross_repo", "a parent or policy root in another repository, where it is not admitted"},
+	{ErrCycle, "cycle", "the change would put a bullet (or a mirror) inside its own subtree"},
+	{ErrHasChildren, "has_children", "a delete or undo that would detach children"},
+	{ErrNotOwner, "not_yours", "a write about a record this repository does not own"},
+	{ErrInvalidInput, "invalid", "arguments that cannot make a valid record"},
+	{ErrBudget, "budget", "the plan costs more points than are left, or the server asked to pause"},
+	{ErrConflict, "conflict", "the repository kept changing, or records changed since"},
+	{ErrTooLarge, "too_large", "the plan would take the repository past 250,000 records"},
+	{ErrIncomplete, "partial", "an operation stopped part-way: resume or undo it"},
+	{ErrCancelled, "cancelled", "the caller cancelled the call"},
+	{ErrUnavailable, "unavailable", "the repository could not be reached or failed"},
+	{ErrTimeout, "timeout", "the repository did not answer in time"},
+	{ErrNoChange, "no_change", "the intent asks for what is already there"},
+}
+
+// KindName is the name of err's kind (Kinds), or "error" for an error of
+// no kind (a bug).
+func KindName(err error) string {
+	for _, k := range Kinds {
+		if errors.Is(err, k.Err) {
+			return k.Name
+		}
+	}
+	return "error"
+}
+
+// KindNames is every kind's name, and "error" last.
+func KindNames() []string {
+	out := make([]string, 0, len(Kinds)+1)
+	for _, k := range Kinds {
+		out = append(out, k.Name)
+	}
+	return append(out, "error")
+}
+
 // Error is an error the model can act on: the sentinel it wraps, what went
 // wrong, and the next step.
 type Error struct {
