@@ -269,7 +269,7 @@ func TestReadmeKinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile("(?s)\\(kinds: (.*?)\\)").FindSubmatch(raw)
+	m := regexp.MustCompile(`(?s)\(kinds: (.*?)\)`).FindSubmatch(raw)
 	if m == nil {
 		t.Fatal("the README has no (kinds: …) list")
 	}
