@@ -21,7 +21,7 @@ import (
 )
 
 // Input schemas every client handles: no $ref, $defs, oneOf, anyOf or
-// recursion, and tools/list (output schemas aside) under 9 KB.
+// recursion, and tools/list (output schemas aside) under 12 KB.
 func TestSchemaLint(t *testing.T) {
 	var list []mcp.Tool
 	for _, tl := range tools.All() {
@@ -40,8 +40,8 @@ func TestSchemaLint(t *testing.T) {
 	}
 	raw, _ := json.Marshal(map[string]any{"tools": list})
 	t.Logf("tools/list without output schemas: %d bytes for %d tools", len(raw), len(list))
-	if len(raw) >= 9*1024 {
-		t.Fatalf("tools/list is %d bytes; keep it under 9 KB", len(raw))
+	if len(raw) >= 12*1024 {
+		t.Fatalf("tools/list is %d bytes; keep it under 12 KB", len(raw))
 	}
 }
 

@@ -94,6 +94,7 @@ func All() []Tool {
 	all := []Tool{
 		readOutlineTool(), listDetachedTool(), searchTool(),
 		insertTool(), moveTool(), updateTool(), deleteTool(), completeTool(), batchTool(), importTool(), setOutlineTool(),
+		sortTool(),
 		commentTool(), mirrorTool(), policyTool(),
 		undoTool(), operationsTool(),
 		validateRecordTool(),

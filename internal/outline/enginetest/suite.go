@@ -29,6 +29,7 @@ func Run(t *testing.T, open Open, steps int) {
 	t.Run("RandomIntents", func(t *testing.T) { randomIntents(t, open, steps) })
 	t.Run("ReattachDetached", func(t *testing.T) { reattachDetached(t, open) })
 	t.Run("ResumeAfterForeignAppends", func(t *testing.T) { resumeAfterForeignAppends(t, open) })
+	t.Run("SortChildren", func(t *testing.T) { sortChildren(t, open) })
 }
 
 // Insert plans and commits new top-level or nested bullets and returns their
