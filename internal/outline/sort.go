@@ -214,4 +214,3 @@ func digits(s string) string {
 	}
 	return s[:i]
 }
-
