@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -16,31 +15,16 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/view"
 )
 
-// indexes keeps one search index per repository (by DID) for the life of
-// the process; each is brought up to date incrementally on use.
-var indexes = struct {
-	sync.Mutex
-	m map[string]*search.Index
-}{m: map[string]*search.Index{}}
-
-// maxIndexes bounds the other identities' indexes kept.
-const maxIndexes = 16
-
-func indexFor(did string) *search.Index {
-	indexes.Lock()
-	defer indexes.Unlock()
-	x := indexes.m[did]
-	if x == nil {
-		if len(indexes.m) >= maxIndexes {
-			for k := range indexes.m {
-				delete(indexes.m, k)
-				break
-			}
-		}
-		x = search.New()
-		indexes.m[did] = x
+// index returns the search index of repository did, kept in env's cache
+// (Env.Search, made on first use when the caller set none).
+func (env *Env) index(did string) *search.Index {
+	env.searchMu.Lock()
+	if env.Search == nil {
+		env.Search = search.NewCache(0)
 	}
-	return x
+	c := env.Search
+	env.searchMu.Unlock()
+	return c.For(did)
 }
 
 func searchTool() Tool {
@@ -116,7 +100,7 @@ func searchTool() Tool {
 		}
 		r := &search.Result{Hits: []search.Hit{}}
 		if !inContrib {
-			if r, err = indexFor(tr.DID.String()).Search(tr, q); errors.Is(err, search.ErrQuery) || errors.Is(err, search.ErrCursor) {
+			if r, err = env.index(tr.DID.String()).Search(tr, q); errors.Is(err, search.ErrQuery) || errors.Is(err, search.ErrCursor) {
 				return badArgs("%v", err)
 			} else if err != nil {
 				return nil, err
@@ -230,7 +214,7 @@ func contributionHits(ctx context.Context, env *Env, t *outline.Tree, q search.Q
 		for _, c := range contrib[it.Key()] {
 			cq := q
 			cq.Under, cq.Cursor, cq.Limit = c.Item, "", want-len(out)+1
-			r, err := indexFor(c.Tree.DID.String()).Search(c.Tree, cq)
+			r, err := env.index(c.Tree.DID.String()).Search(c.Tree, cq)
 			if err != nil {
 				problems = append(problems, "could not search "+c.Tree.DID.String()+"'s contribution: "+err.Error())
 				continue

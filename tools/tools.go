@@ -8,10 +8,12 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/search"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/view"
 	"github.com/bulleted-mcp/bulleted-mcp/validate"
@@ -29,6 +31,12 @@ type Env struct {
 	// the server tells them once, as it does the repository's own
 	// (store.Noticer).
 	Notices store.Noticer
+	// Search keeps the search indexes of the repositories searched (the
+	// user's, contributors'), bounded by bytes; nil: one made on first use
+	// with the default bound.
+	Search *search.Cache
+
+	searchMu sync.Mutex
 }
 
 // Annotations are a tool's behaviour hints (all four are always sent).
