@@ -1,7 +1,6 @@
 package hosted
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -18,12 +17,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bluesky-social/indigo/atproto/atclient"
 	"github.com/bluesky-social/indigo/atproto/atcrypto"
 	"github.com/bluesky-social/indigo/atproto/auth/oauth"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/bluesky-social/indigo/util/ssrf"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
 )
 
 // PermissionSet is what the upstream sign-in asks for.
@@ -380,94 +380,16 @@ func (s *Server) explainRefusal(err error) error {
 	return fmt.Errorf("%w (the PDS refused this server as an OAuth client: it could not fetch or verify %s/oauth/client-metadata.json, its keys %s/oauth/jwks.json, or the signature made with them; a fault of this server, not of your account: retry later or tell its operator)", err, s.public, s.public)
 }
 
-func dpopURL(u *url.URL) string {
-	c := *u
-	c.RawQuery, c.ForceQuery, c.Fragment, c.RawFragment = "", false, "", ""
-	return c.String()
-}
-
-func drain(resp *http.Response) {
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	resp.Body.Close()
-}
-
-func retryable(req *http.Request) (*http.Request, error) {
-	r := req.Clone(req.Context())
-	if req.GetBody != nil {
-		b, err := req.GetBody()
-		if err != nil {
-			return nil, err
-		}
-		r.Body = b
-	} else if req.Body != nil && req.Body != http.NoBody {
-		return nil, errors.New("cannot send the request body again")
-	}
-	return r, nil
-}
-
-func replaceBody(resp *http.Response, status int, name, message string) *http.Response {
-	b, _ := json.Marshal(atclient.ErrorBody{Name: name, Message: message})
-	resp.StatusCode = status
-	resp.Status = fmt.Sprintf("%d %s", status, http.StatusText(status))
-	resp.Header = resp.Header.Clone()
-	resp.Header.Set("Content-Type", "application/json")
-	resp.Header.Del("Content-Length")
-	resp.ContentLength = int64(len(b))
-	resp.Body = io.NopCloser(bytes.NewReader(b))
-	return resp
-}
-
-// DoWithAuth implements atclient.AuthMethod (as pds.OAuthAuth does, with
-// the refresh coordinated in Postgres).
+// DoWithAuth implements atclient.AuthMethod (pds.DPoP, with the refresh
+// coordinated in Postgres).
 func (a *sessionAuth) DoWithAuth(c *http.Client, req *http.Request, _ syntax.NSID) (*http.Response, error) {
-	durl := dpopURL(req.URL)
-	for range 3 {
-		sess := a.sess.Load()
-		access, nonce := sess.GetHostAccessData()
-		proof, err := sess.NewHostDPoP(req.Method, durl)
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Authorization", "DPoP "+access)
-		req.Header.Set("DPoP", proof)
-		resp, err := c.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		hdr := resp.Header.Get("WWW-Authenticate")
-		switch {
-		case resp.StatusCode == http.StatusUnauthorized && strings.Contains(hdr, `error="use_dpop_nonce"`):
-			n := resp.Header.Get("DPoP-Nonce")
-			if n == "" || n == nonce {
-				return resp, nil
-			}
-			drain(resp)
-			sess.UpdateHostDPoPNonce(req.Context(), n)
-		case resp.StatusCode == http.StatusUnauthorized && strings.Contains(hdr, `error="invalid_token"`):
-			if err := a.refresh(req.Context(), access, false); err != nil {
-				drain(resp)
-				if errors.Is(err, ErrSignInAgain) {
-					return replaceBody(resp, http.StatusUnauthorized, "OAuthSessionExpired", err.Error()), nil
-				}
-				return nil, err
-			}
-			drain(resp)
-		case resp.StatusCode == http.StatusForbidden:
-			b, rerr := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-			resp.Body.Close()
-			var eb atclient.ErrorBody
-			if rerr == nil && json.Unmarshal(b, &eb) == nil && eb.Name == "ScopeMissingError" {
-				msg := fmt.Sprintf("the Bulleted sign-in does not permit this (%s); it covers the app.bulleted collections only", eb.Message)
-				return replaceBody(resp, http.StatusForbidden, "ScopeMissingError", msg), nil
-			}
-			resp.Body = io.NopCloser(bytes.NewReader(b))
-			return resp, nil
-		default:
-			return resp, nil
-		}
-		if req, err = retryable(req); err != nil {
-			return nil, err
-		}
-	}
-	return nil, errors.New("upstream request: still unauthorized after renewing the nonce and the tokens")
+	return pds.DPoP{
+		Session: a.sess.Load,
+		Refresh: func(ctx context.Context, used string) error { return a.refresh(ctx, used, false) },
+		Ended:   func(err error) bool { return errors.Is(err, ErrSignInAgain) },
+		Scope: func(detail string) string {
+			return fmt.Sprintf("the Bulleted sign-in does not permit this (%s); it covers the app.bulleted collections only", detail)
+		},
+		What: "upstream request",
+	}.Do(c, req)
 }

@@ -1,7 +1,6 @@
 package pds
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -697,99 +696,20 @@ func rejected(err error) bool {
 	return strings.Contains(s, "invalid_grant") || strings.Contains(s, "(HTTP 400)") || strings.Contains(s, "(HTTP 401)")
 }
 
-func dpopURL(u *url.URL) string {
-	c := *u
-	c.RawQuery, c.ForceQuery, c.Fragment, c.RawFragment = "", false, "", ""
-	return c.String()
-}
-
-func drain(resp *http.Response) {
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	resp.Body.Close()
-}
-
-func retryable(req *http.Request) (*http.Request, error) {
-	r := req.Clone(req.Context())
-	if req.GetBody != nil {
-		b, err := req.GetBody()
-		if err != nil {
-			return nil, err
-		}
-		r.Body = b
-	} else if req.Body != nil && req.Body != http.NoBody {
-		return nil, errors.New("cannot send the request body again")
-	}
-	return r, nil
-}
-
-// replaceBody gives resp a JSON XRPC error body.
-func replaceBody(resp *http.Response, status int, name, message string) *http.Response {
-	b, _ := json.Marshal(atclient.ErrorBody{Name: name, Message: message})
-	resp.StatusCode = status
-	resp.Status = fmt.Sprintf("%d %s", status, http.StatusText(status))
-	resp.Header = resp.Header.Clone()
-	resp.Header.Set("Content-Type", "application/json")
-	resp.Header.Del("Content-Length")
-	resp.ContentLength = int64(len(b))
-	resp.Body = io.NopCloser(bytes.NewReader(b))
-	return resp
-}
-
 // DoWithAuth implements atclient.AuthMethod: DPoP-signed requests with the
 // host's nonce, a refresh when the access token expired, and clear errors
 // for an expired session and for a write outside the granted scope.
 func (a *OAuthAuth) DoWithAuth(c *http.Client, req *http.Request, _ syntax.NSID) (*http.Response, error) {
-	durl := dpopURL(req.URL)
-	for range 3 {
-		sess := a.sess.Load()
-		access, nonce := sess.GetHostAccessData()
-		proof, err := sess.NewHostDPoP(req.Method, durl)
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Authorization", "DPoP "+access)
-		req.Header.Set("DPoP", proof)
-		resp, err := c.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		hdr := resp.Header.Get("WWW-Authenticate")
-		switch {
-		case resp.StatusCode == http.StatusUnauthorized && strings.Contains(hdr, `error="use_dpop_nonce"`):
-			n := resp.Header.Get("DPoP-Nonce")
-			if n == "" || n == nonce {
-				return resp, nil
-			}
-			drain(resp)
-			sess.UpdateHostDPoPNonce(req.Context(), n)
-		case resp.StatusCode == http.StatusUnauthorized && strings.Contains(hdr, `error="invalid_token"`):
-			if err := a.refresh(req.Context(), access, false); err != nil {
-				drain(resp)
-				if errors.Is(err, ErrOAuthExpired) {
-					return replaceBody(resp, http.StatusUnauthorized, expiredName, err.Error()), nil
-				}
-				return nil, err
-			}
-			drain(resp)
-		case resp.StatusCode == http.StatusForbidden:
-			b, rerr := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-			resp.Body.Close()
-			var eb atclient.ErrorBody
-			if rerr == nil && json.Unmarshal(b, &eb) == nil && eb.Name == scopeName {
-				msg := fmt.Sprintf("the OAuth session does not permit this (%s); it was granted %q, which covers the app.bulleted collections only",
-					eb.Message, strings.Join(a.Scopes(), " "))
-				return replaceBody(resp, http.StatusForbidden, scopeName, msg), nil
-			}
-			resp.Body = io.NopCloser(bytes.NewReader(b))
-			return resp, nil
-		default:
-			return resp, nil
-		}
-		if req, err = retryable(req); err != nil {
-			return nil, err
-		}
-	}
-	return nil, errors.New("OAuth request: still unauthorized after renewing the nonce and the tokens")
+	return DPoP{
+		Session: a.sess.Load,
+		Refresh: func(ctx context.Context, used string) error { return a.refresh(ctx, used, false) },
+		Ended:   func(err error) bool { return errors.Is(err, ErrOAuthExpired) },
+		Scope: func(detail string) string {
+			return fmt.Sprintf("the OAuth session does not permit this (%s); it was granted %q, which covers the app.bulleted collections only",
+				detail, strings.Join(a.Scopes(), " "))
+		},
+		What: "OAuth request",
+	}.Do(c, req)
 }
 
 // IsScopeMissing reports whether err is the PDS refusing a request outside
