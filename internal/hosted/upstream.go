@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -20,7 +19,6 @@ import (
 	"github.com/bluesky-social/indigo/atproto/atcrypto"
 	"github.com/bluesky-social/indigo/atproto/auth/oauth"
 	"github.com/bluesky-social/indigo/atproto/syntax"
-	"github.com/bluesky-social/indigo/util/ssrf"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
@@ -54,28 +52,10 @@ const (
 // or ended by the PDS): the MCP client must authorize again.
 var ErrSignInAgain = errors.New("the Bulleted sign-in of this account has expired or was revoked: reconnect the server in your MCP client (authorize again)")
 
-type limitBody struct{ rt http.RoundTripper }
-
-func (l limitBody) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := l.rt.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	resp.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.LimitReader(resp.Body, upstreamBodyLimit), resp.Body}
-	return resp, nil
-}
-
 // httpClient bounds every upstream OAuth request (timeout, body size);
 // publicOnly refuses private and loopback addresses (SSRF).
 func httpClient(publicOnly bool) *http.Client {
-	var rt http.RoundTripper = http.DefaultTransport
-	if publicOnly {
-		rt = ssrf.PublicOnlyTransport()
-	}
-	return &http.Client{Timeout: upstreamTimeout, Transport: limitBody{rt}}
+	return pds.BoundedClient(publicOnly, upstreamTimeout, upstreamBodyLimit)
 }
 
 func isLoopbackHost(host string) bool {

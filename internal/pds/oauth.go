@@ -198,8 +198,29 @@ func (s *fileStore) DeleteAuthRequestInfo(_ context.Context, state string) error
 	return nil
 }
 
-// limitBody caps every response body the OAuth code reads.
-type limitBody struct{ rt http.RoundTripper }
+// oauthClient is the HTTP client of OAuth requests: a timeout and a body
+// limit on each; publicOnly also refuses private and loopback addresses.
+func oauthClient(publicOnly bool) *http.Client {
+	return BoundedClient(publicOnly, oauthTimeout, oauthBodyLimit)
+}
+
+// BoundedClient is an HTTP client whose every request has timeout and whose
+// every response body is read to at most limit bytes; publicOnly refuses
+// private and loopback addresses (SSRF). The OAuth clients here and in the
+// hosted service use it.
+func BoundedClient(publicOnly bool, timeout time.Duration, limit int64) *http.Client {
+	var rt http.RoundTripper = http.DefaultTransport
+	if publicOnly {
+		rt = ssrf.PublicOnlyTransport()
+	}
+	return &http.Client{Timeout: timeout, Transport: limitBody{rt, limit}}
+}
+
+// limitBody caps every response body read through it.
+type limitBody struct {
+	rt    http.RoundTripper
+	limit int64
+}
 
 func (l limitBody) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := l.rt.RoundTrip(req)
@@ -209,18 +230,8 @@ func (l limitBody) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp.Body = struct {
 		io.Reader
 		io.Closer
-	}{io.LimitReader(resp.Body, oauthBodyLimit), resp.Body}
+	}{io.LimitReader(resp.Body, l.limit), resp.Body}
 	return resp, nil
-}
-
-// oauthClient is the HTTP client of OAuth requests: a timeout and a body
-// limit on each; publicOnly also refuses private and loopback addresses.
-func oauthClient(publicOnly bool) *http.Client {
-	var rt http.RoundTripper = http.DefaultTransport
-	if publicOnly {
-		rt = ssrf.PublicOnlyTransport()
-	}
-	return &http.Client{Timeout: oauthTimeout, Transport: limitBody{rt}}
 }
 
 func isLoopback(host string) bool {
