@@ -221,13 +221,9 @@ func ReadCAR(ctx context.Context, rd io.Reader, did syntax.DID) (*store.Snapshot
 	return c.snap, nil
 }
 
-// A record block has a "$type" key (CBOR text of length 5), which no MST
-// node or commit has; an app.bulleted record also has the app's NSID prefix.
-var (
-	typeKey    = []byte("\x65$type")
-	recordMark = []byte("app.bulleted.")
-	appPrefix  = []byte(store.Prefix)
-)
+// appPrefix starts the repository paths of app.bulleted records (blocks
+// are sorted with store.IsRecordBlock and store.IsAppRecordBlock).
+var appPrefix = []byte(store.Prefix)
 
 // readBlocks reads a CAR: the whole repository, or the blocks written since
 // a revision. Blocks are decoded, spread over the CPUs, while the rest of
@@ -262,9 +258,9 @@ func readBlocks(ctx context.Context, rd io.Reader, workers int) (*fetched, error
 			var d decoded
 			raw := blk.RawData()
 			switch {
-			case !bytes.Contains(raw, typeKey):
+			case !store.IsRecordBlock(raw):
 				d.node, d.err = decodeNode(blk)
-			case bytes.Contains(raw, recordMark):
+			case store.IsAppRecordBlock(raw):
 				d.rec.value, d.err = atdata.UnmarshalCBOR(raw)
 				d.rec.cid = blk.Cid().String()
 			default:

@@ -119,9 +119,9 @@ func readImportCAR(ctx context.Context, r io.Reader) (*importSource, error) {
 			return nil, fmt.Errorf("%w: block %s does not hash to its CID", ErrDamagedCAR, c)
 		}
 		switch {
-		case !bytes.Contains(data, typeKey):
+		case !IsRecordBlock(data):
 			nodes[c] = bytes.Clone(data)
-		case bytes.Contains(data, recordMark):
+		case IsAppRecordBlock(data):
 			src.recs[c] = bytes.Clone(data)
 		}
 	}
@@ -156,6 +156,15 @@ var (
 	typeKey    = []byte("\x65$type")
 	recordMark = []byte(Prefix)
 )
+
+// IsRecordBlock reports whether a repository block is a record (it has a
+// "$type" key), not an MST node or a commit. Reading a CAR, this sorts the
+// blocks without decoding them.
+func IsRecordBlock(raw []byte) bool { return bytes.Contains(raw, typeKey) }
+
+// IsAppRecordBlock reports whether a record block may be an app.bulleted
+// record (it holds the app's prefix); other apps' records are left out.
+func IsAppRecordBlock(raw []byte) bool { return bytes.Contains(raw, recordMark) }
 
 // mstWalk walks an imported MST in key order.
 type mstWalk struct {
