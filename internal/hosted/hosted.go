@@ -22,6 +22,7 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/search"
 	"github.com/bulleted-mcp/bulleted-mcp/server"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
@@ -84,6 +85,11 @@ type Server struct {
 	clientKey atcrypto.PrivateKeyExportable
 	keyID     string
 
+	// search keeps the search indexes of every user's calls, bounded by
+	// bytes for the whole instance (an index is per repository, whoever
+	// searches it)
+	search *search.Cache
+
 	mu    sync.Mutex
 	users map[string]*user
 }
@@ -110,7 +116,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, db: cfg.DB, sealer: cfg.Sealer, public: u.Scheme + "://" + u.Host, users: map[string]*user{}}
+	s := &Server{cfg: cfg, db: cfg.DB, sealer: cfg.Sealer, public: u.Scheme + "://" + u.Host, users: map[string]*user{}, search: search.NewCache(0)}
 	s.resource = s.public + "/mcp"
 	s.origin = strings.ToLower(s.public)
 	s.limits = newLimiters(cfg.Limits)
@@ -194,7 +200,7 @@ func (s *Server) user(ctx context.Context, did string) (*user, error) {
 	resolver := &pds.Resolver{Client: c, Directory: s.cfg.Directory}
 	eng.Resolver = resolver
 	others := &pds.Others{Resolver: resolver}
-	env := &tools.Env{Engine: eng, Others: func(ctx context.Context, ident string) (*outline.Tree, error) {
+	env := &tools.Env{Engine: eng, Search: s.search, Others: func(ctx context.Context, ident string) (*outline.Tree, error) {
 		snap, err := others.Snapshot(ctx, ident)
 		if err != nil {
 			return nil, err
