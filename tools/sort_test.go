@@ -94,4 +94,10 @@ func TestSortChildren(t *testing.T) {
 		t.Fatalf("top level by text: %v, want a, b, P", top)
 	}
 	r.refused("invalid", "sort_children", map[string]any{"node": p, "by": "colour"})
+	// a mirror has no text of its own: where it goes is said
+	r.ok("add_mirror", map[string]any{"original": r.key("a"), "parent": p})
+	sc = r.ok("sort_children", map[string]any{"node": p, "by": "text", "dry_run": true})
+	if d, _ := sc["diagnostics"].([]any); !slices.ContainsFunc(d, func(x any) bool { s, _ := x.(string); return strings.Contains(s, "1 mirror(s) have no text") }) {
+		t.Fatalf("a text sort with a mirror among the children does not say where it goes: %v", sc["diagnostics"])
+	}
 }

@@ -71,6 +71,11 @@ func (p *Planner) SortChildren(parent, by string, desc bool) error {
 	if n > 0 {
 		p.note("%d of %d children get a new sortKey; the others keep theirs", n, len(kids))
 	}
+	if by == SortText {
+		if m := countMirrors(kids); m > 0 {
+			p.note("%d mirror(s) have no text of their own and sort first by text", m)
+		}
+	}
 	return nil
 }
 
@@ -213,4 +218,14 @@ func digits(s string) string {
 		i++
 	}
 	return s[:i]
+}
+
+func countMirrors(items []*Item) int {
+	n := 0
+	for _, it := range items {
+		if it.Mirror {
+			n++
+		}
+	}
+	return n
 }
