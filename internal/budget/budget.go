@@ -610,6 +610,36 @@ func (l *Ledger) PausedUntil() time.Time {
 
 type resKey struct{}
 
+// CheckPlan tells whether cost points fit in l now and how many are left
+// (store.Budgeted's CheckBudget for a repository kept by a file ledger): -1
+// and nil when l is nil (no budget).
+func CheckPlan(l *Ledger, cost int) (int, error) {
+	if l == nil {
+		return -1, nil
+	}
+	if cost > 0 {
+		if err := l.Check(cost); err != nil {
+			return l.Left(), err
+		}
+	}
+	return l.Left(), nil
+}
+
+// ReservePlan holds cost points of l for one operation (store.Budgeted's
+// ReservePlan for a repository kept by a file ledger): the returned context
+// carries the reservation to Apply; release gives back what was not spent.
+// A nil l reserves nothing.
+func ReservePlan(ctx context.Context, l *Ledger, cost int) (context.Context, func(), error) {
+	if l == nil {
+		return ctx, func() {}, nil
+	}
+	r, err := l.Reserve(cost)
+	if err != nil {
+		return ctx, nil, err
+	}
+	return WithReservation(ctx, r), func() { r.Release() }, nil
+}
+
 // WithReservation returns a context that carries r to the repository's
 // Apply, which settles each committed batch against it.
 func WithReservation(ctx context.Context, r *Reservation) context.Context {

@@ -17,9 +17,9 @@ import (
 // userRepo is a user's PDS repository as the engine sees it in hosted mode:
 // every batch is paid for in the shared Postgres ledger (charged as spent
 // before it is sent, refunded only when it certainly did not land), and the operations journal is pushed to Postgres before each
-// batch. It is not a store.Limited: the engine's own file ledger is not
-// used: the engine reserves a whole plan's cost in the shared ledger through
-// ReservePlan (store.Reserver) before the first batch, and Apply settles
+// batch. The engine's own file ledger is not used: the engine reserves a
+// whole plan's cost in the shared ledger through ReservePlan
+// (store.Budgeted) before the first batch, and Apply settles
 // each batch against that reservation. A batch sent without one (no
 // operation) is reserved on its own.
 type userRepo struct {
@@ -29,13 +29,12 @@ type userRepo struct {
 }
 
 var (
-	_ store.Repository    = (*userRepo)(nil)
-	_ store.Reserver      = (*userRepo)(nil)
-	_ store.BudgetChecker = (*userRepo)(nil)
+	_ store.Repository = (*userRepo)(nil)
+	_ store.Budgeted   = (*userRepo)(nil)
 )
 
 // CheckBudget tells whether cost points fit in the user's shared budget now
-// (store.BudgetChecker), and how many are left in the rolling hour.
+// (store.Budgeted), and how many are left in the rolling hour.
 func (r *userRepo) CheckBudget(ctx context.Context, cost int) (int, error) {
 	left, err := r.ledger.Check(ctx, r.inner.DID().String(), cost)
 	if err != nil && !errors.Is(err, budget.ErrBudget) {
@@ -48,7 +47,7 @@ func (r *userRepo) CheckBudget(ctx context.Context, cost int) (int, error) {
 type planKey struct{}
 
 // ReservePlan holds cost points of the user's budget for one operation
-// (store.Reserver); it refuses with a *budget.Exceeded before anything is
+// (store.Budgeted); it refuses with a *budget.Exceeded before anything is
 // written when they do not fit.
 func (r *userRepo) ReservePlan(ctx context.Context, cost int) (context.Context, func(), error) {
 	did := r.inner.DID().String()

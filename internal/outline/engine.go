@@ -233,52 +233,40 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // budgetLeft is the points left in the repository's budget, or -1.
 func (e *Engine) budgetLeft(ctx context.Context) int {
-	if c, ok := e.Repo.(store.BudgetChecker); ok {
-		left, err := c.CheckBudget(ctx, 0)
-		if err != nil {
-			return -1
-		}
-		return left
+	b, ok := e.Repo.(store.Budgeted)
+	if !ok {
+		return -1
 	}
-	if l, ok := e.Repo.(store.Limited); ok && l.Ledger() != nil {
-		return l.Ledger().Left()
+	left, err := b.CheckBudget(ctx, 0)
+	if err != nil {
+		return -1
 	}
-	return -1
+	return left
 }
 
 // checkBudget tells whether cost fits now (dry runs).
 func (e *Engine) checkBudget(ctx context.Context, cost int) error {
-	if c, ok := e.Repo.(store.BudgetChecker); ok {
-		_, err := c.CheckBudget(ctx, cost)
-		var oe *Error
-		if errors.As(err, &oe) {
-			return err
-		}
-		return budgetError(err)
-	}
-	l, ok := e.Repo.(store.Limited)
-	if !ok || l.Ledger() == nil {
+	b, ok := e.Repo.(store.Budgeted)
+	if !ok {
 		return nil
 	}
-	return budgetError(l.Ledger().Check(cost))
+	_, err := b.CheckBudget(ctx, cost)
+	var oe *Error
+	if errors.As(err, &oe) {
+		return err
+	}
+	return budgetError(err)
 }
 
 // reserve holds cost points for an operation before its first batch; the
 // returned context carries the reservation to the repository's Apply, which
 // settles each committed batch against it; release gives back the rest.
 func (e *Engine) reserve(ctx context.Context, cost int) (context.Context, func(), error) {
-	if r, ok := e.Repo.(store.Reserver); ok {
-		return r.ReservePlan(ctx, cost)
-	}
-	l, ok := e.Repo.(store.Limited)
-	if !ok || l.Ledger() == nil {
+	b, ok := e.Repo.(store.Budgeted)
+	if !ok {
 		return ctx, func() {}, nil
 	}
-	r, err := l.Ledger().Reserve(cost)
-	if err != nil {
-		return ctx, nil, err
-	}
-	return budget.WithReservation(ctx, r), func() { r.Release() }, nil
+	return b.ReservePlan(ctx, cost)
 }
 
 // budgetError turns a budget refusal into an *Error the model can act on.

@@ -96,8 +96,16 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Ledger implements store.Limited.
-func (r *Repo) Ledger() *budget.Ledger { return r.Budget }
+// CheckBudget implements store.Budgeted with the repository's ledger
+// (Budget; nil: no budget).
+func (r *Repo) CheckBudget(_ context.Context, cost int) (int, error) {
+	return budget.CheckPlan(r.Budget, cost)
+}
+
+// ReservePlan implements store.Budgeted with the repository's ledger.
+func (r *Repo) ReservePlan(ctx context.Context, cost int) (context.Context, func(), error) {
+	return budget.ReservePlan(ctx, r.Budget, cost)
+}
 
 // DID implements store.Repository.
 func (r *Repo) DID() syntax.DID { return r.did }

@@ -6,8 +6,6 @@ import (
 	"strings"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
-
-	"github.com/bulleted-mcp/bulleted-mcp/internal/budget"
 )
 
 // MaxBatch is the most writes one Apply accepts (the reference PDS's limit).
@@ -99,29 +97,22 @@ type Repository interface {
 	Apply(ctx context.Context, swapCommit string, writes []Write) (*Result, error)
 }
 
-// Limited is implemented by repositories whose writes spend a budget (the
-// PDS backend). The engine checks a whole plan against it before the first
-// write; Apply paces and records each batch.
-type Limited interface {
-	Ledger() *budget.Ledger
-}
-
-// Reserver is implemented by repositories whose budget is kept outside the
-// process (hosted mode's shared ledger). The engine reserves a whole plan's
-// cost through it before the first batch, as with a Limited repository's
-// ledger: the returned context carries the reservation to Apply, which
-// settles each batch against it, and release gives back the rest. A refusal
-// wraps budget.ErrBudget.
-type Reserver interface {
-	ReservePlan(ctx context.Context, cost int) (context.Context, func(), error)
-}
-
-// BudgetChecker is implemented by repositories whose budget is kept outside
-// the process (hosted mode's shared ledger): CheckBudget tells whether cost
-// points fit now without holding them (dry runs; a refusal wraps
-// budget.ErrBudget) and how many are left in the rolling hour.
-type BudgetChecker interface {
+// Budgeted is the one optional budget interface of a repository: a
+// repository whose writes spend a budget (the PDS backend's file ledger,
+// hosted mode's shared Postgres ledger) implements it; one that does not
+// (the embedded store) has no budget. The engine asks it twice per write
+// operation: CheckBudget before a dry run answers (cost 0: only how many
+// points are left), ReservePlan before the first batch of a real one.
+type Budgeted interface {
+	// CheckBudget tells whether cost points fit now without holding them
+	// (a refusal wraps budget.ErrBudget) and how many are left; left is -1
+	// when the repository has no budget after all (a nil ledger).
 	CheckBudget(ctx context.Context, cost int) (left int, err error)
+	// ReservePlan holds cost points for one operation before its first
+	// batch: the returned context carries the reservation to Apply, which
+	// settles each committed batch against it, and release gives back the
+	// rest. A refusal wraps budget.ErrBudget.
+	ReservePlan(ctx context.Context, cost int) (reserved context.Context, release func(), err error)
 }
 
 // Cost is the write budget price of writes: create 3, update 2, delete 1.
