@@ -10,13 +10,14 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 )
 
 // batchable are the write tools apply_batch can combine, by name.
 func batchable() map[string]Tool {
 	m := map[string]Tool{}
 	for _, t := range All() {
-		if t.Plan != nil {
+		if t.Intent != nil {
 			m[t.Name] = t
 		}
 	}
@@ -85,13 +86,21 @@ func batchTool() Tool {
 					return toolError(err)
 				}
 			}
-			plan := wt.Plan
-			steps[i] = outline.Step{Tool: op.Tool, Plan: func(p *outline.Planner) error { return plan(p, args) }}
+			in, err := wt.Intent(args)
+			if err != nil {
+				var oe *outline.Error
+				if errors.As(err, &oe) {
+					problems = append(problems, fmt.Sprintf("ops[%d] (%s): %s", i, op.Tool, oe.Msg))
+					continue
+				}
+				return toolError(err)
+			}
+			steps[i] = outline.Step{Tool: op.Tool, Intent: in}
 		}
 		if len(problems) > 0 {
 			return toolError(&outline.Error{Kind: outline.ErrInvalidInput, Msg: strings.Join(problems, "; "), Next: "fix the named ops and call again; nothing was written"})
 		}
-		out, err := env.Engine.Do(ctx, dry, func(p *outline.Planner) error { return p.Batch(steps) })
+		out, err := env.Engine.Do(ctx, intent.Batch(steps), dry)
 		if err != nil {
 			return toolError(err)
 		}

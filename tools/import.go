@@ -10,7 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/markup"
-	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 )
 
 func importTool() Tool {
@@ -43,9 +43,7 @@ func importTool() Tool {
 		} else if err != nil {
 			return nil, err
 		}
-		out, err := env.Engine.Do(ctx, dry, func(p *outline.Planner) error {
-			return p.Insert(position(a, "parent"), d.Nodes)
-		})
+		out, err := env.Engine.Do(ctx, intent.Insert{Pos: position(a, "parent"), Nodes: d.Nodes}, dry)
 		if err != nil {
 			return toolError(err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/markup"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 )
 
 func argErr(format string, a ...any) error {
@@ -18,11 +19,12 @@ func position(a Args, parentKey string) outline.Position {
 	return outline.Position{Parent: a.Str(parentKey), After: a.Str("after"), Where: a.Str("position")}
 }
 
-// writeTool is a write tool whose plan apply_batch can combine: dry_run is
-// added to its schema and its handler runs the plan as one operation.
-func writeTool(t Tool, plan func(p *outline.Planner, a Args) error) Tool {
+// writeTool is a write tool: mk turns its checked arguments into an
+// intent value (package intent), which apply_batch can combine; dry_run is
+// added to its schema and its handler runs the intent as one operation.
+func writeTool(t Tool, mk func(a Args) (outline.Intent, error)) Tool {
 	t.Schema["properties"].(map[string]any)["dry_run"] = pDryRun
-	t.Plan = plan
+	t.Intent = mk
 	t.Output = writeOutput
 	if t.Family == "" {
 		t.Family = FamilyEdit
@@ -37,7 +39,11 @@ func writeTool(t Tool, plan func(p *outline.Planner, a Args) error) Tool {
 				return toolError(err)
 			}
 		}
-		out, err := env.Engine.Do(ctx, dry, func(p *outline.Planner) error { return plan(p, a) })
+		in, err := mk(a)
+		if err != nil {
+			return toolError(err)
+		}
+		out, err := env.Engine.Do(ctx, in, dry)
 		if err != nil {
 			return toolError(err)
 		}
@@ -74,11 +80,11 @@ func insertTool() Tool {
 			"completed": boolean(""),
 			"nodes":     map[string]any{"type": "array", "items": nodeSchema(InlineDepth - 1)},
 			"markdown":  pRef,
-		})}, func(p *outline.Planner, a Args) error {
+		})}, func(a Args) (outline.Intent, error) {
 		var nodes []outline.NewNode
 		has, err := a.Decode("nodes", &nodes)
 		if err != nil {
-			return argErr("%v", err)
+			return nil, argErr("%v", err)
 		}
 		forms := 0
 		for _, f := range []bool{has, a.OptStr("text") != nil, a.OptStr("markdown") != nil} {
@@ -87,26 +93,26 @@ func insertTool() Tool {
 			}
 		}
 		if forms > 1 {
-			return argErr("pass one of text, nodes or markdown")
+			return nil, argErr("pass one of text, nodes or markdown")
 		}
 		switch {
 		case a.OptStr("markdown") != nil:
 			d, err := markup.Markdown(a.Str("markdown"))
 			if err != nil {
-				return argErr("markdown: %v", err)
+				return nil, argErr("markdown: %v", err)
 			}
 			nodes = d.Nodes
 		case !has:
 			if a.OptStr("text") == nil {
-				return argErr("pass text for one bullet, or nodes or markdown for many")
+				return nil, argErr("pass text for one bullet, or nodes or markdown for many")
 			}
 			done, err := a.Bool("completed", false)
 			if err != nil {
-				return argErr("%v", err)
+				return nil, argErr("%v", err)
 			}
 			nodes = []outline.NewNode{{Text: a.Str("text"), Layout: a.Str("layout"), Display: a.Str("display"), Note: a.Str("note"), Completed: done}}
 		}
-		return p.Insert(position(a, "parent"), nodes)
+		return intent.Insert{Pos: position(a, "parent"), Nodes: nodes}, nil
 	})
 }
 
@@ -119,15 +125,15 @@ func moveTool() Tool {
 			"parent":   str("New parent, or top; omit to keep."),
 			"after":    pAfter,
 			"position": pPosition,
-		}), Guard: guardContributions}, func(p *outline.Planner, a Args) error {
+		}), Guard: guardContributions}, func(a Args) (outline.Intent, error) {
 		refs, _, err := a.Strings("nodes")
 		if err != nil {
-			return argErr("%v", err)
+			return nil, argErr("%v", err)
 		}
 		if n := a.Str("node"); n != "" {
 			refs = append([]string{n}, refs...)
 		}
-		return p.Move(refs, position(a, "parent"))
+		return intent.Move{Nodes: refs, Pos: position(a, "parent")}, nil
 	})
 }
 
@@ -135,12 +141,12 @@ func completeTool() Tool {
 	return writeTool(Tool{Name: "complete_todo", Title: "Tick a todo",
 		Description: "Tick a todo (completed=false unticks). A non-todo becomes a todo.",
 		Schema:      obj(map[string]any{"node": pRef, "completed": boolean("")}, "node"),
-		Ann:         Annotations{Idempotent: true}}, func(p *outline.Planner, a Args) error {
+		Ann:         Annotations{Idempotent: true}}, func(a Args) (outline.Intent, error) {
 		done, err := a.Bool("completed", true)
 		if err != nil {
-			return argErr("%v", err)
+			return nil, argErr("%v", err)
 		}
-		return p.Complete(a.Str("node"), done)
+		return intent.Complete{Node: a.Str("node"), Done: done}, nil
 	})
 }
 
@@ -148,8 +154,8 @@ func updateTool() Tool {
 	return writeTool(Tool{Name: "update_node", Title: "Edit a bullet",
 		Description: "Change a bullet's text, layout, display or note (\"\" removes a note).",
 		Schema:      obj(map[string]any{"node": pRef, "text": pRef, "layout": pRef, "display": pRef, "note": pRef}, "node"),
-		Ann:         Annotations{Idempotent: true}}, func(p *outline.Planner, a Args) error {
-		return p.Edit(a.Str("node"), outline.Edit{Text: a.OptStr("text"), Layout: a.OptStr("layout"), Display: a.OptStr("display"), Note: a.OptStr("note")})
+		Ann:         Annotations{Idempotent: true}}, func(a Args) (outline.Intent, error) {
+		return intent.Edit{Node: a.Str("node"), Edit: outline.Edit{Text: a.OptStr("text"), Layout: a.OptStr("layout"), Display: a.OptStr("display"), Note: a.OptStr("note")}}, nil
 	})
 }
 
@@ -157,8 +163,8 @@ func deleteTool() Tool {
 	return writeTool(Tool{Name: "delete_node", Title: "Delete a bullet",
 		Description: "Delete a bullet and its note. children: refuse (default), lift (into its place) or subtree.",
 		Schema:      obj(map[string]any{"node": pRef, "children": enum("", "refuse", "lift", "subtree")}, "node"),
-		Ann:         Annotations{Destructive: true}}, func(p *outline.Planner, a Args) error {
-		return p.DeleteNode(a.Str("node"), a.Str("children"))
+		Ann:         Annotations{Destructive: true}}, func(a Args) (outline.Intent, error) {
+		return intent.Delete{Node: a.Str("node"), Children: a.Str("children")}, nil
 	})
 }
 
@@ -166,7 +172,7 @@ func setOutlineTool() Tool {
 	return writeTool(Tool{Name: "set_outline", Title: "Title an outline",
 		Description: "Set the title/description of the outline or a subtree (root); \"\" removes.",
 		Schema:      obj(map[string]any{"root": pRef, "title": pRef, "description": pRef}),
-		Ann:         Annotations{Idempotent: true}}, func(p *outline.Planner, a Args) error {
-		return p.SetOutline(a.Str("root"), a.OptStr("title"), a.OptStr("description"))
+		Ann:         Annotations{Idempotent: true}}, func(a Args) (outline.Intent, error) {
+		return intent.Outline{Root: a.Str("root"), Title: a.OptStr("title"), Description: a.OptStr("description")}, nil
 	})
 }

@@ -1,6 +1,9 @@
 package tools
 
-import "github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+import (
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
+)
 
 func policyTool() Tool {
 	return writeTool(Tool{Name: "set_comment_policy", Title: "Set who may comment", Family: FamilySocial,
@@ -10,34 +13,34 @@ func policyTool() Tool {
 			"allow":  map[string]any{"type": "array", "items": enum("", "mentioned")},
 			"remove": boolean(""),
 		}),
-		Ann: Annotations{Idempotent: true}}, func(p *outline.Planner, a Args) error {
+		Ann: Annotations{Idempotent: true}}, func(a Args) (outline.Intent, error) {
 		allow, has, err := a.Strings("allow")
 		if err != nil {
-			return argErr("%v", err)
+			return nil, argErr("%v", err)
 		}
 		remove, err := a.Bool("remove", false)
 		if err != nil {
-			return argErr("%v", err)
+			return nil, argErr("%v", err)
 		}
 		if !has && !remove {
-			return argErr("pass allow ([\"mentioned\"] or []) or remove=true")
+			return nil, argErr("pass allow ([\"mentioned\"] or []) or remove=true")
 		}
-		return p.SetPolicy(a.Str("root"), allow, remove)
+		return intent.Policy{Root: a.Str("root"), Allow: allow, Remove: remove}, nil
 	})
 }
 
 func mirrorTool() Tool {
 	return writeTool(Tool{Name: "add_mirror", Title: "Mirror a bullet", Family: FamilySocial,
 		Description: "Show any bullet (original: at:// URI or key) and its subtree live in your outline.",
-		Schema:      obj(map[string]any{"original": pRef, "parent": pRef, "after": pAfter, "position": pPosition}, "original")}, func(p *outline.Planner, a Args) error {
-		return p.Mirror(a.Str("original"), position(a, "parent"))
+		Schema:      obj(map[string]any{"original": pRef, "parent": pRef, "after": pAfter, "position": pPosition}, "original")}, func(a Args) (outline.Intent, error) {
+		return intent.Mirror{Original: a.Str("original"), Pos: position(a, "parent")}, nil
 	})
 }
 
 func commentTool() Tool {
 	return writeTool(Tool{Name: "add_comment", Title: "Comment on a bullet", Family: FamilySocial,
 		Description: "Comment on any bullet; shown where its owner's policy allows.",
-		Schema:      obj(map[string]any{"subject": pRef, "text": pRef}, "subject", "text")}, func(p *outline.Planner, a Args) error {
-		return p.Comment(a.Str("subject"), a.Str("text"))
+		Schema:      obj(map[string]any{"subject": pRef, "text": pRef}, "subject", "text")}, func(a Args) (outline.Intent, error) {
+		return intent.Comment{Subject: a.Str("subject"), Text: a.Str("text")}, nil
 	})
 }

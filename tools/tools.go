@@ -69,8 +69,9 @@ type Tool struct {
 	Output      map[string]any // JSON Schema of structuredContent
 	Ann         Annotations
 	Handle      func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error)
-	// Plan is set on write tools that apply_batch can combine.
-	Plan func(p *outline.Planner, a Args) error
+	// Intent is set on write tools (which apply_batch can combine): it
+	// turns checked arguments into the intent the engine runs.
+	Intent func(a Args) (outline.Intent, error)
 	// Guard, when set on a write tool, checks its arguments against what
 	// only the handler can see (other repositories) before anything is
 	// planned, also inside apply_batch; an error refuses the call.

@@ -271,7 +271,7 @@ func BenchmarkTextVsListRecords(b *testing.B) {
 	for j := 0; j < 200; j++ {
 		ns = append(ns, outline.NewNode{Text: "Buy groceries for the week", Layout: "todo"})
 	}
-	e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) })
+	e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) })
 	tr, _ := e.Tree(ctx)
 	v, _ := view.Read(tr, nil, view.Options{Depth: 3})
 	txt := v.Text(false)
@@ -313,7 +313,7 @@ func BenchmarkToolLatency10k(b *testing.B) {
 		}
 		top = append(top, n)
 	}
-	if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, top) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, top) }); err != nil {
 		b.Fatal(err)
 	}
 	tr, _ := e.Tree(ctx)

@@ -28,7 +28,7 @@ func TestExportWholeOutline(t *testing.T) {
 		top.Children = append(top.Children, outline.NewNode{Text: fmt.Sprintf("item %d", i), Layout: "todo",
 			Children: []outline.NewNode{{Text: "a", Children: []outline.NewNode{{Text: "b", Children: []outline.NewNode{{Text: "deep"}}}}}}})
 	}
-	if _, err := e.Do(context.Background(), false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, []outline.NewNode{top}) }); err != nil {
+	if _, err := e.DoFunc(context.Background(), false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, []outline.NewNode{top}) }); err != nil {
 		t.Fatal(err)
 	}
 	l.Close()

@@ -87,7 +87,7 @@ func TestMarkdownRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, d.Nodes) }); err != nil {
+		if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, d.Nodes) }); err != nil {
 			t.Fatal(err)
 		}
 		tr, err := e.Tree(ctx)

@@ -151,11 +151,12 @@ func (e *Engine) nextKeys() *keyList {
 	return &keyList{clock: e.clock}
 }
 
-// Do plans fn against the current snapshot and, unless dryRun, commits it
-// as one operation: recorded before the first batch, its budget reserved,
-// conflicts re-planned (before anything landed) or ridden out (after), and
-// left incomplete — resumable and undoable — if it must stop part-way.
-func (e *Engine) Do(ctx context.Context, dryRun bool, fn func(p *Planner) error) (*Outcome, error) {
+// Do plans intent against the current snapshot and, unless dryRun, commits
+// it as one operation: recorded before the first batch, its budget
+// reserved, conflicts re-planned (before anything landed) or ridden out
+// (after), and left incomplete — resumable and undoable — if it must stop
+// part-way.
+func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, error) {
 	if !dryRun {
 		e.wmu.Lock()
 		defer e.wmu.Unlock()
@@ -168,7 +169,7 @@ func (e *Engine) Do(ctx context.Context, dryRun bool, fn func(p *Planner) error)
 			return nil, unavailable(err)
 		}
 		p := e.newPlanner(ctx, t, now, keys)
-		if err := fn(p); err != nil {
+		if err := intent.Plan(p); err != nil {
 			return nil, err
 		}
 		plan, err := p.finish()
@@ -210,6 +211,11 @@ func (e *Engine) Do(ctx context.Context, dryRun bool, fn func(p *Planner) error)
 		out.Op = &rep
 		return out, nil
 	}
+}
+
+// DoFunc is Do with a function as the intent.
+func (e *Engine) DoFunc(ctx context.Context, dryRun bool, fn func(p *Planner) error) (*Outcome, error) {
+	return e.Do(ctx, PlanFunc(fn), dryRun)
 }
 
 // errReplan: the first batch met a conflict and nothing of the operation

@@ -30,7 +30,7 @@ func seed10k(b *testing.B) (*outline.Engine, *outline.Tree) {
 		for j := 0; j < 200; j++ {
 			ns = append(ns, outline.NewNode{Text: "bullet"})
 		}
-		if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) }); err != nil {
+		if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) }); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -44,7 +44,7 @@ func BenchmarkPlanInsert10k(b *testing.B) {
 	anchor := tr.Roots[5000].Key()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := e.Do(ctx, true, func(p *outline.Planner) error {
+		if _, err := e.DoFunc(ctx, true, func(p *outline.Planner) error {
 			return p.Insert(outline.Position{After: anchor}, []outline.NewNode{{Text: "new"}})
 		}); err != nil {
 			b.Fatal(err)
@@ -61,7 +61,7 @@ func BenchmarkInsertCommit10k(b *testing.B) {
 	anchor := tr.Roots[5000].Key()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := e.Do(ctx, false, func(p *outline.Planner) error {
+		if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
 			return p.Insert(outline.Position{After: anchor}, []outline.NewNode{{Text: "new"}})
 		}); err != nil {
 			b.Fatal(err)
@@ -94,7 +94,7 @@ func TestJournalKeptAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := enginetest.Insert(t, e, outline.Position{}, "one", "two")
-	if _, err := e.Do(ctx, false, func(p *outline.Planner) error {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
 		return p.Edit(keys[0], outline.Edit{Text: ptr("ONE"), Note: ptr("a note")})
 	}); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
@@ -39,10 +40,8 @@ func ExampleEngine_Do() {
 	ctx := context.Background()
 	e := outline.New(repo)
 
-	out, err := e.Do(ctx, false, func(p *outline.Planner) error {
-		return p.Insert(outline.Position{}, []outline.NewNode{{Text: "Trip", Children: []outline.NewNode{
-			{Text: "Book train", Layout: "todo"}, {Text: "Pack", Layout: "todo"}}}})
-	})
+	out, err := e.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: "Trip", Children: []outline.NewNode{
+		{Text: "Book train", Layout: "todo"}, {Text: "Pack", Layout: "todo"}}}}}, false)
 	if err != nil {
 		panic(err)
 	}
@@ -50,7 +49,7 @@ func ExampleEngine_Do() {
 
 	t, _ := e.Tree(ctx)
 	book := t.Roots[0].Children[0].Key()
-	if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Complete(book, true) }); err != nil {
+	if _, err := e.Do(ctx, intent.Complete{Node: book, Done: true}, false); err != nil {
 		panic(err)
 	}
 	t, _ = e.Tree(ctx)
@@ -75,7 +74,7 @@ func ExampleEngine_Do_dryRun() {
 	ctx := context.Background()
 	e := outline.New(repo)
 
-	out, err := e.Do(ctx, true, func(p *outline.Planner) error {
+	out, err := e.DoFunc(ctx, true, func(p *outline.Planner) error {
 		return p.Insert(outline.Position{}, []outline.NewNode{{Text: "Draft", Note: "not yet"}})
 	})
 	if err != nil {

@@ -448,37 +448,6 @@ func (p *Planner) node(ref string) (*Item, error) {
 	return it, nil
 }
 
-// Complete plans ticking (or unticking) a todo.
-func (p *Planner) Complete(ref string, done bool) error {
-	it, err := p.node(ref)
-	if err != nil {
-		return err
-	}
-	v := Copy(it.Rec.Value)
-	if l, _ := v["layout"].(string); l != "todo" {
-		v["layout"] = "todo"
-		p.note("%s was a %s; it is now a todo", it.Key(), orDefault(l, "bullet"))
-	}
-	_, had := v["completedAt"]
-	if done {
-		if had {
-			p.note("%s was already complete", it.Key())
-		} else {
-			v["completedAt"] = p.stamp()
-		}
-	} else {
-		delete(v, "completedAt")
-	}
-	p.update(it.Rec, v, "")
-	p.touch(it.Key())
-	if done {
-		p.summary("complete %s", named(it))
-	} else {
-		p.summary("reopen %s", named(it))
-	}
-	return nil
-}
-
 func orDefault(s, d string) string {
 	if s == "" {
 		return d
@@ -648,24 +617,6 @@ func (p *Planner) Mirror(original string, pos Position) error {
 	p.create(lexicon.Mirror, rk, v, "")
 	p.touch(rk)
 	p.summary("mirror %s under %s", u, p.named(parent))
-	return nil
-}
-
-// Comment plans a comment on subject (any identity's node), in this repo.
-func (p *Planner) Comment(subject, text string) error {
-	uri := subject
-	if !strings.HasPrefix(subject, "at://") {
-		it, err := p.node(subject)
-		if err != nil {
-			return err
-		}
-		uri = p.t.NodeURI(it.Key())
-	}
-	v := map[string]any{"$type": lexicon.Comment, "subject": uri, "text": text, "createdAt": p.stamp()}
-	p.facets(v, text)
-	p.create(lexicon.Comment, p.newKey(), v, "")
-	p.note("a comment renders only where the bullet owner's comment policy allows it")
-	p.summary("comment on %s", uri)
 	return nil
 }
 

@@ -133,7 +133,7 @@ func head(xs []string) []string {
 }
 
 func insertTop(ctx context.Context, e *outline.Engine, ns []outline.NewNode) (*outline.Outcome, error) {
-	return e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) })
+	return e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) })
 }
 
 // A multi-batch insert is one operation; every commit holds nodes with
@@ -580,7 +580,7 @@ func TestReadWhileWriteInFlight(t *testing.T) {
 	if err != nil || len(tr.Roots) != 1 || tr.Roots[0].Str("text") != "there" {
 		t.Fatalf("read during a write: %v", err)
 	}
-	if _, err := e.Do(ctx, true, func(p *outline.Planner) error { return p.Insert(outline.Position{}, nodesWithNotes(1)) }); err != nil {
+	if _, err := e.DoFunc(ctx, true, func(p *outline.Planner) error { return p.Insert(outline.Position{}, nodesWithNotes(1)) }); err != nil {
 		t.Fatalf("dry run during a write: %v", err)
 	}
 	close(release)

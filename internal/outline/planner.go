@@ -206,10 +206,10 @@ func (p *Planner) delete(rec store.Record, label string) {
 		p.priorOf(rec.Collection, rec.RKey), label)
 }
 
-// Step is one intent of a Batch: the tool it came from and its planner.
+// Step is one intent of a Batch and the tool it came from.
 type Step struct {
-	Tool string
-	Plan func(p *Planner) error
+	Tool   string
+	Intent Intent
 }
 
 // Batch plans several intents in order against one snapshot; each sees the
@@ -220,7 +220,7 @@ func (p *Planner) Batch(steps []Step) error {
 	}
 	var sums []string
 	for i, s := range steps {
-		if err := s.Plan(p); err != nil {
+		if err := s.Intent.Plan(p); err != nil {
 			var oe *Error
 			if errors.As(err, &oe) {
 				return &Error{Kind: oe.Kind, Msg: fmt.Sprintf("ops[%d] (%s): %s", i, s.Tool, oe.Msg), Next: oe.Next, Data: oe.Data}
@@ -265,9 +265,6 @@ func (p *Planner) advance() {
 	p.dirty = p.dirty[:0]
 	p.t = p.t.Next(p.base.Commit, p.base.Rev, changes)
 }
-
-// Tree is the tree the planner currently plans against.
-func (p *Planner) Tree() *Tree { return p.t }
 
 // Copy returns a shallow copy of a record value for editing.
 func Copy(v map[string]any) map[string]any { return maps.Clone(v) }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/enginetest"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
@@ -32,8 +33,8 @@ func TestFoldTable(t *testing.T) {
 			name: "delete then create = update (remove the policy, set it again)",
 			steps: func(s setup) []outline.Step {
 				return []outline.Step{
-					{Tool: "set_comment_policy", Plan: func(p *outline.Planner) error { return p.SetPolicy("", nil, true) }},
-					{Tool: "set_comment_policy", Plan: func(p *outline.Planner) error { return p.SetPolicy("", []string{"mentioned"}, false) }},
+					{Tool: "set_comment_policy", Intent: outline.PlanFunc(func(p *outline.Planner) error { return p.SetPolicy("", nil, true) })},
+					{Tool: "set_comment_policy", Intent: outline.PlanFunc(func(p *outline.Planner) error { return p.SetPolicy("", []string{"mentioned"}, false) })},
 				}
 			},
 			wantOps: []store.Op{store.Update},
@@ -53,7 +54,7 @@ func TestFoldTable(t *testing.T) {
 			steps: func(s setup) []outline.Step {
 				var key string
 				return []outline.Step{
-					{Tool: "insert_after", Plan: func(p *outline.Planner) error {
+					{Tool: "insert_after", Intent: outline.PlanFunc(func(p *outline.Planner) error {
 						if err := p.Insert(outline.Position{}, []outline.NewNode{{Text: "temp", Note: "n"}}); err != nil {
 							return err
 						}
@@ -62,15 +63,15 @@ func TestFoldTable(t *testing.T) {
 							_ = k
 						}
 						return nil
-					}},
-					{Tool: "delete_node", Plan: func(p *outline.Planner) error {
+					})},
+					{Tool: "delete_node", Intent: outline.PlanFunc(func(p *outline.Planner) error {
 						for k, it := range p.Tree().Nodes.All() {
 							if it.Str("text") == "temp" {
 								key = k
 							}
 						}
 						return p.DeleteNode(key, "")
-					}},
+					})},
 				}
 			},
 			wantOps: nil,
@@ -80,8 +81,8 @@ func TestFoldTable(t *testing.T) {
 			steps: func(s setup) []outline.Step {
 				a, b := "first", "second"
 				return []outline.Step{
-					{Tool: "update_node", Plan: func(p *outline.Planner) error { return p.Edit(s.keys[0], outline.Edit{Text: &a}) }},
-					{Tool: "update_node", Plan: func(p *outline.Planner) error { return p.Edit(s.keys[0], outline.Edit{Text: &b}) }},
+					{Tool: "update_node", Intent: outline.PlanFunc(func(p *outline.Planner) error { return p.Edit(s.keys[0], outline.Edit{Text: &a}) })},
+					{Tool: "update_node", Intent: outline.PlanFunc(func(p *outline.Planner) error { return p.Edit(s.keys[0], outline.Edit{Text: &b}) })},
 				}
 			},
 			wantOps: []store.Op{store.Update},
@@ -96,8 +97,8 @@ func TestFoldTable(t *testing.T) {
 			steps: func(s setup) []outline.Step {
 				a := "changed"
 				return []outline.Step{
-					{Tool: "update_node", Plan: func(p *outline.Planner) error { return p.Edit(s.keys[1], outline.Edit{Text: &a}) }},
-					{Tool: "delete_node", Plan: func(p *outline.Planner) error { return p.DeleteNode(s.keys[1], "") }},
+					{Tool: "update_node", Intent: outline.PlanFunc(func(p *outline.Planner) error { return p.Edit(s.keys[1], outline.Edit{Text: &a}) })},
+					{Tool: "delete_node", Intent: outline.PlanFunc(func(p *outline.Planner) error { return p.DeleteNode(s.keys[1], "") })},
 				}
 			},
 			wantOps: []store.Op{store.Delete},
@@ -112,8 +113,8 @@ func TestFoldTable(t *testing.T) {
 			steps: func(s setup) []outline.Step {
 				a, b := "other", "one"
 				return []outline.Step{
-					{Tool: "update_node", Plan: func(p *outline.Planner) error { return p.Edit(s.keys[0], outline.Edit{Text: &a}) }},
-					{Tool: "update_node", Plan: func(p *outline.Planner) error { return p.Edit(s.keys[0], outline.Edit{Text: &b}) }},
+					{Tool: "update_node", Intent: outline.PlanFunc(func(p *outline.Planner) error { return p.Edit(s.keys[0], outline.Edit{Text: &a}) })},
+					{Tool: "update_node", Intent: outline.PlanFunc(func(p *outline.Planner) error { return p.Edit(s.keys[0], outline.Edit{Text: &b}) })},
 				}
 			},
 			wantOps: nil,
@@ -124,17 +125,17 @@ func TestFoldTable(t *testing.T) {
 				var key string
 				b := "edited"
 				return []outline.Step{
-					{Tool: "insert_after", Plan: func(p *outline.Planner) error {
+					{Tool: "insert_after", Intent: outline.PlanFunc(func(p *outline.Planner) error {
 						return p.Insert(outline.Position{}, []outline.NewNode{{Text: "new"}})
-					}},
-					{Tool: "update_node", Plan: func(p *outline.Planner) error {
+					})},
+					{Tool: "update_node", Intent: outline.PlanFunc(func(p *outline.Planner) error {
 						for k, it := range p.Tree().Nodes.All() {
 							if it.Str("text") == "new" {
 								key = k
 							}
 						}
 						return p.Edit(key, outline.Edit{Text: &b})
-					}},
+					})},
 				}
 			},
 			wantOps: []store.Op{store.Create},
@@ -151,13 +152,13 @@ func TestFoldTable(t *testing.T) {
 			l := openLocal(t, t.TempDir())
 			e := outline.New(l)
 			keys := enginetest.Insert(t, e, outline.Position{}, "one", "two")
-			if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.SetPolicy("", []string{}, false) }); err != nil {
+			if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.SetPolicy("", []string{}, false) }); err != nil {
 				t.Fatal(err)
 			}
 			s := setup{e, l, keys}
 			before, _ := l.Snapshot(ctx)
 			steps := tc.steps(s)
-			out, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Batch(steps) })
+			out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Batch(steps) })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -190,13 +191,13 @@ func TestNoOpIntents(t *testing.T) {
 	l := openLocal(t, t.TempDir())
 	e := outline.New(l)
 	keys := enginetest.Insert(t, e, outline.Position{}, "same", "second", "third")
-	if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Complete(keys[0], true) }); err != nil {
+	if _, err := e.Do(ctx, intent.Complete{Node: keys[0], Done: true}, false); err != nil {
 		t.Fatal(err)
 	}
 	same := "same"
 	for name, fn := range map[string]func(p *outline.Planner) error{
 		"same text again":           func(p *outline.Planner) error { return p.Edit(keys[0], outline.Edit{Text: &same}) },
-		"complete a completed todo": func(p *outline.Planner) error { return p.Complete(keys[0], true) },
+		"complete a completed todo": func(p *outline.Planner) error { return intent.Complete{Node: keys[0], Done: true}.Plan(p) },
 		"set_outline {}":            func(p *outline.Planner) error { return p.SetOutline("", nil, nil) },
 		"move to where it is":       func(p *outline.Planner) error { return p.Move([]string{keys[0]}, outline.Position{Where: "first"}) },
 		"move after its own left sibling": func(p *outline.Planner) error {
@@ -205,7 +206,7 @@ func TestNoOpIntents(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			before, _ := l.Snapshot(ctx)
-			out, err := e.Do(ctx, false, fn)
+			out, err := e.DoFunc(ctx, false, fn)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -269,7 +270,7 @@ func BenchmarkPlanInsert20k(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		out, err := e.Do(ctx, true, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) })
+		out, err := e.DoFunc(ctx, true, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) })
 		if err != nil || len(out.Plan.Writes) != 20000 {
 			b.Fatal(err)
 		}
@@ -285,13 +286,13 @@ func BenchmarkDryRunDeleteSubtree10k(b *testing.B) {
 		for j := range ns {
 			ns[j] = outline.NewNode{Text: "leaf"}
 		}
-		if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{Parent: keys[0]}, ns) }); err != nil {
+		if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{Parent: keys[0]}, ns) }); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		out, err := e.Do(ctx, true, func(p *outline.Planner) error { return p.DeleteNode(keys[0], "subtree") })
+		out, err := e.DoFunc(ctx, true, func(p *outline.Planner) error { return p.DeleteNode(keys[0], "subtree") })
 		if err != nil || len(out.Plan.Writes) != 10001 {
 			b.Fatal(err)
 		}

@@ -107,7 +107,7 @@ func BenchmarkPlanInsert(b *testing.B) {
 		parent := tr.Roots[3].Key()
 		b.ResetTimer()
 		for b.Loop() {
-			if _, err := e.Do(ctx, true, func(p *outline.Planner) error {
+			if _, err := e.DoFunc(ctx, true, func(p *outline.Planner) error {
 				return p.Insert(outline.Position{Parent: parent}, []outline.NewNode{{Text: "one"}})
 			}); err != nil {
 				b.Fatal(err)

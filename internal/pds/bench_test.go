@@ -88,7 +88,7 @@ func seed(b *testing.B) (*pdstest.Account, *pds.Repo) {
 		top = append(top, n)
 	}
 	start := time.Now()
-	out, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, top) })
+	out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, top) })
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func BenchmarkReadOutline10k(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				if _, err := w.Do(ctx, false, func(p *outline.Planner) error {
+				if _, err := w.DoFunc(ctx, false, func(p *outline.Planner) error {
 					return p.Edit(key, outline.Edit{Text: ptr(fmt.Sprint("edited ", i))})
 				}); err != nil {
 					b.Fatal(err)
@@ -217,7 +217,7 @@ func BenchmarkReadOutline10k(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				if _, err := w.Do(ctx, false, func(p *outline.Planner) error {
+				if _, err := w.DoFunc(ctx, false, func(p *outline.Planner) error {
 					return p.Edit(key, outline.Edit{Text: ptr(fmt.Sprint("edited ", i))})
 				}); err != nil {
 					b.Fatal(err)
@@ -269,7 +269,7 @@ func BenchmarkMove1000(b *testing.B) {
 		for j := 0; j < 1000; j++ {
 			kids = append(kids, outline.NewNode{Text: fmt.Sprint("item ", j)})
 		}
-		if _, err := e.Do(ctx, false, func(p *outline.Planner) error {
+		if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
 			return p.Insert(outline.Position{}, []outline.NewNode{{Text: "from", Children: kids}, {Text: "to"}, {Text: "back"}})
 		}); err != nil {
 			b.Fatal(err)
@@ -281,14 +281,14 @@ func BenchmarkMove1000(b *testing.B) {
 			refs = append(refs, c.Key())
 		}
 		start := time.Now()
-		out, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Move(refs, outline.Position{Parent: to}) })
+		out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Move(refs, outline.Position{Parent: to}) })
 		if err != nil {
 			b.Fatal(err)
 		}
 		batched := time.Since(start)
 		start = time.Now()
 		for _, ref := range refs {
-			if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Move([]string{ref}, outline.Position{Parent: back}) }); err != nil {
+			if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Move([]string{ref}, outline.Position{Parent: back}) }); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/bluesky-social/indigo/atproto/atclient"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
@@ -86,7 +87,7 @@ func TestIncrementalRead(t *testing.T) {
 		}
 		ns = append(ns, n)
 	}
-	if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) }); err != nil {
 		t.Fatal(err)
 	}
 	t0, err := e.Tree(ctx)
@@ -107,7 +108,7 @@ func TestIncrementalRead(t *testing.T) {
 
 	// the other client edits, moves, completes, deletes and inserts
 	roots := t0.Roots
-	if _, err := other.Do(ctx, false, func(p *outline.Planner) error {
+	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error {
 		if err := p.Edit(roots[1].Key(), outline.Edit{Text: ptr("edited"), Note: ptr("a new note")}); err != nil {
 			return err
 		}
@@ -117,7 +118,7 @@ func TestIncrementalRead(t *testing.T) {
 		if err := p.Move([]string{roots[2].Key(), roots[3].Key()}, outline.Position{Parent: roots[5].Key()}); err != nil {
 			return err
 		}
-		if err := p.Complete(roots[4].Children[0].Key(), true); err != nil {
+		if err := (intent.Complete{Node: roots[4].Children[0].Key(), Done: true}).Plan(p); err != nil {
 			return err
 		}
 		if err := p.DeleteNode(roots[8].Key(), "subtree"); err != nil {
@@ -142,7 +143,7 @@ func TestIncrementalRead(t *testing.T) {
 	// our own write, then the tree: the engine's tree matches it, and no
 	// whole read nor walk of the MST made it
 	walks := r.Stats.Walks.Load()
-	if _, err := e.Do(ctx, false, func(p *outline.Planner) error {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
 		return p.DeleteNode(roots[12].Key(), "subtree")
 	}); err != nil {
 		t.Fatal(err)
@@ -161,7 +162,7 @@ func TestIncrementalRead(t *testing.T) {
 
 	// deleting most of the outline leaves most kept blocks unreachable:
 	// they are dropped
-	if _, err := other.Do(ctx, false, func(p *outline.Planner) error {
+	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error {
 		for _, it := range roots[30:] {
 			if err := p.DeleteNode(it.Key(), "subtree"); err != nil {
 				return err
@@ -187,7 +188,7 @@ func TestIncrementalRead(t *testing.T) {
 	// what was kept cannot complete the MST: the whole repository again
 	pds.ForgetKeptBlocks(r)
 	diffs = r.Stats.Diffs.Load()
-	if _, err := other.Do(ctx, false, func(p *outline.Planner) error {
+	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error {
 		return p.Edit(roots[20].Key(), outline.Edit{Text: ptr("edited again")})
 	}); err != nil {
 		t.Fatal(err)
@@ -220,7 +221,7 @@ func TestCacheAcrossRestarts(t *testing.T) {
 	for i := 0; i < 40; i++ {
 		ns = append(ns, outline.NewNode{Text: fmt.Sprint("bullet ", i), Note: "note"})
 	}
-	if _, err := other.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) }); err != nil {
+	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) }); err != nil {
 		t.Fatal(err)
 	}
 	read := func(r *pds.Repo) *store.Snapshot {
@@ -254,7 +255,7 @@ func TestCacheAcrossRestarts(t *testing.T) {
 	}
 
 	// restart after the editor changed things: only the difference
-	if _, err := other.Do(ctx, false, func(p *outline.Planner) error {
+	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error {
 		tr := p.Tree()
 		if err := p.Edit(tr.Roots[0].Key(), outline.Edit{Text: ptr("changed while we were away")}); err != nil {
 			return err
@@ -336,7 +337,7 @@ func TestPDSIgnoringSince(t *testing.T) {
 	defer ignoring.Close()
 	a := account(t, srv)
 	other := outline.New(login(t, srv, a, t.TempDir(), nil))
-	if _, err := other.Do(ctx, false, func(p *outline.Planner) error {
+	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error {
 		return p.Insert(outline.Position{}, []outline.NewNode{{Text: "one"}, {Text: "two"}})
 	}); err != nil {
 		t.Fatal(err)
@@ -352,7 +353,7 @@ func TestPDSIgnoringSince(t *testing.T) {
 			t.Fatalf("read %d: %d records; heads, CARs, differences = %v, want %v", i, len(s.Records), counts(), want)
 		}
 	}
-	if _, err := other.Do(ctx, false, func(p *outline.Planner) error {
+	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error {
 		return p.Insert(outline.Position{}, []outline.NewNode{{Text: "three"}})
 	}); err != nil {
 		t.Fatal(err)
@@ -409,7 +410,7 @@ func TestGzipRead(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		ns = append(ns, outline.NewNode{Text: fmt.Sprint("bullet ", i), Note: "note"})
 	}
-	if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) }); err != nil {
 		t.Fatal(err)
 	}
 	var snaps []*store.Snapshot

@@ -44,7 +44,7 @@ func TestChangesOwnWrite(t *testing.T) {
 	for i := range 30 {
 		ns = append(ns, outline.NewNode{Text: fmt.Sprint("bullet ", i), Note: "note"})
 	}
-	if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) }); err != nil {
 		t.Fatal(err)
 	}
 	tr, err := e.Tree(ctx)
@@ -234,7 +234,7 @@ func TestChangesOtherClient(t *testing.T) {
 		write(ws)
 		check(round)
 		// and one of ours in between
-		if _, err := e.Do(ctx, false, func(p *outline.Planner) error {
+		if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
 			return p.Insert(outline.Position{Parent: top, Where: "first"}, []outline.NewNode{{Text: fmt.Sprint("ours ", round)}})
 		}); err != nil {
 			t.Fatal(err)

@@ -61,7 +61,7 @@ func newEngine(repo store.Repository, dir string) (*outline.Engine, error) {
 
 // insertOp inserts nodes as the last children of parent ("" = top level).
 func insertOp(ctx context.Context, eng *outline.Engine, parent string, nodes []outline.NewNode) (*opReport, error) {
-	out, err := eng.Do(ctx, false, func(p *outline.Planner) error {
+	out, err := eng.DoFunc(ctx, false, func(p *outline.Planner) error {
 		return p.Insert(outline.Position{Parent: parent}, nodes)
 	})
 	return reportOf(out, err), err
@@ -69,7 +69,7 @@ func insertOp(ctx context.Context, eng *outline.Engine, parent string, nodes []o
 
 // deleteSubtreeOp deletes key and everything under it.
 func deleteSubtreeOp(ctx context.Context, eng *outline.Engine, key string) (*opReport, error) {
-	out, err := eng.Do(ctx, false, func(p *outline.Planner) error { return p.DeleteNode(key, "subtree") })
+	out, err := eng.DoFunc(ctx, false, func(p *outline.Planner) error { return p.DeleteNode(key, "subtree") })
 	return reportOf(out, err), err
 }
 

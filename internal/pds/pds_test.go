@@ -125,7 +125,7 @@ func TestConcurrentWriters(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < n; i++ {
-				_, err := e.Do(ctx, false, func(p *outline.Planner) error {
+				_, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
 					return p.Insert(outline.Position{Parent: top}, []outline.NewNode{{Text: fmt.Sprintf("w%d-%d", w, i)}})
 				})
 				if err != nil {
@@ -193,7 +193,7 @@ func TestAmbiguousFailureNoDuplicate(t *testing.T) {
 	e := outline.New(r)
 	enginetest.Insert(t, e, outline.Position{}, "first")
 	tr.left.Store(1)
-	out, err := e.Do(ctx, false, func(p *outline.Planner) error {
+	out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
 		return p.Insert(outline.Position{}, []outline.NewNode{{Text: "second", Note: "with a note"}})
 	})
 	if err != nil {
@@ -235,10 +235,10 @@ func TestReadPathsAgree(t *testing.T) {
 		}
 		ns = append(ns, n)
 	}
-	if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Do(ctx, false, func(p *outline.Planner) error {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
 		return p.SetPolicy("", []string{"mentioned"}, false)
 	}); err != nil {
 		t.Fatal(err)
@@ -316,7 +316,7 @@ func TestBudgetAgainstRateLimits(t *testing.T) {
 	}
 	ok := 0
 	for i := 0; i < 20; i++ {
-		_, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, bullets(200)) })
+		_, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, bullets(200)) })
 		if err != nil {
 			if !errors.Is(err, outline.ErrBudget) {
 				t.Fatalf("insert %d: %v", i, err)
@@ -329,7 +329,7 @@ func TestBudgetAgainstRateLimits(t *testing.T) {
 	if ok != 8 || r.Stats.RateLimited.Load() != 0 {
 		t.Fatalf("%d inserts of 600 points, %d 429s", ok, r.Stats.RateLimited.Load())
 	}
-	if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, bullets(66)) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, bullets(66)) }); err != nil {
 		t.Fatalf("198 points of the last 200: %v", err)
 	}
 	if left := ledger.Left(); left != 2 {
@@ -339,7 +339,7 @@ func TestBudgetAgainstRateLimits(t *testing.T) {
 	r2 := login(t, rl, a, t.TempDir(), nil)
 	l2, _ := budget.New("")
 	r2.Budget = l2
-	_, err = outline.New(r2).Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, bullets(10)) })
+	_, err = outline.New(r2).DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, bullets(10)) })
 	if !errors.Is(err, outline.ErrBudget) || r2.Stats.RateLimited.Load() != 1 {
 		t.Fatalf("want a budget error from a 429, got %v (429s: %d)", err, r2.Stats.RateLimited.Load())
 	}

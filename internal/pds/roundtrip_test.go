@@ -29,10 +29,10 @@ func TestImportRoundTripFromPDS(t *testing.T) {
 		}},
 		{Text: "Ideas", Layout: "h2"},
 	}
-	if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, nodes) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, nodes) }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.SetOutline("", ptr("Q3"), nil) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.SetOutline("", ptr("Q3"), nil) }); err != nil {
 		t.Fatal(err)
 	}
 	rendered := func(repo store.Repository) string {

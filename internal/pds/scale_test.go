@@ -85,7 +85,7 @@ func BenchmarkInsertPDS(b *testing.B) {
 			}
 			parent := t.Roots[0].Key()
 			insert := func(i int) {
-				if _, err := e.Do(ctx, false, func(p *outline.Planner) error {
+				if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
 					return p.Insert(outline.Position{Parent: parent, Where: "first"}, []outline.NewNode{{Text: fmt.Sprint("bench ", i)}})
 				}); err != nil {
 					b.Fatal(err)

@@ -50,7 +50,7 @@ func TestIndexFollowsCommits(t *testing.T) {
 		}
 		seed = append(seed, n)
 	}
-	if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, seed) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, seed) }); err != nil {
 		t.Fatal(err)
 	}
 	x := New()
@@ -85,7 +85,7 @@ func TestIndexFollowsCommits(t *testing.T) {
 			note := fmt.Sprint("budget note ", step)
 			fn = func(p *outline.Planner) error { return p.Edit(a, outline.Edit{Note: &note}) }
 		}
-		out, err := e.Do(ctx, false, fn)
+		out, err := e.DoFunc(ctx, false, fn)
 		if err != nil {
 			continue // a refused move (into its own subtree): nothing written
 		}

@@ -53,7 +53,7 @@ func resumeAfterForeignAppends(t *testing.T, open Open) {
 	for i := range ns {
 		ns[i] = outline.NewNode{Text: fmt.Sprintf("r%d", i)}
 	}
-	_, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) })
+	_, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) })
 	var oe *outline.Error
 	if !errors.As(err, &oe) || !errors.Is(err, outline.ErrIncomplete) {
 		t.Fatalf("want an incomplete operation, got %v", err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 )
 
 // sortChildren: the top level sorted by text lands in that order as read
@@ -16,7 +17,7 @@ func sortChildren(t *testing.T, open Open) {
 	e := outline.New(open(t))
 	Insert(t, e, outline.Position{}, "delta", "Alpha", "charlie 10", "bravo", "charlie 9", "echo")
 	before := Texts(t, e, "")
-	out, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.SortChildren("", outline.SortText, false) })
+	out, err := e.Do(ctx, intent.Sort{By: intent.SortText}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/order"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/validate"
 )
@@ -40,7 +41,7 @@ func Insert(t testing.TB, e *outline.Engine, pos outline.Position, texts ...stri
 	for _, s := range texts {
 		ns = append(ns, outline.NewNode{Text: s})
 	}
-	out, err := e.Do(context.Background(), false, func(p *outline.Planner) error { return p.Insert(pos, ns) })
+	out, err := e.DoFunc(context.Background(), false, func(p *outline.Planner) error { return p.Insert(pos, ns) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,19 +75,19 @@ func insertMoveDeleteUndo(t *testing.T, open Open) {
 	}
 	kids := Insert(t, e, outline.Position{Parent: top[1]}, "b1", "b2")
 	// move C before A
-	if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Move([]string{top[2]}, outline.Position{Where: "first"}) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Move([]string{top[2]}, outline.Position{Where: "first"}) }); err != nil {
 		t.Fatal(err)
 	}
 	if got := Texts(t, e, ""); !reflect.DeepEqual(got, []string{"C", "A", "A2", "B"}) {
 		t.Fatalf("after move %v", got)
 	}
 	// cycle
-	_, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Move([]string{top[1]}, outline.Position{Parent: kids[0]}) })
+	_, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Move([]string{top[1]}, outline.Position{Parent: kids[0]}) })
 	if !errors.Is(err, outline.ErrCycle) {
 		t.Fatalf("want cycle, got %v", err)
 	}
 	// anchor not a child
-	_, err = e.Do(ctx, false, func(p *outline.Planner) error {
+	_, err = e.DoFunc(ctx, false, func(p *outline.Planner) error {
 		return p.Insert(outline.Position{Parent: top[1], After: top[0]}, []outline.NewNode{{Text: "x"}})
 	})
 	var oe *outline.Error
@@ -94,13 +95,13 @@ func insertMoveDeleteUndo(t *testing.T, open Open) {
 		t.Fatalf("want anchor missing with next step, got %v", err)
 	}
 	// delete refuses with children, lifts them in place
-	_, err = e.Do(ctx, false, func(p *outline.Planner) error { return p.DeleteNode(top[1], "") })
+	_, err = e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.DeleteNode(top[1], "") })
 	if !errors.Is(err, outline.ErrHasChildren) {
 		t.Fatalf("want has children, got %v", err)
 	}
 	tr0, _ := e.Tree(ctx)
 	before := tr0.Snapshot()
-	if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.DeleteNode(top[1], "lift") }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.DeleteNode(top[1], "lift") }); err != nil {
 		t.Fatal(err)
 	}
 	if got := Texts(t, e, ""); !reflect.DeepEqual(got, []string{"C", "A", "A2", "b1", "b2"}) {
@@ -116,7 +117,7 @@ func insertMoveDeleteUndo(t *testing.T, open Open) {
 	}
 	// dry run writes nothing
 	c0 := tr1.Commit
-	out, err := e.Do(ctx, true, func(p *outline.Planner) error { return p.DeleteNode(top[1], "subtree") })
+	out, err := e.DoFunc(ctx, true, func(p *outline.Planner) error { return p.DeleteNode(top[1], "subtree") })
 	if err != nil || len(out.Plan.Writes) != 3 || out.Plan.Cost != 3 {
 		t.Fatalf("dry run plan: %v %+v", err, out)
 	}
@@ -129,7 +130,7 @@ func insertMoveDeleteUndo(t *testing.T, open Open) {
 func notesPoliciesCompleteUnknownFields(t *testing.T, open Open) {
 	ctx := context.Background()
 	e := outline.New(open(t))
-	out, err := e.Do(ctx, false, func(p *outline.Planner) error {
+	out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
 		return p.Insert(outline.Position{}, []outline.NewNode{{Text: "todo https://x.test #tag", Layout: "todo", Completed: true, Note: "n"}})
 	})
 	if err != nil {
@@ -151,7 +152,7 @@ func notesPoliciesCompleteUnknownFields(t *testing.T, open Open) {
 		t.Fatal(err)
 	}
 	txt := "edited"
-	if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Edit(k, outline.Edit{Text: &txt}) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Edit(k, outline.Edit{Text: &txt}) }); err != nil {
 		t.Fatal(err)
 	}
 	tr, _ = e.Tree(ctx)
@@ -161,7 +162,7 @@ func notesPoliciesCompleteUnknownFields(t *testing.T, open Open) {
 	}
 	// policy twice = one record
 	for i := 0; i < 2; i++ {
-		if _, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.SetPolicy(k, []string{"mentioned"}, false) }); err != nil {
+		if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.SetPolicy(k, []string{"mentioned"}, false) }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -169,7 +170,7 @@ func notesPoliciesCompleteUnknownFields(t *testing.T, open Open) {
 	if tr.Policies.Len() != 1 || tr.Policies.Get(k).Value["root"] == nil {
 		t.Fatalf("policies %v", tr.Policies)
 	}
-	_, err = e.Do(ctx, false, func(p *outline.Planner) error { return p.SetPolicy(k, []string{"everyone"}, false) })
+	_, err = e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.SetPolicy(k, []string{"everyone"}, false) })
 	if !errors.Is(err, outline.ErrInvalidInput) {
 		t.Fatalf("unknown rule accepted: %v", err)
 	}
@@ -178,7 +179,7 @@ func notesPoliciesCompleteUnknownFields(t *testing.T, open Open) {
 	for i := range long {
 		long[i] = 'a'
 	}
-	_, err = e.Do(ctx, false, func(p *outline.Planner) error {
+	_, err = e.DoFunc(ctx, false, func(p *outline.Planner) error {
 		return p.Insert(outline.Position{}, []outline.NewNode{{Text: "ok"}, {Text: string(long)}})
 	})
 	if err == nil || !errors.Is(err, outline.ErrInvalidInput) {
@@ -253,10 +254,10 @@ func randomIntents(t *testing.T, open Open, steps int) {
 		case 4:
 			kind = "complete"
 			a := pick()
-			fn = func(p *outline.Planner) error { return p.Complete(a, rng.IntN(2) == 0) }
+			fn = func(p *outline.Planner) error { return intent.Complete{Node: a, Done: rng.IntN(2) == 0}.Plan(p) }
 		}
 		tried[kind]++
-		_, err := e.Do(ctx, false, fn)
+		_, err := e.DoFunc(ctx, false, fn)
 		if err != nil {
 			expected := false
 			for _, r := range refusals[kind] {
@@ -353,11 +354,11 @@ func reattachDetached(t *testing.T, open Open) {
 	if len(tr.Detached) != 1 || tr.Detached[0].Key() != orphan {
 		t.Fatalf("detached: %v", tr.Detached)
 	}
-	_, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Move([]string{orphan}, outline.Position{}) })
+	_, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Move([]string{orphan}, outline.Position{}) })
 	if !errors.Is(err, outline.ErrParentMissing) {
 		t.Fatalf("move without parent: %v", err)
 	}
-	out, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Move([]string{orphan}, outline.Position{Parent: home}) })
+	out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Move([]string{orphan}, outline.Position{Parent: home}) })
 	if err != nil {
 		t.Fatal(err)
 	}

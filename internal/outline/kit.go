@@ -1,0 +1,208 @@
+package outline
+
+import (
+	"slices"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/order"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
+)
+
+// Intent is one change to an outline, as a value: it plans its writes
+// through the kit (the Planner's exported methods) and never touches the
+// engine's internals. Engine.Do runs it as one operation; a batch runs
+// several against one snapshot. The intents the tools offer are in package
+// intent, one file each; a new one is a new file there (see its package
+// doc).
+type Intent interface {
+	Plan(p *Planner) error
+}
+
+// PlanFunc is a function used as an Intent.
+type PlanFunc func(p *Planner) error
+
+// Plan implements Intent.
+func (f PlanFunc) Plan(p *Planner) error { return f(p) }
+
+// The kit: what an intent may use to read the outline and plan writes.
+// The engine's rules (parents in this repository or an admitting shared
+// outline, no cascade, no cycles, policy roots owned, valid records) are
+// checked on the whole plan when it is finished, whatever the intent did.
+
+// Tree is the outline as the plan sees it now: the snapshot with the
+// writes planned so far (earlier steps of a batch, and this intent's own
+// writes up to here) applied.
+func (p *Planner) Tree() *Tree {
+	p.advance()
+	return p.t
+}
+
+// Node resolves ref (a record key or at:// URI) to a bullet of this
+// repository, refusing mirrors (they have no text of their own to change)
+// with an *Error the model can act on.
+func (p *Planner) Node(ref string) (*Item, error) {
+	p.advance()
+	return p.node(ref)
+}
+
+// Children are parent's children in order (nil parent: the top level).
+func (p *Planner) Children(parent *Item) []*Item {
+	p.advance()
+	if parent == nil {
+		return p.t.Roots
+	}
+	return parent.Children
+}
+
+// Name is a bullet as summaries show it: its text (shortened) and key;
+// nil is "the top level".
+func Name(it *Item) string { return named(it) }
+
+// Create plans creating a record of coll with value and returns its record
+// key (a TID of this operation: a re-plan after a conflict mints the same
+// keys in the same order). label names the input it came from
+// ("nodes[0]"), for errors and the result's created list; "" for none.
+func (p *Planner) Create(coll string, value map[string]any, label string) string {
+	rkey := p.newKey()
+	p.create(coll, rkey, value, label)
+	return rkey
+}
+
+// Update plans replacing rec's value by value (a copy: use Copy to start
+// from rec's). A value equal to the one there is no write at all.
+func (p *Planner) Update(rec store.Record, value map[string]any, label string) {
+	p.update(rec, value, label)
+}
+
+// Delete plans deleting rec. Deleting a bullet that keeps children is
+// refused when the plan is finished (no cascade): delete or move them too.
+func (p *Planner) Delete(rec store.Record, label string) { p.delete(rec, label) }
+
+// Place returns sortKeys for n new bullets at index at of sibs (0: first,
+// len(sibs): last), planning new keys for siblings when there is no room
+// between their neighbours.
+func (p *Planner) Place(sibs []*Item, at, n int) ([]string, error) { return p.place(sibs, at, n) }
+
+// Reorder plans the fewest sortKey writes that put kids (a sibling list in
+// its present order) in the order of sorted (the same items): the longest
+// run already in the new order keeps its keys; the others get keys between
+// their new neighbours. It returns how many were rewritten.
+func (p *Planner) Reorder(kids, sorted []*Item) (int, error) {
+	keys, err := rekey(kids, sorted)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, it := range sorted {
+		if k, ok := keys[it]; ok {
+			v := Copy(it.Rec.Value)
+			v["sortKey"] = k
+			p.update(it.Rec, v, "")
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Facets sets v's facets for text: mentions (resolved to DIDs when the
+// engine has a resolver; the result says when one could not be), links
+// and tags, as the app reads them.
+func (p *Planner) Facets(v map[string]any, text string) { p.facets(v, text) }
+
+// Summary sets the plan's one-line summary (the last intent of a batch to
+// set it wins; Batch joins them).
+func (p *Planner) Summary(format string, args ...any) { p.summary(format, args...) }
+
+// Note adds a diagnostic the result shows: what was guessed, ignored or
+// kept.
+func (p *Planner) Note(format string, args ...any) { p.note(format, args...) }
+
+// Touch marks a bullet whose neighbourhood the result shows.
+func (p *Planner) Touch(rkey string) { p.touch(rkey) }
+
+// Stamp is the operation's timestamp for createdAt and completedAt (one
+// per operation, so a re-plan writes the same values).
+func (p *Planner) Stamp() string { return p.stamp() }
+
+// NodeURI is the at:// URI of this repository's bullet rkey (for parent
+// and original fields).
+func (p *Planner) NodeURI(rkey string) string {
+	return "at://" + p.t.DID.String() + "/" + lexicon.Node + "/" + rkey
+}
+
+// Fail is an *Error of kind (one of the Err… sentinels) with what went
+// wrong and the next step the model can take.
+func Fail(kind error, next, format string, args ...any) error {
+	return fail(kind, next, format, args...)
+}
+
+// rekey gives the items of sorted (a new order of kids, which are in their
+// present order) new sortKeys where they need one: the items whose present
+// places form the longest increasing run in the new order keep theirs.
+func rekey(kids, sorted []*Item) (map[*Item]string, error) {
+	place := make(map[*Item]int, len(kids))
+	for i, it := range kids {
+		place[it] = i
+	}
+	seq := make([]int, len(sorted))
+	for i, it := range sorted {
+		seq[i] = place[it]
+	}
+	keep := lis(seq)
+	out := map[*Item]string{}
+	for i := 0; i < len(sorted); {
+		if keep[i] {
+			i++
+			continue
+		}
+		j := i
+		for j < len(sorted) && !keep[j] {
+			j++
+		}
+		lo, hi := "", ""
+		if i > 0 {
+			lo = sorted[i-1].SortKey()
+		}
+		if j < len(sorted) {
+			hi = sorted[j].SortKey()
+		}
+		ks, err := order.Spread(lo, hi, j-i)
+		if err != nil {
+			var ok bool
+			if ks, ok = order.Wide(lo, hi, j-i); !ok {
+				return nil, err
+			}
+		}
+		for q := i; q < j; q++ {
+			out[sorted[q]] = ks[q-i]
+		}
+		i = j
+	}
+	return out, nil
+}
+
+// lis marks a longest strictly increasing subsequence of seq.
+func lis(seq []int) []bool {
+	tails := []int{} // index in seq of the smallest tail of each length
+	prev := make([]int, len(seq))
+	for i, v := range seq {
+		k, _ := slices.BinarySearchFunc(tails, v, func(t, v int) int { return seq[t] - v })
+		if k > 0 {
+			prev[i] = tails[k-1]
+		} else {
+			prev[i] = -1
+		}
+		if k == len(tails) {
+			tails = append(tails, i)
+		} else {
+			tails[k] = i
+		}
+	}
+	keep := make([]bool, len(seq))
+	if len(tails) > 0 {
+		for i := tails[len(tails)-1]; i >= 0; i = prev[i] {
+			keep[i] = true
+		}
+	}
+	return keep
+}
