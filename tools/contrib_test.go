@@ -10,7 +10,6 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
-	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
 
 // A contribution (a bullet of this repository under a bullet of an outline
@@ -42,7 +41,7 @@ func TestContributionNotMovable(t *testing.T) {
 			"contributors": []any{map[string]any{"did": me}}, "createdAt": "2026-03-10T09:00:00.000Z"}},
 	}})
 	down := false
-	env := &tools.Env{Engine: outline.New(l), Others: func(ctx context.Context, ident string) (*outline.Tree, error) {
+	env := sharedEnv(t, l, func(ctx context.Context, ident string) (*outline.Tree, error) {
 		if down {
 			return nil, errors.New("connection refused")
 		}
@@ -50,7 +49,7 @@ func TestContributionNotMovable(t *testing.T) {
 			return nil, errors.New("unknown identity " + ident)
 		}
 		return ownerTree, nil
-	}}
+	})
 	c := inProcess(t, env)
 	snapshot := func() []store.Record {
 		s, err := l.Snapshot(ctx)

@@ -125,7 +125,7 @@ func moveTool() Tool {
 			"parent":   str("New parent, or top; omit to keep."),
 			"after":    pAfter,
 			"position": pPosition,
-		}), Guard: guardContributions}, func(a Args) (outline.Intent, error) {
+		})}, func(a Args) (outline.Intent, error) {
 		refs, _, err := a.Strings("nodes")
 		if err != nil {
 			return nil, argErr("%v", err)

@@ -13,12 +13,12 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/view"
 )
 
-// otherTrees adapts env.Others for package view (nil when offline).
+// otherTrees adapts env.others() for package view (nil when offline).
 func otherTrees(ctx context.Context, env *Env) view.Trees {
-	if env.Others == nil {
+	if env.others() == nil {
 		return nil
 	}
-	return func(did string) (*outline.Tree, error) { return env.Others(ctx, did) }
+	return func(did string) (*outline.Tree, error) { return env.others()(ctx, did) }
 }
 
 // readTree returns the tree to read: the user's own, or repo's (a handle or
@@ -32,10 +32,10 @@ func readTree(ctx context.Context, env *Env, repo string) (t *outline.Tree, hand
 	if r == "" || r == t.DID.String() {
 		return t, "", nil, nil
 	}
-	if env.Others == nil {
+	if env.others() == nil {
 		return nil, "", typed("unavailable", fmt.Sprintf("reading %s needs the PDS backend (bulleted-mcp serve --pds URL); offline only your own repository (%s) can be read", r, t.DID), "omit repo", false, nil), nil
 	}
-	if t, err = env.Others(ctx, r); err != nil {
+	if t, err = env.others()(ctx, r); err != nil {
 		return nil, "", typed("unavailable", fmt.Sprintf("cannot read %s: %v", r, err), "check the handle or DID, or retry in a moment", true, nil), nil
 	}
 	if !strings.HasPrefix(r, "did:") {
@@ -178,10 +178,10 @@ func listDetachedTool() Tool {
 			Reason string `json:"reason"`
 		}
 		rows, contributions := []row{}, []row{}
-		owners := map[string]ownerRead{}
+		owners := env.Engine.Owners()
 		var b, c strings.Builder
 		for _, it := range t.Detached {
-			owner, err := contributionOwner(ctx, env, t, it, owners)
+			owner, err := owners.Of(ctx, t, it)
 			if owner != "" {
 				contributions = append(contributions, row{it.Key(), it.Str("text"), it.Str("parent"), "a contribution to " + owner + "'s outline"})
 				fmt.Fprintf(&c, "- %s ·%s (in %s's shared outline: leave it there)\n", it.Str("text"), it.Key(), owner)
@@ -190,7 +190,7 @@ func listDetachedTool() Tool {
 			reason := it.Detached
 			if strings.HasPrefix(reason, "parent is in another repository") {
 				switch {
-				case env.Others == nil || err != nil:
+				case env.others() == nil || err != nil:
 					reason += " (if that outline lists you as a contributor it is shared, not detached; it could not be checked here)"
 				default:
 					reason += " (no outline there admits you as a contributor under that bullet)"

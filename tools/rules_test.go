@@ -318,7 +318,7 @@ func TestContributionReorder(t *testing.T) {
 		{Collection: "app.bulleted.outline", RKey: "3kshared22222", CID: "c3", Value: map[string]any{"$type": "app.bulleted.outline", "root": shared,
 			"contributors": []any{map[string]any{"did": me}}, "createdAt": "2026-03-10T09:00:00.000Z"}},
 	}})
-	env := tools.ShareContributions(&tools.Env{Engine: outline.New(l), Others: func(ctx context.Context, ident string) (*outline.Tree, error) {
+	env := sharedEnv(t, l, func(ctx context.Context, ident string) (*outline.Tree, error) {
 		if ident == me { // the contributor, as the owner's outline reads it
 			s, err := l.Snapshot(ctx)
 			if err != nil {
@@ -330,7 +330,7 @@ func TestContributionReorder(t *testing.T) {
 			return nil, errors.New("unknown identity " + ident)
 		}
 		return ownerTree, nil
-	}})
+	})
 	r := &rulesRepo{t: t, l: l, c: inProcess(t, env)}
 	r.ok("import_outline", map[string]any{"content": "- mine A\n  - under A\n- mine B", "parent": shared, "position": "first"})
 	// the order under the shared bullet, as the owner's outline reads

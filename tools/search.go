@@ -107,7 +107,7 @@ func searchTool() Tool {
 			}
 		}
 		var problems []string
-		if r.Cursor == "" && env.Others != nil {
+		if r.Cursor == "" && env.others() != nil {
 			// the owner's own hits are done: contributors' bullets shown
 			// in this outline follow, in the outline's order
 			room := max(0, q.Limit-len(r.Hits))

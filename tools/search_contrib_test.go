@@ -8,7 +8,6 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
-	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
 
 // TestSearchFindsContributions: search in an outline finds the bullets its
@@ -50,7 +49,7 @@ func TestSearchFindsContributions(t *testing.T) {
 		rec("3kbob33333333", "at://"+me+"/app.bulleted.node/3kprivate2222", "a", "budget review where Bob is not admitted"),
 	}})
 	down := false
-	env := &tools.Env{Engine: outline.New(l), Others: func(ctx context.Context, ident string) (*outline.Tree, error) {
+	env := sharedEnv(t, l, func(ctx context.Context, ident string) (*outline.Tree, error) {
 		if down {
 			return nil, errors.New("connection refused")
 		}
@@ -58,7 +57,7 @@ func TestSearchFindsContributions(t *testing.T) {
 			return nil, errors.New("unknown identity " + ident)
 		}
 		return bob, nil
-	}}
+	})
 	c := inProcess(t, env)
 	type hit struct{ rkey, author, crumbs, parent string }
 	page := func(args map[string]any) ([]hit, string, string) {

@@ -38,12 +38,12 @@ func TestIntoSharedOutline(t *testing.T) {
 		{Collection: "app.bulleted.outline", RKey: "3kshared22222", CID: "c3", Value: map[string]any{"$type": "app.bulleted.outline", "root": shared,
 			"contributors": []any{map[string]any{"did": me}}, "createdAt": "2026-03-10T09:00:00.000Z"}},
 	}})
-	env := tools.ShareContributions(&tools.Env{Engine: outline.New(l), Others: func(ctx context.Context, ident string) (*outline.Tree, error) {
+	env := sharedEnv(t, l, func(ctx context.Context, ident string) (*outline.Tree, error) {
 		if ident != owner {
 			return nil, errors.New("unknown identity " + ident)
 		}
 		return ownerTree, nil
-	}})
+	})
 	c := inProcess(t, env)
 	records := func() map[string]map[string]any {
 		s, err := l.Snapshot(ctx)
@@ -111,4 +111,15 @@ func TestIntoSharedOutline(t *testing.T) {
 	}
 	// now a contribution: moving it out again is refused
 	refused("cross_repo", "move_node", map[string]any{"node": rk, "parent": "top"})
+}
+
+// sharedEnv is the tool environment of an engine over repo that reads other
+// identities' repositories with others (the contributor rules on).
+func sharedEnv(t *testing.T, repo store.Repository, others outline.Others) *tools.Env {
+	t.Helper()
+	e, err := outline.Open(repo, outline.Options{Others: others})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tools.Env{Engine: e}
 }

@@ -19,13 +19,12 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/validate"
 )
 
-// Env is what handlers work with.
+// Env is what handlers work with. Other identities' repositories are read
+// through the engine (outline.Options.Others; nil when offline, on the
+// embedded store, where only the user's own repository can be read), so
+// reading them and the engine's contributor rules agree.
 type Env struct {
 	Engine *outline.Engine
-	// Others reads another identity's repository (a handle or DID) as a
-	// tree; nil when offline (the embedded store), where only the user's own
-	// repository can be read.
-	Others func(ctx context.Context, ident string) (*outline.Tree, error)
 	// Notices, if set, is what opening the data directory found beside the
 	// repository (a budget ledger missing while the journal shows spending);
 	// the server tells them once, as it does the repository's own
@@ -444,3 +443,7 @@ func preview(before *outline.Tree, p *outline.Plan) (string, string) {
 	}
 	return render(before), render(after)
 }
+
+// others reads another identity's repository (a handle or DID) as a tree;
+// nil when offline.
+func (env *Env) others() outline.Others { return env.Engine.Others() }

@@ -89,14 +89,13 @@ func openBackend(ctx context.Context, dir string, f remoteFlags) (*backend, erro
 		return nil, err
 	}
 	r.Budget = ledger
-	eng, err := newEngine(r, dir)
+	resolver := &pds.Resolver{Client: c, Directory: directory}
+	others := newOtherTrees((&pds.Others{Resolver: resolver}).Snapshot).get
+	eng, err := outline.Open(r, outline.Options{Resolver: resolver, Others: others, Operations: dir})
 	if err != nil {
 		return nil, err
 	}
-	resolver := &pds.Resolver{Client: c, Directory: directory}
-	eng.Resolver = resolver
-	others := &pds.Others{Resolver: resolver}
-	env := tools.ShareContributions(&tools.Env{Engine: eng, Others: newOtherTrees(others.Snapshot).get, Notices: notes})
+	env := &tools.Env{Engine: eng, Notices: notes}
 	return &backend{env: env, repo: r, close: func() {}, notices: notes.All()}, nil
 }
 

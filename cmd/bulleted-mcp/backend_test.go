@@ -13,6 +13,7 @@ import (
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
@@ -43,12 +44,12 @@ func TestMirrorOnHangingPDS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	eng, err := newEngine(l, data)
+	others := &pds.Others{Resolver: &pds.Resolver{Directory: dir}, Timeout: 300 * time.Millisecond}
+	eng, err := outline.Open(l, outline.Options{Operations: data, Others: newOtherTrees(others.Snapshot).get})
 	if err != nil {
 		t.Fatal(err)
 	}
-	others := &pds.Others{Resolver: &pds.Resolver{Directory: dir}, Timeout: 300 * time.Millisecond}
-	env := &tools.Env{Engine: eng, Others: newOtherTrees(others.Snapshot).get}
+	env := &tools.Env{Engine: eng}
 	ctx := context.Background()
 	call := func(name, args string) *mcp.CallToolResult {
 		t.Helper()

@@ -63,7 +63,7 @@ func TestContributorsOnPDS(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(b.close)
-		if b.env.Others == nil {
+		if b.env.Engine.Others() == nil {
 			t.Fatal("the PDS backend reads no other repositories")
 		}
 		return b.env

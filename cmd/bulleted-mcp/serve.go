@@ -192,11 +192,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // newEngine is the engine over repo with its undo journal kept in dir, so
 // that undo works across restarts and between `call` invocations.
 func newEngine(repo store.Repository, dir string) (*outline.Engine, error) {
-	e := outline.New(repo)
-	if err := e.KeepOperations(dir); err != nil {
-		return nil, err
-	}
-	return e, nil
+	return outline.Open(repo, outline.Options{Operations: dir})
 }
 
 // callTool runs one tool through an in-process MCP client: the same code

@@ -193,21 +193,20 @@ func (s *Server) user(ctx context.Context, did string) (*user, error) {
 	if err := j.pull(ctx); err != nil {
 		return nil, err
 	}
-	eng := outline.New(&userRepo{inner: r, ledger: s.ledger, journal: j})
-	if err := eng.KeepOperations(dir); err != nil {
-		return nil, err
-	}
 	resolver := &pds.Resolver{Client: c, Directory: s.cfg.Directory}
-	eng.Resolver = resolver
 	others := &pds.Others{Resolver: resolver}
-	env := &tools.Env{Engine: eng, Search: s.search, Others: func(ctx context.Context, ident string) (*outline.Tree, error) {
+	read := func(ctx context.Context, ident string) (*outline.Tree, error) {
 		snap, err := others.Snapshot(ctx, ident)
 		if err != nil {
 			return nil, err
 		}
 		return outline.Rebuild(snap, nil), nil
-	}}
-	tools.ShareContributions(env)
+	}
+	eng, err := outline.Open(&userRepo{inner: r, ledger: s.ledger, journal: j}, outline.Options{Resolver: resolver, Others: read, Operations: dir})
+	if err != nil {
+		return nil, err
+	}
+	env := &tools.Env{Engine: eng, Search: s.search}
 	u := &user{did: did, env: env, journal: j, auth: a, used: time.Now()}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -74,11 +74,11 @@ type Resolver interface {
 type Engine struct {
 	Repo     store.Repository
 	Resolver Resolver // may be nil (offline): mentions get no facet
-	// Shared, if set, lets inserts go under another identity's bullet whose
-	// outline admits this identity as a contributor (see Shared); nil: a
-	// parent in another repository is refused.
-	Shared SharedFunc
-	Now    func() time.Time
+	Now      func() time.Time
+
+	// others reads other identities' repositories for the contributor
+	// rules (contrib.go); nil: a parent in another repository is refused.
+	others Others
 
 	mu    sync.Mutex // guards cache and clock
 	wmu   sync.Mutex // one write operation at a time in this process
@@ -87,12 +87,50 @@ type Engine struct {
 	ops   *opStore
 }
 
-// New returns an engine over repo; operations are kept in memory until
-// KeepOperations names a directory.
+// Options are what an engine is built with (Open).
+type Options struct {
+	// Resolver turns mentioned handles into DIDs; nil (offline): mentions
+	// get no facet, and the result says so.
+	Resolver Resolver
+	// Others reads other identities' repositories: inserts and moves under
+	// another identity's bullet whose outline admits this identity as a
+	// contributor, and the guard that keeps contributions in their shared
+	// outline. nil: a parent in another repository is refused.
+	Others Others
+	// Operations is the data directory whose ops/ folder keeps the
+	// operations journal (shared with other processes using it); "": in
+	// memory only.
+	Operations string
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// New returns an engine over repo with no options: operations kept in
+// memory, offline (see Open).
 func New(repo store.Repository) *Engine {
 	return &Engine{Repo: repo, Now: time.Now, clock: syntax.NewTIDClock(uint(rand.IntN(1024))),
 		ops: newOpStore(repo.DID().String(), "")}
 }
+
+// Open returns an engine over repo built with o. It fails when the
+// operations journal cannot be read.
+func Open(repo store.Repository, o Options) (*Engine, error) {
+	e := New(repo)
+	e.Resolver, e.others = o.Resolver, o.Others
+	if o.Now != nil {
+		e.Now = o.Now
+	}
+	if o.Operations != "" {
+		if err := e.KeepOperations(o.Operations); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// Others is how the engine reads other identities' repositories (nil:
+// offline).
+func (e *Engine) Others() Others { return e.others }
 
 // KeepOperations records operations (and so the undo journal) in dir/ops,
 // shared with other processes using the same data directory.

@@ -282,6 +282,9 @@ func (p *Planner) Move(refs []string, pos Position) error {
 		set[it] = true
 		items = append(items, it)
 	}
+	if err := p.guardContributions(items, pos); err != nil {
+		return err
+	}
 	cur := p.t.Parent(items[0])
 	for _, it := range items[1:] {
 		if p.t.Parent(it) != cur || (it.Detached != "") != (items[0].Detached != "") {

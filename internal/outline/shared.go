@@ -1,7 +1,6 @@
 package outline
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -28,26 +27,19 @@ type SharedSibling struct {
 	SortKey string
 }
 
-// SharedFunc resolves a parent in another repository for an insert: the
-// owner's bullet and its children when the owner's outline admits this
-// identity there, else an *Error (ErrCrossRepo when not admitted,
-// ErrParentMissing when the bullet is not there, ErrUnavailable when the
-// owner's repository cannot be read). own is the plan's current tree.
-type SharedFunc func(ctx context.Context, own *Tree, parent syntax.ATURI) (*Shared, error)
-
 // sharedParent returns the shared parent pos names, or nil when pos's
 // parent is not a bullet of another repository (or the engine cannot read
 // other repositories: the same-repository rule then refuses it as before).
 func (p *Planner) sharedParent(pos Position) (*Shared, error) {
 	ref := strings.TrimSpace(pos.Parent)
-	if p.e == nil || p.e.Shared == nil || !strings.HasPrefix(ref, "at://") {
+	if p.e == nil || p.e.others == nil || !strings.HasPrefix(ref, "at://") {
 		return nil, nil
 	}
 	u, err := syntax.ParseATURI(ref)
 	if err != nil || u.Authority().String() == p.t.DID.String() {
 		return nil, nil // this repository's, or malformed: resolved as usual
 	}
-	return p.e.Shared(p.ctx, p.t, u)
+	return p.e.shared(p.ctx, p.t, u)
 }
 
 // insertShared plans a contribution: nodes under a bullet of another

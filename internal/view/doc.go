@@ -20,8 +20,8 @@ package view
 // empty admits nobody). A contributor's agent adds to the shared outline by
 // writing app.bulleted.node records in its own repository whose parent is
 // the AT-URI of the owner's bullet (insert_after with
-// parent=at://OWNER/app.bulleted.node/RKEY: tools.ShareContributions checks
-// the admission and places them among SharedChildren; writes always stay in
+// parent=at://OWNER/app.bulleted.node/RKEY: the engine (outline, contrib.go)
+// checks the admission and places them among outline.SharedChildren; writes always stay in
 // the writer's own repository). Such bullets render in place in the owner's outline, marked
 // with their author and read-only to everyone else; the owner's agent can
 // neither edit, move nor delete them, and the contributor can neither edit

@@ -197,7 +197,7 @@ func TestContributorsRenderInPlace(t *testing.T) {
 	if got := strings.ReplaceAll(v.Text(false), " [invalid record]", ""); got != want {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}
-	if !view.Contributed(ownTree, friendTree, friendTree.Nodes.Get("fr1")) || view.Contributed(ownTree, friendTree, friendTree.Nodes.Get("fr3")) {
+	if !outline.Contributed(ownTree, friendTree, friendTree.Nodes.Get("fr1")) || outline.Contributed(ownTree, friendTree, friendTree.Nodes.Get("fr3")) {
 		t.Fatal("Contributed disagrees with the outline record")
 	}
 }
