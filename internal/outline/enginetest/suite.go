@@ -31,6 +31,7 @@ func Run(t *testing.T, open Open, steps int) {
 	t.Run("ReattachDetached", func(t *testing.T) { reattachDetached(t, open) })
 	t.Run("ResumeAfterForeignAppends", func(t *testing.T) { resumeAfterForeignAppends(t, open) })
 	t.Run("SortChildren", func(t *testing.T) { sortChildren(t, open) })
+	t.Run("EveryIntentAndItsInverse", func(t *testing.T) { everyIntentAndItsInverse(t, open) })
 }
 
 // Insert plans and commits new top-level or nested bullets and returns their
