@@ -61,6 +61,9 @@ type Outcome struct {
 	// BudgetLeft is the write budget left after the outcome (-1: the
 	// repository has no budget).
 	BudgetLeft int `json:"budgetLeft"`
+	// PlanID names a dry run's plan, which Apply commits exactly as shown
+	// ("": not kept).
+	PlanID string `json:"planId,omitempty"`
 }
 
 // Resolver turns a handle into a DID for mention facets.
@@ -85,6 +88,7 @@ type Engine struct {
 	clock *syntax.TIDClock
 	cache *Tree
 	ops   *opStore
+	plans planCache // dry runs' plans (plans.go)
 }
 
 // Options are what an engine is built with (Open).
@@ -225,6 +229,7 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 			if err := e.checkBudget(ctx, plan.Cost); err != nil {
 				plan.Diagnostics = append(plan.Diagnostics, err.Error())
 			}
+			out.PlanID = e.keepPlan(intent, t, plan, keys, now)
 			return out, nil
 		}
 		op := &Operation{ID: keys.clock.Next().String(), DID: e.Repo.DID().String(), Summary: plan.Summary, Started: now,

@@ -1,0 +1,255 @@
+package outline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
+)
+
+// Plans. A dry run keeps its plan under an id (Outcome.PlanID) for a while;
+// Apply commits exactly the writes that dry run showed, or refuses with
+// ErrConflict, saying what changed, when the outline changed where the
+// plan touches it since: never a silent re-plan of something the person
+// did not see. A plan is used once.
+
+// PlanTTL is how long a dry run's plan can be applied.
+const PlanTTL = 15 * time.Minute
+
+// plan cache bounds, per engine: the plans of the latest dry runs, by
+// count and by the bytes of their writes.
+const (
+	maxPlans     = 16
+	maxPlanBytes = 8 << 20
+)
+
+type keptPlan struct {
+	id     string
+	intent string // the intent's type and value, as JSON
+	base   *Tree
+	plan   *Plan
+	keys   []string
+	now    time.Time
+	made   time.Time
+	size   int
+}
+
+type planCache struct {
+	mu    sync.Mutex
+	plans []*keptPlan // oldest first
+	bytes int
+}
+
+// fingerprint is intent's type and value as JSON; "" when it cannot be
+// told (a function): such a dry run gets no plan id.
+func fingerprint(in Intent) string {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%T:%s", in, b)
+}
+
+func planSize(p *Plan) int {
+	n := 256
+	for _, w := range p.Writes {
+		n += 128 + len(w.Collection) + len(w.RKey)
+		for k, v := range w.Value {
+			n += len(k) + 32
+			if s, ok := v.(string); ok {
+				n += len(s)
+			}
+		}
+	}
+	return n
+}
+
+// keepPlan keeps a dry run's plan and returns its id ("" when it cannot be
+// kept).
+func (e *Engine) keepPlan(in Intent, t *Tree, p *Plan, keys *keyList, now time.Time) string {
+	fp := fingerprint(in)
+	if fp == "" || len(p.Writes) == 0 {
+		return ""
+	}
+	kp := &keptPlan{id: "p" + keys.clock.Next().String(), intent: fp, base: t, plan: p,
+		keys: append([]string(nil), keys.keys...), now: now, made: e.Now(), size: planSize(p)}
+	if kp.size > maxPlanBytes {
+		return ""
+	}
+	c := &e.plans
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.plans = append(c.plans, kp)
+	c.bytes += kp.size
+	for len(c.plans) > maxPlans || c.bytes > maxPlanBytes {
+		c.bytes -= c.plans[0].size
+		c.plans = c.plans[1:]
+	}
+	return kp.id
+}
+
+// takePlan removes and returns the plan id names, if it is still kept.
+func (e *Engine) takePlan(id string) *keptPlan {
+	c := &e.plans
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, kp := range c.plans {
+		if kp.id == id {
+			c.plans = append(c.plans[:i:i], c.plans[i+1:]...)
+			c.bytes -= kp.size
+			if e.Now().Sub(kp.made) > PlanTTL {
+				return nil
+			}
+			return kp
+		}
+	}
+	return nil
+}
+
+// putBack keeps a plan again after an apply that wrote nothing.
+func (e *Engine) putBack(kp *keptPlan) {
+	c := &e.plans
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.plans = append(c.plans, kp)
+	c.bytes += kp.size
+}
+
+// Apply commits the plan a dry run of intent kept under id, exactly as that
+// dry run showed it: the same records, the same values and keys. When the
+// outline changed since the dry run where the plan touches it (a record it
+// writes, or a bullet among the siblings it places bullets into), nothing
+// is written and the *Error (ErrConflict) says what changed. intent must
+// be the dry run's (the same tool and arguments).
+func (e *Engine) Apply(ctx context.Context, id string, intent Intent) (*Outcome, error) {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	kp := e.takePlan(id)
+	if kp == nil {
+		return nil, fail(ErrInvalidInput, "dry-run the change again (dry_run=true) and apply the new plan id, or call without plan",
+			"plan %q is not known here: plans are kept %v after their dry run, used once, and only by the process that made them", id, PlanTTL)
+	}
+	if fingerprint(intent) != kp.intent {
+		e.putBack(kp)
+		return nil, fail(ErrInvalidInput, "call with the same arguments as the dry run, or dry-run these arguments for a new plan id",
+			"plan %q was made for different arguments; nothing was written", id)
+	}
+	for attempt := 0; ; attempt++ {
+		t, err := e.Tree(ctx)
+		if err != nil {
+			e.putBack(kp)
+			return nil, unavailable(err)
+		}
+		if changed := changedWhereTouched(kp.base, t, kp.plan); len(changed) > 0 {
+			return nil, &Error{Kind: ErrConflict,
+				Msg:  fmt.Sprintf("the outline changed where plan %s touches it since its dry run: %s; nothing was written", id, strings.Join(changed, "; ")),
+				Next: "read the outline, then dry-run the change again and review the new plan",
+				Data: map[string]any{"changed": changed}}
+		}
+		plan := kp.plan
+		out := &Outcome{Plan: plan, Before: t}
+		op := &Operation{ID: e.nextKeys().clock.Next().String(), DID: e.Repo.DID().String(), Summary: plan.Summary, Started: kp.now,
+			State: OpRunning, Writes: plan.Writes, Prev: plan.Prev, Batches: plan.Batches, Keys: kp.keys,
+			Around: aroundOf(t, plan.Writes)}
+		commits, err := e.execute(ctx, op, t.Commit)
+		out.Commits = commits
+		out.BudgetLeft = e.budgetLeft(ctx)
+		if errors.Is(err, errReplan) && attempt < Retries {
+			if werr := sleepCtx(ctx, backoff(attempt)); werr != nil {
+				e.putBack(kp)
+				return nil, fail(ErrCancelled, "nothing was written; call again when ready", "cancelled before the first batch")
+			}
+			continue // the repository moved: check the plan against it again
+		}
+		if errors.Is(err, errReplan) {
+			e.putBack(kp)
+			return nil, fail(ErrConflict, "read the outline again and retry", "the repository kept changing (%d attempts); nothing was written", attempt+1)
+		}
+		if err != nil {
+			return nil, err
+		}
+		rep := op.Report()
+		out.Op = &rep
+		return out, nil
+	}
+}
+
+// changedWhereTouched lists what changed from base to now among the
+// records plan writes and the bullets under the parents it places bullets
+// into (or takes them from); empty when the plan still applies as shown.
+func changedWhereTouched(base, now *Tree, plan *Plan) []string {
+	if base.Commit == now.Commit {
+		return nil
+	}
+	written := map[string]bool{}
+	parents := map[string]bool{}
+	addParent := func(v map[string]any) {
+		if v == nil {
+			return
+		}
+		p, _ := v["parent"].(string)
+		parents[p] = true // "" is the top level
+	}
+	for i, w := range plan.Writes {
+		written[w.Collection+"/"+w.RKey] = true
+		if w.Collection == lexicon.Node || w.Collection == lexicon.Mirror {
+			addParent(w.Value)
+			if prev := plan.Prev[i]; prev != nil {
+				addParent(prev.Value)
+			}
+		}
+	}
+	idx := func(t *Tree) map[string]store.Record {
+		m := map[string]store.Record{}
+		for _, r := range t.Records() {
+			m[r.Collection+"/"+r.RKey] = r
+		}
+		return m
+	}
+	a, b := idx(base), idx(now)
+	var out []string
+	note := func(path, what string, r store.Record) {
+		txt, _ := r.Value["text"].(string)
+		if txt != "" {
+			out = append(out, fmt.Sprintf("%s %s %q", path, what, clip(txt, 40)))
+		} else {
+			out = append(out, path+" "+what)
+		}
+	}
+	touched := func(path string, r store.Record) bool {
+		if written[path] {
+			return true
+		}
+		if r.Collection != lexicon.Node && r.Collection != lexicon.Mirror {
+			return false
+		}
+		p, _ := r.Value["parent"].(string)
+		return parents[p]
+	}
+	for path, ra := range a {
+		rb, ok := b[path]
+		switch {
+		case !ok && touched(path, ra):
+			note(path, "was deleted", ra)
+		case ok && rb.CID != ra.CID && (touched(path, ra) || touched(path, rb)):
+			note(path, "was changed", rb)
+		}
+	}
+	for path, rb := range b {
+		if _, ok := a[path]; !ok && touched(path, rb) {
+			note(path, "was added", rb)
+		}
+	}
+	sort.Strings(out)
+	if len(out) > 10 {
+		out = append(out[:10], fmt.Sprintf("… and %d more", len(out)-10))
+	}
+	return out
+}

@@ -1,0 +1,89 @@
+package outline_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/enginetest"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+)
+
+// TestApplyPlan: a dry run's plan id applies exactly the records the dry
+// run showed (the same keys and values), also after changes elsewhere in the
+// outline; a change where the plan touches it refuses with conflict and
+// writes nothing; other arguments, an unknown id and a second use are
+// refused.
+func TestApplyPlan(t *testing.T) {
+	ctx := context.Background()
+	repo, err := store.OpenLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer repo.Close()
+	e := outline.New(repo)
+	other := outline.New(repo) // another client of the same repository
+	top := enginetest.Insert(t, e, outline.Position{}, "inbox", "archive")
+	in := intent.Insert{Pos: outline.Position{Parent: top[0]}, Nodes: []outline.NewNode{{Text: "call the bank"}, {Text: "pay rent"}}}
+
+	dry, err := e.Do(ctx, in, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dry.PlanID == "" {
+		t.Fatal("a dry run kept no plan")
+	}
+	// a change elsewhere: the plan still applies as shown
+	enginetest.Insert(t, other, outline.Position{Parent: top[1]}, "old stuff")
+	if _, err := e.Apply(ctx, dry.PlanID, intent.Insert{Pos: outline.Position{Parent: top[0]}, Nodes: []outline.NewNode{{Text: "other"}}}); !errors.Is(err, outline.ErrInvalidInput) {
+		t.Fatalf("other arguments: want invalid, got %v", err)
+	}
+	out, err := e.Apply(ctx, dry.PlanID, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := repo.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]store.Record{}
+	for _, r := range s.Records {
+		got[r.Collection+"/"+r.RKey] = r
+	}
+	for _, w := range dry.Plan.Writes {
+		r, ok := got[w.Collection+"/"+w.RKey]
+		if !ok || r.Value["text"] != w.Value["text"] || r.Value["sortKey"] != w.Value["sortKey"] || r.Value["createdAt"] != w.Value["createdAt"] {
+			t.Fatalf("write %s/%s is not in the repository as the dry run showed it: %v", w.Collection, w.RKey, r.Value)
+		}
+	}
+	if out.Op == nil || len(out.Plan.Writes) != len(dry.Plan.Writes) {
+		t.Fatalf("apply: %+v", out)
+	}
+	if _, err := e.Apply(ctx, dry.PlanID, in); !errors.Is(err, outline.ErrInvalidInput) {
+		t.Fatalf("second use: want invalid, got %v", err)
+	}
+	if _, err := e.Apply(ctx, "p-nonsense", in); !errors.Is(err, outline.ErrInvalidInput) {
+		t.Fatalf("unknown id: want invalid, got %v", err)
+	}
+
+	// a change where the plan touches it: conflict, nothing written
+	in2 := intent.Insert{Pos: outline.Position{Parent: top[1], Where: "first"}, Nodes: []outline.NewNode{{Text: "2025 taxes"}}}
+	dry2, err := e.Do(ctx, in2, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Insert(t, other, outline.Position{Parent: top[1], Where: "first"}, "someone else's first")
+	before, _ := repo.Snapshot(ctx)
+	_, err = e.Apply(ctx, dry2.PlanID, in2)
+	var oe *outline.Error
+	if !errors.As(err, &oe) || !errors.Is(err, outline.ErrConflict) || !strings.Contains(oe.Msg, "someone else's first") {
+		t.Fatalf("want a conflict naming the change, got %v", err)
+	}
+	after, _ := repo.Snapshot(ctx)
+	if after.Commit != before.Commit {
+		t.Fatal("a refused plan wrote")
+	}
+}
