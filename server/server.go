@@ -100,7 +100,13 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 					defer done()
 				}
 			}
+			if c := confirmerFor(ctx, s, req); c != nil && env.Confirm != nil {
+				ctx = tools.WithConfirmer(ctx, c)
+			}
 			res, err = t.Handle(ctx, env, args)
+			if err == nil && res != nil && res.ResultType == mcp.ResultTypeInputRequired {
+				return res, nil // the client asks the person and calls again
+			}
 			if err != nil {
 				// engine and network failures are results the model can act
 				// on, never protocol errors

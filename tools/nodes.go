@@ -43,7 +43,20 @@ func writeTool(t Tool, mk func(a Args) (outline.Intent, error)) Tool {
 		if err != nil {
 			return toolError(err)
 		}
-		out, err := env.Engine.Do(ctx, in, dry)
+		var out *outline.Outcome
+		if !dry {
+			var ask *mcp.CallToolResult
+			var done bool
+			if out, ask, done, err = confirmed(ctx, env, t.Name, in); ask != nil {
+				return ask, nil
+			} else if done {
+				if err != nil {
+					return toolError(err)
+				}
+				return writeResult(out, a), nil
+			}
+		}
+		out, err = env.Engine.Do(ctx, in, dry)
 		if err != nil {
 			return toolError(err)
 		}

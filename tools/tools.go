@@ -25,6 +25,9 @@ import (
 // reading them and the engine's contributor rules agree.
 type Env struct {
 	Engine *outline.Engine
+	// Confirm, if set, are the thresholds above which a write asks the
+	// person first when the client can ask (confirm.go); nil: never.
+	Confirm *ConfirmRules
 	// Notices, if set, is what opening the data directory found beside the
 	// repository (a budget ledger missing while the journal shows spending);
 	// the server tells them once, as it does the repository's own

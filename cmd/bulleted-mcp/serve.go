@@ -128,6 +128,8 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	families := fs.String("tools", "all", "tool families to expose, comma-separated: "+strings.Join(tools.Families, ", ")+" (default all)")
 	publicURL := fs.String("public-url", os.Getenv("BULLETED_MCP_PUBLIC_URL"), "hosted mode (with --database): the https URL clients reach this server at (env BULLETED_MCP_PUBLIC_URL)")
 	database := fs.String("database", os.Getenv("BULLETED_MCP_DATABASE"), "hosted mode: a postgres:// URL; many users sign in with OAuth, all state in Postgres (env BULLETED_MCP_DATABASE; needs --http, --public-url and "+hosted.SealKeyEnv+")")
+	confirmDeletes := fs.Int("confirm-deletes", tools.DefaultConfirm.Deletes, "when the client can ask the person (elicitation), a write deleting more than this many bullets asks first; 0: never")
+	confirmMoves := fs.Int("confirm-moves", tools.DefaultConfirm.Moves, "likewise for a write moving more than this many bullets; 0: never")
 	var proxies prefixList
 	fs.Var(&proxies, "trusted-proxy", "hosted mode: a reverse proxy (IP or CIDR; repeatable or comma-separated) whose X-Forwarded-For names the client address the rate limits count (default: none, the connection's address counts)")
 	var limits hosted.Limits
@@ -157,6 +159,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		be.env.Engine.Tree(ctx)
 		go debug.FreeOSMemory()
 	}
+	be.env.Confirm = &tools.ConfirmRules{Deletes: max(*confirmDeletes, 0), Moves: max(*confirmMoves, 0)}
 	s, err := server.NewWithOptions(be.env, server.Options{ReadOnly: *readOnly, Families: strings.Split(*families, ",")})
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)

@@ -42,6 +42,9 @@ var (
 	// ErrNoChange: the intent asks for what is already there; nothing is
 	// written (a result, not a failure, when the tool reports it).
 	ErrNoChange = errors.New("no change")
+	// ErrDeclined: the person declined (or did not answer) the confirmation
+	// a big destructive edit asked for; nothing was written.
+	ErrDeclined = errors.New("declined")
 )
 
 // Kind is an error kind as tools name it: the sentinel, the
@@ -73,6 +76,7 @@ var Kinds = []Kind{
 	{ErrUnavailable, "unavailable", "the repository could not be reached or failed"},
 	{ErrTimeout, "timeout", "the repository did not answer in time"},
 	{ErrNoChange, "no_change", "the intent asks for what is already there"},
+	{ErrDeclined, "declined", "the person declined, or did not answer, the confirmation a big destructive edit asked for"},
 }
 
 // KindName is the name of err's kind (Kinds), or "error" for an error of
