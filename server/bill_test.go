@@ -53,7 +53,9 @@ func (c billCall) bytes() int { return c.text + c.sc }
 type billTask struct {
 	name          string
 	calls         []billCall
-	want, found   int    // keys the task must show, and how many of them it showed (want 0: not counted)
+	want, found   int // keys the task must show, and how many of them it showed (want 0: not counted)
+	twice         int // keys shown on more than one page (reads of one level)
+	parts         []string
 	rows          int    // markdown rows (export)
 	stopped, note string // why paging stopped early; other findings
 }
@@ -244,13 +246,18 @@ func nextCursor(res *mcp.CallToolResult) string {
 
 var tidWord = regexp.MustCompile(`\b[2-7a-z]{13}\b`)
 
-// keysIn adds to seen the keys of want that res shows (text or structured
-// content).
-func keysIn(res *mcp.CallToolResult, want, seen map[string]bool) {
+// keysIn counts in seen, for each key of want that res shows (text or
+// structured content, leaving out the cursor it gives), one more page.
+func keysIn(res *mcp.CallToolResult, want map[string]bool, seen map[string]int) {
+	cur := nextCursor(res)
+	page := map[string]bool{}
 	scan := func(s string) {
+		if cur != "" {
+			s = strings.ReplaceAll(s, cur, "")
+		}
 		for _, k := range tidWord.FindAllString(s, -1) {
 			if want[k] {
-				seen[k] = true
+				page[k] = true
 			}
 		}
 	}
@@ -259,13 +266,27 @@ func keysIn(res *mcp.CallToolResult, want, seen map[string]bool) {
 		raw, _ := json.Marshal(res.StructuredContent)
 		scan(string(raw))
 	}
+	for k := range page {
+		seen[k]++
+	}
+}
+
+// twice counts the keys shown on more than one page.
+func twice(seen map[string]int) int {
+	n := 0
+	for _, c := range seen {
+		if c > 1 {
+			n++
+		}
+	}
+	return n
 }
 
 var mdRow = regexp.MustCompile(`(?m)^[ \t]*(?:[-*+] |#{1,6} )`)
 
 // drain calls tool with args, then again with each cursor a result gives,
 // to the end.
-func (h *billHarness) drain(tb testing.TB, t *billTask, tool string, args map[string]any, want map[string]bool, seen map[string]bool) {
+func (h *billHarness) drain(tb testing.TB, t *billTask, tool string, args map[string]any, want map[string]bool, seen map[string]int) {
 	tb.Helper()
 	a := map[string]any{}
 	for k, v := range args {
@@ -385,26 +406,30 @@ func (h *billHarness) run(tb testing.TB) []*billTask {
 	}
 	// (a) every child of the big level, text
 	t := task("read big level, text")
-	seen := map[string]bool{}
+	seen := map[string]int{}
 	h.drain(tb, t, "read_outline", map[string]any{"node": h.big, "depth": 1}, kids, seen)
-	t.want, t.found = len(kids), len(seen)
+	t.want, t.found, t.twice = len(kids), len(seen), twice(seen)
 	// (b) the same as json
 	t = task("read big level, json flat limit=5000")
-	seen = map[string]bool{}
+	seen = map[string]int{}
 	h.drain(tb, t, "read_outline", map[string]any{"node": h.big, "depth": 1, "format": "json", "flat": true, "limit": 5000}, kids, seen)
-	t.want, t.found = len(kids), len(seen)
+	t.want, t.found, t.twice = len(kids), len(seen), twice(seen)
 	// (c) 11 searches, 200 a page
 	t = task("11 searches, limit=200")
 	for _, q := range billSearches {
 		want := expectedHits(h.recs, q)
-		seen := map[string]bool{}
+		seen := map[string]int{}
 		args := map[string]any{"limit": 200}
 		for k, v := range q {
 			args[k] = v
 		}
+		calls := len(t.calls)
 		h.drain(tb, t, "search", args, want, seen)
 		t.want += len(want)
 		t.found += len(seen)
+		part := &billTask{calls: t.calls[calls:]}
+		q, _ := json.Marshal(q)
+		t.parts = append(t.parts, fmt.Sprintf("%s: %d call(s), %s, %d/%d hits", q, len(part.calls), kb(part.sum(billCall.bytes)), len(seen), len(want)))
 	}
 	// (d) export the whole outline as markdown, page by page
 	t = task("export markdown")
@@ -413,9 +438,9 @@ func (h *billHarness) run(tb testing.TB) []*billTask {
 	t = task("find budget review, complete it")
 	res, c := h.call(tb, "search", map[string]any{"text": "budget review"})
 	t.calls = append(t.calls, c)
-	seen = map[string]bool{}
+	seen = map[string]int{}
 	keysIn(res, map[string]bool{h.review: true}, seen)
-	if !seen[h.review] {
+	if seen[h.review] == 0 {
 		t.note = "the search did not show the bullet's key"
 	}
 	_, c = h.call(tb, "complete_todo", map[string]any{"node": h.review})
@@ -484,6 +509,9 @@ func billTable(n int, tasks []*billTask, with, without int) string {
 		switch {
 		case t.want > 0:
 			shown = fmt.Sprintf("%d / %d", t.found, t.want)
+			if t.twice > 0 {
+				shown += fmt.Sprintf(" (%d on two pages)", t.twice)
+			}
 		case t.rows > 0:
 			shown = fmt.Sprintf("%d rows", t.rows)
 		}
@@ -505,6 +533,9 @@ func billTable(n int, tasks []*billTask, with, without int) string {
 		}
 		if t.note != "" {
 			fmt.Fprintf(&b, "- %s: %s\n", t.name, t.note)
+		}
+		for _, p := range t.parts {
+			fmt.Fprintf(&b, "- %s\n", p)
 		}
 		if e := t.count(func(c billCall) bool { return c.isError }); e > 0 {
 			fmt.Fprintf(&b, "- %s: %d error result(s)\n", t.name, e)
@@ -544,13 +575,21 @@ func BenchmarkAgentBill(b *testing.B) {
 		tasks = h.run(b)
 	}
 	with, without := h.toolsList(b)
-	b.Log(billTable(n, tasks, with, without))
+	// printed, not logged: a benchmark's log is cut to its first lines
+	fmt.Println(billTable(n, tasks, with, without))
 	for _, t := range tasks {
 		m := metricName(t.name)
 		b.ReportMetric(float64(len(t.calls)), m+"-calls")
 		b.ReportMetric(float64(t.sum(billCall.bytes)), m+"-B")
 		b.ReportMetric(float64(t.largest()), m+"-maxB")
 	}
+	over, replaced := 0, 0
+	for _, t := range tasks {
+		over += t.count(func(c billCall) bool { return c.bytes() > billLimit })
+		replaced += t.count(func(c billCall) bool { return c.scReplaced || c.scMissing })
+	}
+	b.ReportMetric(float64(over), "results-over-60KB")
+	b.ReportMetric(float64(replaced), "structured-replaced-or-missing")
 	b.ReportMetric(float64(with), "tools/list-B")
 	b.ReportMetric(float64(without), "tools/list-noOutput-B")
 }
@@ -565,7 +604,7 @@ func TestAgentBillHarness(t *testing.T) {
 	with, without := h.toolsList(t)
 	t.Log(billTable(1_500, tasks, with, without))
 	for _, tk := range tasks {
-		if tk.stopped != "" || tk.want != tk.found || len(tk.calls) == 0 {
+		if tk.stopped != "" || tk.want != tk.found || tk.twice != 0 || len(tk.calls) == 0 {
 			t.Errorf("%s: %d calls, shown %d of %d; %s", tk.name, len(tk.calls), tk.found, tk.want, tk.stopped)
 		}
 	}
