@@ -11,12 +11,13 @@ package server_test
 //	go test ./server -run '^$' -bench AgentBill -benchtime 1x
 //
 // prints the table and reports each task's calls, bytes and largest result
-// as metrics.
+// as metrics (BULLETED_BILL_N=2080 for another size; -short: 2,000).
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -561,6 +562,12 @@ func BenchmarkAgentBill(b *testing.B) {
 	n := 20_000
 	if testing.Short() {
 		n = 2_000
+	}
+	if s := os.Getenv("BULLETED_BILL_N"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 100 {
+			b.Fatalf("BULLETED_BILL_N=%q: want a number of bullets, at least 100", s)
+		}
 	}
 	h := newBillHarness(b, n)
 	var tasks []*billTask
