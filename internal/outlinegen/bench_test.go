@@ -12,35 +12,6 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/view"
 )
 
-func TestShape(t *testing.T) {
-	recs := outlinegen.Generate(10000, 1)
-	tr := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c", Records: recs})
-	if len(tr.Detached) != 0 {
-		t.Fatalf("%d detached", len(tr.Detached))
-	}
-	big, todos, depth := 0, 0, 0
-	var walk func(items []*outline.Item, d int)
-	walk = func(items []*outline.Item, d int) {
-		if len(items) > 0 {
-			depth = max(depth, d)
-		}
-		for _, it := range items {
-			if len(it.Children) >= 2000 {
-				big++
-			}
-			if it.Str("layout") == "todo" {
-				todos++
-			}
-			walk(it.Children, d+1)
-		}
-	}
-	walk(tr.Roots, 1)
-	n := tr.Nodes.Len()
-	if n < 9500 || n > 10500 || len(tr.Roots) < 15 || len(tr.Roots) > 25 || big == 0 || depth < 3 || depth > 5 || todos < n/4 || todos > n*35/100 {
-		t.Fatalf("nodes %d sections %d big levels %d depth %d todos %d", n, len(tr.Roots), big, depth, todos)
-	}
-}
-
 func benchSizes(b *testing.B, fn func(b *testing.B, n int)) {
 	for _, n := range []int{10_000, 100_000, 220_000} { // 220k bullets + notes ≈ 242k records, under the 250,000 bound
 		if testing.Short() && n > 10_000 {
@@ -50,7 +21,8 @@ func benchSizes(b *testing.B, fn func(b *testing.B, n int)) {
 	}
 }
 
-// BenchmarkSearch: a text query on a warm index (first page of 20 hits).
+// BenchmarkSearch: a text query on a warm index (first page of 20 hits;
+// "budget" is in about one bullet in seven).
 func BenchmarkSearch(b *testing.B) {
 	benchSizes(b, func(b *testing.B, n int) {
 		tr := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c", Records: outlinegen.Generate(n, 1)})
@@ -58,7 +30,7 @@ func BenchmarkSearch(b *testing.B) {
 		x.Update(tr)
 		b.ResetTimer()
 		for b.Loop() {
-			if _, err := x.Search(tr, search.Query{Text: "budget review", State: "open", Limit: 20}); err != nil {
+			if _, err := x.Search(tr, search.Query{Text: "budget", State: "open", Limit: 20}); err != nil {
 				b.Fatal(err)
 			}
 		}

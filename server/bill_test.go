@@ -1,0 +1,644 @@
+package server_test
+
+// The agent's bill (issue #25): what an agent pays, in calls and bytes, for
+// the everyday tasks on a generated 20,000-bullet outline, measured only
+// through the public MCP interface (an in-process mcp-go client), so that
+// it measures any result format: it follows whatever cursor a result gives
+// (structured content's "cursor" or "nextCursor", at the top or in a nested
+// object, else the text's last cursor=... hint) and reads record keys,
+// wherever they are, as words of 13 TID characters.
+//
+//	go test ./server -run '^$' -bench AgentBill -benchtime 1x
+//
+// prints the table and reports each task's calls, bytes and largest result
+// as metrics (BULLETED_BILL_N=2080 for another size; -short: 2,000).
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outlinegen"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+	"github.com/bulleted-mcp/bulleted-mcp/server"
+)
+
+// billLimit is the result size the issue asks every result to fit in.
+const billLimit = 60_000
+
+// billCall is one tool result as the client received it.
+type billCall struct {
+	tool       string
+	text, sc   int  // bytes of the text content, of the structured content as JSON
+	scReplaced bool // structured content is {summary, truncated}: replaced by a note
+	scMissing  bool // a successful result without structured content
+	textCut    bool // the text carries a "[truncated" marker
+	isError    bool
+}
+
+func (c billCall) bytes() int { return c.text + c.sc }
+
+// billTask is one task's calls and what they showed.
+type billTask struct {
+	name          string
+	calls         []billCall
+	want, found   int // keys the task must show, and how many of them it showed (want 0: not counted)
+	twice         int // keys shown on more than one page (reads of one level)
+	parts         []string
+	rows          int    // markdown rows (export)
+	stopped, note string // why paging stopped early; other findings
+}
+
+func (t *billTask) sum(f func(billCall) int) int {
+	n := 0
+	for _, c := range t.calls {
+		n += f(c)
+	}
+	return n
+}
+
+func (t *billTask) count(f func(billCall) bool) int {
+	n := 0
+	for _, c := range t.calls {
+		if f(c) {
+			n++
+		}
+	}
+	return n
+}
+
+func (t *billTask) largest() int {
+	m := 0
+	for _, c := range t.calls {
+		m = max(m, c.bytes())
+	}
+	return m
+}
+
+// billHarness is a server on an embedded store holding a generated outline,
+// and an in-process client of it.
+type billHarness struct {
+	srv    *mcpserver.MCPServer
+	c      *client.Client
+	engine *outline.Engine
+	recs   []store.Record
+	big    string   // the bullet with the most children
+	kids   []string // its children's keys
+	review string   // the "budget review" bullet
+}
+
+func newBillHarness(tb testing.TB, n int) *billHarness {
+	tb.Helper()
+	l, err := store.OpenLocal(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	h := &billHarness{recs: outlinegen.Generate(n, 1)}
+	start := time.Now()
+	ws := outlinegen.Writes(h.recs, l.DID().String())
+	for rest := ws; len(rest) > 0; {
+		k := min(len(rest), store.MaxBatch)
+		if _, err := l.Apply(context.Background(), "", rest[:k]); err != nil {
+			tb.Fatal(err)
+		}
+		rest = rest[k:]
+	}
+	tb.Logf("seeded %d records in %v", len(ws), time.Since(start).Round(time.Millisecond))
+	// the ground truth, from the generated records
+	kids := map[string][]string{}
+	for _, r := range h.recs {
+		if r.Collection != "app.bulleted.node" {
+			continue
+		}
+		if p, _ := r.Value["parent"].(string); p != "" {
+			pk := p[strings.LastIndexByte(p, '/')+1:]
+			kids[pk] = append(kids[pk], r.RKey)
+		}
+		if r.Value["text"] == outlinegen.BudgetReview {
+			h.review = r.RKey
+		}
+	}
+	for k, ks := range kids {
+		if len(ks) > len(h.kids) || len(ks) == len(h.kids) && k < h.big {
+			h.big, h.kids = k, ks
+		}
+	}
+	if h.review == "" {
+		tb.Fatal("the outline has no budget review bullet")
+	}
+	h.engine = outline.New(l)
+	h.srv = server.New(h.engine, false)
+	if h.c, err = client.NewInProcessClient(h.srv); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { h.c.Close() })
+	ctx := context.Background()
+	if err := h.c.Start(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "bill", Version: "1"}
+	if _, err := h.c.Initialize(ctx, init); err != nil {
+		tb.Fatal(err)
+	}
+	return h
+}
+
+// call makes one tool call and measures its result.
+func (h *billHarness) call(tb testing.TB, tool string, args map[string]any) (*mcp.CallToolResult, billCall) {
+	tb.Helper()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = tool
+	req.Params.Arguments = args
+	res, err := h.c.CallTool(context.Background(), req)
+	if err != nil {
+		tb.Fatalf("%s %v: %v", tool, args, err)
+	}
+	c := billCall{tool: tool, isError: res.IsError}
+	text := resultText(res)
+	c.text = len(text)
+	c.textCut = strings.Contains(text, "[truncated")
+	if res.StructuredContent != nil {
+		raw, _ := json.Marshal(res.StructuredContent)
+		c.sc = len(raw)
+		if m, ok := res.StructuredContent.(map[string]any); ok && m["truncated"] == true && m["summary"] != nil && len(m) <= 3 {
+			c.scReplaced = true
+		}
+	} else if !res.IsError {
+		c.scMissing = true
+	}
+	return res, c
+}
+
+func resultText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, ct := range res.Content {
+		if tc, ok := ct.(mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+var cursorHint = regexp.MustCompile(`cursor=("(?:[^"\\]|\\.)*"|[^\s"',;)]+)`)
+
+// nextCursor is the cursor a result gives for its next page ("" : none):
+// the structured content's "cursor" or "nextCursor" (at the top, else in
+// a nested object), else the last cursor=... hint of the text.
+func nextCursor(res *mcp.CallToolResult) string {
+	var find func(m map[string]any, depth int) string
+	find = func(m map[string]any, depth int) string {
+		for _, k := range []string{"nextCursor", "cursor"} {
+			if s, ok := m[k].(string); ok && s != "" {
+				return s
+			}
+		}
+		if depth > 3 {
+			return ""
+		}
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if sub, ok := m[k].(map[string]any); ok {
+				if s := find(sub, depth+1); s != "" {
+					return s
+				}
+			}
+		}
+		return ""
+	}
+	if res.StructuredContent != nil {
+		var m map[string]any
+		if raw, err := json.Marshal(res.StructuredContent); err == nil && json.Unmarshal(raw, &m) == nil {
+			if s := find(m, 0); s != "" {
+				return s
+			}
+		}
+	}
+	all := cursorHint.FindAllStringSubmatch(resultText(res), -1)
+	if len(all) == 0 {
+		return ""
+	}
+	c := all[len(all)-1][1]
+	if strings.HasPrefix(c, `"`) {
+		if u, err := strconv.Unquote(c); err == nil {
+			return u
+		}
+	}
+	return c
+}
+
+var tidWord = regexp.MustCompile(`\b[2-7a-z]{13}\b`)
+
+// keysIn counts in seen, for each key of want that res shows (text or
+// structured content, leaving out the cursor it gives), one more page.
+func keysIn(res *mcp.CallToolResult, want map[string]bool, seen map[string]int) {
+	cur := nextCursor(res)
+	page := map[string]bool{}
+	scan := func(s string) {
+		if cur != "" {
+			s = strings.ReplaceAll(s, cur, "")
+		}
+		for _, k := range tidWord.FindAllString(s, -1) {
+			if want[k] {
+				page[k] = true
+			}
+		}
+	}
+	scan(resultText(res))
+	if res.StructuredContent != nil {
+		raw, _ := json.Marshal(res.StructuredContent)
+		scan(string(raw))
+	}
+	for k := range page {
+		seen[k]++
+	}
+}
+
+// twice counts the keys shown on more than one page.
+func twice(seen map[string]int) int {
+	n := 0
+	for _, c := range seen {
+		if c > 1 {
+			n++
+		}
+	}
+	return n
+}
+
+var mdRow = regexp.MustCompile(`(?m)^[ \t]*(?:[-*+] |#{1,6} )`)
+
+// drain calls tool with args, then again with each cursor a result gives,
+// to the end.
+func (h *billHarness) drain(tb testing.TB, t *billTask, tool string, args map[string]any, want map[string]bool, seen map[string]int) {
+	tb.Helper()
+	a := map[string]any{}
+	for k, v := range args {
+		a[k] = v
+	}
+	used := map[string]bool{}
+	for {
+		res, c := h.call(tb, tool, a)
+		t.calls = append(t.calls, c)
+		if want != nil {
+			keysIn(res, want, seen)
+		}
+		if t.name == "export markdown" {
+			t.rows += len(mdRow.FindAllString(resultText(res), -1))
+		}
+		if res.IsError {
+			t.stopped = fmt.Sprintf("%s answered an error: %.200s", tool, resultText(res))
+			return
+		}
+		cur := nextCursor(res)
+		if cur == "" {
+			return
+		}
+		if used[cur] || len(t.calls) >= 2000 {
+			t.stopped = fmt.Sprintf("%s gave cursor %q again (or 2,000 calls)", tool, cur)
+			return
+		}
+		used[cur] = true
+		a["cursor"] = cur
+	}
+}
+
+// billSearches are task (c)'s 11 searches: tags, mentions, state, dates
+// (metadata ranges and a date in the text), 200 hits a page.
+var billSearches = []map[string]any{
+	{"tags": []any{"release"}},
+	{"tags": []any{"health"}},
+	{"tags": []any{"design"}},
+	{"mentions": []any{"friend.example.com"}},
+	{"mentions": []any{"alice.example.com"}},
+	{"state": "open"},
+	{"state": "done"},
+	{"created_from": "2026-03-01", "created_to": "2026-03-31"},
+	{"completed_from": "2026-06-01", "completed_to": "2026-06-30"},
+	{"state": "open", "created_from": "2026-10-01"},
+	{"text": "2026-05"},
+}
+
+// expectedHits: the node keys a search must find, from the generated
+// records (not from the server).
+func expectedHits(recs []store.Record, q map[string]any) map[string]bool {
+	day := func(s string, end bool) time.Time {
+		t, _ := time.Parse("2006-01-02", s)
+		if end {
+			t = t.Add(24*time.Hour - time.Nanosecond)
+		}
+		return t
+	}
+	in := func(v any, from, to any) bool {
+		s, _ := v.(string)
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return false
+		}
+		if f, ok := from.(string); ok && t.Before(day(f, false)) {
+			return false
+		}
+		if f, ok := to.(string); ok && t.After(day(f, true)) {
+			return false
+		}
+		return true
+	}
+	out := map[string]bool{}
+	for _, r := range recs {
+		if r.Collection != "app.bulleted.node" {
+			continue
+		}
+		v := r.Value
+		text, _ := v["text"].(string)
+		todo, done := v["layout"] == "todo", v["completedAt"] != nil
+		ok := true
+		for k, want := range q {
+			switch k {
+			case "tags":
+				ok = ok && strings.Contains(strings.ToLower(text), "#"+want.([]any)[0].(string))
+			case "mentions":
+				ok = ok && strings.Contains(strings.ToLower(text), "@"+want.([]any)[0].(string))
+			case "state":
+				ok = ok && todo && done == (want == "done")
+			case "created_from":
+				ok = ok && in(v["createdAt"], want, q["created_to"])
+			case "completed_from":
+				ok = ok && in(v["completedAt"], want, q["completed_to"])
+			case "text":
+				ok = ok && strings.Contains(strings.ToLower(text), want.(string))
+			}
+		}
+		if ok {
+			out[r.RKey] = true
+		}
+	}
+	return out
+}
+
+// run is one bill: every task, in order, and tools/list.
+func (h *billHarness) run(tb testing.TB) []*billTask {
+	tb.Helper()
+	kids := map[string]bool{}
+	for _, k := range h.kids {
+		kids[k] = true
+	}
+	var tasks []*billTask
+	task := func(name string) *billTask {
+		t := &billTask{name: name}
+		tasks = append(tasks, t)
+		return t
+	}
+	// (a) every child of the big level, text
+	t := task("read big level, text")
+	seen := map[string]int{}
+	h.drain(tb, t, "read_outline", map[string]any{"node": h.big, "depth": 1}, kids, seen)
+	t.want, t.found, t.twice = len(kids), len(seen), twice(seen)
+	// (b) the same as json
+	t = task("read big level, json flat limit=5000")
+	seen = map[string]int{}
+	h.drain(tb, t, "read_outline", map[string]any{"node": h.big, "depth": 1, "format": "json", "flat": true, "limit": 5000}, kids, seen)
+	t.want, t.found, t.twice = len(kids), len(seen), twice(seen)
+	// (c) 11 searches, 200 a page
+	t = task("11 searches, limit=200")
+	for _, q := range billSearches {
+		want := expectedHits(h.recs, q)
+		seen := map[string]int{}
+		args := map[string]any{"limit": 200}
+		for k, v := range q {
+			args[k] = v
+		}
+		calls := len(t.calls)
+		h.drain(tb, t, "search", args, want, seen)
+		t.want += len(want)
+		t.found += len(seen)
+		part := &billTask{calls: t.calls[calls:]}
+		q, _ := json.Marshal(q)
+		t.parts = append(t.parts, fmt.Sprintf("%s: %d call(s), %s, %d/%d hits", q, len(part.calls), kb(part.sum(billCall.bytes)), len(seen), len(want)))
+	}
+	// (d) export the whole outline as markdown, page by page
+	t = task("export markdown")
+	h.drain(tb, t, "read_outline", map[string]any{"format": "markdown", "depth": 50}, nil, nil)
+	// (e) find "budget review" and complete it: a search, then complete
+	t = task("find budget review, complete it")
+	res, c := h.call(tb, "search", map[string]any{"text": "budget review"})
+	t.calls = append(t.calls, c)
+	seen = map[string]int{}
+	keysIn(res, map[string]bool{h.review: true}, seen)
+	if seen[h.review] == 0 {
+		t.note = "the search did not show the bullet's key"
+	}
+	_, c = h.call(tb, "complete_todo", map[string]any{"node": h.review})
+	t.calls = append(t.calls, c)
+	t.want = 1
+	if tr, err := h.engine.Tree(context.Background()); err == nil {
+		if it := tr.Nodes.Get(h.review); it != nil && it.Str("completedAt") != "" {
+			t.found = 1 // completed, as the repository reads back
+		}
+	}
+	return tasks
+}
+
+// toolsList returns the bytes of the tools/list result, with and without
+// the output schemas, as the server sends it.
+func (h *billHarness) toolsList(tb testing.TB) (with, without int) {
+	tb.Helper()
+	msg := h.srv.HandleMessage(context.Background(), json.RawMessage(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	raw, err := json.Marshal(msg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var resp struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(raw, &resp); err != nil || len(resp.Result) == 0 {
+		tb.Fatalf("tools/list answered %.300s", raw)
+	}
+	var list struct {
+		Tools []map[string]json.RawMessage `json:"tools"`
+	}
+	if err := json.Unmarshal(resp.Result, &list); err != nil {
+		tb.Fatal(err)
+	}
+	for _, t := range list.Tools {
+		delete(t, "outputSchema")
+	}
+	bare, _ := json.Marshal(map[string]any{"tools": list.Tools})
+	all, _ := json.Marshal(map[string]any{"tools": json.RawMessage(mustField(tb, resp.Result, "tools"))})
+	return len(all), len(bare)
+}
+
+func mustField(tb testing.TB, raw json.RawMessage, k string) json.RawMessage {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		tb.Fatal(err)
+	}
+	return m[k]
+}
+
+func kb(n int) string {
+	if n >= 1_000_000 {
+		return fmt.Sprintf("%.2f MB", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%.1f KB", float64(n)/1e3)
+}
+
+// billTable renders the bill as a markdown table, with its findings.
+func billTable(n int, tasks []*billTask, with, without int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nThe agent's bill on a generated %d-bullet outline (bytes = text + structured content as JSON):\n\n", n)
+	b.WriteString("| task | calls | bytes | largest result | text / structured | results > 60 KB | structured replaced / missing | text cut | shown |\n|---|---|---|---|---|---|---|---|---|\n")
+	total, largest, over, replaced := 0, 0, 0, 0
+	for _, t := range tasks {
+		shown := ""
+		switch {
+		case t.want > 0:
+			shown = fmt.Sprintf("%d / %d", t.found, t.want)
+			if t.twice > 0 {
+				shown += fmt.Sprintf(" (%d on two pages)", t.twice)
+			}
+		case t.rows > 0:
+			shown = fmt.Sprintf("%d rows", t.rows)
+		}
+		o := t.count(func(c billCall) bool { return c.bytes() > billLimit })
+		r := t.count(func(c billCall) bool { return c.scReplaced })
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s / %s | %d | %d / %d | %d | %s |\n", t.name, len(t.calls), kb(t.sum(billCall.bytes)), kb(t.largest()),
+			kb(t.sum(func(c billCall) int { return c.text })), kb(t.sum(func(c billCall) int { return c.sc })), o, r,
+			t.count(func(c billCall) bool { return c.scMissing }), t.count(func(c billCall) bool { return c.textCut }), shown)
+		total += t.sum(billCall.bytes)
+		largest = max(largest, t.largest())
+		over += o
+		replaced += r
+	}
+	fmt.Fprintf(&b, "\ntools/list: %s with output schemas, %s without. All tasks: %s, largest result %s, %d result(s) over 60 KB, %d with structured content replaced by {summary, truncated}.\n",
+		kb(with), kb(without), kb(total), kb(largest), over, replaced)
+	for _, t := range tasks {
+		if t.stopped != "" {
+			fmt.Fprintf(&b, "- %s: stopped: %s\n", t.name, t.stopped)
+		}
+		if t.note != "" {
+			fmt.Fprintf(&b, "- %s: %s\n", t.name, t.note)
+		}
+		for _, p := range t.parts {
+			fmt.Fprintf(&b, "- %s\n", p)
+		}
+		if e := t.count(func(c billCall) bool { return c.isError }); e > 0 {
+			fmt.Fprintf(&b, "- %s: %d error result(s)\n", t.name, e)
+		}
+	}
+	return b.String()
+}
+
+// metricName makes a task name a metric unit (no spaces).
+func metricName(s string) string {
+	s = strings.NewReplacer(" ", "-", ",", "", "=", "", "\"", "").Replace(s)
+	return strings.ToLower(s)
+}
+
+// BenchmarkAgentBill measures issue #25's tasks on a generated 20,000-bullet
+// outline (5 levels, a level of about 2,100 children, todos, notes, tags,
+// mentions, dates, headings, a "budget review" at depth 4): for each, the
+// calls, the bytes (text + structured content as JSON) and the largest
+// result, and tools/list with and without output schemas. Each iteration
+// runs the whole bill (the todo ticked by the last task is unticked between
+// iterations, uncounted); bytes and calls do not depend on the iteration.
+func BenchmarkAgentBill(b *testing.B) {
+	n := 20_000
+	if testing.Short() {
+		n = 2_000
+	}
+	if s := os.Getenv("BULLETED_BILL_N"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 100 {
+			b.Fatalf("BULLETED_BILL_N=%q: want a number of bullets, at least 100", s)
+		}
+	}
+	h := newBillHarness(b, n)
+	var tasks []*billTask
+	first := true
+	for b.Loop() {
+		if !first {
+			b.StopTimer()
+			h.call(b, "complete_todo", map[string]any{"node": h.review, "completed": false})
+			b.StartTimer()
+		}
+		first = false
+		tasks = h.run(b)
+	}
+	with, without := h.toolsList(b)
+	// printed, not logged: a benchmark's log is cut to its first lines
+	fmt.Println(billTable(n, tasks, with, without))
+	for _, t := range tasks {
+		m := metricName(t.name)
+		b.ReportMetric(float64(len(t.calls)), m+"-calls")
+		b.ReportMetric(float64(t.sum(billCall.bytes)), m+"-B")
+		b.ReportMetric(float64(t.largest()), m+"-maxB")
+	}
+	over, replaced := 0, 0
+	for _, t := range tasks {
+		over += t.count(func(c billCall) bool { return c.bytes() > billLimit })
+		replaced += t.count(func(c billCall) bool { return c.scReplaced || c.scMissing })
+	}
+	b.ReportMetric(float64(over), "results-over-60KB")
+	b.ReportMetric(float64(replaced), "structured-replaced-or-missing")
+	b.ReportMetric(float64(with), "tools/list-B")
+	b.ReportMetric(float64(without), "tools/list-noOutput-B")
+}
+
+// TestAgentBillHarness: the harness itself, on a small outline: it follows
+// the cursors to the end (every child of the big level shown, in text and
+// in json; every search's expected hits), and the last task completes the
+// "budget review" todo as the repository reads back.
+func TestAgentBillHarness(t *testing.T) {
+	h := newBillHarness(t, 1_500)
+	tasks := h.run(t)
+	with, without := h.toolsList(t)
+	t.Log(billTable(1_500, tasks, with, without))
+	for _, tk := range tasks {
+		if tk.stopped != "" || tk.want != tk.found || tk.twice != 0 || len(tk.calls) == 0 {
+			t.Errorf("%s: %d calls, shown %d of %d; %s", tk.name, len(tk.calls), tk.found, tk.want, tk.stopped)
+		}
+	}
+	if tasks[3].rows < 1_500 {
+		t.Errorf("the export showed %d markdown rows of 1,500 bullets", tasks[3].rows)
+	}
+	if with <= without || without < 1000 {
+		t.Errorf("tools/list %d bytes with output schemas, %d without", with, without)
+	}
+}
+
+// nextCursor finds a cursor wherever a result format may put it.
+func TestBillNextCursor(t *testing.T) {
+	for _, c := range []struct {
+		res  *mcp.CallToolResult
+		want string
+	}{
+		{mcp.NewToolResultStructured(map[string]any{"cursor": "abc"}, "rows"), "abc"},
+		{mcp.NewToolResultStructured(map[string]any{"nextCursor": "n1", "cursor": ""}, "rows"), "n1"},
+		{mcp.NewToolResultStructured(map[string]any{"page": map[string]any{"nextCursor": "deep"}}, "rows"), "deep"},
+		{mcp.NewToolResultText(`- a ·3kaaaaaaaaaaa` + "\n" + `(more matches: call search again with the same filters and cursor="q.x y")`), "q.x y"},
+		{mcp.NewToolResultText(`call read_outline again with cursor=Zm9v; 3 bullet(s) marked`), "Zm9v"},
+		{mcp.NewToolResultStructured(map[string]any{"truncated": true, "summary": "cut"}, `... cursor="t1" ... cursor="t2"`), "t2"},
+		{mcp.NewToolResultStructured(map[string]any{"hits": []any{}}, "No bullets match."), ""},
+	} {
+		if got := nextCursor(c.res); got != c.want {
+			t.Errorf("%v: cursor %q, want %q", c.res, got, c.want)
+		}
+	}
+}
