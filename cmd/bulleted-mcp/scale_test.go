@@ -22,7 +22,7 @@ import (
 // embedded store holding a generated outline of about n records (bullets
 // and their notes: the generator gives about 1.1 records per bullet).
 func seedStore(b *testing.B, n int) string {
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("bulleted-scale-records-%d", n))
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("bulleted-scale-records-v2-%d", n))
 	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err == nil {
 		return dir
 	}
