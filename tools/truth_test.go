@@ -1,9 +1,17 @@
 package tools_test
 
 import (
+	"context"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
 
 // TestHiddenChildrenMarkedAtEveryDepth: a read with depth=1 (and a zoomed
@@ -38,4 +46,68 @@ func TestHiddenChildrenMarkedAtEveryDepth(t *testing.T) {
 	check(map[string]any{"depth": 2}, map[string]string{"Alpha": "", "a1": "", "Gamma": "", "g1": "(+3)"})
 	// zoomed: the root's children are the page, so the root is not marked
 	check(map[string]any{"node": r.key("Gamma"), "depth": 1}, map[string]string{"Gamma": "", "g1": "(+3)"})
+	// a mirror at the depth bound: its original's children
+	r.ok("add_mirror", map[string]any{"original": r.uri("Alpha")})
+	res, _ := call(t, r.c, "read_outline", map[string]any{"depth": 1})
+	if !regexp.MustCompile(`↪ "Alpha" \(mirror of [^)]*\) \(\+2\) ·`).MatchString(text(res)) {
+		t.Fatalf("a mirror at depth 1 does not show its original's 2 children:\n%s", text(res))
+	}
+}
+
+// fakeResolver resolves the handles it knows.
+type fakeResolver map[string]string
+
+func (f fakeResolver) ResolveHandle(_ context.Context, h string) (syntax.DID, error) {
+	if d, ok := f[h]; ok {
+		return syntax.DID(d), nil
+	}
+	return "", errors.New("unknown handle " + h)
+}
+
+// TestCommentThreadInText: under policy mentioned, the comment the
+// mentioned identity wrote on a bullet shows in the text read (zoomed on
+// the bullet and from the top) with its author's handle, date and text,
+// not only as a count; the json rows carry the same thread with the
+// handle.
+func TestCommentThreadInText(t *testing.T) {
+	t.Parallel()
+	const friend = "did:plc:friendofthetruth"
+	l := openLocal(t)
+	e := outline.New(l)
+	e.Resolver = fakeResolver{"friend.test": friend}
+	var friendTree *outline.Tree
+	env := &tools.Env{Engine: e, Others: func(ctx context.Context, ident string) (*outline.Tree, error) {
+		if ident != friend || friendTree == nil {
+			return nil, errors.New("unknown identity " + ident)
+		}
+		return friendTree, nil
+	}}
+	r := &rulesRepo{t: t, l: l, c: inProcess(t, env)}
+	r.ok("insert_after", map[string]any{"text": "Groceries for @friend.test"})
+	r.ok("insert_after", map[string]any{"parent": r.key("Groceries for @friend.test"), "text": "Eggs"})
+	r.ok("set_comment_policy", map[string]any{"allow": []any{"mentioned"}})
+	friendTree = outline.Build(&store.Snapshot{DID: friend, Commit: "f1", Records: []store.Record{
+		{Collection: "app.bulleted.comment", RKey: "3kcomment2222", CID: "c1", Value: map[string]any{"$type": "app.bulleted.comment",
+			"subject": r.uri("Eggs"), "text": "Free-range,\nplease?", "createdAt": "2026-07-30T09:30:00.000Z"}},
+		{Collection: "app.bulleted.comment", RKey: "3kcomment1111", CID: "c2", Value: map[string]any{"$type": "app.bulleted.comment",
+			"subject": r.uri("Eggs"), "text": "A dozen", "createdAt": "2026-07-29T08:00:00.000Z"}},
+	}})
+	want := "comment by @friend.test on 2026-07-29: A dozen\n"
+	want2 := "comment by @friend.test on 2026-07-30: Free-range, please?\n"
+	for _, args := range []map[string]any{{"node": r.key("Eggs")}, {}} {
+		res, sc := call(t, r.c, "read_outline", args)
+		sct, _ := sc["text"].(string)
+		for name, out := range map[string]string{"text": text(res), "structured text": sct} {
+			i, j := strings.Index(out, want), strings.Index(out, want2)
+			if i < 0 || j < i {
+				t.Fatalf("read %v, %s: the thread (in order) is not shown:\n%s", args, name, out)
+			}
+		}
+	}
+	_, sc := call(t, r.c, "read_outline", map[string]any{"node": r.key("Eggs"), "format": "json"})
+	root, _ := sc["root"].(map[string]any)
+	cs, _ := root["comments"].([]any)
+	if len(cs) != 2 || cs[0].(map[string]any)["handle"] != "friend.test" || cs[0].(map[string]any)["text"] != "A dozen" {
+		t.Fatalf("json comments: %v", root["comments"])
+	}
 }

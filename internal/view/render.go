@@ -106,11 +106,7 @@ func (v *View) Enrich(t *outline.Tree, other Trees) []string {
 			mirror(r, nil, &budget)
 		} else if r.DID == t.DID.String() {
 			if it := t.Nodes.Get(r.RKey); it != nil {
-				for _, did := range MayComment(t, it) {
-					if ct := get(did); ct != nil {
-						r.Comments = append(r.Comments, CommentsOn(ct, r.URI)...)
-					}
-				}
+				r.Comments = append(r.Comments, thread(t, it, r.URI, get)...)
 			}
 		}
 	}
@@ -265,6 +261,7 @@ func line(b *strings.Builder, r *Row, d int, notes, expanded bool) {
 			b.WriteString(ind + "    > " + l + "\n")
 		}
 	}
+	commentLines(b, r, ind)
 }
 
 // Markdown renders the view as a Markdown list that package markup imports
