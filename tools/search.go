@@ -147,7 +147,7 @@ func hitsText(t *outline.Tree, r *search.Result) string {
 		}
 		note := ""
 		if h.InNote {
-			note = " (in note)"
+			note = fmt.Sprintf(" (match in its note: %q)", h.Note)
 		}
 		by := ""
 		if h.Author != "" {

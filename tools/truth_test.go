@@ -111,3 +111,30 @@ func TestCommentThreadInText(t *testing.T) {
 		t.Fatalf("json comments: %v", root["comments"])
 	}
 }
+
+// TestNoteHitShowsBulletText: a search hit in a note shows the bullet's
+// own text (in the text result and the structured hit's text) and the
+// matching note excerpt beside it, marked as the note.
+func TestNoteHitShowsBulletText(t *testing.T) {
+	t.Parallel()
+	r := newRulesRepo(t)
+	long := strings.Repeat("background and context, ", 6)
+	r.ok("insert_after", map[string]any{"text": "Quarterly plan", "note": long + "remember the budget spreadsheet in the shared drive"})
+	res, sc := call(t, r.c, "search", map[string]any{"text": "spreadsheet"})
+	hits, _ := sc["hits"].([]any)
+	if len(hits) != 1 {
+		t.Fatalf("hits: %v", sc["hits"])
+	}
+	h := hits[0].(map[string]any)
+	if h["text"] != "Quarterly plan" || h["inNote"] != true {
+		t.Fatalf("structured hit: text %q (want the bullet's), inNote %v", h["text"], h["inNote"])
+	}
+	note, _ := h["note"].(string)
+	if !strings.Contains(note, "budget spreadsheet in the shared drive") || !strings.HasPrefix(note, "…") {
+		t.Fatalf("structured hit: note excerpt %q", note)
+	}
+	txt := text(res)
+	if !strings.Contains(txt, "- Quarterly plan (match in its note: \""+note+"\") ·"+r.key("Quarterly plan")) {
+		t.Fatalf("text result:\n%s", txt)
+	}
+}
