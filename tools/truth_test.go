@@ -138,3 +138,33 @@ func TestNoteHitShowsBulletText(t *testing.T) {
 		t.Fatalf("text result:\n%s", txt)
 	}
 }
+
+// TestDidYouMeanSynonyms: names models guess for arguments called
+// otherwise here (rkey for node, index for after/position, query for
+// text) are refused with the argument they mean, in the text and in the
+// structured error, and nothing is written.
+func TestDidYouMeanSynonyms(t *testing.T) {
+	t.Parallel()
+	r := newRulesRepo(t)
+	r.ok("insert_after", map[string]any{"text": "Alpha"})
+	k := r.key("Alpha")
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"read_outline", map[string]any{"rkey": k}, "unknown argument rkey (did you mean node?)"},
+		{"update_node", map[string]any{"rkey": k, "text": "x"}, "unknown argument rkey (did you mean node?)"},
+		{"add_comment", map[string]any{"rkey": k, "text": "x"}, "unknown argument rkey (did you mean subject?)"},
+		{"insert_after", map[string]any{"text": "Beta", "index": 1}, "unknown argument index (did you mean after or position?"},
+		{"move_node", map[string]any{"node": k, "index": 0}, "unknown argument index (did you mean after or position?"},
+		{"search", map[string]any{"query": "alpha"}, "unknown argument query (did you mean text?)"},
+	} {
+		txt := r.refused("invalid", c.tool, c.args)
+		_, sc := call(t, r.c, c.tool, c.args)
+		msg, _ := sc["error"].(map[string]any)["message"].(string)
+		if !strings.Contains(txt, c.want) || !strings.Contains(msg, c.want) {
+			t.Fatalf("%s %v:\ntext: %s\nstructured: %s\nwant %q", c.tool, c.args, txt, msg, c.want)
+		}
+	}
+}
