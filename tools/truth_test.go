@@ -73,15 +73,17 @@ func TestCommentThreadInText(t *testing.T) {
 	t.Parallel()
 	const friend = "did:plc:friendofthetruth"
 	l := openLocal(t)
-	e := outline.New(l)
-	e.Resolver = fakeResolver{"friend.test": friend}
 	var friendTree *outline.Tree
-	env := &tools.Env{Engine: e, Others: func(ctx context.Context, ident string) (*outline.Tree, error) {
+	e, err := outline.Open(l, outline.Options{Resolver: fakeResolver{"friend.test": friend}, Others: func(ctx context.Context, ident string) (*outline.Tree, error) {
 		if ident != friend || friendTree == nil {
 			return nil, errors.New("unknown identity " + ident)
 		}
 		return friendTree, nil
-	}}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &tools.Env{Engine: e}
 	r := &rulesRepo{t: t, l: l, c: inProcess(t, env)}
 	r.ok("insert_after", map[string]any{"text": "Groceries for @friend.test"})
 	r.ok("insert_after", map[string]any{"parent": r.key("Groceries for @friend.test"), "text": "Eggs"})
@@ -167,4 +169,80 @@ func TestDidYouMeanSynonyms(t *testing.T) {
 			t.Fatalf("%s %v:\ntext: %s\nstructured: %s\nwant %q", c.tool, c.args, txt, msg, c.want)
 		}
 	}
+}
+
+// structuredHas reports whether a string in v (structured content, at any
+// depth) contains s.
+func structuredHas(v any, s string) bool {
+	switch x := v.(type) {
+	case string:
+		return strings.Contains(x, s)
+	case map[string]any:
+		for _, e := range x {
+			if structuredHas(e, s) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if structuredHas(e, s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestUnrenderedLayoutNotice: a create or update with a layout or display
+// Bulleted does not render is written as given (the sets are open), and
+// the result says so in one line naming the rendered values, in the text
+// and the structured content (once per value, with a count), also inside
+// apply_batch and in a dry run; rendered values get no notice.
+func TestUnrenderedLayoutNotice(t *testing.T) {
+	t.Parallel()
+	r := newRulesRepo(t)
+	const rendered = "(bullet, todo, h1, h2, h3, codeBlock, quoteBlock)"
+	value := func(txt string) map[string]any {
+		t.Helper()
+		for _, rec := range r.records() {
+			if rec.Collection == "app.bulleted.node" && rec.Value["text"] == txt {
+				return rec.Value
+			}
+		}
+		t.Fatalf("no bullet %q", txt)
+		return nil
+	}
+	noticed := func(name string, args map[string]any, want ...string) {
+		t.Helper()
+		res, sc := call(t, r.c, name, args)
+		if res.IsError {
+			t.Fatalf("%s %v: %s", name, args, text(res))
+		}
+		for _, w := range want {
+			if !strings.Contains(text(res), w) || !structuredHas(sc, w) {
+				t.Fatalf("%s %v: want %q in text and structured content:\n%s\n%v", name, args, w, text(res), sc)
+			}
+		}
+		if len(want) == 0 && (strings.Contains(text(res), "Bulleted renders") || structuredHas(sc, "Bulleted renders")) {
+			t.Fatalf("%s %v: a notice for rendered values:\n%s", name, args, text(res))
+		}
+	}
+	noticed("insert_after", map[string]any{"text": "Tick me", "layout": "checkbox"},
+		`layout "checkbox" is not one Bulleted renders `+rendered+`: written as given (an open set), shown as a plain bullet`)
+	if v := value("Tick me"); v["layout"] != "checkbox" {
+		t.Fatalf("layout stored as %v, want checkbox as given", v["layout"])
+	}
+	noticed("insert_after", map[string]any{"nodes": []any{
+		map[string]any{"text": "c1", "layout": "checkbox", "children": []any{map[string]any{"text": "c2", "layout": "checkbox"}}},
+		map[string]any{"text": "t1", "layout": "todo"}}},
+		`layout "checkbox" (2 bullets) is not one Bulleted renders`)
+	noticed("update_node", map[string]any{"node": r.key("t1"), "layout": "heading", "display": "folded"},
+		`layout "heading" is not one Bulleted renders `+rendered, `display "folded" is not one Bulleted renders (expanded, collapsed): written as given (an open set), shown expanded`)
+	if v := value("t1"); v["layout"] != "heading" || v["display"] != "folded" {
+		t.Fatalf("t1 stored as %v / %v, want heading / folded", v["layout"], v["display"])
+	}
+	noticed("update_node", map[string]any{"node": r.key("t1"), "layout": "h2", "display": "collapsed"})
+	noticed("apply_batch", map[string]any{"ops": []any{map[string]any{"tool": "update_node", "args": map[string]any{"node": r.key("c1"), "layout": "kanban"}}}},
+		`layout "kanban" is not one Bulleted renders`)
+	noticed("insert_after", map[string]any{"text": "dry", "layout": "toggle", "dry_run": true}, `layout "toggle" is not one Bulleted renders`)
 }
