@@ -122,13 +122,20 @@ func searchTool() Tool {
 		for _, p := range problems {
 			text += "\nnote: " + p
 		}
-		return mcp.NewToolResultStructured(map[string]any{"did": tr.DID.String(), "hits": r.Hits, "cursor": r.Cursor}, text), nil
+		sc := map[string]any{"did": tr.DID.String(), "hits": r.Hits, "cursor": r.Cursor}
+		if len(r.Notices) > 0 {
+			sc["notices"] = r.Notices
+		}
+		return mcp.NewToolResultStructured(sc, text), nil
 	}
 	return t
 }
 
 func hitsText(t *outline.Tree, r *search.Result) string {
 	var b strings.Builder
+	for _, n := range r.Notices {
+		b.WriteString("Note: " + n + "\n")
+	}
 	if len(r.Hits) == 0 {
 		b.WriteString("No bullets match.")
 		return b.String()

@@ -246,3 +246,43 @@ func TestUnrenderedLayoutNotice(t *testing.T) {
 		`layout "kanban" is not one Bulleted renders`)
 	noticed("insert_after", map[string]any{"text": "dry", "layout": "toggle", "dry_run": true}, `layout "toggle" is not one Bulleted renders`)
 }
+
+// TestSearchUnknownLayoutSaysWhatExists: a search by a layout Bulleted
+// does not render says so, with the rendered layouts, what it may mean
+// (heading: h1, h2 or h3) and the layouts the outline has, in the text and
+// the structured notices, and still finds bullets stored with that layout
+// (the set is open); a rendered layout gets no notice.
+func TestSearchUnknownLayoutSaysWhatExists(t *testing.T) {
+	t.Parallel()
+	r := newRulesRepo(t)
+	r.ok("insert_after", map[string]any{"nodes": []any{
+		map[string]any{"text": "Title", "layout": "h1"},
+		map[string]any{"text": "Part", "layout": "h2"},
+		map[string]any{"text": "Do it", "layout": "todo"},
+		map[string]any{"text": "Plain"},
+		map[string]any{"text": "Odd one", "layout": "checkbox"},
+	}})
+	want := []string{
+		`layout "heading" is not one Bulleted renders (bullet, todo, h1, h2, h3, codeBlock, quoteBlock)`,
+		"did you mean h1, h2 or h3?",
+		"layouts in this outline: bullet (1), checkbox (1), h1 (1), h2 (1), todo (1)",
+	}
+	res, sc := call(t, r.c, "search", map[string]any{"layout": "heading"})
+	notices, _ := sc["notices"].([]any)
+	if len(notices) != 1 {
+		t.Fatalf("structured notices: %v\n%s", sc["notices"], text(res))
+	}
+	for _, w := range want {
+		if !strings.Contains(text(res), w) || !strings.Contains(notices[0].(string), w) {
+			t.Fatalf("want %q in text and notices:\n%s\n%v", w, text(res), notices)
+		}
+	}
+	res, sc = call(t, r.c, "search", map[string]any{"layout": "checkbox"})
+	if hits, _ := sc["hits"].([]any); len(hits) != 1 || !strings.Contains(text(res), `layout "checkbox" is not one Bulleted renders`) || !strings.Contains(text(res), "did you mean todo?") {
+		t.Fatalf("checkbox: %v\n%s", sc["hits"], text(res))
+	}
+	res, sc = call(t, r.c, "search", map[string]any{"layout": "h1"})
+	if sc["notices"] != nil || strings.Contains(text(res), "Bulleted renders") {
+		t.Fatalf("a rendered layout got a notice:\n%s", text(res))
+	}
+}

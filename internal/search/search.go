@@ -351,6 +351,9 @@ type Result struct {
 	Hits    []Hit  `json:"hits"`
 	Cursor  string `json:"cursor,omitempty"` // set when more hits may follow
 	Scanned int    `json:"scanned"`
+	// Notices are what the searcher should know about the query (a layout
+	// Bulleted does not render, and the layouts there are).
+	Notices []string `json:"notices,omitempty"`
 }
 
 type matcher struct {
@@ -540,9 +543,8 @@ func cmp(it *outline.Item, s step) int {
 	return strings.Compare(it.Key(), s.K)
 }
 
-// Search runs q against t (Update is called first, a no-op for an
-// unchanged commit). Hits come in outline order (pre-order).
-func (x *Index) Search(t *outline.Tree, q Query) (*Result, error) {
+// search is Search without the notices.
+func (x *Index) search(t *outline.Tree, q Query) (*Result, error) {
 	m, err := newMatcher(q)
 	if err != nil {
 		return nil, err
