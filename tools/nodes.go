@@ -114,7 +114,7 @@ func writeTool(t Tool, mk func(a Args) (outline.Intent, error)) Tool {
 // nodeSchema is a bullet to insert, with children to depth more levels:
 // written out, because many clients cannot follow $ref or recursion.
 func nodeSchema(depth int) map[string]any {
-	props := map[string]any{"text": pRef, "layout": pRef, "note": pRef, "completed": boolean("")}
+	props := map[string]any{"text": pRef, "layout": pLayout, "note": pRef, "completed": boolean("")}
 	if depth > 0 {
 		props["children"] = map[string]any{"type": "array", "items": nodeSchema(depth - 1)}
 	}
@@ -133,7 +133,7 @@ func insertTool() Tool {
 			"after":     pAfter,
 			"position":  pPosition,
 			"text":      pRef,
-			"layout":    pRef,
+			"layout":    pLayout,
 			"display":   enum("", "expanded", "collapsed"),
 			"note":      pRef,
 			"completed": boolean(""),
@@ -213,7 +213,7 @@ func completeTool() Tool {
 func updateTool() Tool {
 	return writeTool(Tool{Name: "update_node", Title: "Edit a bullet",
 		Description: "Change a bullet's text, layout, display or note (\"\" removes a note).",
-		Schema:      obj(map[string]any{"node": pRef, "text": pRef, "layout": pRef, "display": pRef, "note": pRef}, "node"),
+		Schema:      obj(map[string]any{"node": pRef, "text": pRef, "layout": pLayout, "display": str("expanded|collapsed"), "note": pRef}, "node"),
 		Ann:         Annotations{Idempotent: true}}, func(a Args) (outline.Intent, error) {
 		in := intent.Edit{Node: a.Str("node"), Edit: outline.Edit{Text: a.OptStr("text"), Layout: a.OptStr("layout"), Display: a.OptStr("display"), Note: a.OptStr("note")}}
 		return withVocab(in, []string{a.Str("layout")}, []string{a.Str("display")}), nil

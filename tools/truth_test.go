@@ -286,3 +286,35 @@ func TestSearchUnknownLayoutSaysWhatExists(t *testing.T) {
 		t.Fatalf("a rendered layout got a notice:\n%s", text(res))
 	}
 }
+
+// TestGuessedParamsDescribed: the parameters a model would otherwise guess
+// (date formats, under, regex, state, cursor, layout, repo) carry a short
+// description in the schema itself, since several clients never show the
+// server instructions; the dates name their format. (TestSchemaLint keeps
+// tools/list under 12 KB.)
+func TestGuessedParamsDescribed(t *testing.T) {
+	want := map[string][]string{
+		"search":       {"text", "regex", "state", "layout", "created_from", "created_to", "completed_from", "completed_to", "under", "repo", "cursor"},
+		"read_outline": {"cursor", "repo"},
+		"insert_after": {"layout"},
+		"update_node":  {"layout", "display"},
+	}
+	for name, params := range want {
+		tl, ok := tools.Find(name)
+		if !ok {
+			t.Fatalf("no tool %s", name)
+		}
+		props := tl.Schema["properties"].(map[string]any)
+		for _, p := range params {
+			d, _ := props[p].(map[string]any)["description"].(string)
+			if d == "" {
+				t.Errorf("%s.%s has no description", name, p)
+			}
+			if strings.HasSuffix(p, "_from") || strings.HasSuffix(p, "_to") {
+				if !strings.Contains(d, "YYYY-MM-DD") {
+					t.Errorf("%s.%s: %q does not give the date format", name, p, d)
+				}
+			}
+		}
+	}
+}
