@@ -134,7 +134,7 @@ func insertTool() Tool {
 			"position":  pPosition,
 			"text":      pRef,
 			"layout":    pLayout,
-			"display":   enum("", "expanded", "collapsed"),
+			"display":   pDisplay,
 			"note":      pRef,
 			"completed": boolean(""),
 			"nodes":     map[string]any{"type": "array", "items": nodeSchema(InlineDepth - 1)},
@@ -213,7 +213,7 @@ func completeTool() Tool {
 func updateTool() Tool {
 	return writeTool(Tool{Name: "update_node", Title: "Edit a bullet",
 		Description: "Change a bullet's text, layout, display or note (\"\" removes a note).",
-		Schema:      obj(map[string]any{"node": pRef, "text": pRef, "layout": pLayout, "display": str("expanded|collapsed"), "note": pRef}, "node"),
+		Schema:      obj(map[string]any{"node": pRef, "text": pRef, "layout": pLayout, "display": pDisplay, "note": pRef}, "node"),
 		Ann:         Annotations{Idempotent: true}}, func(a Args) (outline.Intent, error) {
 		in := intent.Edit{Node: a.Str("node"), Edit: outline.Edit{Text: a.OptStr("text"), Layout: a.OptStr("layout"), Display: a.OptStr("display"), Note: a.OptStr("note")}}
 		return withVocab(in, []string{a.Str("layout")}, []string{a.Str("display")}), nil

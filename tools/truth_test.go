@@ -232,6 +232,11 @@ func TestUnrenderedLayoutNotice(t *testing.T) {
 	if v := value("Tick me"); v["layout"] != "checkbox" {
 		t.Fatalf("layout stored as %v, want checkbox as given", v["layout"])
 	}
+	noticed("insert_after", map[string]any{"text": "Folded", "display": "folded"},
+		`display "folded" is not one Bulleted renders (expanded, collapsed): written as given (an open set), shown expanded`)
+	if v := value("Folded"); v["display"] != "folded" {
+		t.Fatalf("display stored as %v, want folded as given", v["display"])
+	}
 	noticed("insert_after", map[string]any{"nodes": []any{
 		map[string]any{"text": "c1", "layout": "checkbox", "children": []any{map[string]any{"text": "c2", "layout": "checkbox"}}},
 		map[string]any{"text": "t1", "layout": "todo"}}},
@@ -296,7 +301,7 @@ func TestGuessedParamsDescribed(t *testing.T) {
 	want := map[string][]string{
 		"search":       {"text", "regex", "state", "layout", "created_from", "created_to", "completed_from", "completed_to", "under", "repo", "cursor"},
 		"read_outline": {"cursor", "repo"},
-		"insert_after": {"layout"},
+		"insert_after": {"layout", "display"},
 		"update_node":  {"layout", "display"},
 	}
 	for name, params := range want {
