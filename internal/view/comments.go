@@ -141,22 +141,30 @@ func mentionHandle(t *outline.Tree, it *outline.Item, did string) string {
 	return ""
 }
 
+// Line renders a comment on one line: who (handle, else DID), the day,
+// and the text ("comment by @bob.test on 2026-07-30: Free-range?"), as
+// the text format shows it under its bullet; other formats may use it.
+func (c CommentRow) Line() string {
+	who := c.Author
+	if c.Handle != "" {
+		who = "@" + c.Handle
+	}
+	day := c.CreatedAt
+	if len(day) >= 10 {
+		day = day[:10]
+	}
+	if day != "" {
+		day = " on " + day
+	}
+	return "comment by " + who + day + ": " + oneLineText.Replace(c.Text)
+}
+
+var oneLineText = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ")
+
 // commentLines renders a row's comment thread for the text format, one
-// line each below the bullet at indentation ind: who (handle, else DID),
-// the day, and the text on one line.
+// line each below the bullet at indentation ind.
 func commentLines(b *strings.Builder, r *Row, ind string) {
 	for _, c := range r.Comments {
-		who := c.Author
-		if c.Handle != "" {
-			who = "@" + c.Handle
-		}
-		day := c.CreatedAt
-		if len(day) >= 10 {
-			day = day[:10]
-		}
-		if day != "" {
-			day = " on " + day
-		}
-		b.WriteString(ind + "    comment by " + who + day + ": " + strings.ReplaceAll(c.Text, "\n", " ") + "\n")
+		b.WriteString(ind + "    " + c.Line() + "\n")
 	}
 }
