@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -192,7 +193,10 @@ func describe(t Tool, ve *jsonschema.ValidationError) string {
 			for _, p := range k.Properties {
 				q := joinPath(path, p)
 				s := fmt.Sprintf("unknown argument %s", q)
-				if near := closest(p, known(t.Schema, e.InstanceLocation)); near != "" {
+				keys := known(t.Schema, e.InstanceLocation)
+				if alt := synonym(p, keys); alt != "" {
+					s += " (" + alt + ")"
+				} else if near := closest(p, keys); near != "" {
 					s += fmt.Sprintf(" (did you mean %s?)", joinPath(path, near))
 				} else if p == "children" {
 					s += " (nodes nest two levels; pass deeper outlines as markdown)"
@@ -271,6 +275,42 @@ func known(s map[string]any, loc []string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// synonyms are names models guess for arguments that are called
+// otherwise here, with the arguments they mean (the first present in a
+// tool's schema is suggested; every present one for a position).
+var synonyms = map[string][]string{
+	"rkey":  {"node", "subject", "original", "root"},
+	"key":   {"node", "subject", "original", "root"},
+	"id":    {"node", "subject", "original", "root"},
+	"uri":   {"node", "subject", "original", "root"},
+	"index": {"after", "position"},
+	"query": {"text"},
+	"q":     {"text"},
+}
+
+// synonym suggests what k (an unknown argument) is called in a schema
+// with keys: "did you mean node?", or "" when it knows no synonym there.
+func synonym(k string, keys []string) string {
+	alts, ok := synonyms[strings.ToLower(k)]
+	if !ok {
+		return ""
+	}
+	var have []string
+	for _, a := range alts {
+		if slices.Contains(keys, a) {
+			have = append(have, a)
+		}
+	}
+	switch {
+	case len(have) == 0:
+		return ""
+	case slices.Equal(have, []string{"after", "position"}):
+		return "did you mean after or position? there is no numeric index: after=<sibling key> places it after that sibling, position=first|last"
+	default:
+		return "did you mean " + have[0] + "?"
+	}
 }
 
 // closest is the known key nearest to k (parent_id → parent, Text → text),

@@ -3,13 +3,72 @@ package tools
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/markup"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
+	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
+
+// displays Bulleted renders (app.bulleted.node#display knownValues).
+var displays = []string{"expanded", "collapsed"}
+
+// vocabNotices tells, once per distinct value, about a layout or display
+// that Bulleted does not render: the sets are open, so the value is written
+// as given, and the notice names the rendered values. layouts and
+// displays are the values the call writes ("" for none).
+func vocabNotices(p *outline.Planner, layouts, displayVals []string) {
+	tell := func(field string, vals, known []string, shown string) {
+		count := map[string]int{}
+		var order []string
+		for _, v := range vals {
+			if v == "" || slices.Contains(known, v) {
+				continue
+			}
+			if count[v] == 0 {
+				order = append(order, v)
+			}
+			count[v]++
+		}
+		for _, v := range order {
+			n := ""
+			if count[v] > 1 {
+				n = fmt.Sprintf(" (%d bullets)", count[v])
+			}
+			p.Note("%s %q%s is not one Bulleted renders (%s): written as given (an open set), shown %s", field, v, n, strings.Join(known, ", "), shown)
+		}
+	}
+	tell("layout", layouts, lexicon.Layouts, "as a plain bullet")
+	tell("display", displayVals, displays, "expanded")
+}
+
+// withVocab is in, followed by vocabNotices for the values it writes.
+func withVocab(in outline.Intent, layouts, displayVals []string) outline.Intent {
+	return outline.PlanFunc(func(p *outline.Planner) error {
+		if err := in.Plan(p); err != nil {
+			return err
+		}
+		vocabNotices(p, layouts, displayVals)
+		return nil
+	})
+}
+
+// nodeVocab lists the layouts and displays of nodes and their children.
+func nodeVocab(nodes []outline.NewNode) (layouts, displayVals []string) {
+	var walk func([]outline.NewNode)
+	walk = func(ns []outline.NewNode) {
+		for _, n := range ns {
+			layouts, displayVals = append(layouts, n.Layout), append(displayVals, n.Display)
+			walk(n.Children)
+		}
+	}
+	walk(nodes)
+	return layouts, displayVals
+}
 
 func argErr(format string, a ...any) error {
 	return &outline.Error{Kind: outline.ErrInvalidInput, Msg: fmt.Sprintf(format, a...), Next: "see the tool's input schema"}
@@ -68,7 +127,7 @@ func writeTool(t Tool, mk func(a Args) (outline.Intent, error)) Tool {
 // nodeSchema is a bullet to insert, with children to depth more levels:
 // written out, because many clients cannot follow $ref or recursion.
 func nodeSchema(depth int) map[string]any {
-	props := map[string]any{"text": pRef, "layout": pRef, "note": pRef, "completed": boolean("")}
+	props := map[string]any{"text": pRef, "layout": pLayout, "note": pRef, "completed": boolean("")}
 	if depth > 0 {
 		props["children"] = map[string]any{"type": "array", "items": nodeSchema(depth - 1)}
 	}
@@ -87,8 +146,8 @@ func insertTool() Tool {
 			"after":     pAfter,
 			"position":  pPosition,
 			"text":      pRef,
-			"layout":    pRef,
-			"display":   enum("", "expanded", "collapsed"),
+			"layout":    pLayout,
+			"display":   pDisplay,
 			"note":      pRef,
 			"completed": boolean(""),
 			"nodes":     map[string]any{"type": "array", "items": nodeSchema(InlineDepth - 1)},
@@ -125,7 +184,8 @@ func insertTool() Tool {
 			}
 			nodes = []outline.NewNode{{Text: a.Str("text"), Layout: a.Str("layout"), Display: a.Str("display"), Note: a.Str("note"), Completed: done}}
 		}
-		return intent.Insert{Pos: position(a, "parent"), Nodes: nodes}, nil
+		layouts, displayVals := nodeVocab(nodes)
+		return withVocab(intent.Insert{Pos: position(a, "parent"), Nodes: nodes}, layouts, displayVals), nil
 	})
 }
 
@@ -166,9 +226,10 @@ func completeTool() Tool {
 func updateTool() Tool {
 	return writeTool(Tool{Name: "update_node", Title: "Edit a bullet",
 		Description: "Change a bullet's text, layout, display or note (\"\" removes a note).",
-		Schema:      obj(map[string]any{"node": pRef, "text": pRef, "layout": pRef, "display": pRef, "note": pRef}, "node"),
+		Schema:      obj(map[string]any{"node": pRef, "text": pRef, "layout": pLayout, "display": pDisplay, "note": pRef}, "node"),
 		Ann:         Annotations{Idempotent: true}}, func(a Args) (outline.Intent, error) {
-		return intent.Edit{Node: a.Str("node"), Edit: outline.Edit{Text: a.OptStr("text"), Layout: a.OptStr("layout"), Display: a.OptStr("display"), Note: a.OptStr("note")}}, nil
+		in := intent.Edit{Node: a.Str("node"), Edit: outline.Edit{Text: a.OptStr("text"), Layout: a.OptStr("layout"), Display: a.OptStr("display"), Note: a.OptStr("note")}}
+		return withVocab(in, []string{a.Str("layout")}, []string{a.Str("display")}), nil
 	})
 }
 

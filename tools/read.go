@@ -49,11 +49,11 @@ func readOutlineTool() Tool {
 		Ann:         Annotations{ReadOnly: true, Idempotent: true},
 		Description: "Read the outline or a subtree (node) to a depth (default 3), limit rows (default 500); a cut page gives a cursor for the next. Lines end with ·RKEY.",
 		Schema: obj(map[string]any{
-			"repo":   pRef,
+			"repo":   pRepo,
 			"node":   pRef,
 			"depth":  integer(1, 50, ""),
 			"limit":  integer(1, 5000, ""),
-			"cursor": pRef,
+			"cursor": pCursor,
 			"notes":  boolean(""),
 			"flat":   boolean(""),
 			"format": enum("", "text", "json", "markdown", "opml"),

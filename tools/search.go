@@ -32,20 +32,20 @@ func searchTool() Tool {
 		Ann:         Annotations{ReadOnly: true, Idempotent: true},
 		Description: "Find bullets by text (regex=true: RE2), tags, mentions, layout, state, dates (YYYY-MM-DD), subtree (under); all must match. Contributors' bullets in the outline follow its own hits.",
 		Schema: obj(map[string]any{
-			"text":           pRef,
-			"regex":          boolean(""),
+			"text":           str("Case-insensitive substring of text or note."),
+			"regex":          boolean("text is an RE2 regex."),
 			"tags":           strList(""),
-			"mentions":       strList(""),
-			"layout":         pRef,
-			"state":          enum("", "open", "done"),
-			"created_from":   pRef,
-			"created_to":     pRef,
-			"completed_from": pRef,
-			"completed_to":   pRef,
-			"under":          pRef,
-			"repo":           pRef,
+			"mentions":       strList("Handles or DIDs."),
+			"layout":         pLayout,
+			"state":          enum("Todos only.", "open", "done"),
+			"created_from":   pDate,
+			"created_to":     pDate,
+			"completed_from": pDate,
+			"completed_to":   pDate,
+			"under":          str("Only this bullet's subtree."),
+			"repo":           pRepo,
 			"limit":          map[string]any{"type": "integer", "maximum": 200},
-			"cursor":         pRef,
+			"cursor":         pCursor,
 		})}
 	t.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
 		limit, err := a.Int("limit", 20)
@@ -122,13 +122,20 @@ func searchTool() Tool {
 		for _, p := range problems {
 			text += "\nnote: " + p
 		}
-		return mcp.NewToolResultStructured(map[string]any{"did": tr.DID.String(), "hits": r.Hits, "cursor": r.Cursor}, text), nil
+		sc := map[string]any{"did": tr.DID.String(), "hits": r.Hits, "cursor": r.Cursor}
+		if len(r.Notices) > 0 {
+			sc["notices"] = r.Notices
+		}
+		return mcp.NewToolResultStructured(sc, text), nil
 	}
 	return t
 }
 
 func hitsText(t *outline.Tree, r *search.Result) string {
 	var b strings.Builder
+	for _, n := range r.Notices {
+		b.WriteString("Note: " + n + "\n")
+	}
 	if len(r.Hits) == 0 {
 		b.WriteString("No bullets match.")
 		return b.String()
@@ -147,7 +154,7 @@ func hitsText(t *outline.Tree, r *search.Result) string {
 		}
 		note := ""
 		if h.InNote {
-			note = " (in note)"
+			note = fmt.Sprintf(" (match in its note: %q)", h.Note)
 		}
 		by := ""
 		if h.Author != "" {

@@ -201,6 +201,14 @@ var (
 	pAfter    = str("Sibling to go after.")
 	pPosition = enum("", "first", "last")
 	pRef      = str("")
+	// parameters a model would otherwise guess
+	pDate   = str("YYYY-MM-DD or RFC 3339, inclusive.")
+	pCursor = str("From the previous page, same other arguments.")
+	pRepo   = str("Another identity's handle or DID.")
+	pLayout = str("bullet|todo|h1|h2|h3|codeBlock|quoteBlock")
+	// display is an open set: a value Bulleted does not render is written
+	// with a notice (vocabNotices), not refused
+	pDisplay = str("expanded|collapsed")
 )
 
 // toolError turns an engine error the model can act on into an isError

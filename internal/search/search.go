@@ -326,10 +326,15 @@ type Query struct {
 
 // Hit is one matching bullet.
 type Hit struct {
-	RKey       string   `json:"rkey"`
-	URI        string   `json:"uri"`
-	Text       string   `json:"text"` // shortened around the match
-	InNote     bool     `json:"inNote,omitempty"`
+	RKey string `json:"rkey"`
+	URI  string `json:"uri"`
+	// Text is the bullet's text, shortened around the match when the
+	// match is in it.
+	Text   string `json:"text"`
+	InNote bool   `json:"inNote,omitempty"`
+	// Note is the matching part of the bullet's note, shortened around
+	// the match, when the match is in the note.
+	Note       string   `json:"note,omitempty"`
 	Breadcrumb []string `json:"breadcrumb"` // ancestor texts, top first
 	Parent     string   `json:"parent,omitempty"`
 	Layout     string   `json:"layout,omitempty"`
@@ -346,6 +351,9 @@ type Result struct {
 	Hits    []Hit  `json:"hits"`
 	Cursor  string `json:"cursor,omitempty"` // set when more hits may follow
 	Scanned int    `json:"scanned"`
+	// Notices are what the searcher should know about the query (a layout
+	// Bulleted does not render, and the layouts there are).
+	Notices []string `json:"notices,omitempty"`
 }
 
 type matcher struct {
@@ -535,9 +543,8 @@ func cmp(it *outline.Item, s step) int {
 	return strings.Compare(it.Key(), s.K)
 }
 
-// Search runs q against t (Update is called first, a no-op for an
-// unchanged commit). Hits come in outline order (pre-order).
-func (x *Index) Search(t *outline.Tree, q Query) (*Result, error) {
+// search is Search without the notices.
+func (x *Index) search(t *outline.Tree, q Query) (*Result, error) {
 	m, err := newMatcher(q)
 	if err != nil {
 		return nil, err
@@ -831,11 +838,16 @@ func hit(t *outline.Tree, it *outline.Item, stack []*outline.Item, at, n int, in
 	for _, a := range stack {
 		h.Breadcrumb = append(h.Breadcrumb, clip(a.Str("text"), 40))
 	}
-	src := it.Str("text")
-	if inNote && it.Note != nil {
-		src, _ = it.Note.Value["text"].(string)
+	if inNote {
+		// the bullet's own text, and the note around the match
+		h.Text = clip(it.Str("text"), 2*Window+20)
+		if it.Note != nil {
+			note, _ := it.Note.Value["text"].(string)
+			h.Note = around(note, at, n)
+		}
+		return h
 	}
-	h.Text = around(src, at, n)
+	h.Text = around(it.Str("text"), at, n)
 	return h
 }
 

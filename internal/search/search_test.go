@@ -88,7 +88,7 @@ func TestFilters(t *testing.T) {
 	if !slices.Equal(h.Breadcrumb, []string{"Work", "Plan Q3 #planning"}) || h.Parent != "plan" || h.Text != "Call @bob.test about the BUDGET" {
 		t.Fatalf("hit %+v", h)
 	}
-	if r, _ := x.Search(tr, Query{Text: "spreadsheet"}); len(r.Hits) != 1 || !r.Hits[0].InNote || r.Hits[0].Text != "remember the budget spreadsheet" {
+	if r, _ := x.Search(tr, Query{Text: "spreadsheet"}); len(r.Hits) != 1 || !r.Hits[0].InNote || r.Hits[0].Text != "Home" || r.Hits[0].Note != "remember the budget spreadsheet" {
 		t.Fatalf("note hit %+v", r.Hits)
 	}
 	if _, err := x.Search(tr, Query{Text: "(", Regex: true}); !errors.Is(err, ErrQuery) {

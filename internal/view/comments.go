@@ -1,7 +1,9 @@
 package view
 
 import (
+	"cmp"
 	"slices"
+	"strings"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
@@ -12,8 +14,11 @@ import (
 
 // CommentRow is a comment that renders under the owner's policy.
 type CommentRow struct {
-	URI       string `json:"uri"`
-	Author    string `json:"author"`
+	URI    string `json:"uri"`
+	Author string `json:"author"`
+	// Handle is the author's handle as the owner's mention of them spells
+	// it (the mention facet's text), when known.
+	Handle    string `json:"handle,omitempty"`
 	Text      string `json:"text"`
 	CreatedAt string `json:"createdAt,omitempty"`
 }
@@ -97,4 +102,69 @@ func CommentsOn(t *outline.Tree, uri string) []CommentRow {
 		}
 	}
 	return out
+}
+
+// thread returns the comments on it (whose URI is uri) that render under
+// the owner's policy, read from each allowed identity's repository with
+// get (nil: not available), in the order they were written; each carries
+// the handle the owner's mention of its author spells.
+func thread(t *outline.Tree, it *outline.Item, uri string, get func(did string) *outline.Tree) []CommentRow {
+	var out []CommentRow
+	for _, did := range MayComment(t, it) {
+		ct := get(did)
+		if ct == nil {
+			continue
+		}
+		h := mentionHandle(t, it, did)
+		for _, c := range CommentsOn(ct, uri) {
+			c.Handle = h
+			out = append(out, c)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b CommentRow) int { return cmp.Compare(a.CreatedAt, b.CreatedAt) })
+	return out
+}
+
+// mentionHandle is the handle a mention of did in it or a bullet above it
+// spells (the text its facet covers, without "@"), "" if none does.
+func mentionHandle(t *outline.Tree, it *outline.Item, did string) string {
+	for p := it; p != nil; p = t.Parent(p) {
+		text := p.Str("text")
+		for _, s := range facet.Record(p.Rec.Value) {
+			if s.Kind == facet.Mention && s.Value == did && s.Start >= 0 && s.Start < s.End && s.End <= len(text) {
+				if h := strings.TrimPrefix(strings.TrimSpace(text[s.Start:s.End]), "@"); h != "" && !strings.ContainsAny(h, " \n") {
+					return h
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// Line renders a comment on one line: who (handle, else DID), the day,
+// and the text ("comment by @bob.test on 2026-07-30: Free-range?"), as
+// the text format shows it under its bullet; other formats may use it.
+func (c CommentRow) Line() string {
+	who := c.Author
+	if c.Handle != "" {
+		who = "@" + c.Handle
+	}
+	day := c.CreatedAt
+	if len(day) >= 10 {
+		day = day[:10]
+	}
+	if day != "" {
+		day = " on " + day
+	}
+	return "comment by " + who + day + ": " + oneLineText.Replace(c.Text)
+}
+
+var oneLineText = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ")
+
+// commentLines renders a row's comment thread for the text format, one
+// line each below the bullet at indentation ind.
+func commentLines(b *strings.Builder, r *Row, ind string) {
+	for _, c := range r.Comments {
+		b.WriteString(ind + "    " + c.Line() + "\n")
+	}
 }

@@ -106,11 +106,7 @@ func (v *View) Enrich(t *outline.Tree, other Trees) []string {
 			mirror(r, nil, &budget)
 		} else if r.DID == t.DID.String() {
 			if it := t.Nodes.Get(r.RKey); it != nil {
-				for _, did := range MayComment(t, it) {
-					if ct := get(did); ct != nil {
-						r.Comments = append(r.Comments, CommentsOn(ct, r.URI)...)
-					}
-				}
+				r.Comments = append(r.Comments, thread(t, it, r.URI, get)...)
 			}
 		}
 	}
@@ -163,7 +159,8 @@ func (v *View) Text(notes bool) string {
 		fmt.Fprintf(&b, "Outline: %s\n", v.Outline.Title)
 	}
 	if v.Root != nil && v.first {
-		line(&b, v.Root, 0, notes, false)
+		// the read's root: its children are the page
+		line(&b, v.Root, 0, notes, true)
 	}
 	for _, r := range v.flat {
 		line(&b, r, r.Depth-1+v.base(), notes, r.Depth < v.depth)
@@ -250,8 +247,13 @@ func line(b *strings.Builder, r *Row, d int, notes, expanded bool) {
 	if n := len(r.Comments); n > 0 {
 		fmt.Fprintf(b, " [%d comment(s)]", n)
 	}
-	if r.ChildCount > 0 && !expanded && r.Mirror == nil && d > 0 {
+	// children not on the page (below the read's depth): their count, at
+	// every depth, so the reader knows where to read further
+	switch {
+	case r.Mirror == nil && r.ChildCount > 0 && !expanded:
 		fmt.Fprintf(b, " (+%d)", r.ChildCount)
+	case r.Mirror != nil && r.Mirror.ChildCount > 0 && len(r.Mirror.Rows) == 0 && r.Mirror.Cut == "":
+		fmt.Fprintf(b, " (+%d)", r.Mirror.ChildCount)
 	}
 	b.WriteString(" ·" + r.RKey + "\n")
 	if notes && r.Note != "" {
@@ -259,6 +261,7 @@ func line(b *strings.Builder, r *Row, d int, notes, expanded bool) {
 			b.WriteString(ind + "    > " + l + "\n")
 		}
 	}
+	commentLines(b, r, ind)
 }
 
 // Markdown renders the view as a Markdown list that package markup imports
