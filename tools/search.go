@@ -68,6 +68,8 @@ func searchTool() Tool {
 		if res != nil || err != nil {
 			return res, err
 		}
+		cur := tr
+		tr, change := env.pageTree(cur, a.Str("cursor"), searchCursorRev)
 		var contribCur string
 		q := search.Query{Text: a.Str("text"), Regex: regex, Tags: tags, Layout: a.Str("layout"), State: a.Str("state"),
 			CreatedFrom: a.Str("created_from"), CreatedTo: a.Str("created_to"), CompletedFrom: a.Str("completed_from"), CompletedTo: a.Str("completed_to"),
@@ -115,14 +117,15 @@ func searchTool() Tool {
 			r.Hits = append(r.Hits, hits...)
 			problems = probs
 			if more {
-				r.Cursor = contribPrefix + fmt.Sprintf("%d.%s", skip+len(hits), fp)
+				r.Cursor = contribPrefix + fmt.Sprintf("%d.%s.%s", skip+len(hits), fp, tr.Rev)
 			}
 		}
+		env.keepPage(tr, cur, r.Cursor)
 		text := hitsText(tr, r)
 		for _, p := range problems {
 			text += "\nnote: " + p
 		}
-		return mcp.NewToolResultStructured(map[string]any{"did": tr.DID.String(), "hits": r.Hits, "cursor": r.Cursor}, text), nil
+		return withChange(mcp.NewToolResultStructured(map[string]any{"did": tr.DID.String(), "hits": r.Hits, "cursor": r.Cursor}, text), change), nil
 	}
 	return t
 }
@@ -162,7 +165,8 @@ func hitsText(t *outline.Tree, r *search.Result) string {
 }
 
 // contribPrefix starts a cursor that continues among contributors' bullets
-// (after the outline's own hits): "~SKIP.QUERYPRINT".
+// (after the outline's own hits): "~SKIP.QUERYPRINT.REV", REV the revision
+// of the owner's tree searched.
 const contribPrefix = "~"
 
 // contribCursor reads a contributors' cursor ("" : none).
@@ -171,6 +175,7 @@ func contribCursor(c, fp string) (skip int, ok bool, err error) {
 		return 0, false, nil
 	}
 	n, q, found := strings.Cut(strings.TrimPrefix(c, contribPrefix), ".")
+	q, _, _ = strings.Cut(q, ".") // the revision: searchCursorRev
 	if _, serr := fmt.Sscanf(n, "%d", &skip); !found || serr != nil || skip < 0 {
 		return 0, false, fmt.Errorf("%w: not a cursor from this server", search.ErrCursor)
 	}
