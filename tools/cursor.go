@@ -45,8 +45,11 @@ const (
 )
 
 // itemBytes estimates the memory of one bullet of a tree that no other tree
-// shares (the item, its record's decoded value, its note, its map slots).
-const itemBytes = 1024
+// shares (the item, its record's decoded value, its note, its map slots):
+// about 1,175 bytes a bullet measured on a generated 20,000-bullet outline
+// built from its records. Its list of children is counted besides (a
+// bullet moved in a level of 2,000 makes a new list of 2,000 pointers).
+const itemBytes = 1200
 
 type snapshot struct {
 	t    *outline.Tree
@@ -75,7 +78,7 @@ func (k *snapshot) compare(cur *outline.Tree) {
 		k.changed, k.bytes = 0, 0
 		return
 	}
-	changed, unique := 0, 0
+	changed, bytes := 0, int64(0)
 	items := func(old, now *outline.Map[*outline.Item]) {
 		removed := 0
 		for key, it := range old.All() {
@@ -83,7 +86,7 @@ func (k *snapshot) compare(cur *outline.Tree) {
 			if n == it {
 				continue
 			}
-			unique++
+			bytes += itemBytes + 8*int64(len(it.Children))
 			switch {
 			case n == nil:
 				removed++
@@ -108,12 +111,7 @@ func (k *snapshot) compare(cur *outline.Tree) {
 		}
 	}
 	changed += cur.Notes.Len() - (k.t.Notes.Len() - removed)
-	k.changed = changed
-	k.bytes = int64(unique) * itemBytes
-	if unique > k.t.Nodes.Len()/2 {
-		// built again from every record: its maps are its own too
-		k.bytes += int64(k.t.Count) * 64
-	}
+	k.changed, k.bytes = changed, bytes
 }
 
 // keep remembers t, which a cursor was just made from; cur is the current
