@@ -203,7 +203,10 @@ type pageChange struct {
 	Now      string `json:"now"`               // the current revision
 	Changed  int    `json:"changed,omitempty"` // records created, changed or deleted since (with snapshot)
 	Snapshot bool   `json:"snapshot"`          // the page continues on the tree the read began at
-	Message  string `json:"message"`
+	// Contributions: contributors' bullets shown in the outline changed
+	// since (they are read live).
+	Contributions bool   `json:"contributions,omitempty"`
+	Message       string `json:"message"`
 }
 
 // pageTree picks the tree a page continues on: cur (the current tree of
@@ -261,14 +264,41 @@ func withChange(res *mcp.CallToolResult, c *pageChange) *mcp.CallToolResult {
 }
 
 // searchCursorRev is the revision a search cursor was made at: the owner's
-// own hits' (search.CursorRev) or the contributors' ("~SKIP.PRINT.REV").
+// own hits' (search.CursorRev) or the contributors' (contribParts).
 func searchCursorRev(c string) (string, error) {
-	if rest, ok := strings.CutPrefix(c, contribPrefix); ok {
-		parts := strings.Split(rest, ".")
-		if len(parts) < 3 {
-			return "", nil
-		}
-		return parts[2], nil
+	if strings.HasPrefix(c, contribPrefix) {
+		rev, _ := contribParts(c)
+		return rev, nil
 	}
 	return search.CursorRev(c)
+}
+
+// contribParts reads the owner's revision and the ContributionsPrint of a
+// contributors' cursor ("~SKIP.QUERYPRINT.REV.CONTRIBUTIONSPRINT").
+func contribParts(c string) (rev, print string) {
+	parts := strings.Split(strings.TrimPrefix(c, contribPrefix), ".")
+	if len(parts) > 2 {
+		rev = parts[2]
+	}
+	if len(parts) > 3 {
+		print = parts[3]
+	}
+	return rev, print
+}
+
+// contributionsChange adds to c (nil: the owner's outline did not change)
+// that the contributors' bullets shown in the outline changed since the
+// cursor was made (was, now: view.ContributionsPrint). Contributors' trees
+// are read live, never kept: their bullets may be missed or repeated.
+func contributionsChange(c *pageChange, cur *outline.Tree, was, now string) *pageChange {
+	if was == now {
+		return c
+	}
+	msg := "contributors' bullets shown in this outline changed since this read began (they are read live, not from a snapshot), so theirs may be missed or repeated; read again from the start (without cursor) for a complete read"
+	if c == nil {
+		return &pageChange{Rev: cur.Rev, Now: cur.Rev, Contributions: true, Message: msg}
+	}
+	c.Contributions = true
+	c.Message += "; also, " + msg
+	return c
 }

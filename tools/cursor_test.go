@@ -217,3 +217,54 @@ func TestPagingSnapshotsBoundedByBytes(t *testing.T) {
 		}
 	}
 }
+
+// Contributors' bullets are read live (their trees are not kept): when one
+// of the repositories they come from changes while an outline is paged, the
+// next page says that theirs may be missed or repeated, in read_outline and
+// in search (paging among the contributions).
+func TestPagingSaysContributionsChanged(t *testing.T) {
+	const contributor = "did:plc:contributorbob"
+	l := openLocal(t)
+	me := l.DID().String()
+	shared := "at://" + me + "/" + lexicon.Node + "/3kshared22222"
+	if _, err := l.Apply(context.Background(), "", []store.Write{
+		{Op: store.Create, Collection: lexicon.Node, RKey: "3kshared22222", Value: map[string]any{"$type": lexicon.Node, "text": "Shared plan", "sortKey": "b", "createdAt": "2026-03-10T09:00:00.000Z"}},
+		{Op: store.Create, Collection: lexicon.Outline, RKey: "3kshared22222", Value: map[string]any{"$type": lexicon.Outline,
+			"root": shared, "contributors": []any{map[string]any{"did": contributor}}, "createdAt": "2026-03-10T09:00:00.000Z"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	bobAt := func(commit string, n int) *outline.Tree {
+		var recs []store.Record
+		for i := range n {
+			rk := fmt.Sprintf("3kbob%08d", i)
+			recs = append(recs, store.Record{Collection: lexicon.Node, RKey: rk, CID: commit + rk, Value: map[string]any{"$type": lexicon.Node,
+				"text": fmt.Sprintf("budget idea %d", i), "parent": shared, "sortKey": fmt.Sprintf("a%d", i), "createdAt": "2026-03-10T09:00:00.000Z"}})
+		}
+		return outline.Build(&store.Snapshot{DID: contributor, Commit: commit, Records: recs})
+	}
+	bob := bobAt("b1", 4)
+	env := &tools.Env{Engine: outline.New(l), Others: func(ctx context.Context, ident string) (*outline.Tree, error) { return bob, nil }}
+	c := inProcess(t, env)
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"read_outline", map[string]any{"node": "3kshared22222", "depth": 1, "limit": 2}},
+		{"search", map[string]any{"text": "budget idea", "limit": 2}},
+	} {
+		bob = bobAt("b1", 4)
+		sc := mustCall(t, c, tc.tool, tc.args)
+		if sc["cursor"] == nil || sc["changedSince"] != nil {
+			t.Fatalf("%s page 1: %v", tc.tool, sc)
+		}
+		// Bob's repository changes: a bullet before the cursor is gone
+		bob = bobAt("b2", 3)
+		tc.args["cursor"] = sc["cursor"]
+		res, sc := call(t, c, tc.tool, tc.args)
+		ch, _ := sc["changedSince"].(map[string]any)
+		if res.IsError || ch == nil || ch["contributions"] != true || !strings.Contains(text(res), "contributors' bullets shown in this outline changed since this read began") {
+			t.Fatalf("%s page 2: %v\n%s", tc.tool, ch, text(res))
+		}
+	}
+}

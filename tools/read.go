@@ -95,6 +95,9 @@ func readOutlineTool() Tool {
 		}
 		other := otherTrees(ctx, env)
 		contrib, problems := view.Gather(t, other)
+		if c := a.Str("cursor"); c != "" {
+			change = contributionsChange(change, cur, view.CursorContributions(c), view.ContributionsPrint(contrib))
+		}
 		var v *view.View
 		for {
 			v, err = view.Read(t, root, view.Options{Depth: depth, Limit: limit, Cursor: a.Str("cursor"), Contributions: contrib})

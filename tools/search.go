@@ -113,11 +113,15 @@ func searchTool() Tool {
 			// the owner's own hits are done: contributors' bullets shown
 			// in this outline follow, in the outline's order
 			room := max(0, q.Limit-len(r.Hits))
-			hits, more, probs := contributionHits(ctx, env, tr, q, skip, room)
+			hits, more, probs, cprint := contributionHits(ctx, env, tr, q, skip, room)
 			r.Hits = append(r.Hits, hits...)
 			problems = probs
 			if more {
-				r.Cursor = contribPrefix + fmt.Sprintf("%d.%s.%s", skip+len(hits), fp, tr.Rev)
+				r.Cursor = contribPrefix + fmt.Sprintf("%d.%s.%s.%s", skip+len(hits), fp, tr.Rev, cprint)
+			}
+			if inContrib {
+				_, was := contribParts(contribCur)
+				change = contributionsChange(change, cur, was, cprint)
 			}
 		}
 		env.keepPage(tr, cur, r.Cursor)
@@ -201,11 +205,13 @@ func queryPrint(q search.Query) string {
 // contribution's subtree in the contributor's own index, its breadcrumb
 // continued from the owner's bullets. It skips the first skip hits and
 // returns at most limit, and whether more follow, with problems worth
-// telling (a contributor's repository that could not be read).
-func contributionHits(ctx context.Context, env *Env, t *outline.Tree, q search.Query, skip, limit int) ([]search.Hit, bool, []string) {
+// telling (a contributor's repository that could not be read) and the
+// contributions' view.ContributionsPrint (for the cursor).
+func contributionHits(ctx context.Context, env *Env, t *outline.Tree, q search.Query, skip, limit int) ([]search.Hit, bool, []string, string) {
 	contrib, problems := view.Gather(t, otherTrees(ctx, env))
+	cprint := view.ContributionsPrint(contrib)
 	if len(contrib) == 0 {
-		return nil, false, problems
+		return nil, false, problems, cprint
 	}
 	want := skip + limit
 	var out []search.Hit
@@ -262,7 +268,7 @@ func contributionHits(ctx context.Context, env *Env, t *outline.Tree, q search.Q
 		}
 	}
 	if skip >= len(out) {
-		return nil, more, problems
+		return nil, more, problems, cprint
 	}
-	return out[skip:], more, problems
+	return out[skip:], more, problems, cprint
 }
