@@ -162,6 +162,19 @@ func TestPagingWhileMovingEveryChildOnce(t *testing.T) {
 			if got := pageKeys(sc["text"].(string), big); len(got) != 5 || got[0] != kids[18*100+150] || sc["changedSince"] != nil {
 				t.Fatalf("read from the start: %v %v", got, sc["changedSince"])
 			}
+			if tool != "read_outline" {
+				return
+			}
+			// every format says it: json (structured content is the view)
+			first := mustCall(t, c, "read_outline", map[string]any{"node": big, "depth": 1, "limit": 100})["cursor"]
+			mustCall(t, c, "move_node", map[string]any{"node": kids[0], "parent": big, "position": "last"})
+			for _, format := range []string{"json", "markdown", "opml"} {
+				res, sc := call(t, c, "read_outline", map[string]any{"node": big, "depth": 1, "limit": 100, "cursor": first, "format": format})
+				ch, _ := sc["changedSince"].(map[string]any)
+				if res.IsError || ch == nil || ch["snapshot"] != true || ch["changed"] != float64(1) || !strings.Contains(text(res), "continues from the snapshot") {
+					t.Fatalf("%s: %v\n%s", format, ch, text(res))
+				}
+			}
 		})
 	}
 }
