@@ -201,7 +201,7 @@ func (env *Env) snapshots() *Snapshots {
 type pageChange struct {
 	Rev      string `json:"rev"`               // the revision the read began at ("" : not said by the cursor)
 	Now      string `json:"now"`               // the current revision
-	Changed  int    `json:"changed,omitempty"` // records created, changed or deleted since (with snapshot)
+	Changed  *int   `json:"changed,omitempty"` // bullets and notes created, changed or deleted since (when the snapshot is kept)
 	Snapshot bool   `json:"snapshot"`          // the page continues on the tree the read began at
 	// Contributions: contributors' bullets shown in the outline changed
 	// since (they are read live).
@@ -229,8 +229,8 @@ func (env *Env) pageTree(cur *outline.Tree, cursor string, rev func(string) (str
 		return cur, c
 	}
 	if t, n := env.snapshots().get(cur.DID.String(), r, cur); t != nil {
-		c.Changed, c.Snapshot = n, true
-		c.Message = fmt.Sprintf("the outline has changed since this read began (revision %s, now %s: %d record(s) created, changed or deleted); this page continues from the snapshot the read began at, so every bullet comes exactly once, as it was then; read again from the start (without cursor) for the current state", r, cur.Rev, n)
+		c.Changed, c.Snapshot = &n, true
+		c.Message = fmt.Sprintf("the outline has changed since this read began (revision %s, now %s: %d bullet(s) or note(s) created, changed, moved or deleted); this page continues from the snapshot the read began at, so every bullet comes exactly once, as it was then; read again from the start (without cursor) for the current state", r, cur.Rev, n)
 		return t, c
 	}
 	c.Message = fmt.Sprintf("the outline has changed since this read began (revision %s, now %s) and that revision is no longer kept: this page is read from the current outline, so bullets moved since may be missed or repeated; read again from the start (without cursor) for a complete read", r, cur.Rev)

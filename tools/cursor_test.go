@@ -2,6 +2,8 @@ package tools_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -279,5 +281,31 @@ func TestPagingSaysContributionsChanged(t *testing.T) {
 		if res.IsError || ch == nil || ch["contributions"] != true || !strings.Contains(text(res), "contributors' bullets shown in this outline changed since this read began") {
 			t.Fatalf("%s page 2: %v\n%s", tc.tool, ch, text(res))
 		}
+	}
+}
+
+// A cursor that carries no revision (made before cursors did) cannot tell
+// whether the outline changed: the page says so rather than nothing.
+func TestPagingCursorWithoutRevision(t *testing.T) {
+	l, big, kids := bigLevel(t, 30)
+	c := inProcess(t, &tools.Env{Engine: outline.New(l)})
+	sc := mustCall(t, c, "read_outline", map[string]any{"node": big, "depth": 1, "limit": 10})
+	raw, err := base64.RawURLEncoding.DecodeString(sc["cursor"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cur map[string]any
+	if err := json.Unmarshal(raw, &cur); err != nil || cur["r"] == nil {
+		t.Fatalf("cursor %s: %v", raw, err)
+	}
+	delete(cur, "r")
+	raw, _ = json.Marshal(cur)
+	res, sc := call(t, c, "read_outline", map[string]any{"node": big, "depth": 1, "limit": 10, "cursor": base64.RawURLEncoding.EncodeToString(raw)})
+	ch, _ := sc["changedSince"].(map[string]any)
+	if res.IsError || ch == nil || ch["snapshot"] != false || !strings.Contains(text(res), "does not say which revision") {
+		t.Fatalf("%v\n%s", ch, text(res))
+	}
+	if got := pageKeys(text(res), big); len(got) != 10 || got[0] != kids[10] {
+		t.Fatalf("page 2: %v", got)
 	}
 }
