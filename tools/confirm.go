@@ -117,4 +117,3 @@ func declined(name, why string) error {
 		Msg:  fmt.Sprintf("%s was not confirmed: %s; nothing was written", name, why),
 		Next: "ask the person what they want; dry_run=true shows the change without asking"}
 }
-

@@ -85,6 +85,8 @@ func readOutlineTool() Tool {
 		if res != nil || err != nil {
 			return res, err
 		}
+		cur := t
+		t, change := env.pageTree(cur, a.Str("cursor"), view.CursorRev)
 		var root *outline.Item
 		if n := a.Str("node"); n != "" {
 			if root, err = t.Resolve(n); err != nil {
@@ -93,6 +95,9 @@ func readOutlineTool() Tool {
 		}
 		other := otherTrees(ctx, env)
 		contrib, problems := view.Gather(t, other)
+		if c := a.Str("cursor"); c != "" {
+			change = contributionsChange(change, cur, view.CursorContributions(c), view.ContributionsPrint(contrib))
+		}
 		var v *view.View
 		for {
 			v, err = view.Read(t, root, view.Options{Depth: depth, Limit: limit, Cursor: a.Str("cursor"), Contributions: contrib})
@@ -108,6 +113,7 @@ func readOutlineTool() Tool {
 			}
 			limit /= 2
 		}
+		env.keepPage(t, cur, v.Cursor)
 		v.Handle = handle
 		problems = append(problems, v.Enrich(t, other)...)
 		page := map[string]any{"did": v.DID, "truncated": v.Truncated, "stop": v.Stop, "total": v.Total}
@@ -130,7 +136,7 @@ func readOutlineTool() Tool {
 				txt += "Note: " + p + "\n"
 			}
 			page["text"] = txt
-			return mcp.NewToolResultStructured(page, txt), nil
+			return withChange(mcp.NewToolResultStructured(page, txt), change), nil
 		case "json":
 			out := v
 			if flat {
@@ -145,15 +151,15 @@ func readOutlineTool() Tool {
 			if c := v.Continue("read_outline"); c != "" {
 				txt += "\n" + c
 			}
-			return mcp.NewToolResultStructured(out, txt), nil
+			return withChange(mcp.NewToolResultStructured(out, txt), change), nil
 		case "markdown":
 			md := v.Markdown()
 			page["markdown"] = md
-			return mcp.NewToolResultStructured(page, md), nil
+			return withChange(mcp.NewToolResultStructured(page, md), change), nil
 		case "opml":
 			o := v.OPML()
 			page["opml"] = o
-			return mcp.NewToolResultStructured(page, o), nil
+			return withChange(mcp.NewToolResultStructured(page, o), change), nil
 		}
 		return badArgs("format must be text, json, markdown or opml")
 	}

@@ -68,6 +68,8 @@ func searchTool() Tool {
 		if res != nil || err != nil {
 			return res, err
 		}
+		cur := tr
+		tr, change := env.pageTree(cur, a.Str("cursor"), searchCursorRev)
 		var contribCur string
 		q := search.Query{Text: a.Str("text"), Regex: regex, Tags: tags, Layout: a.Str("layout"), State: a.Str("state"),
 			CreatedFrom: a.Str("created_from"), CreatedTo: a.Str("created_to"), CompletedFrom: a.Str("completed_from"), CompletedTo: a.Str("completed_to"),
@@ -111,13 +113,18 @@ func searchTool() Tool {
 			// the owner's own hits are done: contributors' bullets shown
 			// in this outline follow, in the outline's order
 			room := max(0, q.Limit-len(r.Hits))
-			hits, more, probs := contributionHits(ctx, env, tr, q, skip, room)
+			hits, more, probs, cprint := contributionHits(ctx, env, tr, q, skip, room)
 			r.Hits = append(r.Hits, hits...)
 			problems = probs
 			if more {
-				r.Cursor = contribPrefix + fmt.Sprintf("%d.%s", skip+len(hits), fp)
+				r.Cursor = contribPrefix + fmt.Sprintf("%d.%s.%s.%s", skip+len(hits), fp, tr.Rev, cprint)
+			}
+			if inContrib {
+				_, was := contribParts(contribCur)
+				change = contributionsChange(change, cur, was, cprint)
 			}
 		}
+		env.keepPage(tr, cur, r.Cursor)
 		text := hitsText(tr, r)
 		for _, p := range problems {
 			text += "\nnote: " + p
@@ -126,7 +133,7 @@ func searchTool() Tool {
 		if len(r.Notices) > 0 {
 			sc["notices"] = r.Notices
 		}
-		return mcp.NewToolResultStructured(sc, text), nil
+		return withChange(mcp.NewToolResultStructured(sc, text), change), nil
 	}
 	return t
 }
@@ -169,7 +176,8 @@ func hitsText(t *outline.Tree, r *search.Result) string {
 }
 
 // contribPrefix starts a cursor that continues among contributors' bullets
-// (after the outline's own hits): "~SKIP.QUERYPRINT".
+// (after the outline's own hits): "~SKIP.QUERYPRINT.REV", REV the revision
+// of the owner's tree searched.
 const contribPrefix = "~"
 
 // contribCursor reads a contributors' cursor ("" : none).
@@ -178,6 +186,7 @@ func contribCursor(c, fp string) (skip int, ok bool, err error) {
 		return 0, false, nil
 	}
 	n, q, found := strings.Cut(strings.TrimPrefix(c, contribPrefix), ".")
+	q, _, _ = strings.Cut(q, ".") // the revision: searchCursorRev
 	if _, serr := fmt.Sscanf(n, "%d", &skip); !found || serr != nil || skip < 0 {
 		return 0, false, fmt.Errorf("%w: not a cursor from this server", search.ErrCursor)
 	}
@@ -203,11 +212,13 @@ func queryPrint(q search.Query) string {
 // contribution's subtree in the contributor's own index, its breadcrumb
 // continued from the owner's bullets. It skips the first skip hits and
 // returns at most limit, and whether more follow, with problems worth
-// telling (a contributor's repository that could not be read).
-func contributionHits(ctx context.Context, env *Env, t *outline.Tree, q search.Query, skip, limit int) ([]search.Hit, bool, []string) {
+// telling (a contributor's repository that could not be read) and the
+// contributions' view.ContributionsPrint (for the cursor).
+func contributionHits(ctx context.Context, env *Env, t *outline.Tree, q search.Query, skip, limit int) ([]search.Hit, bool, []string, string) {
 	contrib, problems := view.Gather(t, otherTrees(ctx, env))
+	cprint := view.ContributionsPrint(contrib)
 	if len(contrib) == 0 {
-		return nil, false, problems
+		return nil, false, problems, cprint
 	}
 	want := skip + limit
 	var out []search.Hit
@@ -264,7 +275,7 @@ func contributionHits(ctx context.Context, env *Env, t *outline.Tree, q search.Q
 		}
 	}
 	if skip >= len(out) {
-		return nil, more, problems
+		return nil, more, problems, cprint
 	}
-	return out[skip:], more, problems
+	return out[skip:], more, problems, cprint
 }

@@ -37,8 +37,14 @@ type Env struct {
 	// user's, contributors'), bounded by bytes; nil: one made on first use
 	// with the default bound.
 	Search *search.Cache
+	// Snapshots keeps the trees recent cursors were made from, so that
+	// pages continue on the tree their read began at (bounded: a few
+	// trees, minutes, bytes); nil: one made on first use with the default
+	// bounds.
+	Snapshots *Snapshots
 
 	searchMu sync.Mutex
+	snapMu   sync.Mutex
 }
 
 // Annotations are a tool's behaviour hints (all four are always sent).

@@ -89,6 +89,10 @@ type Server struct {
 	// bytes for the whole instance (an index is per repository, whoever
 	// searches it)
 	search *search.Cache
+	// snapshots keeps the trees recent cursors were made from, for every
+	// user's pages, bounded for the whole instance (by repository and
+	// revision, whoever reads it)
+	snapshots *tools.Snapshots
 
 	mu    sync.Mutex
 	users map[string]*user
@@ -116,7 +120,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, db: cfg.DB, sealer: cfg.Sealer, public: u.Scheme + "://" + u.Host, users: map[string]*user{}, search: search.NewCache(0)}
+	s := &Server{cfg: cfg, db: cfg.DB, sealer: cfg.Sealer, public: u.Scheme + "://" + u.Host, users: map[string]*user{}, search: search.NewCache(0),
+		snapshots: &tools.Snapshots{MaxTrees: 32, MaxBytes: 64 << 20}}
 	s.resource = s.public + "/mcp"
 	s.origin = strings.ToLower(s.public)
 	s.limits = newLimiters(cfg.Limits)
@@ -206,7 +211,7 @@ func (s *Server) user(ctx context.Context, did string) (*user, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := &tools.Env{Engine: eng, Search: s.search}
+	env := &tools.Env{Engine: eng, Search: s.search, Snapshots: s.snapshots}
 	u := &user{did: did, env: env, journal: j, auth: a, used: time.Now()}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -514,8 +514,21 @@ type step struct {
 }
 
 type cursor struct {
-	Q string `json:"q"` // fingerprint of the query
-	P []step `json:"p"`
+	Q string `json:"q"`           // fingerprint of the query
+	P []step `json:"p"`           // the last hit's path
+	R string `json:"r,omitempty"` // the revision of the tree searched
+}
+
+// CursorRev is the revision of the tree a search cursor was made from (""
+// for a cursor that carries none), so that the next page can search the
+// same tree while it is kept, or say that the outline changed in between.
+func CursorRev(s string) (string, error) {
+	var c cursor
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || json.Unmarshal(raw, &c) != nil || len(c.P) == 0 {
+		return "", fmt.Errorf("%w: not a cursor from this server", ErrCursor)
+	}
+	return c.R, nil
 }
 
 func fingerprint(q Query) string {
@@ -641,7 +654,7 @@ func (x *Index) search(t *outline.Tree, q Query) (*Result, error) {
 				break
 			}
 		}
-		raw, _ := json.Marshal(cursor{Q: fp, P: path})
+		raw, _ := json.Marshal(cursor{Q: fp, P: path, R: t.Rev})
 		res.Cursor = base64.RawURLEncoding.EncodeToString(raw)
 	}
 	return res, nil
@@ -708,7 +721,7 @@ func (x *Index) scan(t *outline.Tree, q Query, m *matcher, fp string, after []st
 				break
 			}
 		}
-		raw, _ := json.Marshal(cursor{Q: fp, P: path})
+		raw, _ := json.Marshal(cursor{Q: fp, P: path, R: t.Rev})
 		res.Cursor = base64.RawURLEncoding.EncodeToString(raw)
 	}
 	return res, true

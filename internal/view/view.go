@@ -111,8 +111,10 @@ type step struct {
 }
 
 type cursor struct {
-	N string `json:"n"` // the read's root record key ("" = whole outline)
-	P []step `json:"p"`
+	N string `json:"n"`           // the read's root record key ("" = whole outline)
+	P []step `json:"p"`           // the last row's path
+	R string `json:"r,omitempty"` // the revision of the tree the page was read from
+	C string `json:"c,omitempty"` // the contributors' repositories rendered in place (ContributionsPrint)
 }
 
 func cmpStep(a, b step) int {
@@ -297,7 +299,7 @@ func Read(t *outline.Tree, root *outline.Item, o Options) (*View, error) {
 	}
 	if w.full {
 		v.Truncated, v.Stop = true, "limit"
-		v.Cursor = encodeCursor(cursor{N: v.node, P: w.last})
+		v.Cursor = encodeCursor(cursor{N: v.node, P: w.last, R: t.Rev, C: ContributionsPrint(o.Contributions)})
 	}
 	return v, nil
 }

@@ -26,7 +26,10 @@ func everyIntentAndItsInverse(t *testing.T, open Open) {
 		effect func(tr *outline.Tree) bool
 	}{
 		{"insert", intent.Insert{Pos: outline.Position{Parent: top[1]}, Nodes: []outline.NewNode{{Text: "granny smith"}}},
-			func(tr *outline.Tree) bool { c := node(tr, top[1]).Children; return len(c) == 1 && c[0].Str("text") == "granny smith" }},
+			func(tr *outline.Tree) bool {
+				c := node(tr, top[1]).Children
+				return len(c) == 1 && c[0].Str("text") == "granny smith"
+			}},
 		{"move", intent.Move{Nodes: []string{kids[1]}, Pos: outline.Position{Parent: top[2], Where: "first"}},
 			func(tr *outline.Tree) bool { return tr.Parent(node(tr, kids[1])) == node(tr, top[2]) }},
 		{"edit", intent.Edit{Node: top[0], Edit: outline.Edit{Text: str("pears, ripe"), Note: str("from the market")}},
@@ -35,7 +38,10 @@ func everyIntentAndItsInverse(t *testing.T, open Open) {
 				return it.Str("text") == "pears, ripe" && it.Note != nil
 			}},
 		{"complete", intent.Complete{Node: top[1], Done: true},
-			func(tr *outline.Tree) bool { it := node(tr, top[1]); return it.Str("layout") == "todo" && it.Str("completedAt") != "" }},
+			func(tr *outline.Tree) bool {
+				it := node(tr, top[1])
+				return it.Str("layout") == "todo" && it.Str("completedAt") != ""
+			}},
 		{"delete", intent.Delete{Node: top[0], Children: "subtree"},
 			func(tr *outline.Tree) bool { return node(tr, top[0]) == nil && node(tr, kids[0]) == nil }},
 		{"delete lift", intent.Delete{Node: top[0], Children: "lift"},
@@ -47,7 +53,10 @@ func everyIntentAndItsInverse(t *testing.T, open Open) {
 		{"comment", intent.Comment{Subject: top[2], Text: "lovely"},
 			func(tr *outline.Tree) bool { return countColl(tr, "app.bulleted.comment") == 1 }},
 		{"outline", intent.Outline{Title: str("Fruit")},
-			func(tr *outline.Tree) bool { r, ok := tr.Outlines.Lookup("self"); return ok && r.Value["title"] == "Fruit" }},
+			func(tr *outline.Tree) bool {
+				r, ok := tr.Outlines.Lookup("self")
+				return ok && r.Value["title"] == "Fruit"
+			}},
 		{"sort", intent.Sort{By: intent.SortText},
 			func(tr *outline.Tree) bool { return tr.Roots[0].Key() == top[1] && tr.Roots[2].Key() == top[2] }},
 		{"batch", intent.Batch{
