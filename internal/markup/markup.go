@@ -19,7 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
@@ -74,10 +74,26 @@ type mnode struct {
 	indent  int // list indentation (-1: a heading section)
 	level   int // heading level of a section
 	kids    []*mnode
-	content int // column where the item's content starts
+	content int  // column where the item's content starts
+	noted   bool // a note line was read (it may be empty)
+	blanks  int  // blank lines read since the last note line
 }
 
-func (d *Doc) build(roots []*mnode) {
+// notices gathers what Markdown and OPML say about the input.
+type notices struct {
+	unknown     []string // lines whose marker is not understood
+	unknownN    int
+	comments    int // HTML comment lines skipped
+	firstCmt    string
+	mirrorRows  int // rows nested under mirrors, skipped
+	mirrors     int // mirrors with rows under them
+	mirrorNotes int // note lines under mirrors, dropped
+	by          int // bullets of other identities, imported as copies
+	byDID       string
+	info        []string // fence info strings ignored
+}
+
+func (d *Doc) build(roots []*mnode, ns *notices) {
 	d.Lines = map[string]int{}
 	var conv func(ms []*mnode, label string) []outline.NewNode
 	conv = func(ms []*mnode, label string) []outline.NewNode {
@@ -86,6 +102,22 @@ func (d *Doc) build(roots []*mnode) {
 			lab := fmt.Sprintf("%s[%d]", label, i)
 			d.Lines[lab] = m.line
 			n := m.n
+			if n.Mirror != "" {
+				// what an export shows under a mirror is its original's
+				// subtree, read live: not records of its own
+				if len(m.kids) > 0 {
+					ns.mirrors++
+					for _, k := range m.kids {
+						ns.mirrorRows += countM(k)
+					}
+				}
+				if n.Note != "" || m.noted {
+					ns.mirrorNotes++
+					n.Note = ""
+				}
+				out = append(out, n)
+				continue
+			}
 			n.Children = conv(m.kids, lab+".children")
 			out = append(out, n)
 		}
@@ -94,11 +126,45 @@ func (d *Doc) build(roots []*mnode) {
 	d.Nodes = conv(roots, "nodes")
 }
 
-var (
-	reItem    = regexp.MustCompile(`^(\s*)([-*+]|\d+[.)])(\s+|$)(.*)$`)
-	reHeading = regexp.MustCompile(`^(#{1,3})\s+(.*)$`)
-	reTodo    = regexp.MustCompile(`^\[([ xX])\]\s+(.*)$`)
-)
+func countM(m *mnode) int {
+	n := 1
+	for _, k := range m.kids {
+		n += countM(k)
+	}
+	return n
+}
+
+// say adds the notices to d.Notes.
+func (d *Doc) say(ns *notices) {
+	if ns.unknownN > 0 {
+		d.Notes = append(d.Notes, fmt.Sprintf("%d line(s) end in a {…} marker that is not understood, kept as part of the text: %s", ns.unknownN, strings.Join(ns.unknown, "; ")))
+	}
+	if ns.mirrorRows > 0 {
+		d.Notes = append(d.Notes, fmt.Sprintf("skipped %d row(s) nested under %d mirror line(s): a mirror shows its original's subtree live (read-only), so they were not created", ns.mirrorRows, ns.mirrors))
+	}
+	if ns.mirrorNotes > 0 {
+		d.Notes = append(d.Notes, fmt.Sprintf("dropped the note text under %d mirror line(s): a mirror has no note of its own", ns.mirrorNotes))
+	}
+	if ns.by > 0 {
+		d.Notes = append(d.Notes, fmt.Sprintf("%d bullet(s) marked as another identity's (by=%s…, a contributor's in a shared outline) were created as your own copies", ns.by, ns.byDID))
+	}
+	if len(ns.info) > 0 {
+		d.Notes = append(d.Notes, fmt.Sprintf("ignored the info string of %d code fence(s) (a codeBlock has no language): %s", len(ns.info), strings.Join(ns.info, "; ")))
+	}
+	if ns.comments > 0 {
+		d.Notes = append(d.Notes, fmt.Sprintf("skipped %d HTML comment(s), not bullets (first: %s)", ns.comments, ns.firstCmt))
+	}
+}
+
+func (ns *notices) marker(line int, s, why string) {
+	ns.unknownN++
+	if len(ns.unknown) < 5 {
+		if r := []rune(s); len(r) > 60 {
+			s = string(r[:60]) + "…"
+		}
+		ns.unknown = append(ns.unknown, fmt.Sprintf("line %d %s (%s)", line, s, why))
+	}
+}
 
 func indentOf(s string) int {
 	n := 0
@@ -115,21 +181,32 @@ func indentOf(s string) int {
 	return n
 }
 
-// content sets the layout and text of a list item's first line.
+// content sets the layout and text of a list item's first line (its
+// marker already cut off): a leading backslash takes the rest as it is.
 func content(n *outline.NewNode, s string) {
+	if r, ok := strings.CutPrefix(s, `\`); ok {
+		n.Text = unbreaks(r)
+		return
+	}
+	rest := func(r string) string {
+		r, _ = strings.CutPrefix(r, `\`)
+		return unbreaks(r)
+	}
 	if m := reTodo.FindStringSubmatch(s); m != nil {
-		n.Layout, n.Text, n.Completed = "todo", m[2], m[1] != " "
+		n.Layout, n.Text, n.Completed = "todo", rest(m[2]), m[1] != " "
 		return
 	}
 	if m := reHeading.FindStringSubmatch(s); m != nil {
-		n.Layout, n.Text = fmt.Sprintf("h%d", len(m[1])), m[2]
+		n.Layout, n.Text = fmt.Sprintf("h%d", len(m[1])), rest(m[2])
 		return
 	}
 	if q, ok := strings.CutPrefix(s, ">"); ok {
-		n.Layout, n.Text = "quoteBlock", strings.TrimPrefix(q, " ")
+		q = strings.TrimPrefix(q, " ")
+		q, _ = strings.CutPrefix(q, `\`)
+		n.Layout, n.Text = "quoteBlock", q
 		return
 	}
-	n.Text = s
+	n.Text = unbreaks(s)
 }
 
 // Markdown parses src.
@@ -156,10 +233,17 @@ func Markdown(src string) (*Doc, error) {
 			break
 		}
 	}
+	ns := &notices{}
+	d := &Doc{}
 	i := 0
 	if len(lines) > 0 && strings.TrimSpace(lines[0]) == "---" {
+		var keys []string
 		for i = 1; i < len(lines) && strings.TrimSpace(lines[i]) != "---"; i++ {
+			if k, _, ok := strings.Cut(lines[i], ":"); ok && k != "" && !strings.HasPrefix(k, " ") {
+				keys = append(keys, k)
+			}
 		}
+		d.Notes = append(d.Notes, fmt.Sprintf("skipped the front matter (lines 1-%d; %s): an outline's title and description are not imported (set them with set_outline)", min(i+1, len(lines)), strings.Join(keys, ", ")))
 		i++
 	}
 	var cur *mnode // the last list item (for continuation lines)
@@ -168,6 +252,9 @@ func Markdown(src string) (*Doc, error) {
 		ln := lines[i]
 		trim := strings.TrimSpace(ln)
 		if trim == "" {
+			if cur != nil && cur.noted {
+				cur.blanks++
+			}
 			continue
 		}
 		if strings.HasPrefix(trim, DetachedMarker) {
@@ -184,18 +271,31 @@ func Markdown(src string) (*Doc, error) {
 			break
 		}
 		if strings.HasPrefix(trim, "<!--") {
+			if ns.comments == 0 {
+				c := trim
+				if r := []rune(c); len(r) > 80 {
+					c = string(r[:80]) + "…"
+				}
+				ns.firstCmt = fmt.Sprintf("line %d %s", i+1, c)
+			}
+			ns.comments++
 			for !strings.Contains(lines[i], "-->") && i+1 < len(lines) {
 				i++
 			}
 			continue
 		}
 		ind := indentOf(ln)
-		// a fence: a code block item
-		fence := func(m *mnode, col int) {
+		// a fence: a code block item; the closing fence is at least as
+		// long as the opening one
+		fence := func(m *mnode, col int, open string) {
+			n := len(open) - len(strings.TrimLeft(open, "`"))
+			if info := strings.TrimSpace(open[n:]); info != "" {
+				ns.info = append(ns.info, fmt.Sprintf("line %d %q", i+1, info))
+			}
 			var code []string
 			for i++; i < len(lines); i++ {
 				l := lines[i]
-				if strings.HasPrefix(strings.TrimSpace(l), "```") {
+				if strings.HasPrefix(strings.TrimSpace(l), open[:n]) {
 					break
 				}
 				if indentOf(l) >= col {
@@ -212,23 +312,54 @@ func Markdown(src string) (*Doc, error) {
 			it := &mnode{line: i + 1, indent: ind, content: len(m[1]) + len(m[2]) + len(m[3])}
 			attach(it)
 			cur = it
-			if strings.HasPrefix(m[4], "```") {
-				fence(it, it.content)
+			s, attrs, marked := cutMarker(m[4])
+			if marked {
+				if why := check(attrs); why != "" {
+					ns.marker(i+1, m[4][len(s):], why)
+					s, attrs = m[4], nil
+				}
+			}
+			if u := attrOf2(attrs, KeyMirror); u != "" {
+				it.n.Mirror = u
+				it.n.Text = strings.TrimPrefix(strings.TrimPrefix(s, strings.TrimSpace(PrefixMirror)), " ")
+				continue
+			}
+			if strings.HasPrefix(s, "```") {
+				fence(it, it.content, s)
 			} else {
-				content(&it.n, m[4])
+				content(&it.n, s)
+			}
+			for _, a := range attrs {
+				switch a.Key {
+				case KeyLayout:
+					it.n.Layout = a.Value
+				case KeyDisplay:
+					it.n.Display = a.Value
+				case KeyCompleted:
+					it.n.Completed = true
+				case KeyBy:
+					if ns.by == 0 {
+						ns.byDID = a.Value
+					}
+					ns.by++
+				}
 			}
 			continue
 		}
 		if cur != nil && ind > cur.indent {
 			// continuation under the current item
-			if cur.n.Layout == "quoteBlock" && strings.HasPrefix(trim, ">") && cur.n.Note == "" {
-				cur.n.Text += "\n" + strings.TrimPrefix(strings.TrimPrefix(trim, ">"), " ")
+			if cur.n.Layout == "quoteBlock" && strings.HasPrefix(trim, ">") && !cur.noted {
+				q := strings.TrimPrefix(strings.TrimLeft(ln, " \t"), ">")
+				cur.n.Text += "\n" + strings.TrimPrefix(q, " ")
 				continue
 			}
 			l := ln[min(cur.content, ind):]
-			if cur.n.Note != "" {
-				cur.n.Note += "\n"
+			l, _ = strings.CutPrefix(l, `\`)
+			if cur.noted {
+				cur.n.Note += strings.Repeat("\n", cur.blanks+1)
 			}
+			cur.blanks = 0
+			cur.noted = true
 			cur.n.Note += l
 			continue
 		}
@@ -248,7 +379,7 @@ func Markdown(src string) (*Doc, error) {
 		p := &mnode{line: i + 1, indent: -1, level: 99}
 		switch {
 		case strings.HasPrefix(trim, "```"):
-			fence(p, ind)
+			fence(p, ind, trim)
 		case strings.HasPrefix(trim, ">"):
 			var q []string
 			for ; i < len(lines) && strings.HasPrefix(strings.TrimSpace(lines[i]), ">"); i++ {
@@ -262,23 +393,32 @@ func Markdown(src string) (*Doc, error) {
 		attach(p)
 		stack = stack[:len(stack)-1] // a paragraph holds nothing
 	}
-	d := &Doc{}
-	d.build(roots)
+	d.build(roots, ns)
 	if detached != nil {
-		ns := detached.Nodes
-		if len(ns) == 1 && ns[0].Layout == "h2" && ns[0].Text == "Detached" {
-			ns = ns[0].Children
+		dn := detached.Nodes
+		if len(dn) == 1 && dn[0].Layout == "h2" && dn[0].Text == "Detached" {
+			dn = dn[0].Children
 		}
-		d.SkippedDetached, d.SkippedRows = len(ns), countRows(ns)
+		d.SkippedDetached, d.SkippedRows = len(dn), countRows(dn)
 		d.skipped("markdown")
 	}
+	d.say(ns)
 	if len(d.Nodes) == 0 {
-		if len(d.Notes) > 0 {
+		if d.SkippedDetached > 0 {
 			return nil, fmt.Errorf("%w: no bullets found outside the export's Detached section (%d detached bullet(s), skipped)", ErrSyntax, d.SkippedDetached)
 		}
 		return nil, fmt.Errorf("%w: no bullets found", ErrSyntax)
 	}
 	return d, nil
+}
+
+func attrOf2(attrs []Attr, key string) string {
+	for _, a := range attrs {
+		if a.Key == key {
+			return a.Value
+		}
+	}
+	return ""
 }
 
 // OPML parses src.
@@ -288,7 +428,9 @@ func OPML(src string) (*Doc, error) {
 	var stack []*mnode
 	inBody := false
 	d := &Doc{}
-	skip := 0 // depth inside an outline element with _detached (skipped)
+	ns := &notices{}
+	ignored := map[string]int{} // attributes not read, by name
+	skip := 0                   // depth inside an outline element with _detached (skipped)
 	inSection, sawDetached := false, false
 	for {
 		tok, err := dec.Token()
@@ -338,7 +480,24 @@ func OPML(src string) (*Doc, error) {
 					m.n.Layout = a.Value
 				case "_display":
 					m.n.Display = a.Value
+				case "_mirror":
+					if why := check([]Attr{{KeyMirror, a.Value}}); why != "" {
+						ns.marker(line, `_mirror="`+a.Value+`"`, why)
+					} else {
+						m.n.Mirror = a.Value
+					}
+				case "_author":
+					if ns.by == 0 {
+						ns.byDID = a.Value
+					}
+					ns.by++
+				case "_readOnly":
+				default:
+					ignored[a.Name.Local]++
 				}
+			}
+			if m.n.Mirror != "" {
+				m.n.Layout, m.n.Display, m.n.Completed = "", "", false
 			}
 			if m.n.Completed && m.n.Layout == "" {
 				m.n.Layout = "todo"
@@ -363,12 +522,21 @@ func OPML(src string) (*Doc, error) {
 			}
 		}
 	}
-	d.build(roots)
+	d.build(roots, ns)
 	if sawDetached {
 		d.skipped("opml")
 	}
+	d.say(ns)
+	if len(ignored) > 0 {
+		var names []string
+		for k, n := range ignored {
+			names = append(names, fmt.Sprintf("%s (%d)", k, n))
+		}
+		slices.Sort(names)
+		d.Notes = append(d.Notes, "ignored outline attributes this importer does not read: "+strings.Join(names, ", "))
+	}
 	if len(d.Nodes) == 0 {
-		if len(d.Notes) > 0 {
+		if d.SkippedDetached > 0 {
 			return nil, fmt.Errorf("%w: no <outline> elements in <body> outside the export's Detached section (%d detached bullet(s), skipped)", ErrSyntax, d.SkippedDetached)
 		}
 		return nil, fmt.Errorf("%w: no <outline> elements in <body>", ErrSyntax)

@@ -262,10 +262,13 @@ func line(b *strings.Builder, r *Row, d int, notes, expanded bool) {
 }
 
 // Markdown renders the view as a Markdown list that package markup imports
-// back: "- [ ] "/"- [x] " todos, "- # " headings, fenced code and "> "
-// quotes inside items, notes as continuation lines under their bullet, the
-// outline title as front matter, mirrors and contributors' bullets marked
-// read-only, and an HTML comment saying where and why the view is cut.
+// back as it was (its documentation gives the format): "- [ ] "/"- [x] "
+// todos, "- # " headings, fenced code and "> " quotes inside items, notes
+// as continuation lines under their bullet, what has no prefix (display,
+// other layouts, mirrors, contributors) in a {key=value} marker ending the
+// item's first line, text that would read as something else escaped, the
+// outline title as front matter, the rows a mirror shows marked read-only,
+// and an HTML comment saying where and why the view (or a mirror) is cut.
 func (v *View) Markdown() string {
 	var b strings.Builder
 	if v.first && v.Outline != nil && (v.Outline.Title != "" || v.Outline.Description != "") {
@@ -282,11 +285,17 @@ func (v *View) Markdown() string {
 		mdRow(&b, v.Root, 0)
 	}
 	var mirrored func(rows []*Row, d int)
+	mirrorRows := func(m *MirrorRef, d int) {
+		mirrored(m.Rows, d)
+		if m.Cut != "" {
+			fmt.Fprintf(&b, "%s<!-- mirror cut: %s -->\n", strings.Repeat("  ", d), strings.ReplaceAll(oneLine(m.Cut), "--", "- -"))
+		}
+	}
 	mirrored = func(rows []*Row, d int) {
 		for _, r := range rows {
 			mdRow(&b, r, d)
 			if r.Mirror != nil {
-				mirrored(r.Mirror.Rows, d+1)
+				mirrorRows(r.Mirror, d+1)
 			}
 			mirrored(r.Children, d+1)
 		}
@@ -295,7 +304,7 @@ func (v *View) Markdown() string {
 		d := r.Depth - 1 + v.base()
 		mdRow(&b, r, d)
 		if r.Mirror != nil {
-			mirrored(r.Mirror.Rows, d+1)
+			mirrorRows(r.Mirror, d+1)
 		}
 	}
 	if len(v.Detached) > 0 {
@@ -306,7 +315,7 @@ func (v *View) Markdown() string {
 		for _, r := range v.detachedFlat {
 			mdRow(&b, r, r.Depth-1)
 			if r.Mirror != nil {
-				mirrored(r.Mirror.Rows, r.Depth)
+				mirrorRows(r.Mirror, r.Depth)
 			}
 		}
 	}
@@ -318,60 +327,88 @@ func (v *View) Markdown() string {
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 
+// mdRow writes one row: its first line (markup.Item), then the lines of a
+// code block or quote, then its note (markup.NoteLine).
 func mdRow(b *strings.Builder, r *Row, d int) {
 	ind := strings.Repeat("  ", d)
 	cont := ind + "  "
-	text := r.Text
-	var mark string
+	// the rows a mirror shows and the detached are marked for readers;
+	// the importer skips them (under a mirror line, or after the
+	// Detached marker)
+	var deco string
 	switch {
-	case r.Author != "":
-		mark = " _(by " + r.Author + ", read-only)_"
 	case r.Mirrored != "":
-		mark = " _(mirrored, read-only)_"
+		deco = " _(mirrored, read-only)_"
 	case r.Detached != "":
-		mark = " _(detached: " + oneLine(r.Detached) + ")_"
+		deco = " _(detached: " + oneLine(r.Detached) + ")_"
 	}
-	switch {
-	case r.Mirror != nil:
+	var attrs []markup.Attr
+	if r.Mirror != nil {
 		t := r.Mirror.Text
 		if t == "" {
 			t = "(original not available)"
 		}
-		fmt.Fprintf(b, "%s- ↪ %s _(mirror of %s, read-only)_\n", ind, oneLine(t), r.Mirror.Original)
+		attrs = append(attrs, markup.Attr{Key: markup.KeyMirror, Value: r.Mirror.Original})
+		fmt.Fprintf(b, "%s- %s\n", ind, markup.Item(markup.PrefixMirror, t, deco, attrs...))
 		return
-	case r.Layout == "codeBlock":
-		fmt.Fprintf(b, "%s- ```\n", ind)
-		for _, l := range strings.Split(text, "\n") {
+	}
+	prefix := ""
+	switch r.Layout {
+	case "", "bullet":
+		if r.CompletedAt != "" {
+			attrs = append(attrs, markup.Attr{Key: markup.KeyLayout, Value: "bullet"})
+		}
+	case "todo":
+		prefix = markup.PrefixTodo
+		if r.CompletedAt != "" {
+			prefix = markup.PrefixDone
+		}
+	case "h1", "h2", "h3":
+		prefix = markup.Heading(r.Layout)
+	case "codeBlock":
+		prefix = markup.Fence(r.Text)
+	case "quoteBlock":
+		prefix = markup.PrefixQuote
+	default: // the open set: stored as given
+		attrs = append(attrs, markup.Attr{Key: markup.KeyLayout, Value: r.Layout})
+	}
+	if r.Display != "" && r.Display != "expanded" {
+		attrs = append(attrs, markup.Attr{Key: markup.KeyDisplay, Value: r.Display})
+	}
+	if r.CompletedAt != "" && r.Layout != "todo" {
+		attrs = append(attrs, markup.Attr{Key: markup.KeyCompleted, Value: "true"})
+	}
+	if r.Author != "" && r.Mirrored == "" {
+		attrs = append(attrs, markup.Attr{Key: markup.KeyBy, Value: r.Author})
+	}
+	switch r.Layout {
+	case "codeBlock":
+		fmt.Fprintf(b, "%s- %s\n", ind, markup.Item(prefix, "", "", attrs...))
+		for _, l := range strings.Split(r.Text, "\n") {
+			if l == "" {
+				b.WriteString("\n")
+				continue
+			}
 			fmt.Fprintf(b, "%s%s\n", cont, l)
 		}
-		fmt.Fprintf(b, "%s```%s\n", cont, mark)
-	case r.Layout == "quoteBlock":
-		for i, l := range strings.Split(text, "\n") {
-			if i == 0 {
-				fmt.Fprintf(b, "%s- > %s", ind, l)
-			} else {
-				fmt.Fprintf(b, "\n%s> %s", cont, l)
+		fmt.Fprintf(b, "%s%s%s\n", cont, prefix, deco)
+	case "quoteBlock":
+		ls := strings.Split(r.Text, "\n")
+		fmt.Fprintf(b, "%s- %s\n", ind, markup.Item(prefix, ls[0], deco, attrs...))
+		for _, l := range ls[1:] {
+			if l == "" {
+				fmt.Fprintf(b, "%s>\n", cont)
+				continue
 			}
+			fmt.Fprintf(b, "%s> %s\n", cont, l)
 		}
-		b.WriteString(mark + "\n")
 	default:
-		switch {
-		case r.Layout == "todo" && r.CompletedAt != "":
-			text = "[x] " + text
-		case r.Layout == "todo":
-			text = "[ ] " + text
-		case r.Layout == "h1":
-			text = "# " + text
-		case r.Layout == "h2":
-			text = "## " + text
-		case r.Layout == "h3":
-			text = "### " + text
-		}
-		fmt.Fprintf(b, "%s- %s%s\n", ind, oneLine(text), mark)
+		fmt.Fprintf(b, "%s- %s\n", ind, markup.Item(prefix, r.Text, deco, attrs...))
 	}
 	if r.Note != "" {
-		for _, l := range strings.Split(r.Note, "\n") {
-			if strings.TrimSpace(l) == "" {
+		ls := strings.Split(r.Note, "\n")
+		for i, l := range ls {
+			if l = markup.NoteLine(l, i, len(ls), r.Layout == "quoteBlock"); l == "" {
 				b.WriteString("\n")
 				continue
 			}
