@@ -211,7 +211,12 @@ func content(n *outline.NewNode, s string) {
 
 // Markdown parses src.
 func Markdown(src string) (*Doc, error) {
-	lines := strings.Split(strings.ReplaceAll(src, "\r\n", "\n"), "\n")
+	if n := strings.Count(src, "\r\n"); n > 0 && n == strings.Count(src, "\n") {
+		// CRLF line ends (only when every line has one: a carriage return
+		// in a text or note, as an export writes it, is kept)
+		src = strings.ReplaceAll(src, "\r\n", "\n")
+	}
+	lines := strings.Split(src, "\n")
 	var roots []*mnode
 	var stack []*mnode // open sections and list items, outermost first
 	attach := func(m *mnode) {
@@ -315,7 +320,7 @@ func Markdown(src string) (*Doc, error) {
 			s, attrs, marked := cutMarker(m[4])
 			if marked {
 				if why := check(attrs); why != "" {
-					ns.marker(i+1, m[4][len(s):], why)
+					ns.marker(i+1, strings.TrimSpace(m[4][len(s):]), why)
 					s, attrs = m[4], nil
 				}
 			}
