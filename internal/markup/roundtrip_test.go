@@ -3,6 +3,7 @@ package markup_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/markup"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outlinegen"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/view"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
@@ -254,5 +256,228 @@ func TestMirrorImportSameRepository(t *testing.T) {
 	}
 	if it := tr.Roots[5]; !it.Mirror || it.Str("original") != "at://did:plc:other/app.bulleted.node/3kabc" {
 		t.Fatalf("other repository's original: %+v", it.Rec.Value)
+	}
+}
+
+// TestMarkdownRoundTripGenerated: a generated outline of 20,000 bullets
+// (todos, notes, headings), with tricky texts and notes, quotes, code,
+// other layouts, collapsed and other displays, completed headings and
+// mirrors (of bullets of the same repository, one of another repository,
+// one whose original shows more rows than a mirror renders) added on top;
+// exported, imported into a fresh embedded store and exported again: the
+// two exports are byte-identical and the records read back match.
+func TestMarkdownRoundTripGenerated(t *testing.T) {
+	n := 20_000
+	if testing.Short() {
+		n = 6_000
+	}
+	ctx := context.Background()
+	recs := outlinegen.Generate(n, 7)
+	src0 := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c", Records: recs})
+	section := map[string]int{} // node key → its top-level section
+	for i, r := range src0.Roots {
+		var walk func(it *outline.Item)
+		walk = func(it *outline.Item) {
+			section[it.Key()] = i
+			for _, c := range it.Children {
+				walk(c)
+			}
+		}
+		walk(r)
+	}
+	notes := map[string]int{}
+	for i, r := range recs {
+		if r.Collection == lexicon.Note {
+			notes[r.RKey] = i
+		}
+	}
+	var extra []store.Record
+	k := 0
+	for i := range recs {
+		r := &recs[i]
+		if r.Collection != lexicon.Node {
+			continue
+		}
+		k++
+		v := r.Value
+		if k%7 == 0 {
+			v["text"] = trickyTexts[(k/7)%len(trickyTexts)]
+			delete(v, "facets")
+		}
+		switch {
+		case k%37 == 0:
+			v["layout"] = "quoteBlock"
+			v["text"] = v["text"].(string) + "\n> quoted\n"
+		case k%41 == 0:
+			v["layout"] = "codeBlock"
+			v["text"] = "```\n" + v["text"].(string) + "\n\n  ````"
+		case k%43 == 0:
+			v["layout"] = "checkbox"
+		case k%47 == 0:
+			v["layout"] = "kanban board"
+		case k%53 == 0:
+			v["layout"], v["completedAt"] = "h2", "2026-01-02T00:00:00.000Z"
+		case k%59 == 0:
+			v["layout"] = "h3"
+		}
+		switch {
+		case k%29 == 0:
+			v["display"] = "collapsed"
+		case k%31 == 0:
+			v["display"] = "pinned open"
+		case k%61 == 0:
+			v["display"] = "expanded"
+		}
+		if k%13 == 0 {
+			note := trickyNotes[(k/13)%len(trickyNotes)]
+			if note == "" {
+				continue
+			}
+			if j, ok := notes[r.RKey]; ok {
+				recs[j].Value["text"] = note
+			} else {
+				extra = append(extra, store.Record{Collection: lexicon.Note, RKey: r.RKey, CID: "x" + r.RKey, Value: map[string]any{"$type": lexicon.Note,
+					"subject": "at://" + outlinegen.DID + "/" + lexicon.Node + "/" + r.RKey, "text": note, "createdAt": "2026-01-01T00:00:00.000Z"}})
+			}
+		}
+	}
+	// mirrors: under bullets of the first two sections, of bullets in the
+	// others (so none renders itself); the bullet with the most rows under
+	// it (more than a mirror renders); one of another repository; one at the
+	// top level
+	clock := syntax.NewTIDClock(1)
+	var size func(it *outline.Item) int
+	size = func(it *outline.Item) int {
+		n := 1
+		for _, c := range it.Children {
+			n += size(c)
+		}
+		return n
+	}
+	var biggest *outline.Item
+	var origs, parents []*outline.Item
+	for _, it := range src0.Nodes.All() {
+		switch s := section[it.Key()]; {
+		case s < 2:
+			parents = append(parents, it)
+		default:
+			origs = append(origs, it)
+			if biggest == nil || size(it) > size(biggest) {
+				biggest = it
+			}
+		}
+	}
+	slices.SortFunc(parents, func(a, b *outline.Item) int { return strings.Compare(a.Key(), b.Key()) })
+	slices.SortFunc(origs, func(a, b *outline.Item) int { return strings.Compare(a.Key(), b.Key()) })
+	if size(biggest) <= view.MirrorRows+1 {
+		t.Fatalf("no bullet with more than %d rows under it outside the first sections (%d: %d, %d roots)", view.MirrorRows, len(origs), size(biggest), len(src0.Roots))
+	}
+	mirror := func(parent *outline.Item, original, sortKey string) {
+		rk := clock.Next().String()
+		v := map[string]any{"$type": lexicon.Mirror, "original": original, "sortKey": sortKey, "createdAt": "2026-01-01T00:00:00.000Z"}
+		if parent != nil {
+			v["parent"] = "at://" + outlinegen.DID + "/" + lexicon.Node + "/" + parent.Key()
+		}
+		extra = append(extra, store.Record{Collection: lexicon.Mirror, RKey: rk, CID: "m" + rk, Value: v})
+	}
+	uri := func(it *outline.Item) string { return "at://" + outlinegen.DID + "/" + lexicon.Node + "/" + it.Key() }
+	for i := 0; i < 40; i++ {
+		mirror(parents[(i*7919)%len(parents)], uri(origs[(i*104729)%len(origs)]), fmt.Sprintf("zm%02d", i))
+	}
+	mirror(parents[1], uri(biggest), "zz0")
+	mirror(parents[2], "at://did:plc:someoneelse0000000000000/app.bulleted.node/3kabcdefghij2", "zz1")
+	mirror(nil, uri(origs[3]), "zzzz")
+	src := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c", Records: append(recs, extra...)})
+	if len(src.Detached) != 0 {
+		t.Fatalf("%d detached", len(src.Detached))
+	}
+	first := exportAll(t, src, nil)
+
+	d, err := markup.Markdown(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := strings.Join(d.Notes, "\n")
+	if !strings.Contains(said, "row(s) nested under") || !strings.Contains(said, "HTML comment(s), not bullets (first: line") || !strings.Contains(said, "<!-- mirror cut: size: at most 100") || len(d.Notes) != 2 {
+		t.Fatalf("import notes: %s", said)
+	}
+	l, err := store.OpenLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	e := outline.New(l)
+	out, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, d.Nodes) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diags := strings.Join(out.Plan.Diagnostics, "\n"); !strings.Contains(diags, "43 mirror(s) of bullets in other repositories created as given") {
+		t.Fatalf("diagnostics: %s", diags)
+	}
+	got, err := e.Tree(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := exportAll(t, got, func(did string) (*outline.Tree, error) {
+		if did == outlinegen.DID {
+			return src, nil
+		}
+		return nil, nil
+	})
+	if second != first {
+		a, b := strings.Split(first, "\n"), strings.Split(second, "\n")
+		for i := range min(len(a), len(b)) {
+			if a[i] != b[i] {
+				t.Fatalf("exports differ at line %d:\n%q\n%q", i+1, a[i], b[i])
+			}
+		}
+		t.Fatalf("exports differ in length: %d and %d lines", len(a), len(b))
+	}
+
+	// the records as read back from the fresh repository
+	type rec struct {
+		Text, Layout, Display, Note, Mirror string
+		Done                                bool
+	}
+	flat := func(tr *outline.Tree) []rec {
+		var out []rec
+		var walk func(items []*outline.Item)
+		walk = func(items []*outline.Item) {
+			for _, it := range items {
+				r := rec{Mirror: it.Str("original")}
+				if !it.Mirror {
+					r = rec{Text: it.Str("text"), Layout: it.Str("layout"), Display: it.Str("display"), Done: it.Str("completedAt") != ""}
+					if it.Note != nil {
+						r.Note, _ = it.Note.Value["text"].(string)
+					}
+					if r.Layout == "bullet" {
+						r.Layout = ""
+					}
+					if r.Display == "expanded" {
+						r.Display = ""
+					}
+				}
+				out = append(out, r)
+				walk(it.Children)
+			}
+		}
+		walk(tr.Roots)
+		return out
+	}
+	a, b := flat(src), flat(got)
+	if len(a) != len(b) || len(a) < n {
+		t.Fatalf("%d records read back, want %d (≥ %d)", len(b), len(a), n)
+	}
+	mirrors := 0
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("record %d: read back %+v, want %+v", i, b[i], a[i])
+		}
+		if a[i].Mirror != "" {
+			mirrors++
+		}
+	}
+	if mirrors != 43 {
+		t.Fatalf("%d mirrors", mirrors)
 	}
 }
