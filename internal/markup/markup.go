@@ -446,6 +446,18 @@ func OPML(src string) (*Doc, error) {
 			return nil, fmt.Errorf("%w: %v", ErrSyntax, err)
 		}
 		switch el := tok.(type) {
+		case xml.Comment:
+			if inBody {
+				if ns.comments == 0 {
+					line, _ := dec.InputPos()
+					c := strings.TrimSpace(string(el))
+					if r := []rune(c); len(r) > 80 {
+						c = string(r[:80]) + "…"
+					}
+					ns.firstCmt = fmt.Sprintf("line %d <!-- %s -->", line, c)
+				}
+				ns.comments++
+			}
 		case xml.StartElement:
 			if el.Name.Local == "body" {
 				inBody = true

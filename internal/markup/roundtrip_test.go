@@ -264,8 +264,10 @@ func TestMirrorImportSameRepository(t *testing.T) {
 // other layouts, collapsed and other displays, completed headings and
 // mirrors (of bullets of the same repository, one of another repository,
 // one whose original shows more rows than a mirror renders) added on top;
-// exported, imported into a fresh embedded store and exported again: the
-// two exports are byte-identical and the records read back match.
+// exported (Markdown, and OPML), imported into a fresh embedded store and
+// exported again: the two exports are byte-identical (OPML: from <body>,
+// the head names the repository), the records read back match, and the
+// import says what it skipped (the rows mirrors show, the mirror cut).
 func TestMarkdownRoundTripGenerated(t *testing.T) {
 	n := 20_000
 	if testing.Short() {
@@ -391,50 +393,7 @@ func TestMarkdownRoundTripGenerated(t *testing.T) {
 	if len(src.Detached) != 0 {
 		t.Fatalf("%d detached", len(src.Detached))
 	}
-	first := exportAll(t, src, nil)
-
-	d, err := markup.Markdown(first)
-	if err != nil {
-		t.Fatal(err)
-	}
-	said := strings.Join(d.Notes, "\n")
-	if !strings.Contains(said, "row(s) nested under") || !strings.Contains(said, "HTML comment(s), not bullets (first: line") || !strings.Contains(said, "<!-- mirror cut: size: at most 100") || len(d.Notes) != 2 {
-		t.Fatalf("import notes: %s", said)
-	}
-	l, err := store.OpenLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	e := outline.New(l)
-	out, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, d.Nodes) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diags := strings.Join(out.Plan.Diagnostics, "\n"); !strings.Contains(diags, "43 mirror(s) of bullets in other repositories created as given") {
-		t.Fatalf("diagnostics: %s", diags)
-	}
-	got, err := e.Tree(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := exportAll(t, got, func(did string) (*outline.Tree, error) {
-		if did == outlinegen.DID {
-			return src, nil
-		}
-		return nil, nil
-	})
-	if second != first {
-		a, b := strings.Split(first, "\n"), strings.Split(second, "\n")
-		for i := range min(len(a), len(b)) {
-			if a[i] != b[i] {
-				t.Fatalf("exports differ at line %d:\n%q\n%q", i+1, a[i], b[i])
-			}
-		}
-		t.Fatalf("exports differ in length: %d and %d lines", len(a), len(b))
-	}
-
-	// the records as read back from the fresh repository
+	// the records as read back
 	type rec struct {
 		Text, Layout, Display, Note, Mirror string
 		Done                                bool
@@ -464,20 +423,83 @@ func TestMarkdownRoundTripGenerated(t *testing.T) {
 		walk(tr.Roots)
 		return out
 	}
-	a, b := flat(src), flat(got)
-	if len(a) != len(b) || len(a) < n {
-		t.Fatalf("%d records read back, want %d (≥ %d)", len(b), len(a), n)
-	}
+	want := flat(src)
 	mirrors := 0
-	for i := range a {
-		if a[i] != b[i] {
-			t.Fatalf("record %d: read back %+v, want %+v", i, b[i], a[i])
-		}
-		if a[i].Mirror != "" {
+	for _, r := range want {
+		if r.Mirror != "" {
 			mirrors++
 		}
 	}
-	if mirrors != 43 {
-		t.Fatalf("%d mirrors", mirrors)
+	if len(want) < n || mirrors != 43 {
+		t.Fatalf("%d records, %d mirrors", len(want), mirrors)
+	}
+	trees := func(did string) (*outline.Tree, error) {
+		if did == outlinegen.DID {
+			return src, nil
+		}
+		return nil, nil
+	}
+	for _, format := range []string{"markdown", "opml"} {
+		t.Run(format, func(t *testing.T) {
+			export, parse := exportAll, markup.Markdown
+			if format == "opml" {
+				// the OPML head names the repository; the body is compared
+				export = func(t *testing.T, tr *outline.Tree, other view.Trees) string {
+					v, err := view.Read(tr, nil, view.Options{Depth: 50, Limit: -1})
+					if err != nil {
+						t.Fatal(err)
+					}
+					v.Enrich(tr, other)
+					o := v.OPML()
+					return o[strings.Index(o, "<body>"):]
+				}
+				parse = func(s string) (*markup.Doc, error) { return markup.OPML("<opml>" + s) }
+			}
+			first := export(t, src, nil)
+			d, err := parse(first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			said := strings.Join(d.Notes, "\n")
+			if !strings.Contains(said, "row(s) nested under") || !strings.Contains(said, "HTML comment(s), not bullets (first: line") ||
+				!strings.Contains(said, "mirror cut: size: at most 100") || len(d.Notes) != 2 {
+				t.Fatalf("import notes: %s", said)
+			}
+			l, err := store.OpenLocal(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			e := outline.New(l)
+			out, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, d.Nodes) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diags := strings.Join(out.Plan.Diagnostics, "\n"); !strings.Contains(diags, "43 mirror(s) of bullets in other repositories created as given") {
+				t.Fatalf("diagnostics: %s", diags)
+			}
+			got, err := e.Tree(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if second := export(t, got, trees); second != first {
+				a, b := strings.Split(first, "\n"), strings.Split(second, "\n")
+				for i := range min(len(a), len(b)) {
+					if a[i] != b[i] {
+						t.Fatalf("exports differ at line %d:\n%q\n%q", i+1, a[i], b[i])
+					}
+				}
+				t.Fatalf("exports differ in length: %d and %d lines", len(a), len(b))
+			}
+			b := flat(got)
+			if len(b) != len(want) {
+				t.Fatalf("%d records read back, want %d", len(b), len(want))
+			}
+			for i := range want {
+				if want[i] != b[i] {
+					t.Fatalf("record %d: read back %+v, want %+v", i, b[i], want[i])
+				}
+			}
+		})
 	}
 }

@@ -419,7 +419,9 @@ func mdRow(b *strings.Builder, r *Row, d int) {
 
 // OPML renders the view as OPML 2.0: text, _note, _complete, and the
 // layout (_layout), display (_display), mirrors (_mirror, _readOnly) and
-// contributors (_author) as extra attributes.
+// contributors (_author) as extra attributes; package markup reads it back
+// as it was (the rows a mirror shows are skipped, and a cut mirror says so
+// in a comment).
 func (v *View) OPML() string {
 	var b strings.Builder
 	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n<opml version=\"2.0\"><head><title>")
@@ -456,14 +458,22 @@ func (v *View) OPML() string {
 				b.WriteString(`"`)
 			}
 			attr("_note", r.Note)
-			if r.Layout == "todo" && r.CompletedAt != "" {
+			if r.CompletedAt != "" {
 				b.WriteString(` _complete="true"`)
 			}
-			if r.Layout != "" && r.Layout != "bullet" {
+			switch {
+			case r.Layout != "" && r.Layout != "bullet":
 				attr("_layout", r.Layout)
+			case r.CompletedAt != "":
+				attr("_layout", "bullet") // completed, but not a todo
 			}
-			attr("_display", r.Display)
-			attr("_author", r.Author)
+			if r.Display != "expanded" {
+				attr("_display", r.Display)
+			}
+			if r.Mirrored == "" {
+				// the rows a mirror shows are marked _readOnly, whoever wrote them
+				attr("_author", r.Author)
+			}
 			attr("_detached", r.Detached)
 			if r.ReadOnly {
 				b.WriteString(` _readOnly="true"`)
@@ -471,6 +481,11 @@ func (v *View) OPML() string {
 			b.WriteString(">")
 			if r.Mirror != nil {
 				walk(r.Mirror.Rows)
+				if r.Mirror.Cut != "" {
+					b.WriteString("<!-- mirror cut: ")
+					xml.EscapeText(&b, []byte(strings.ReplaceAll(oneLine(r.Mirror.Cut), "--", "- -")))
+					b.WriteString(" -->")
+				}
 			}
 			walk(r.Children)
 			b.WriteString("</outline>\n")
