@@ -1,17 +1,54 @@
 // Package markup parses Markdown and OPML into bullets to insert
-// ([]outline.NewNode), each mapped to the input line it came from.
+// ([]outline.NewNode), each mapped to the input line it came from, and
+// holds the line rules view.Markdown writes by, so that an export imports
+// back as it was: export, import into a fresh repository and export again
+// gives the same bytes.
 //
 // Markdown: nested lists ("-", "*", "+", "1."), "[ ]"/"[x]" todos,
 // "#"/"##"/"###" headings to h1/h2/h3 (as list items, or as lines outside
 // lists, where a heading holds what follows it until a heading of its level
-// or above), fenced code to codeBlock, "> " to quoteBlock, and text
-// indented under a bullet to its note. YAML front matter and HTML comment
-// lines are skipped. This is the format view.Markdown writes. An export's
-// Detached section (DetachedMarker) is skipped, and Doc.Notes says so.
+// or above), fenced code to codeBlock (a fence of three or more backticks,
+// closed by one at least as long), "> " to quoteBlock (its next lines
+// "> "), and text indented under a bullet to its note (blank lines inside
+// a note are kept). YAML front matter and HTML comments are skipped, and
+// Doc.Notes says so; an export's Detached section (DetachedMarker) is
+// skipped, and said.
 //
-// OPML: outline elements' text, _note and _complete, plus _layout and
-// _display as written by view.OPML. Outline elements with _detached (an
-// export's detached bullets) are skipped, and Doc.Notes says so.
+// What a list item's first line has no prefix for is in a marker ending
+// it, one space after the text: "{key=value key=value}", values
+// percent-encoded where they hold whitespace, braces or "%":
+//
+//   - Groceries {display=collapsed}
+//   - Ship it {layout=kanban%20card}        (a layout of the open set, stored as given)
+//   - # Launch {completed=true}             (completedAt on a bullet that is not a todo)
+//   - ↪ Recipes {mirror=at://did:plc:x/app.bulleted.node/3k…}
+//   - Their idea {by=did:plc:friend}        (a contributor's bullet, imported as your own copy, and said)
+//
+// A mirror line becomes a mirror of that original (outline.NewNode.Mirror):
+// of the same bullet when it is in the repository imported into, created
+// as given when it is in another repository (and said), and a plain bullet
+// with the line's text when it names a bullet of this repository that does
+// not exist (said). Its text is the original's, shown; the rows nested
+// under it are the original's subtree as the export showed it (marked
+// "_(mirrored, read-only)_"), skipped and counted. A marker with a key or
+// value not understood is kept as part of the text, and Doc.Notes says so.
+//
+// Escapes, only where the importer would read text otherwise: a text that
+// starts like a todo, heading, quote or fence, with whitespace or with a
+// backslash gets a backslash in front ("- \# not a heading"; after a
+// prefix only whitespace and a backslash do: "- [ ] \ x"); a line break in
+// a text is "<br>" (a literal "<br>" is "\<br>"); a text that ends like a
+// marker, or in whitespace, gets an empty marker "{}" after it. A note
+// line that would read as a list item, an HTML comment, a quote's next
+// line, or a dropped blank line, or that starts with a backslash, gets a
+// backslash in front. Everything else is written as it is: emphasis, "- "
+// inside a text, links and tags stay readable.
+//
+// OPML: outline elements' text, _note and _complete, plus _layout,
+// _display and _mirror as written by view.OPML (the rows under a _mirror
+// element are skipped, and said; _author is said; other attributes are
+// ignored, and said). Outline elements with _detached (an export's
+// detached bullets) are skipped, and Doc.Notes says so.
 package markup
 
 import (
