@@ -18,11 +18,12 @@
 // it, one space after the text: "{key=value key=value}", values
 // percent-encoded where they hold whitespace, braces or "%":
 //
-//   - Groceries {display=collapsed}
-//   - Ship it {layout=kanban%20card}        (a layout of the open set, stored as given)
-//   - # Launch {completed=true}             (completedAt on a bullet that is not a todo)
-//   - ↪ Recipes {mirror=at://did:plc:x/app.bulleted.node/3k…}
-//   - Their idea {by=did:plc:friend}        (a contributor's bullet, imported as your own copy, and said)
+//	lines of an export:
+//	- Groceries {display=collapsed}
+//	- Ship it {layout=kanban%20card}     (a layout of the open set, stored as given)
+//	- # Launch {completed=true}          (completedAt on a bullet that is not a todo)
+//	- ↪ Recipes {mirror=at://did:plc:x/app.bulleted.node/3k…}
+//	- Their idea {by=did:plc:friend}     (a contributor's bullet, imported as your own copy, and said)
 //
 // A mirror line becomes a mirror of that original (outline.NewNode.Mirror):
 // of the same bullet when it is in the repository imported into, created
