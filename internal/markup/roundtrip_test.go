@@ -274,6 +274,123 @@ func TestMarkdownRoundTripGenerated(t *testing.T) {
 		n = 6_000
 	}
 	ctx := context.Background()
+	src := generated(t, n)
+	// the records as read back
+	type rec struct {
+		Text, Layout, Display, Note, Mirror string
+		Done                                bool
+	}
+	flat := func(tr *outline.Tree) []rec {
+		var out []rec
+		var walk func(items []*outline.Item)
+		walk = func(items []*outline.Item) {
+			for _, it := range items {
+				r := rec{Mirror: it.Str("original")}
+				if !it.Mirror {
+					r = rec{Text: it.Str("text"), Layout: it.Str("layout"), Display: it.Str("display"), Done: it.Str("completedAt") != ""}
+					if it.Note != nil {
+						r.Note, _ = it.Note.Value["text"].(string)
+					}
+					if r.Layout == "bullet" {
+						r.Layout = ""
+					}
+					if r.Display == "expanded" {
+						r.Display = ""
+					}
+				}
+				out = append(out, r)
+				walk(it.Children)
+			}
+		}
+		walk(tr.Roots)
+		return out
+	}
+	want := flat(src)
+	mirrors := 0
+	for _, r := range want {
+		if r.Mirror != "" {
+			mirrors++
+		}
+	}
+	if len(want) < n || mirrors != 43 {
+		t.Fatalf("%d records, %d mirrors", len(want), mirrors)
+	}
+	trees := func(did string) (*outline.Tree, error) {
+		if did == outlinegen.DID {
+			return src, nil
+		}
+		return nil, nil
+	}
+	for _, format := range []string{"markdown", "opml"} {
+		t.Run(format, func(t *testing.T) {
+			export, parse := exportAll, markup.Markdown
+			if format == "opml" {
+				// the OPML head names the repository; the body is compared
+				export = func(t *testing.T, tr *outline.Tree, other view.Trees) string {
+					v, err := view.Read(tr, nil, view.Options{Depth: 50, Limit: -1})
+					if err != nil {
+						t.Fatal(err)
+					}
+					v.Enrich(tr, other)
+					o := v.OPML()
+					return o[strings.Index(o, "<body>"):]
+				}
+				parse = func(s string) (*markup.Doc, error) { return markup.OPML("<opml>" + s) }
+			}
+			first := export(t, src, nil)
+			d, err := parse(first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			said := strings.Join(d.Notes, "\n")
+			if !strings.Contains(said, "row(s) nested under") || !strings.Contains(said, "HTML comment(s), not bullets (first: line") ||
+				!strings.Contains(said, "mirror cut: size: at most 100") || len(d.Notes) != 2 {
+				t.Fatalf("import notes: %s", said)
+			}
+			l, err := store.OpenLocal(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			e := outline.New(l)
+			out, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, d.Nodes) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diags := strings.Join(out.Plan.Diagnostics, "\n"); !strings.Contains(diags, "43 mirror(s) of bullets in other repositories created as given") {
+				t.Fatalf("diagnostics: %s", diags)
+			}
+			got, err := e.Tree(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if second := export(t, got, trees); second != first {
+				a, b := strings.Split(first, "\n"), strings.Split(second, "\n")
+				for i := range min(len(a), len(b)) {
+					if a[i] != b[i] {
+						t.Fatalf("exports differ at line %d:\n%q\n%q", i+1, a[i], b[i])
+					}
+				}
+				t.Fatalf("exports differ in length: %d and %d lines", len(a), len(b))
+			}
+			b := flat(got)
+			if len(b) != len(want) {
+				t.Fatalf("%d records read back, want %d", len(b), len(want))
+			}
+			for i := range want {
+				if want[i] != b[i] {
+					t.Fatalf("record %d: read back %+v, want %+v", i, b[i], want[i])
+				}
+			}
+		})
+	}
+}
+
+// generated is outlinegen's outline of about n bullets with the tricky
+// texts and notes, quotes, code, other layouts and displays, completed
+// headings and 43 mirrors added on top.
+func generated(t *testing.T, n int) *outline.Tree {
+	t.Helper()
 	recs := outlinegen.Generate(n, 7)
 	src0 := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c", Records: recs})
 	section := map[string]int{} // node key → its top-level section
@@ -393,113 +510,5 @@ func TestMarkdownRoundTripGenerated(t *testing.T) {
 	if len(src.Detached) != 0 {
 		t.Fatalf("%d detached", len(src.Detached))
 	}
-	// the records as read back
-	type rec struct {
-		Text, Layout, Display, Note, Mirror string
-		Done                                bool
-	}
-	flat := func(tr *outline.Tree) []rec {
-		var out []rec
-		var walk func(items []*outline.Item)
-		walk = func(items []*outline.Item) {
-			for _, it := range items {
-				r := rec{Mirror: it.Str("original")}
-				if !it.Mirror {
-					r = rec{Text: it.Str("text"), Layout: it.Str("layout"), Display: it.Str("display"), Done: it.Str("completedAt") != ""}
-					if it.Note != nil {
-						r.Note, _ = it.Note.Value["text"].(string)
-					}
-					if r.Layout == "bullet" {
-						r.Layout = ""
-					}
-					if r.Display == "expanded" {
-						r.Display = ""
-					}
-				}
-				out = append(out, r)
-				walk(it.Children)
-			}
-		}
-		walk(tr.Roots)
-		return out
-	}
-	want := flat(src)
-	mirrors := 0
-	for _, r := range want {
-		if r.Mirror != "" {
-			mirrors++
-		}
-	}
-	if len(want) < n || mirrors != 43 {
-		t.Fatalf("%d records, %d mirrors", len(want), mirrors)
-	}
-	trees := func(did string) (*outline.Tree, error) {
-		if did == outlinegen.DID {
-			return src, nil
-		}
-		return nil, nil
-	}
-	for _, format := range []string{"markdown", "opml"} {
-		t.Run(format, func(t *testing.T) {
-			export, parse := exportAll, markup.Markdown
-			if format == "opml" {
-				// the OPML head names the repository; the body is compared
-				export = func(t *testing.T, tr *outline.Tree, other view.Trees) string {
-					v, err := view.Read(tr, nil, view.Options{Depth: 50, Limit: -1})
-					if err != nil {
-						t.Fatal(err)
-					}
-					v.Enrich(tr, other)
-					o := v.OPML()
-					return o[strings.Index(o, "<body>"):]
-				}
-				parse = func(s string) (*markup.Doc, error) { return markup.OPML("<opml>" + s) }
-			}
-			first := export(t, src, nil)
-			d, err := parse(first)
-			if err != nil {
-				t.Fatal(err)
-			}
-			said := strings.Join(d.Notes, "\n")
-			if !strings.Contains(said, "row(s) nested under") || !strings.Contains(said, "HTML comment(s), not bullets (first: line") ||
-				!strings.Contains(said, "mirror cut: size: at most 100") || len(d.Notes) != 2 {
-				t.Fatalf("import notes: %s", said)
-			}
-			l, err := store.OpenLocal(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
-			e := outline.New(l)
-			out, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, d.Nodes) })
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diags := strings.Join(out.Plan.Diagnostics, "\n"); !strings.Contains(diags, "43 mirror(s) of bullets in other repositories created as given") {
-				t.Fatalf("diagnostics: %s", diags)
-			}
-			got, err := e.Tree(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if second := export(t, got, trees); second != first {
-				a, b := strings.Split(first, "\n"), strings.Split(second, "\n")
-				for i := range min(len(a), len(b)) {
-					if a[i] != b[i] {
-						t.Fatalf("exports differ at line %d:\n%q\n%q", i+1, a[i], b[i])
-					}
-				}
-				t.Fatalf("exports differ in length: %d and %d lines", len(a), len(b))
-			}
-			b := flat(got)
-			if len(b) != len(want) {
-				t.Fatalf("%d records read back, want %d", len(b), len(want))
-			}
-			for i := range want {
-				if want[i] != b[i] {
-					t.Fatalf("record %d: read back %+v, want %+v", i, b[i], want[i])
-				}
-			}
-		})
-	}
+	return src
 }
