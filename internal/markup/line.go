@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"unicode"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
@@ -145,7 +146,17 @@ func leadSpecial(s string) bool {
 	if s == "" {
 		return false
 	}
-	return s[0] == '\\' || spaceByte(s[0]) || s[0] == '>' || strings.HasPrefix(s, "```") || reTodo.MatchString(s) || reHeading.MatchString(s)
+	switch s[0] {
+	case '\\', '>':
+		return true
+	case '`':
+		return strings.HasPrefix(s, "```")
+	case '[':
+		return reTodo.MatchString(s)
+	case '#':
+		return reHeading.MatchString(s)
+	}
+	return spaceByte(s[0])
 }
 
 // breaks writes a line break in text as "<br>"; a literal "<br>" gets a
@@ -281,7 +292,7 @@ func Item(prefix, text string, decoration string, attrs ...Attr) string {
 // or the first or last), or that starts with a backslash gets a backslash
 // in front.
 func NoteLine(l string, i, n int, quote bool) string {
-	trim := strings.TrimLeft(l, " \t")
+	trim := strings.TrimLeftFunc(l, unicode.IsSpace) // as the importer trims
 	switch {
 	case l == "" && i > 0 && i < n-1:
 		return ""
@@ -297,7 +308,7 @@ func NoteLine(l string, i, n int, quote bool) string {
 func Fence(code string) string {
 	n := 3
 	for _, l := range strings.Split(code, "\n") {
-		l = strings.TrimLeft(l, " \t")
+		l = strings.TrimLeftFunc(l, unicode.IsSpace) // as the importer trims
 		k := len(l) - len(strings.TrimLeft(l, "`"))
 		n = max(n, k+1)
 	}

@@ -3,6 +3,7 @@ package markup_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -28,12 +29,14 @@ var trickyTexts = []string{
 	"x <br> y", "line one\nline two", "a\\\nb", `\<br>`, "<br>", "a\\<br>b", "\n", "a\n", "\nb", "- dash", "1. one", "2) two",
 	"* star", "+ plus", "<!-- comment -->", "<!-- bulleted:detached x -->", "↪ arrow", "_emphasis_ and **bold** `code`",
 	"---", "title: x", "| a | b |", "x_(mirrored, read-only)_", "x _(by did:plc:x, read-only)_", "\r", "a\rb", "ünïcödé 🎉 {k=v}",
+	"\r```", "\u00a0```\n````",
 }
 
 var trickyNotes = []string{
 	"", "one line", "- a list\n- in a note", "1. numbered\n2) too", "* star\n+ plus", "<!-- a comment -->", "  <!-- indented -->",
 	"\n\nleading blanks", "a\n\nb\n\n\nc", "trailing blank\n", "trailing two\n\n", "  indented\n\tand tab", `\ back`, "> quoted",
 	"   ", "```\ncode\n```", "# heading\n[ ] todo", "x {display=collapsed}", "\n", "\n\n", "end\n \n",
+	"\r<!-- after a carriage return", "a\n\u00a0<!-- after a no-break space", "\u2003> em space", "\u0085- next line",
 }
 
 type want struct {
@@ -511,4 +514,89 @@ func generated(t *testing.T, n int) *outline.Tree {
 		t.Fatalf("%d detached", len(src.Detached))
 	}
 	return src
+}
+
+// TestMarkdownRandomTexts: texts and notes drawn from the characters the
+// importer reads specially, in every layout, read back as stored.
+func TestMarkdownRandomTexts(t *testing.T) {
+	pieces := []string{"#", "# ", "[", "]", "[ ]", "[x]", " ", "\t", "\n", "\r", ">", "> ", "`", "```", `\`, "{", "}", "{}", "=", "%", "%20",
+		"<br>", "<!--", "-->", "- ", "1.", "2)", "* ", "+", "a", "b", "{display=collapsed}", " {x=y}", "↪", "_", "---", "layout="}
+	layouts := []string{"", "todo", "h1", "h2", "h3", "quoteBlock", "codeBlock", "checkbox"}
+	r := rand.New(rand.NewPCG(3, 2))
+	word := func() string {
+		var b strings.Builder
+		for range r.IntN(8) {
+			b.WriteString(pieces[r.IntN(len(pieces))])
+		}
+		return b.String()
+	}
+	n := 3000
+	if testing.Short() {
+		n = 500
+	}
+	clock := syntax.NewTIDClock(0)
+	parent := key(clock)
+	recs := []store.Record{nodeRec(parent, "", "a", want{Text: "parent"})}
+	cases := make([]want, n)
+	for i := range cases {
+		w := want{Text: word(), Layout: layouts[r.IntN(len(layouts))], Completed: r.IntN(4) == 0}
+		if r.IntN(3) == 0 {
+			w.Display = []string{"collapsed", "odd {value}"}[r.IntN(2)]
+		}
+		if r.IntN(3) == 0 {
+			w.Note = word() + "\n" + word()
+		}
+		cases[i] = w
+		rk := key(clock)
+		recs = append(recs, nodeRec(rk, parent, fmt.Sprintf("a%05d", i), w))
+		if w.Note != "" {
+			recs = append(recs, noteRec(rk, w.Note))
+		}
+	}
+	md := exportAll(t, outline.Build(&store.Snapshot{DID: did, Commit: "c", Records: recs}), nil)
+	d, err := markup.Markdown(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Notes) != 0 || len(d.Nodes) != 1 || len(d.Nodes[0].Children) != n {
+		t.Fatalf("notes %q, %d nodes", d.Notes, len(d.Nodes))
+	}
+	for i, w := range cases {
+		c := d.Nodes[0].Children[i]
+		if w.Completed && w.Layout == "" {
+			w.Layout = "bullet"
+		}
+		if got := (want{Text: c.Text, Layout: c.Layout, Display: c.Display, Note: c.Note, Completed: c.Completed}); got != w {
+			line := d.Lines[fmt.Sprintf("nodes[0].children[%d]", i)]
+			ls := strings.Split(md, "\n")
+			t.Fatalf("case %d: read back\n %#v\nwant\n %#v\nfrom %q", i, got, w, ls[max(line-1, 0):min(line+3, len(ls))])
+		}
+	}
+}
+
+// TestOPMLSaysWhatXMLCannotCarry: a text or note holding a character XML
+// 1.0 cannot carry (a form feed, invalid UTF-8) is exported as U+FFFD, and
+// the export says how many values lost characters so.
+func TestOPMLSaysWhatXMLCannotCarry(t *testing.T) {
+	clock := syntax.NewTIDClock(0)
+	a, b, c := key(clock), key(clock), key(clock)
+	tr := outline.Build(&store.Snapshot{DID: did, Commit: "c", Records: []store.Record{
+		nodeRec(a, "", "a", want{Text: "page\fbreak"}), nodeRec(b, "", "b", want{Text: "fine\ttab\r\n"}), noteRec(b, "bad \xff byte"),
+		nodeRec(c, "", "c", want{Text: "ok"}),
+	}})
+	v, err := view.Read(tr, nil, view.Options{Depth: 5, Limit: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := v.OPML()
+	if !strings.Contains(o, "<!-- 2 value(s) hold characters XML cannot carry (control characters other than tab and line breaks, or invalid UTF-8), written as U+FFFD; format=json keeps them -->\n</body>") {
+		t.Fatalf("the export does not say so:\n%s", o)
+	}
+	d, err := markup.OPML(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Nodes) != 3 || d.Nodes[0].Text != "page\uFFFDbreak" || d.Nodes[1].Text != "fine\ttab\r\n" || d.Nodes[1].Note != "bad \uFFFD byte" || len(d.Notes) != 1 || !strings.Contains(d.Notes[0], "XML cannot carry") {
+		t.Fatalf("%+v %q", d.Nodes, d.Notes)
+	}
 }

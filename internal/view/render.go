@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
@@ -424,19 +425,26 @@ func mdRow(b *strings.Builder, r *Row, d int) {
 // in a comment).
 func (v *View) OPML() string {
 	var b strings.Builder
+	lossy := 0 // values holding characters XML cannot carry
+	esc := func(s string) {
+		if !xmlSafe(s) {
+			lossy++
+		}
+		xml.EscapeText(&b, []byte(s))
+	}
 	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n<opml version=\"2.0\"><head><title>")
 	title := v.DID
 	if v.Outline != nil && v.Outline.Title != "" {
 		title = v.Outline.Title
 	}
-	xml.EscapeText(&b, []byte(title))
+	esc(title)
 	b.WriteString("</title></head><body>\n")
 	attr := func(k, val string) {
 		if val == "" {
 			return
 		}
 		b.WriteString(" " + k + `="`)
-		xml.EscapeText(&b, []byte(val))
+		esc(val)
 		b.WriteString(`"`)
 	}
 	var walk func(rows []*Row)
@@ -449,12 +457,12 @@ func (v *View) OPML() string {
 					t = "(original not available)"
 				}
 				b.WriteString(` text="`)
-				xml.EscapeText(&b, []byte(t))
+				esc(t)
 				b.WriteString(`"`)
 				attr("_mirror", r.Mirror.Original)
 			} else {
 				b.WriteString(` text="`)
-				xml.EscapeText(&b, []byte(r.Text))
+				esc(r.Text)
 				b.WriteString(`"`)
 			}
 			attr("_note", r.Note)
@@ -509,9 +517,28 @@ func (v *View) OPML() string {
 		walk(v.Detached)
 		b.WriteString("</outline>\n")
 	}
+	if lossy > 0 {
+		fmt.Fprintf(&b, "<!-- %d value(s) hold characters XML cannot carry (control characters other than tab and line breaks, or invalid UTF-8), written as U+FFFD; format=json keeps them -->\n", lossy)
+	}
 	b.WriteString("</body></opml>\n")
 	if c := v.Continue("read_outline with format=opml"); c != "" {
 		fmt.Fprintf(&b, "<!-- %s -->\n", strings.ReplaceAll(c, "--", "- -"))
 	}
 	return b.String()
+}
+
+// xmlSafe says whether XML 1.0 carries every character of s.
+func xmlSafe(s string) bool {
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
+				return false
+			}
+		case r == '\t' || r == '\n' || r == '\r':
+		case r < 0x20 || r == 0xFFFE || r == 0xFFFF:
+			return false
+		}
+	}
+	return true
 }
