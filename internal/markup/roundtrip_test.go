@@ -517,7 +517,8 @@ func generated(t *testing.T, n int) *outline.Tree {
 }
 
 // TestMarkdownRandomTexts: texts and notes drawn from the characters the
-// importer reads specially, in every layout, read back as stored.
+// importer reads specially, in every layout, read back as stored (from
+// Markdown, and from OPML).
 func TestMarkdownRandomTexts(t *testing.T) {
 	pieces := []string{"#", "# ", "[", "]", "[ ]", "[x]", " ", "\t", "\n", "\r", ">", "> ", "`", "```", `\`, "{", "}", "{}", "=", "%", "%20",
 		"<br>", "<!--", "-->", "- ", "1.", "2)", "* ", "+", "a", "b", "{display=collapsed}", " {x=y}", "↪", "_", "---", "layout="}
@@ -553,23 +554,33 @@ func TestMarkdownRandomTexts(t *testing.T) {
 			recs = append(recs, noteRec(rk, w.Note))
 		}
 	}
-	md := exportAll(t, outline.Build(&store.Snapshot{DID: did, Commit: "c", Records: recs}), nil)
-	d, err := markup.Markdown(md)
+	tr := outline.Build(&store.Snapshot{DID: did, Commit: "c", Records: recs})
+	v, err := view.Read(tr, nil, view.Options{Depth: 5, Limit: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(d.Notes) != 0 || len(d.Nodes) != 1 || len(d.Nodes[0].Children) != n {
-		t.Fatalf("notes %q, %d nodes", d.Notes, len(d.Nodes))
-	}
-	for i, w := range cases {
-		c := d.Nodes[0].Children[i]
-		if w.Completed && w.Layout == "" {
-			w.Layout = "bullet"
+	for _, format := range []string{"markdown", "opml"} {
+		src, parse := v.Markdown(), markup.Markdown
+		if format == "opml" {
+			src, parse = v.OPML(), markup.OPML
 		}
-		if got := (want{Text: c.Text, Layout: c.Layout, Display: c.Display, Note: c.Note, Completed: c.Completed}); got != w {
-			line := d.Lines[fmt.Sprintf("nodes[0].children[%d]", i)]
-			ls := strings.Split(md, "\n")
-			t.Fatalf("case %d: read back\n %#v\nwant\n %#v\nfrom %q", i, got, w, ls[max(line-1, 0):min(line+3, len(ls))])
+		d, err := parse(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(d.Notes) != 0 || len(d.Nodes) != 1 || len(d.Nodes[0].Children) != n {
+			t.Fatalf("%s: notes %q, %d nodes", format, d.Notes, len(d.Nodes))
+		}
+		for i, w := range cases {
+			c := d.Nodes[0].Children[i]
+			if w.Completed && w.Layout == "" {
+				w.Layout = "bullet"
+			}
+			if got := (want{Text: c.Text, Layout: c.Layout, Display: c.Display, Note: c.Note, Completed: c.Completed}); got != w {
+				line := d.Lines[fmt.Sprintf("nodes[0].children[%d]", i)]
+				ls := strings.Split(src, "\n")
+				t.Fatalf("%s case %d: read back\n %#v\nwant\n %#v\nfrom %q", format, i, got, w, ls[max(line-1, 0):min(line+3, len(ls))])
+			}
 		}
 	}
 }
