@@ -485,7 +485,7 @@ func OPML(src string) (*Doc, error) {
 		}
 		switch el := tok.(type) {
 		case xml.Comment:
-			if inBody {
+			if inBody && skip == 0 {
 				if ns.comments == 0 {
 					line, _ := dec.InputPos()
 					c := strings.TrimSpace(string(el))

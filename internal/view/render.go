@@ -510,10 +510,11 @@ func (v *View) OPML() string {
 		// a marked outline after the outline: package markup skips it
 		// (and says so); other readers see a "Detached" outline
 		n, rows := v.DetachedCount()
-		fmt.Fprintf(&b, "<!-- %d detached bullet(s), %d row(s) with their children: their parent does not resolve (list_detached; re-attach with move_node); not part of the outline above -->\n", n, rows)
 		b.WriteString(`<outline text="Detached"`)
 		attr("_detached", markup.DetachedSection)
 		b.WriteString(">\n")
+		// inside the section, which the importer skips (and says so)
+		fmt.Fprintf(&b, "<!-- %d detached bullet(s), %d row(s) with their children: their parent does not resolve (list_detached; re-attach with move_node); not part of the outline above -->\n", n, rows)
 		walk(v.Detached)
 		b.WriteString("</outline>\n")
 	}
