@@ -25,6 +25,9 @@
 //	- ↪ Recipes {mirror=at://did:plc:x/app.bulleted.node/3k…}
 //	- Their idea {by=did:plc:friend}     (a contributor's bullet, imported as your own copy, and said)
 //
+// The defaults (layout bullet, display expanded) are not written, so they
+// read back as absent; a completion date reads back as the import's time.
+//
 // A mirror line becomes a mirror of that original (outline.NewNode.Mirror):
 // of the same bullet when it is in the repository imported into, created
 // as given when it is in another repository (and said), and a plain bullet
