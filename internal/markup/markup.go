@@ -365,7 +365,7 @@ func Markdown(src string) (*Doc, error) {
 					s, attrs = m[4], nil
 				}
 			}
-			if u := attrOf2(attrs, KeyMirror); u != "" {
+			if u := attrValue(attrs, KeyMirror); u != "" {
 				it.n.Mirror = u
 				it.n.Text = strings.TrimPrefix(strings.TrimPrefix(s, strings.TrimSpace(PrefixMirror)), " ")
 				continue
@@ -458,7 +458,7 @@ func Markdown(src string) (*Doc, error) {
 	return d, nil
 }
 
-func attrOf2(attrs []Attr, key string) string {
+func attrValue(attrs []Attr, key string) string {
 	for _, a := range attrs {
 		if a.Key == key {
 			return a.Value
