@@ -173,6 +173,9 @@ func insertTool() Tool {
 			if err != nil {
 				return nil, argErr("markdown: %v", err)
 			}
+			for _, n := range d.Notes {
+				p.Note("markdown: %s", n)
+			}
 			nodes = d.Nodes
 		case !has:
 			if a.OptStr("text") == nil {

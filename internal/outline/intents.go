@@ -20,13 +20,18 @@ type Position struct {
 	Where  string // "first" | "last" (default)
 }
 
-// NewNode is one bullet to insert, with its nested children.
+// NewNode is one bullet to insert, with its nested children. With Mirror
+// (the at:// URI of a node) it is a mirror of that node instead (package
+// markup reads them from an export): Text is then only what to create if
+// the original is in this repository and does not exist (a plain bullet,
+// said in the diagnostics); a mirror has no layout, note or children.
 type NewNode struct {
 	Text      string    `json:"text"`
 	Layout    string    `json:"layout,omitempty"`
 	Display   string    `json:"display,omitempty"`
 	Completed bool      `json:"completed,omitempty"`
 	Note      string    `json:"note,omitempty"`
+	Mirror    string    `json:"mirror,omitempty"`
 	Children  []NewNode `json:"children,omitempty"`
 }
 
@@ -214,12 +219,36 @@ func (p *Planner) Insert(pos Position, nodes []NewNode) error {
 // with the given sortKeys, returning how many bullets it created.
 func (p *Planner) insertNodes(parentURI string, nodes []NewNode, keys []string) (int, error) {
 	count := 0
+	var foreign []string // mirrors of other repositories' bullets
 	var walk func(parentURI string, ns []NewNode, keys []string, label string) error
 	walk = func(parentURI string, ns []NewNode, keys []string, label string) error {
 		for i, n := range ns {
 			lab := fmt.Sprintf("%s[%d]", label, i)
 			rk := p.newKey()
 			count++
+			if n.Mirror != "" {
+				u, err := syntax.ParseATURI(n.Mirror)
+				if err != nil || u.Collection().String() != lexicon.Node || u.RecordKey() == "" {
+					return fail(ErrInvalidInput, "pass at://DID/app.bulleted.node/RKEY", "%s: mirror %q is not a node reference", lab, n.Mirror)
+				}
+				if len(n.Children) > 0 || n.Note != "" || n.Layout != "" || n.Display != "" || n.Completed {
+					return fail(ErrInvalidInput, "give a mirror only its original", "%s: a mirror has no children, note, layout, display or completion", lab)
+				}
+				same := u.Authority().String() == p.t.DID.String()
+				if !same || p.t.Nodes.Get(u.RecordKey().String()) != nil {
+					if !same {
+						foreign = append(foreign, u.String())
+					}
+					v := map[string]any{"$type": lexicon.Mirror, "original": u.String(), "sortKey": keys[i], "createdAt": p.stamp()}
+					if parentURI != "" {
+						v["parent"] = parentURI
+					}
+					p.create(lexicon.Mirror, rk, v, lab)
+					p.touch(rk)
+					continue
+				}
+				p.note("%s: the original %s of a mirror does not exist in this repository; created a plain bullet with the mirror's text %q instead", lab, u, clip(n.Text, 40))
+			}
 			v := map[string]any{"$type": lexicon.Node, "text": n.Text, "sortKey": keys[i], "createdAt": p.stamp()}
 			if parentURI != "" {
 				v["parent"] = parentURI
@@ -260,6 +289,9 @@ func (p *Planner) insertNodes(parentURI string, nodes []NewNode, keys []string) 
 	}
 	if err := walk(parentURI, nodes, keys, "nodes"); err != nil {
 		return 0, err
+	}
+	if len(foreign) > 0 {
+		p.note("%d mirror(s) of bullets in other repositories created as given (first: %s); their originals were not checked here", len(foreign), foreign[0])
 	}
 	return count, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
@@ -265,10 +266,13 @@ func line(b *strings.Builder, r *Row, d int, notes, expanded bool) {
 }
 
 // Markdown renders the view as a Markdown list that package markup imports
-// back: "- [ ] "/"- [x] " todos, "- # " headings, fenced code and "> "
-// quotes inside items, notes as continuation lines under their bullet, the
-// outline title as front matter, mirrors and contributors' bullets marked
-// read-only, and an HTML comment saying where and why the view is cut.
+// back as it was (its documentation gives the format): "- [ ] "/"- [x] "
+// todos, "- # " headings, fenced code and "> " quotes inside items, notes
+// as continuation lines under their bullet, what has no prefix (display,
+// other layouts, mirrors, contributors) in a {key=value} marker ending the
+// item's first line, text that would read as something else escaped, the
+// outline title as front matter, the rows a mirror shows marked read-only,
+// and an HTML comment saying where and why the view (or a mirror) is cut.
 func (v *View) Markdown() string {
 	var b strings.Builder
 	if v.first && v.Outline != nil && (v.Outline.Title != "" || v.Outline.Description != "") {
@@ -285,11 +289,17 @@ func (v *View) Markdown() string {
 		mdRow(&b, v.Root, 0)
 	}
 	var mirrored func(rows []*Row, d int)
+	mirrorRows := func(m *MirrorRef, d int) {
+		mirrored(m.Rows, d)
+		if m.Cut != "" {
+			fmt.Fprintf(&b, "%s<!-- mirror cut: %s -->\n", strings.Repeat("  ", d), strings.ReplaceAll(oneLine(m.Cut), "--", "- -"))
+		}
+	}
 	mirrored = func(rows []*Row, d int) {
 		for _, r := range rows {
 			mdRow(&b, r, d)
 			if r.Mirror != nil {
-				mirrored(r.Mirror.Rows, d+1)
+				mirrorRows(r.Mirror, d+1)
 			}
 			mirrored(r.Children, d+1)
 		}
@@ -298,7 +308,7 @@ func (v *View) Markdown() string {
 		d := r.Depth - 1 + v.base()
 		mdRow(&b, r, d)
 		if r.Mirror != nil {
-			mirrored(r.Mirror.Rows, d+1)
+			mirrorRows(r.Mirror, d+1)
 		}
 	}
 	if len(v.Detached) > 0 {
@@ -309,7 +319,7 @@ func (v *View) Markdown() string {
 		for _, r := range v.detachedFlat {
 			mdRow(&b, r, r.Depth-1)
 			if r.Mirror != nil {
-				mirrored(r.Mirror.Rows, r.Depth)
+				mirrorRows(r.Mirror, r.Depth)
 			}
 		}
 	}
@@ -321,60 +331,88 @@ func (v *View) Markdown() string {
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 
+// mdRow writes one row: its first line (markup.Item), then the lines of a
+// code block or quote, then its note (markup.NoteLine).
 func mdRow(b *strings.Builder, r *Row, d int) {
 	ind := strings.Repeat("  ", d)
 	cont := ind + "  "
-	text := r.Text
-	var mark string
+	// the rows a mirror shows and the detached are marked for readers;
+	// the importer skips them (under a mirror line, or after the
+	// Detached marker)
+	var deco string
 	switch {
-	case r.Author != "":
-		mark = " _(by " + r.Author + ", read-only)_"
 	case r.Mirrored != "":
-		mark = " _(mirrored, read-only)_"
+		deco = " _(mirrored, read-only)_"
 	case r.Detached != "":
-		mark = " _(detached: " + oneLine(r.Detached) + ")_"
+		deco = " _(detached: " + oneLine(r.Detached) + ")_"
 	}
-	switch {
-	case r.Mirror != nil:
+	var attrs []markup.Attr
+	if r.Mirror != nil {
 		t := r.Mirror.Text
 		if t == "" {
 			t = "(original not available)"
 		}
-		fmt.Fprintf(b, "%s- ↪ %s _(mirror of %s, read-only)_\n", ind, oneLine(t), r.Mirror.Original)
+		attrs = append(attrs, markup.Attr{Key: markup.KeyMirror, Value: r.Mirror.Original})
+		fmt.Fprintf(b, "%s- %s\n", ind, markup.Item(markup.PrefixMirror, t, deco, attrs...))
 		return
-	case r.Layout == "codeBlock":
-		fmt.Fprintf(b, "%s- ```\n", ind)
-		for _, l := range strings.Split(text, "\n") {
+	}
+	prefix := ""
+	switch r.Layout {
+	case "", "bullet":
+		if r.CompletedAt != "" {
+			attrs = append(attrs, markup.Attr{Key: markup.KeyLayout, Value: "bullet"})
+		}
+	case "todo":
+		prefix = markup.PrefixTodo
+		if r.CompletedAt != "" {
+			prefix = markup.PrefixDone
+		}
+	case "h1", "h2", "h3":
+		prefix = markup.Heading(r.Layout)
+	case "codeBlock":
+		prefix = markup.Fence(r.Text)
+	case "quoteBlock":
+		prefix = markup.PrefixQuote
+	default: // the open set: stored as given
+		attrs = append(attrs, markup.Attr{Key: markup.KeyLayout, Value: r.Layout})
+	}
+	if r.Display != "" && r.Display != "expanded" {
+		attrs = append(attrs, markup.Attr{Key: markup.KeyDisplay, Value: r.Display})
+	}
+	if r.CompletedAt != "" && r.Layout != "todo" {
+		attrs = append(attrs, markup.Attr{Key: markup.KeyCompleted, Value: "true"})
+	}
+	if r.Author != "" && r.Mirrored == "" {
+		attrs = append(attrs, markup.Attr{Key: markup.KeyBy, Value: r.Author})
+	}
+	switch r.Layout {
+	case "codeBlock":
+		fmt.Fprintf(b, "%s- %s\n", ind, markup.Item(prefix, "", "", attrs...))
+		for _, l := range strings.Split(r.Text, "\n") {
+			if l == "" {
+				b.WriteString("\n")
+				continue
+			}
 			fmt.Fprintf(b, "%s%s\n", cont, l)
 		}
-		fmt.Fprintf(b, "%s```%s\n", cont, mark)
-	case r.Layout == "quoteBlock":
-		for i, l := range strings.Split(text, "\n") {
-			if i == 0 {
-				fmt.Fprintf(b, "%s- > %s", ind, l)
-			} else {
-				fmt.Fprintf(b, "\n%s> %s", cont, l)
+		fmt.Fprintf(b, "%s%s%s\n", cont, prefix, deco)
+	case "quoteBlock":
+		ls := strings.Split(r.Text, "\n")
+		fmt.Fprintf(b, "%s- %s\n", ind, markup.Item(prefix, ls[0], deco, attrs...))
+		for _, l := range ls[1:] {
+			if l == "" {
+				fmt.Fprintf(b, "%s>\n", cont)
+				continue
 			}
+			fmt.Fprintf(b, "%s> %s\n", cont, l)
 		}
-		b.WriteString(mark + "\n")
 	default:
-		switch {
-		case r.Layout == "todo" && r.CompletedAt != "":
-			text = "[x] " + text
-		case r.Layout == "todo":
-			text = "[ ] " + text
-		case r.Layout == "h1":
-			text = "# " + text
-		case r.Layout == "h2":
-			text = "## " + text
-		case r.Layout == "h3":
-			text = "### " + text
-		}
-		fmt.Fprintf(b, "%s- %s%s\n", ind, oneLine(text), mark)
+		fmt.Fprintf(b, "%s- %s\n", ind, markup.Item(prefix, r.Text, deco, attrs...))
 	}
 	if r.Note != "" {
-		for _, l := range strings.Split(r.Note, "\n") {
-			if strings.TrimSpace(l) == "" {
+		ls := strings.Split(r.Note, "\n")
+		for i, l := range ls {
+			if l = markup.NoteLine(l, i, len(ls), r.Layout == "quoteBlock"); l == "" {
 				b.WriteString("\n")
 				continue
 			}
@@ -385,22 +423,31 @@ func mdRow(b *strings.Builder, r *Row, d int) {
 
 // OPML renders the view as OPML 2.0: text, _note, _complete, and the
 // layout (_layout), display (_display), mirrors (_mirror, _readOnly) and
-// contributors (_author) as extra attributes.
+// contributors (_author) as extra attributes; package markup reads it back
+// as it was (the rows a mirror shows are skipped, and a cut mirror says so
+// in a comment).
 func (v *View) OPML() string {
 	var b strings.Builder
+	lossy := 0 // values holding characters XML cannot carry
+	esc := func(s string) {
+		if !xmlSafe(s) {
+			lossy++
+		}
+		xml.EscapeText(&b, []byte(s))
+	}
 	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n<opml version=\"2.0\"><head><title>")
 	title := v.DID
 	if v.Outline != nil && v.Outline.Title != "" {
 		title = v.Outline.Title
 	}
-	xml.EscapeText(&b, []byte(title))
+	esc(title)
 	b.WriteString("</title></head><body>\n")
 	attr := func(k, val string) {
 		if val == "" {
 			return
 		}
 		b.WriteString(" " + k + `="`)
-		xml.EscapeText(&b, []byte(val))
+		esc(val)
 		b.WriteString(`"`)
 	}
 	var walk func(rows []*Row)
@@ -413,23 +460,31 @@ func (v *View) OPML() string {
 					t = "(original not available)"
 				}
 				b.WriteString(` text="`)
-				xml.EscapeText(&b, []byte(t))
+				esc(t)
 				b.WriteString(`"`)
 				attr("_mirror", r.Mirror.Original)
 			} else {
 				b.WriteString(` text="`)
-				xml.EscapeText(&b, []byte(r.Text))
+				esc(r.Text)
 				b.WriteString(`"`)
 			}
 			attr("_note", r.Note)
-			if r.Layout == "todo" && r.CompletedAt != "" {
+			if r.CompletedAt != "" {
 				b.WriteString(` _complete="true"`)
 			}
-			if r.Layout != "" && r.Layout != "bullet" {
+			switch {
+			case r.Layout != "" && r.Layout != "bullet":
 				attr("_layout", r.Layout)
+			case r.CompletedAt != "":
+				attr("_layout", "bullet") // completed, but not a todo
 			}
-			attr("_display", r.Display)
-			attr("_author", r.Author)
+			if r.Display != "expanded" {
+				attr("_display", r.Display)
+			}
+			if r.Mirrored == "" {
+				// the rows a mirror shows are marked _readOnly, whoever wrote them
+				attr("_author", r.Author)
+			}
 			attr("_detached", r.Detached)
 			if r.ReadOnly {
 				b.WriteString(` _readOnly="true"`)
@@ -437,6 +492,11 @@ func (v *View) OPML() string {
 			b.WriteString(">")
 			if r.Mirror != nil {
 				walk(r.Mirror.Rows)
+				if r.Mirror.Cut != "" {
+					b.WriteString("<!-- mirror cut: ")
+					xml.EscapeText(&b, []byte(strings.ReplaceAll(oneLine(r.Mirror.Cut), "--", "- -")))
+					b.WriteString(" -->")
+				}
 			}
 			walk(r.Children)
 			b.WriteString("</outline>\n")
@@ -453,16 +513,36 @@ func (v *View) OPML() string {
 		// a marked outline after the outline: package markup skips it
 		// (and says so); other readers see a "Detached" outline
 		n, rows := v.DetachedCount()
-		fmt.Fprintf(&b, "<!-- %d detached bullet(s), %d row(s) with their children: their parent does not resolve (list_detached; re-attach with move_node); not part of the outline above -->\n", n, rows)
 		b.WriteString(`<outline text="Detached"`)
 		attr("_detached", markup.DetachedSection)
 		b.WriteString(">\n")
+		// inside the section, which the importer skips (and says so)
+		fmt.Fprintf(&b, "<!-- %d detached bullet(s), %d row(s) with their children: their parent does not resolve (list_detached; re-attach with move_node); not part of the outline above -->\n", n, rows)
 		walk(v.Detached)
 		b.WriteString("</outline>\n")
+	}
+	if lossy > 0 {
+		fmt.Fprintf(&b, "<!-- %d value(s) hold characters XML cannot carry (control characters other than tab and line breaks, or invalid UTF-8), written as U+FFFD; format=json keeps them -->\n", lossy)
 	}
 	b.WriteString("</body></opml>\n")
 	if c := v.Continue("read_outline with format=opml"); c != "" {
 		fmt.Fprintf(&b, "<!-- %s -->\n", strings.ReplaceAll(c, "--", "- -"))
 	}
 	return b.String()
+}
+
+// xmlSafe says whether XML 1.0 carries every character of s.
+func xmlSafe(s string) bool {
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
+				return false
+			}
+		case r == '\t' || r == '\n' || r == '\r':
+		case r < 0x20 || r == 0xFFFE || r == 0xFFFF:
+			return false
+		}
+	}
+	return true
 }

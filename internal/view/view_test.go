@@ -156,7 +156,10 @@ func TestMirrorSubtreeAndCycle(t *testing.T) {
 	if strings.Contains(txt, "Onion") {
 		t.Fatalf("mirror rendered below the depth:\n%s", txt)
 	}
-	if md := v.Markdown(); !strings.Contains(md, "    - Soup _(by did:plc:other, read-only)_") {
+	// markdown: the mirror names its original; the rows it shows are
+	// marked (whoever wrote them), and the cut is said
+	if md := v.Markdown(); !strings.Contains(md, "  - ↪ Recipes {mirror=at://did:plc:other/app.bulleted.node/recipes}\n    - Soup _(mirrored, read-only)_\n") ||
+		!strings.Contains(md, "        <!-- mirror cut: cycle: this mirror shows a bullet it is itself inside -->\n") {
 		t.Fatalf("markdown mirror:\n%s", md)
 	}
 	if o := v.OPML(); !strings.Contains(o, `<outline text="Recipes" _mirror="at://did:plc:other/app.bulleted.node/recipes" _readOnly="true"><outline text="Soup"`) {
