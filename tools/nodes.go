@@ -47,14 +47,30 @@ func vocabNotices(p *outline.Planner, layouts, displayVals []string) {
 }
 
 // withVocab is in, followed by vocabNotices for the values it writes.
-func withVocab(in outline.Intent, layouts, displayVals []string) outline.Intent {
-	return outline.PlanFunc(func(p *outline.Planner) error {
-		if err := in.Plan(p); err != nil {
-			return err
-		}
-		vocabNotices(p, layouts, displayVals)
-		return nil
-	})
+func withVocab(in outline.Intent, layouts, displayVals []string, notes ...string) outline.Intent {
+	return annotated{Intent: in, Layouts: layouts, Displays: displayVals, Notes: notes}
+}
+
+// annotated is an intent with what the tool's input said beside it: notes
+// from parsing the input, and the layouts and displays to check against
+// the rendered vocabulary. A value (not a function), so that a dry run of
+// it can be applied by plan id.
+type annotated struct {
+	Intent   outline.Intent
+	Layouts  []string `json:",omitempty"`
+	Displays []string `json:",omitempty"`
+	Notes    []string `json:",omitempty"`
+}
+
+func (x annotated) Plan(p *outline.Planner) error {
+	if err := x.Intent.Plan(p); err != nil {
+		return err
+	}
+	for _, n := range x.Notes {
+		p.Note("%s", n)
+	}
+	vocabNotices(p, x.Layouts, x.Displays)
+	return nil
 }
 
 // nodeVocab lists the layouts and displays of nodes and their children.
@@ -154,6 +170,7 @@ func insertTool() Tool {
 			"markdown":  pRef,
 		})}, func(a Args) (outline.Intent, error) {
 		var nodes []outline.NewNode
+		var notes []string
 		has, err := a.Decode("nodes", &nodes)
 		if err != nil {
 			return nil, argErr("%v", err)
@@ -174,7 +191,7 @@ func insertTool() Tool {
 				return nil, argErr("markdown: %v", err)
 			}
 			for _, n := range d.Notes {
-				p.Note("markdown: %s", n)
+				notes = append(notes, "markdown: "+n)
 			}
 			nodes = d.Nodes
 		case !has:
@@ -188,7 +205,7 @@ func insertTool() Tool {
 			nodes = []outline.NewNode{{Text: a.Str("text"), Layout: a.Str("layout"), Display: a.Str("display"), Note: a.Str("note"), Completed: done}}
 		}
 		layouts, displayVals := nodeVocab(nodes)
-		return withVocab(intent.Insert{Pos: position(a, "parent"), Nodes: nodes}, layouts, displayVals), nil
+		return withVocab(intent.Insert{Pos: position(a, "parent"), Nodes: nodes}, layouts, displayVals, notes...), nil
 	})
 }
 

@@ -210,14 +210,14 @@ func TestMirrorImportSameRepository(t *testing.T) {
 	}
 	defer l.Close()
 	e := outline.New(l)
-	if _, err := e.Do(ctx, false, func(p *outline.Planner) error {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
 		return p.Insert(outline.Position{}, []outline.NewNode{{Text: "Recipes", Children: []outline.NewNode{{Text: "Soup"}}}, {Text: "Home"}})
 	}); err != nil {
 		t.Fatal(err)
 	}
 	tr, _ := e.Tree(ctx)
 	recipes, home := tr.Roots[0].Key(), tr.Roots[1].Key()
-	if _, err := e.Do(ctx, false, func(p *outline.Planner) error {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
 		return p.Mirror(recipes, outline.Position{Parent: home})
 	}); err != nil {
 		t.Fatal(err)
@@ -234,7 +234,7 @@ func TestMirrorImportSameRepository(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, d.Nodes) })
+	out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, d.Nodes) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +356,7 @@ func TestMarkdownRoundTripGenerated(t *testing.T) {
 			}
 			defer l.Close()
 			e := outline.New(l)
-			out, err := e.Do(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, d.Nodes) })
+			out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, d.Nodes) })
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -98,10 +98,6 @@ func (p *Planner) note(format string, args ...any) {
 	p.plan.Diagnostics = append(p.plan.Diagnostics, fmt.Sprintf(format, args...))
 }
 
-// Note adds a diagnostic from the caller (what a tool's input parser
-// skipped or read otherwise), said with the plan's own.
-func (p *Planner) Note(format string, args ...any) { p.note(format, args...) }
-
 // summary sets the plan's one-line summary.
 func (p *Planner) summary(format string, args ...any) {
 	p.plan.Summary = fmt.Sprintf(format, args...)
