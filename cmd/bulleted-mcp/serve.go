@@ -157,7 +157,12 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// used back to the system, so that a large outline's server holds
 		// what it keeps, not its peak
 		be.env.Engine.Tree(ctx)
-		go debug.FreeOSMemory()
+		go func() {
+			// the search index too, while the client connects: the first
+			// search then costs what the others do
+			be.env.Warm(ctx)
+			debug.FreeOSMemory()
+		}()
 	}
 	be.env.Confirm = &tools.ConfirmRules{Deletes: max(*confirmDeletes, 0), Moves: max(*confirmMoves, 0)}
 	s, err := server.NewWithOptions(be.env, server.Options{ReadOnly: *readOnly, Families: strings.Split(*families, ",")})
