@@ -13,6 +13,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/search"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/view"
+	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
 
 // index returns the search index of repository did, kept in env's cache
@@ -98,33 +99,86 @@ func searchTool() Tool {
 		if err != nil {
 			return badArgs("%v", err)
 		}
-		r := &search.Result{Hits: []search.Hit{}}
-		if !inContrib {
-			if r, err = env.index(tr.DID.String()).Search(tr, q); errors.Is(err, search.ErrQuery) || errors.Is(err, search.ErrCursor) {
-				return badArgs("%v", err)
-			} else if err != nil {
-				return nil, err
+		// a page must fit in one result: fewer hits rather than a cut answer
+		for {
+			res, n, err := searchPage(ctx, env, tr, q, skip, inContrib, fp)
+			if err != nil || res.IsError {
+				return res, err
 			}
-		}
-		var problems []string
-		if r.Cursor == "" && env.Others != nil {
-			// the owner's own hits are done: contributors' bullets shown
-			// in this outline follow, in the outline's order
-			room := max(0, q.Limit-len(r.Hits))
-			hits, more, probs := contributionHits(ctx, env, tr, q, skip, room)
-			r.Hits = append(r.Hits, hits...)
-			problems = probs
-			if more {
-				r.Cursor = contribPrefix + fmt.Sprintf("%d.%s", skip+len(hits), fp)
+			if size := ResultSize(res); size > ResultBudget && n > 1 {
+				q.Limit = max(1, min(n-1, n*ResultBudget/size))
+				continue
 			}
+			return res, nil
 		}
-		text := hitsText(tr, r)
-		for _, p := range problems {
-			text += "\nnote: " + p
-		}
-		return mcp.NewToolResultStructured(map[string]any{"did": tr.DID.String(), "hits": r.Hits, "cursor": r.Cursor}, text), nil
 	}
 	return t
+}
+
+// hit is a search hit in the compact form: the URI is the result's
+// uriPrefix + rkey (a contributor's: at://AUTHOR/app.bulleted.node/ + rkey).
+type hit struct {
+	RKey       string   `json:"rkey"`
+	Text       string   `json:"text"`
+	InNote     bool     `json:"inNote,omitempty"`
+	Breadcrumb []string `json:"breadcrumb"`
+	Parent     string   `json:"parent,omitempty"`
+	Layout     string   `json:"layout,omitempty"`
+	State      string   `json:"state,omitempty"`
+	ChildCount int      `json:"childCount,omitempty"`
+	Author     string   `json:"author,omitempty"`
+}
+
+// searchPage runs q (the outline's own hits, then contributors' bullets
+// shown in it) and returns the result and how many hits it holds.
+func searchPage(ctx context.Context, env *Env, tr *outline.Tree, q search.Query, skip int, inContrib bool, fp string) (*mcp.CallToolResult, int, error) {
+	r := &search.Result{Hits: []search.Hit{}}
+	var err error
+	if !inContrib {
+		if r, err = env.index(tr.DID.String()).Search(tr, q); errors.Is(err, search.ErrQuery) || errors.Is(err, search.ErrCursor) {
+			res, err := badArgs("%v", err)
+			return res, 0, err
+		} else if err != nil {
+			return nil, 0, err
+		}
+	}
+	var problems []string
+	if r.Cursor == "" && env.Others != nil {
+		// the owner's own hits are done: contributors' bullets shown
+		// in this outline follow, in the outline's order
+		room := max(0, q.Limit-len(r.Hits))
+		hits, more, probs := contributionHits(ctx, env, tr, q, skip, room)
+		r.Hits = append(r.Hits, hits...)
+		problems = probs
+		if more {
+			r.Cursor = contribPrefix + fmt.Sprintf("%d.%s", skip+len(hits), fp)
+		}
+	}
+	text := hitsText(tr, r)
+	for _, p := range problems {
+		text += "\nnote: " + p
+	}
+	hits := make([]hit, len(r.Hits))
+	for i, h := range r.Hits {
+		hits[i] = hit{RKey: h.RKey, Text: h.Text, InNote: h.InNote, Breadcrumb: h.Breadcrumb, Parent: h.Parent, Layout: h.Layout, ChildCount: h.ChildCount, Author: h.Author}
+		if hits[i].Breadcrumb == nil {
+			hits[i].Breadcrumb = []string{}
+		}
+		switch {
+		case h.Done:
+			hits[i].State = "done"
+		case h.Layout == "todo":
+			hits[i].State = "open"
+		}
+	}
+	sc := map[string]any{"did": tr.DID.String(), "uriPrefix": "at://" + tr.DID.String() + "/" + lexicon.Node + "/", "hits": hits}
+	if r.Cursor != "" {
+		sc["cursor"] = r.Cursor
+	}
+	if len(problems) > 0 {
+		sc["notices"] = problems
+	}
+	return mcp.NewToolResultStructured(sc, text), len(r.Hits), nil
 }
 
 func hitsText(t *outline.Tree, r *search.Result) string {

@@ -1,0 +1,237 @@
+package tools_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/bulleted-mcp/bulleted-mcp/tools"
+)
+
+// fitted checks one result as the client received it: at most
+// tools.MaxResult bytes (text and structured content, as sent), the
+// structured content whole (it matches the tool's output schema, was not
+// replaced by a note), the text not cut by the server's last resort, and no
+// "smaller limit" hint on a write.
+func fitted(t *testing.T, tool string, res *mcp.CallToolResult, sc map[string]any) {
+	t.Helper()
+	if res.IsError {
+		t.Fatalf("%s: %s", tool, text(res))
+	}
+	if n := tools.ResultSize(res); n > tools.MaxResult {
+		t.Fatalf("%s: result of %d bytes, over %d", tool, n, tools.MaxResult)
+	}
+	if sc["summary"] != nil && sc["did"] == nil && tool != "insert_after" && tool != "import_outline" {
+		t.Fatalf("%s: structured content replaced: %v", tool, sc)
+	}
+	tl, _ := tools.Find(tool)
+	raw, _ := json.Marshal(tl.Output)
+	doc, _ := jsonschema.UnmarshalJSON(strings.NewReader(string(raw)))
+	comp := jsonschema.NewCompiler()
+	comp.AddResource("mem:///o.json", doc)
+	sch, err := comp.Compile("mem:///o.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(sc)
+	inst, _ := jsonschema.UnmarshalJSON(strings.NewReader(string(b)))
+	if err := sch.Validate(inst); err != nil {
+		t.Fatalf("%s: structured content does not match the output schema: %v\n%.500s", tool, err, b)
+	}
+	txt := text(res)
+	for _, bad := range []string{"the text was cut", "[truncated", "smaller limit"} {
+		if strings.Contains(txt, bad) {
+			t.Fatalf("%s: text says %q: %.300s", tool, bad, txt[max(0, strings.Index(txt, bad)-200):])
+		}
+	}
+}
+
+// Every result fits in MaxResult with its structured content whole, on big
+// inputs: a level of 2,000 children with long texts (and a few of the
+// longest texts and notes a record allows) read in every format, page by
+// page, every child exactly once; a search with 2,000 hits; a 2,000-bullet
+// import whose report keeps every created key (read back from the
+// repository) and each distinct notice once; a 600-bullet dry run.
+func TestResultsFit(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	_, sc := call(t, f.c, "insert_after", map[string]any{"text": "Big"})
+	big := createdKeys(sc)[0]
+	n := 2000
+	if testing.Short() {
+		n = 600
+	}
+	nodes := make([]any, n)
+	for i := range nodes {
+		txt := fmt.Sprintf("child %d: budget review with the finance team, %s", i, strings.Repeat("quarterly numbers and notes ", 8))
+		nd := map[string]any{"text": txt}
+		switch {
+		case i%500 == 7:
+			// the longest a record allows: 2,000 graphemes of text (~8 KB),
+			// 20,000 of note (~53 KB)
+			nd["text"] = fmt.Sprintf("child %d: budget %s", i, strings.Repeat("😀", 1970))
+			nd["note"] = strings.Repeat("長いメモの行です。\n", 1900)
+		case i%3 == 0:
+			nd["layout"] = "todo"
+			nd["note"] = "remember the receipts"
+		}
+		nodes[i] = nd
+	}
+	res, sc := call(t, f.c, "insert_after", map[string]any{"parent": big, "nodes": nodes})
+	fitted(t, "insert_after", res, sc)
+	if got := createdKeys(sc); len(got) != n {
+		t.Fatalf("insert report lists %d keys of %d", len(got), n)
+	}
+
+	// every format, page by page: each child once
+	rk := regexp.MustCompile(`·([a-z0-9]{13})\b`)
+	for _, args := range []map[string]any{
+		{"format": "text"},
+		{"format": "text", "notes": true},
+		{"format": "json"},
+		{"format": "json", "flat": true, "notes": true},
+		{"format": "json", "flat": true, "fields": "full"},
+		{"format": "markdown"},
+		{"format": "opml"},
+	} {
+		name := fmt.Sprint(args)
+		seen := map[string]int{}
+		cursor, pages := "", 0
+		for {
+			a := map[string]any{"node": big, "depth": 1, "limit": 5000}
+			for k, v := range args {
+				a[k] = v
+			}
+			if cursor != "" {
+				a["cursor"] = cursor
+			}
+			res, sc := call(t, f.c, "read_outline", a)
+			fitted(t, "read_outline", res, sc)
+			pages++
+			switch args["format"] {
+			case "json":
+				var walk func(rows []any)
+				walk = func(rows []any) {
+					for _, r := range rows {
+						m := r.(map[string]any)
+						seen[m["rkey"].(string)]++
+						if ch, ok := m["children"].([]any); ok {
+							walk(ch)
+						}
+					}
+				}
+				walk(sc["nodes"].([]any))
+			case "text":
+				for _, m := range rk.FindAllStringSubmatch(sc["text"].(string), -1) {
+					seen[m[1]]++
+				}
+			default:
+				seen["rows"] += int(sc["total"].(float64))
+			}
+			c, _ := sc["cursor"].(string)
+			if c == "" {
+				break
+			}
+			if pages > n {
+				t.Fatalf("%s: no end after %d pages", name, pages)
+			}
+			cursor = c
+		}
+		if args["format"] == "markdown" || args["format"] == "opml" {
+			if seen["rows"] != n {
+				t.Fatalf("%s: %d rows in all, want %d", name, seen["rows"], n)
+			}
+			continue
+		}
+		delete(seen, big)
+		if len(seen) != n {
+			t.Fatalf("%s: %d distinct children, want %d", name, len(seen), n)
+		}
+		for k, c := range seen {
+			if c != 1 {
+				t.Fatalf("%s: %s seen %d times", name, k, c)
+			}
+		}
+		t.Logf("%s: %d pages", name, pages)
+	}
+
+	// a search with n hits, page by page
+	seen, cursor := map[string]int{}, ""
+	for pages := 0; ; pages++ {
+		a := map[string]any{"text": "budget", "limit": 200}
+		if cursor != "" {
+			a["cursor"] = cursor
+		}
+		res, sc := call(t, f.c, "search", a)
+		fitted(t, "search", res, sc)
+		for _, h := range sc["hits"].([]any) {
+			seen[h.(map[string]any)["rkey"].(string)]++
+		}
+		if cursor, _ = sc["cursor"].(string); cursor == "" {
+			break
+		}
+		if pages > n {
+			t.Fatal("search: no end")
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("search: %d distinct hits, want %d", len(seen), n)
+	}
+
+	// a 2,000-bullet import: every key with its input line, read back;
+	// the repeated mention notice once, with its count
+	var md strings.Builder
+	md.WriteString("# Imported\n")
+	for i := 0; i < n-1; i++ {
+		if i%25 == 0 {
+			fmt.Fprintf(&md, "  - item %d for @nobody.example\n", i)
+		} else {
+			fmt.Fprintf(&md, "  - item %d%s\n", i, strings.Repeat(" text", 10))
+		}
+	}
+	res, sc = call(t, f.c, "import_outline", map[string]any{"content": md.String()})
+	fitted(t, "import_outline", res, sc)
+	keys, lines := createdKeys(sc), sc["lines"].([]any)
+	if len(keys) != n || len(lines) != n {
+		t.Fatalf("import report: %d keys, %d lines, want %d", len(keys), len(lines), n)
+	}
+	snap, err := f.repo.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := map[string]string{}
+	for _, r := range snap.Records {
+		if r.Collection == "app.bulleted.node" {
+			texts[r.RKey], _ = r.Value["text"].(string)
+		}
+	}
+	src := strings.Split(md.String(), "\n")
+	for i, k := range keys {
+		line := int(lines[i].(float64))
+		want := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(src[line-1]), "-"))
+		want = strings.TrimPrefix(want, "# ")
+		if got, ok := texts[k]; !ok || got != want {
+			t.Fatalf("key %d (%s, line %d): repository has %q (%v), the input %q", i, k, line, got, ok, want)
+		}
+	}
+	diags := fmt.Sprint(sc["diagnostics"])
+	if c := strings.Count(diags, "@nobody.example"); c != 1 || !strings.Contains(diags, fmt.Sprintf("(×%d)", (n-1+24)/25)) {
+		t.Fatalf("the mention notice %d times, without its count: %s", c, diags)
+	}
+	if strings.Count(text(res), "@nobody.example") != 1 {
+		t.Fatalf("the text repeats the notice: %.600s", text(res))
+	}
+
+	// a 600-bullet dry run
+	res, sc = call(t, f.c, "insert_after", map[string]any{"parent": big, "position": "first", "nodes": nodes[:600], "dry_run": true})
+	fitted(t, "insert_after", res, sc)
+	if len(createdKeys(sc)) != 600 || sc["before"] == nil || sc["after"] == nil {
+		t.Fatalf("dry run report: %d keys, before/after %v", len(createdKeys(sc)), sc["before"] != nil)
+	}
+}
