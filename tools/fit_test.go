@@ -235,3 +235,77 @@ func TestResultsFit(t *testing.T) {
 		t.Fatalf("dry run report: %d keys, before/after %v", len(createdKeys(sc)), sc["before"] != nil)
 	}
 }
+
+// A json row costs at most twice its text line: a 2,000-child level (todos,
+// notes, tags) read whole, page by page, in text and in json (flat). Logs
+// the bytes per row of the whole results and of the rows alone.
+func TestJSONRowSize(t *testing.T) {
+	f := newFixture(t)
+	_, sc := call(t, f.c, "insert_after", map[string]any{"text": "Level"})
+	level := createdKeys(sc)[0]
+	nodes := make([]any, 2000)
+	for i := range nodes {
+		nd := map[string]any{"text": fmt.Sprintf("Follow up on item %d with the team #q%d", i, i%7)}
+		if i%3 == 0 {
+			nd["layout"] = "todo"
+			nd["completed"] = i%2 == 0
+		}
+		if i%5 == 0 {
+			nd["note"] = "context for this item"
+		}
+		nodes[i] = nd
+	}
+	if res, _ := call(t, f.c, "insert_after", map[string]any{"parent": level, "nodes": nodes}); res.IsError {
+		t.Fatal(text(res))
+	}
+	read := func(args map[string]any) (results, rows, pages int, sample []map[string]any, lines []string) {
+		cursor := ""
+		for {
+			a := map[string]any{"node": level, "depth": 1, "limit": 5000}
+			for k, v := range args {
+				a[k] = v
+			}
+			if cursor != "" {
+				a["cursor"] = cursor
+			}
+			res, sc := call(t, f.c, "read_outline", a)
+			if res.IsError {
+				t.Fatal(text(res))
+			}
+			pages++
+			results += tools.ResultSize(res)
+			rows += int(sc["total"].(float64))
+			if ns, ok := sc["nodes"].([]any); ok {
+				for _, n := range ns {
+					sample = append(sample, n.(map[string]any))
+				}
+			}
+			if txt, ok := sc["text"].(string); ok {
+				for _, l := range strings.Split(txt, "\n") {
+					if strings.Contains(l, "·") && !strings.HasSuffix(l, "·"+level) {
+						lines = append(lines, l+"\n")
+					}
+				}
+			}
+			if cursor, _ = sc["cursor"].(string); cursor == "" {
+				return
+			}
+		}
+	}
+	tRes, tRows, tPages, _, lines := read(map[string]any{"format": "text"})
+	jRes, jRows, jPages, rows, _ := read(map[string]any{"format": "json", "flat": true})
+	if tRows != 2000 || jRows != 2000 || len(rows) != 2000 || len(lines) != 2000 {
+		t.Fatalf("rows: text %d (%d lines), json %d (%d rows)", tRows, len(lines), jRows, len(rows))
+	}
+	lineBytes, rowBytes := 0, 0
+	for i := range rows {
+		b, _ := json.Marshal(rows[i])
+		rowBytes += len(b) + 1
+		lineBytes += len(lines[i])
+	}
+	t.Logf("text: %d pages, %d B a row in all (results %d B); a line %d B", tPages, tRes/tRows, tRes, lineBytes/len(lines))
+	t.Logf("json flat: %d pages, %d B a row in all (results %d B); a row %d B", jPages, jRes/jRows, jRes, rowBytes/len(rows))
+	if rowBytes > 2*lineBytes {
+		t.Fatalf("a json row is %d B against a text line of %d B: over twice", rowBytes/len(rows), lineBytes/len(lines))
+	}
+}
