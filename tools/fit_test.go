@@ -138,6 +138,7 @@ func TestResultsFit(t *testing.T) {
 			if c == "" {
 				break
 			}
+			saidIn(t, name, res, sc, "to fit one result")
 			if pages > n {
 				t.Fatalf("%s: no end after %d pages", name, pages)
 			}
@@ -175,6 +176,9 @@ func TestResultsFit(t *testing.T) {
 		}
 		if cursor, _ = sc["cursor"].(string); cursor == "" {
 			break
+		}
+		if len(sc["hits"].([]any)) < 200 {
+			saidIn(t, "search", res, sc, "to fit one result")
 		}
 		if pages > n {
 			t.Fatal("search: no end")
@@ -307,5 +311,14 @@ func TestJSONRowSize(t *testing.T) {
 	t.Logf("json flat: %d pages, %d B a row in all (results %d B); a row %d B", jPages, jRes/jRows, jRes, rowBytes/len(rows))
 	if rowBytes > 2*lineBytes {
 		t.Fatalf("a json row is %d B against a text line of %d B: over twice", rowBytes/len(rows), lineBytes/len(lines))
+	}
+}
+
+// saidIn checks that a shortened result says so in both parts: the text
+// and the structured content's notices.
+func saidIn(t *testing.T, name string, res *mcp.CallToolResult, sc map[string]any, what string) {
+	t.Helper()
+	if !strings.Contains(text(res), what) || !strings.Contains(fmt.Sprint(sc["notices"]), what) {
+		t.Fatalf("%s: a shortened page does not say %q in both parts: notices %v", name, what, sc["notices"])
 	}
 }

@@ -105,7 +105,13 @@ func readOutlineTool() Tool {
 		other := otherTrees(ctx, env)
 		contrib, gathered := view.Gather(t, other)
 		// a page must fit in one result: fewer rows per page rather than a
-		// cut answer (never a row cut in the middle)
+		// cut answer (never a row cut in the middle). Hardly a page of more
+		// than firstTry rows fits (each row is a line in the text and one in
+		// the structured content): that many are tried first, and the full
+		// limit only if they fit.
+		asked := limit
+		limit = min(limit, firstTry)
+		var fits *mcp.CallToolResult
 		for {
 			v, err := view.Read(t, root, view.Options{Depth: depth, Limit: limit, Cursor: a.Str("cursor"), Contributions: contrib, Fields: fields == "full"})
 			if errors.Is(err, view.ErrCursor) {
@@ -115,13 +121,23 @@ func readOutlineTool() Tool {
 			}
 			v.Handle = handle
 			problems := append(append([]string(nil), gathered...), v.Enrich(t, other)...)
+			if limit < asked && v.Cursor != "" {
+				problems = append(problems, fmt.Sprintf("this page holds %d row(s), fewer than limit=%d, to fit one result (%d KB); the cursor continues after them", v.Total, asked, MaxResult/1000))
+			}
 			res, err := readResult(v, format, fields == "full", flat, notes, problems)
 			if err != nil {
 				return nil, err
 			}
 			size := ResultSize(res)
+			if size <= ResultBudget && limit < asked && v.Cursor != "" && fits == nil {
+				fits, limit = res, asked // they fit: try them all
+				continue
+			}
 			if size <= ResultBudget {
 				return res, nil
+			}
+			if fits != nil {
+				return fits, nil
 			}
 			if v.Total <= 1 {
 				// one row alone does not fit (a long note, many comments):
@@ -135,6 +151,9 @@ func readOutlineTool() Tool {
 
 	return read
 }
+
+// firstTry is the most rows a read_outline page is first rendered with.
+const firstTry = 1000
 
 // readResult is one read_outline page in format: the text content is the
 // rendering asked for, the structured content the page (json: the same

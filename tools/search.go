@@ -100,8 +100,9 @@ func searchTool() Tool {
 			return badArgs("%v", err)
 		}
 		// a page must fit in one result: fewer hits rather than a cut answer
+		asked := q.Limit
 		for {
-			res, n, err := searchPage(ctx, env, tr, q, skip, inContrib, fp)
+			res, n, err := searchPage(ctx, env, tr, q, skip, inContrib, fp, asked)
 			if err != nil || res.IsError {
 				return res, err
 			}
@@ -131,7 +132,7 @@ type hit struct {
 
 // searchPage runs q (the outline's own hits, then contributors' bullets
 // shown in it) and returns the result and how many hits it holds.
-func searchPage(ctx context.Context, env *Env, tr *outline.Tree, q search.Query, skip int, inContrib bool, fp string) (*mcp.CallToolResult, int, error) {
+func searchPage(ctx context.Context, env *Env, tr *outline.Tree, q search.Query, skip int, inContrib bool, fp string, asked int) (*mcp.CallToolResult, int, error) {
 	r := &search.Result{Hits: []search.Hit{}}
 	var err error
 	if !inContrib {
@@ -153,6 +154,9 @@ func searchPage(ctx context.Context, env *Env, tr *outline.Tree, q search.Query,
 		if more {
 			r.Cursor = contribPrefix + fmt.Sprintf("%d.%s", skip+len(hits), fp)
 		}
+	}
+	if q.Limit < asked && r.Cursor != "" {
+		problems = append(problems, fmt.Sprintf("this page holds %d hit(s), fewer than limit=%d, to fit one result (%d KB); the cursor continues after them", len(r.Hits), asked, MaxResult/1000))
 	}
 	text := hitsText(tr, r)
 	for _, p := range problems {
