@@ -322,3 +322,31 @@ func saidIn(t *testing.T, name string, res *mcp.CallToolResult, sc map[string]an
 		t.Fatalf("%s: a shortened page does not say %q in both parts: notices %v", name, what, sc["notices"])
 	}
 }
+
+// A dry run's before/after views show where the plan writes, in a level of
+// 300 children: the touched bullet's neighbours, the others counted.
+func TestDryRunPreviewShowsThePlace(t *testing.T) {
+	f := newFixture(t)
+	_, sc := call(t, f.c, "insert_after", map[string]any{"text": "Level"})
+	level := createdKeys(sc)[0]
+	nodes := make([]any, 300)
+	for i := range nodes {
+		nodes[i] = map[string]any{"text": fmt.Sprintf("child %d", i)}
+	}
+	_, sc = call(t, f.c, "insert_after", map[string]any{"parent": level, "nodes": nodes})
+	keys := createdKeys(sc)
+	res, sc := call(t, f.c, "insert_after", map[string]any{"parent": level, "after": keys[250], "text": "the new one", "dry_run": true})
+	fitted(t, "insert_after", res, sc)
+	before, after := sc["before"].(string), sc["after"].(string)
+	for _, want := range []string{"child 250 ·", "child 251 ·", "… 250 bullet(s)", "… 48 bullet(s)"} {
+		if !strings.Contains(before, want) {
+			t.Fatalf("before lacks %q:\n%s", want, before)
+		}
+	}
+	if !strings.Contains(after, "child 250 ·"+keys[250]+"\n  - the new one ·") || !strings.Contains(after, "the new one ·") || strings.Contains(after, "child 100 ·") {
+		t.Fatalf("after:\n%s", after)
+	}
+	if n := len(res.Content[0].(mcp.TextContent).Text); n > 2000 {
+		t.Fatalf("a one-bullet dry run of %d bytes of text", n)
+	}
+}

@@ -536,7 +536,8 @@ const previewRows = 40
 
 // preview renders the part of the outline a plan touches, before and
 // after, at the same scope: the parent (after the plan) of the first
-// touched bullet.
+// touched bullet; of its children, the touched ones and their neighbours
+// (with their children), the others counted, at most rows lines a side.
 func preview(before *outline.Tree, p *outline.Plan, rows int) (string, string) {
 	after := before.Next(before.Commit, before.Rev, outline.WriteChanges(p.Writes))
 	scope := ""
@@ -554,6 +555,31 @@ func preview(before *outline.Tree, p *outline.Plan, rows int) (string, string) {
 			break
 		}
 	}
+	// the touched bullets and their neighbours, in either tree
+	focus := map[string]bool{}
+	for _, t := range []*outline.Tree{before, after} {
+		for _, k := range p.Touched {
+			it, err := t.Resolve(k)
+			if err != nil {
+				continue
+			}
+			focus[k] = true
+			sibs := t.Roots
+			if par := t.Parent(it); par != nil {
+				sibs = par.Children
+			}
+			for i, s := range sibs {
+				if s == it {
+					if i > 0 {
+						focus[sibs[i-1].Key()] = true
+					}
+					if i+1 < len(sibs) {
+						focus[sibs[i+1].Key()] = true
+					}
+				}
+			}
+		}
+	}
 	render := func(t *outline.Tree) string {
 		var root *outline.Item
 		if scope != "" {
@@ -563,15 +589,64 @@ func preview(before *outline.Tree, p *outline.Plan, rows int) (string, string) {
 			}
 			root = it
 		}
-		v, err := view.Read(t, root, view.Options{Depth: 2, Limit: rows})
+		v, err := view.Read(t, root, view.Options{Depth: 2, Limit: -1})
 		if err != nil {
 			return err.Error()
 		}
-		return v.Text(false) + v.Continue("read_outline")
+		head := ""
+		if root != nil {
+			head = "  "
+		}
+		return around(v.Text(false), head, focus, rows)
 	}
 	return render(before), render(after)
 }
 
+// around keeps, of a text view, the blocks (a line starting with head+"- "
+// and the deeper lines under it) that name a focus key (·KEY), the lines
+// before the first block (the title, the root), and counts the blocks left
+// out; at most rows lines.
+func around(txt, head string, focus map[string]bool, rows int) string {
+	var out []string
+	var block []string
+	hit, skipped := false, 0
+	flush := func() {
+		if len(block) == 0 {
+			return
+		}
+		if hit {
+			if skipped > 0 {
+				out = append(out, fmt.Sprintf("%s… %d bullet(s)", head, skipped))
+				skipped = 0
+			}
+			out = append(out, block...)
+		} else {
+			skipped++
+		}
+		block, hit = nil, false
+	}
+	for _, l := range strings.Split(strings.TrimRight(txt, "\n"), "\n") {
+		if strings.HasPrefix(l, head+"- ") {
+			flush()
+		} else if len(block) == 0 {
+			out = append(out, l) // before the first block
+			continue
+		}
+		block = append(block, l)
+		if i := strings.LastIndex(l, "·"); i >= 0 && focus[l[i+len("·"):]] {
+			hit = true
+		}
+	}
+	flush()
+	if skipped > 0 {
+		out = append(out, fmt.Sprintf("%s… %d bullet(s)", head, skipped))
+	}
+	if len(out) > rows {
+		n := len(out) - rows
+		out = append(out[:rows], fmt.Sprintf("… %d more line(s) of the preview not shown", n))
+	}
+	return strings.Join(out, "\n") + "\n"
+}
 // MaxResult bounds one tool result, text and structured content together
 // as sent (JSON): every tool sizes its pages and reports to fit, and says
 // so where it shortened anything; structured content is never cut.
