@@ -102,6 +102,7 @@ func TestResultsFit(t *testing.T) {
 	} {
 		name := fmt.Sprint(args)
 		seen := map[string]int{}
+		clipped := false
 		cursor, pages := "", 0
 		for {
 			a := map[string]any{"node": big, "depth": 1, "limit": 5000}
@@ -114,6 +115,10 @@ func TestResultsFit(t *testing.T) {
 			res, sc := call(t, f.c, "read_outline", a)
 			fitted(t, "read_outline", res, sc)
 			pages++
+			if strings.Contains(fmt.Sprint(sc["notices"]), "more bytes not shown") {
+				saidIn(t, name, res, sc, "more bytes not shown")
+				clipped = true
+			}
 			switch args["format"] {
 			case "json":
 				var walk func(rows []any)
@@ -149,6 +154,9 @@ func TestResultsFit(t *testing.T) {
 				t.Fatalf("%s: %d rows in all, want %d", name, seen["rows"], n)
 			}
 			continue
+		}
+		if args["notes"] == true && !clipped {
+			t.Fatalf("%s: the row with a 53 KB note was not said to be shortened", name)
 		}
 		delete(seen, big)
 		if len(seen) != n {
