@@ -647,6 +647,7 @@ func around(txt, head string, focus map[string]bool, rows int) string {
 	}
 	return strings.Join(out, "\n") + "\n"
 }
+
 // MaxResult bounds one tool result, text and structured content together
 // as sent (JSON): every tool sizes its pages and reports to fit, and says
 // so where it shortened anything; structured content is never cut.
