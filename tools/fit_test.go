@@ -240,6 +240,35 @@ func TestResultsFit(t *testing.T) {
 		t.Fatalf("the text repeats the notice: %.600s", text(res))
 	}
 
+	// an import too large for its keys to fit one result: the first ones,
+	// said in both parts
+	if !testing.Short() {
+		var huge strings.Builder
+		for i := 0; i < 4000; i++ {
+			fmt.Fprintf(&huge, "- huge %d\n", i)
+		}
+		res, sc = call(t, f.c, "import_outline", map[string]any{"content": huge.String()})
+		fitted(t, "import_outline", res, sc)
+		keys := createdKeys(sc)
+		if len(keys) == 0 || len(keys) >= 4000 || int(sc["createdTotal"].(float64)) != 4000 {
+			t.Fatalf("a 4,000-bullet import lists %d keys (createdTotal %v)", len(keys), sc["createdTotal"])
+		}
+		saidIn(t, "import_outline", res, map[string]any{"notices": sc["diagnostics"]}, fmt.Sprintf("keys lists the first %d of the 4000", len(keys)))
+		snap, err := f.repo.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := map[string]string{}
+		for _, r := range snap.Records {
+			in[r.RKey], _ = r.Value["text"].(string)
+		}
+		for i, k := range keys {
+			if in[k] != fmt.Sprintf("huge %d", i) {
+				t.Fatalf("key %d %s: the repository has %q", i, k, in[k])
+			}
+		}
+	}
+
 	// a 600-bullet dry run
 	res, sc = call(t, f.c, "insert_after", map[string]any{"parent": big, "position": "first", "nodes": nodes[:600], "dry_run": true})
 	fitted(t, "insert_after", res, sc)

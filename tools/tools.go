@@ -337,7 +337,7 @@ func writeResult(out *outline.Outcome, a Args) *mcp.CallToolResult {
 func writeReport(out *outline.Outcome, rep report) *mcp.CallToolResult {
 	rows, dump := previewRows, true
 	for {
-		res, textCut := buildWrite(out, rep, rows, dump, -1)
+		res, textCut := buildWrite(out, rep, rows, dump, -1, -1)
 		size := ResultSize(res)
 		switch {
 		case size <= ResultBudget:
@@ -354,7 +354,15 @@ func writeReport(out *outline.Outcome, rep report) *mcp.CallToolResult {
 		}
 		// list fewer keys in the text: every key stays in keys
 		room := textCut - (size - ResultBudget) - 512
-		res, _ = buildWrite(out, rep, rows, dump, max(0, room))
+		res, _ = buildWrite(out, rep, rows, dump, max(0, room), -1)
+		if size = ResultSize(res); size <= ResultBudget {
+			return res
+		}
+		// a write too large for its keys to fit one result (some 3,000
+		// bullets): the first ones, and the result says so in both parts
+		n := len(out.Plan.Created)
+		keep := max(0, n-(size-ResultBudget+1024)*n/max(1, size))
+		res, _ = buildWrite(out, rep, rows, dump, 0, keep)
 		return res
 	}
 }
@@ -363,7 +371,7 @@ func writeReport(out *outline.Outcome, rep report) *mcp.CallToolResult {
 // a side, the dry run's records listed (dump), and at most textKeys bytes
 // of created keys in the text (< 0: all). It returns the bytes the text's
 // key list took (-1: none).
-func buildWrite(out *outline.Outcome, rep report, rows int, dump bool, textKeys int) (*mcp.CallToolResult, int) {
+func buildWrite(out *outline.Outcome, rep report, rows int, dump bool, textKeys, maxKeys int) (*mcp.CallToolResult, int) {
 	p := out.Plan
 	r := WriteResult{Summary: p.Summary, DryRun: out.DryRun, Cost: p.Cost, NoChange: out.NoChange}
 	diags := append(append([]string(nil), p.Diagnostics...), rep.notes...)
@@ -373,7 +381,11 @@ func buildWrite(out *outline.Outcome, rep report, rows int, dump bool, textKeys 
 		}
 	} else {
 		r.CreatedTotal = len(p.Created)
-		for _, c := range p.Created {
+		for i, c := range p.Created {
+			if maxKeys >= 0 && i == maxKeys {
+				diags = append(diags, fmt.Sprintf("keys lists the first %d of the %d records created, all that fit one result; read_outline shows the others (they follow in input order)", maxKeys, len(p.Created)))
+				break
+			}
 			r.Keys = append(r.Keys, c.RKey)
 			if rep.lines != nil {
 				r.Lines = append(r.Lines, rep.lines[c.Input])
@@ -440,7 +452,7 @@ func buildWrite(out *outline.Outcome, rep report, rows int, dump bool, textKeys 
 			keyText.WriteString(e)
 		}
 		if listed < len(r.Keys) {
-			diags = append(diags, fmt.Sprintf("the text lists the keys of the first %d of %d created bullets to fit one result; keys has every one", listed, len(r.Keys)))
+			diags = append(diags, fmt.Sprintf("the text lists the keys of the first %d of %d created bullets to fit one result; keys has %d", listed, len(p.Created), len(r.Keys)))
 		}
 	}
 	r.Diagnostics = dedupe(diags)
@@ -484,9 +496,9 @@ func buildWrite(out *outline.Outcome, rep report, rows int, dump bool, textKeys 
 		if r.Lines != nil {
 			how = "input line→key"
 		}
-		fmt.Fprintf(&b, "\nCreated %d (%s): %s", len(r.Keys), how, keyText.String())
-		if listed < len(r.Keys) {
-			fmt.Fprintf(&b, " … and %d more (listed in the structured content's keys; read_outline shows them with their text)", len(r.Keys)-listed)
+		fmt.Fprintf(&b, "\nCreated %d (%s): %s", len(p.Created), how, keyText.String())
+		if listed < len(p.Created) {
+			fmt.Fprintf(&b, " … and %d more (the structured content's keys lists %d; read_outline shows them all with their text)", len(p.Created)-listed, len(r.Keys))
 		}
 		cut = keyText.Len()
 	}
