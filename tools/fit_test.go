@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
 
@@ -275,6 +276,17 @@ func TestResultsFit(t *testing.T) {
 	if len(createdKeys(sc)) != 600 || sc["before"] == nil || sc["after"] == nil {
 		t.Fatalf("dry run report: %d keys, before/after %v", len(createdKeys(sc)), sc["before"] != nil)
 	}
+
+	// 2,000 detached bullets (their parent's record deleted under them)
+	if _, err := f.repo.Apply(ctx, "", []store.Write{{Op: store.Delete, Collection: "app.bulleted.node", RKey: big}}); err != nil {
+		t.Fatal(err)
+	}
+	res, sc = call(t, f.c, "list_detached", map[string]any{})
+	fitted(t, "list_detached", res, sc)
+	if d := len(sc["detached"].([]any)); d == 0 || d >= n || int(sc["detachedTotal"].(float64)) != n {
+		t.Fatalf("list_detached lists %d of %v", d, sc["detachedTotal"])
+	}
+	saidIn(t, "list_detached", res, sc, "then call list_detached again")
 }
 
 // A json row costs at most twice its text line: a 2,000-child level (todos,

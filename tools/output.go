@@ -77,7 +77,7 @@ var (
 
 	searchOutput = outSchema(map[string]any{"did": tString, "uriPrefix": tString, "hits": tObjs, "cursor": tString}, []string{"did", "hits"})
 
-	detachedOutput = outSchema(map[string]any{"detached": tObjs, "contributions": tObjs}, []string{"detached"})
+	detachedOutput = outSchema(map[string]any{"detached": tObjs, "detachedTotal": tInt, "contributions": tObjs}, []string{"detached"})
 
 	validateOutput = outSchema(map[string]any{"valid": tBool, "problems": tObjs, "notes": tObjs}, []string{"valid"})
 )

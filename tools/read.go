@@ -317,7 +317,23 @@ func listDetachedTool() Tool {
 		if len(contributions) > 0 {
 			b.WriteString("Contributions to shared outlines (not detached, do not move):\n" + c.String())
 		}
-		return mcp.NewToolResultStructured(map[string]any{"detached": rows, "contributions": contributions}, b.String()), nil
+		res := mcp.NewToolResultStructured(map[string]any{"detached": rows, "contributions": contributions}, b.String())
+		// a list too long for one result: the first ones, said in both
+		// parts (re-attaching or deleting them shortens the list)
+		for n := len(rows); ResultSize(res) > ResultBudget && n > 1; {
+			n = max(1, min(n-1, n*ResultBudget/ResultSize(res)))
+			var lb strings.Builder
+			for _, r := range rows[:n] {
+				fmt.Fprintf(&lb, "- %s ·%s (%s)\n", r.Text, r.RKey, r.Reason)
+			}
+			note := fmt.Sprintf("this lists %d of the %d detached bullets, all that fit one result; re-attach or delete them, then call list_detached again for the rest", n, len(rows))
+			lb.WriteString("Note: " + note + "\n")
+			if len(contributions) > 0 {
+				lb.WriteString("Contributions to shared outlines (not detached, do not move):\n" + c.String())
+			}
+			res = mcp.NewToolResultStructured(map[string]any{"detached": rows[:n], "detachedTotal": len(rows), "contributions": contributions, "notices": []string{note}}, lb.String())
+		}
+		return res, nil
 	}
 	return detached
 }
