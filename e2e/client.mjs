@@ -65,14 +65,18 @@ await call('move_node', { node: milk, after: coffee })
 await call('complete_todo', { node: eggs })
 
 // read back and check order, state, note
-const read = await call('read_outline', { format: 'json', depth: 3 })
+const read = await call('read_outline', { format: 'json', depth: 3, notes: true })
 const top = read.structuredContent.nodes
 check(top.length === 1 && top[0].text === 'Groceries', `top ${JSON.stringify(top)}`)
 const kids = top[0].children
 check(JSON.stringify(kids.map((k) => k.text)) === JSON.stringify(['Coffee', 'Milk', 'Eggs', 'Bread']), `order ${kids.map((k) => k.text)}`)
 const byText = Object.fromEntries(kids.map((k) => [k.text, k]))
-check(!!byText.Eggs.completedAt && byText.Eggs.note === 'Jumbo, if they have them', `eggs ${JSON.stringify(byText.Eggs)}`)
-check(!!byText.Bread.completedAt && !byText.Milk.completedAt, 'todo states')
+check(byText.Eggs.state === 'done' && byText.Eggs.note === 'Jumbo, if they have them', `eggs ${JSON.stringify(byText.Eggs)}`)
+check(byText.Bread.state === 'done' && byText.Milk.state === 'open', 'todo states')
+// the full form: the app view's getOutline rows
+const full = await call('read_outline', { node: groceries, format: 'json', fields: 'full' })
+check(full.structuredContent.nodes.every((n) => n.uri && n.cid && n.sortKey && n.createdAt), `full rows ${JSON.stringify(full.structuredContent.nodes[0])}`)
+check(!!full.structuredContent.nodes.find((n) => n.rkey === eggs).completedAt, 'full rows: completedAt')
 check(byText.Eggs.rkey === eggs && byText.Bread.rkey === bread, 'record keys kept')
 
 const text = await call('read_outline', {})

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
@@ -54,8 +55,10 @@ type Options struct {
 }
 
 // MaxResultBytes bounds a tool result (text and structured content
-// together), about 20,000 tokens: larger results are cut with a marker.
-const MaxResultBytes = 80_000
+// together, as sent), about 15,000 tokens. Every tool sizes its pages and
+// reports to fit (tools.MaxResult; TestResultsFit checks them on big
+// inputs); bound is the last resort for a result that does not.
+const MaxResultBytes = tools.MaxResult
 
 // NewWithOptions is NewWith with a choice of tool families.
 func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
@@ -169,6 +172,13 @@ func noteStore(env *tools.Env, res *mcp.CallToolResult) *mcp.CallToolResult {
 	if !placed {
 		res.Content = append([]mcp.Content{mcp.NewTextContent(text)}, res.Content...)
 	}
+	addNotices(res, notes)
+	return res
+}
+
+// addNotices adds notes to the structured content's notices (after the
+// ones already there).
+func addNotices(res *mcp.CallToolResult, notes []string) {
 	sc, ok := res.StructuredContent.(map[string]any)
 	if !ok {
 		sc = map[string]any{}
@@ -183,46 +193,47 @@ func noteStore(env *tools.Env, res *mcp.CallToolResult) *mcp.CallToolResult {
 			}
 		}
 	}
-	sc["notices"] = notes
+	var all []string
+	switch old := sc["notices"].(type) {
+	case []string:
+		all = append(all, old...)
+	case []any:
+		for _, n := range old {
+			if s, ok := n.(string); ok {
+				all = append(all, s)
+			}
+		}
+	}
+	sc["notices"] = append(all, notes...)
 	res.StructuredContent = sc
-	return res
 }
 
-// bound cuts a result over MaxResultBytes: the text is shortened with a
-// marker and the structured content replaced by a note saying so.
+// bound is the last resort for a result over MaxResultBytes (a bug: every
+// tool fits its results): the structured content is kept whole, never
+// replaced or cut, and the text is shortened at a line end with a marker
+// saying so, also in the structured content's notices.
 func bound(res *mcp.CallToolResult) *mcp.CallToolResult {
-	if res == nil {
+	over := tools.ResultSize(res) - MaxResultBytes
+	if res == nil || over <= 0 {
 		return res
 	}
-	size := 0
-	for _, c := range res.Content {
-		if tc, ok := c.(mcp.TextContent); ok {
-			size += len(tc.Text)
-		}
-	}
-	sc, _ := json.Marshal(res.StructuredContent)
-	size += len(sc)
-	if size <= MaxResultBytes {
-		return res
-	}
-	budget := MaxResultBytes / 2
 	for i, c := range res.Content {
 		tc, ok := c.(mcp.TextContent)
-		if !ok {
+		if !ok || over <= 0 || len(tc.Text) < 1024 {
 			continue
 		}
-		if len(tc.Text) > budget {
-			cut := strings.LastIndexByte(tc.Text[:budget], '\n')
-			if cut < budget/2 {
-				cut = budget
-			}
-			tc.Text = tc.Text[:cut] + fmt.Sprintf("\n[truncated: %d more bytes; ask for less: a smaller limit or depth, a node to zoom to, or the cursor of a paged read]", len(tc.Text)-cut)
-			res.Content[i] = tc
+		keep := max(len(tc.Text)-over-512, len(tc.Text)/8)
+		if nl := strings.LastIndexByte(tc.Text[:keep], '\n'); nl > keep/2 {
+			keep = nl
 		}
-		budget = 0
-	}
-	if len(sc) > MaxResultBytes/2 {
-		res.StructuredContent = map[string]any{"truncated": true, "summary": "the structured result was too large; the text content carries its beginning"}
+		for keep > 0 && !utf8.RuneStart(tc.Text[keep]) {
+			keep--
+		}
+		msg := fmt.Sprintf("the text was cut after %d bytes (%d more not shown) to fit one result; the structured content is complete", keep, len(tc.Text)-keep)
+		tc.Text = tc.Text[:keep] + "\n[" + msg + "]"
+		res.Content[i] = tc
+		over = tools.ResultSize(res) - MaxResultBytes
+		addNotices(res, []string{msg})
 	}
 	return res
 }

@@ -22,14 +22,14 @@ func TestImportSearchAndPageTools(t *testing.T) {
 	if res.IsError {
 		t.Fatal(text(res))
 	}
-	lines, _ := sc["lines"].([]any)
+	created, _ := sc["created"].([]any)
 	byLine := map[float64]string{}
-	for _, l := range lines {
+	for _, l := range created {
 		m := l.(map[string]any)
 		byLine[m["line"].(float64)] = m["rkey"].(string)
 	}
 	if len(byLine) != 4 || byLine[2] == "" || byLine[5] == "" {
-		t.Fatalf("lines %v", lines)
+		t.Fatalf("created %v", created)
 	}
 	res, sc = call(t, c, "search", map[string]any{"text": "budget REVIEW", "state": "open"})
 	hits, _ := sc["hits"].([]any)

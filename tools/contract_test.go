@@ -3,7 +3,6 @@ package tools_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"regexp"
 	"slices"
@@ -220,44 +219,6 @@ func checkOutput(t *testing.T, f *fixture, tool string, args map[string]any) {
 	inst, _ := jsonschema.UnmarshalJSON(strings.NewReader(string(b)))
 	if err := sch.Validate(inst); err != nil {
 		t.Fatalf("%s %v: structured content does not match the output schema: %v\n%s", tool, args, err, b)
-	}
-}
-
-// Results stay within the bound, with a continuation: a 2,000-bullet read
-// and a 1,000-bullet dry run.
-func TestResultSizeBound(t *testing.T) {
-	f := newFixture(t)
-	nodes := make([]any, 2000)
-	for i := range nodes {
-		nodes[i] = map[string]any{"text": fmt.Sprintf("bullet number %d with some words to make it longer", i)}
-	}
-	if res, _ := call(t, f.c, "insert_after", map[string]any{"nodes": nodes}); res.IsError {
-		t.Fatal(text(res))
-	}
-	size := func(res *mcp.CallToolResult) int {
-		b, _ := json.Marshal(res)
-		return len(b)
-	}
-	for _, format := range []string{"text", "json"} {
-		res, sc := call(t, f.c, "read_outline", map[string]any{"format": format, "limit": 5000})
-		if n := size(res); n > server.MaxResultBytes+4096 {
-			t.Fatalf("%s read of 2,000 bullets: %d bytes", format, n)
-		}
-		cur, _ := sc["cursor"].(string)
-		if cur == "" || !strings.Contains(text(res), "cursor") {
-			t.Fatalf("%s read cut without a continuation: %.300s", format, text(res))
-		}
-		res2, _ := call(t, f.c, "read_outline", map[string]any{"format": format, "limit": 5000, "cursor": cur})
-		if res2.IsError {
-			t.Fatalf("continuing: %s", text(res2))
-		}
-	}
-	res, _ := call(t, f.c, "insert_after", map[string]any{"nodes": nodes[:1000], "dry_run": true})
-	if n := size(res); res.IsError || n > server.MaxResultBytes+4096 {
-		t.Fatalf("1,000-bullet dry run: %d bytes (error %v)", n, res.IsError)
-	}
-	if !strings.Contains(text(res), "more") {
-		t.Fatalf("a cut dry run does not say how to see the rest: %.300s", text(res))
 	}
 }
 

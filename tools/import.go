@@ -2,10 +2,7 @@ package tools
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -47,42 +44,9 @@ func importTool() Tool {
 		if err != nil {
 			return toolError(err)
 		}
-		res := writeResult(out, a)
-		// add the input line of each created bullet
-		type line struct {
-			RKey string `json:"rkey"`
-			Line int    `json:"line"`
-			Text string `json:"text,omitempty"`
-		}
-		var lines []line
-		var b strings.Builder
-		for _, c := range out.Plan.Created {
-			if n, ok := d.Lines[c.Input]; ok {
-				lines = append(lines, line{c.RKey, n, c.Text})
-				fmt.Fprintf(&b, "line %d → ·%s\n", n, c.RKey)
-			}
-		}
-		var sc map[string]any
-		raw, _ := json.Marshal(res.StructuredContent)
-		if err := json.Unmarshal(raw, &sc); err != nil {
-			return nil, err
-		}
-		sc["lines"] = lines
-		if len(d.Notes) > 0 {
-			// what of the input was not imported (an export's Detached
-			// section), in the diagnostics and the text
-			diags, _ := sc["diagnostics"].([]any)
-			for _, n := range d.Notes {
-				diags = append(diags, n)
-			}
-			sc["diagnostics"] = diags
-			res.Content = append(res.Content, mcp.NewTextContent("Note: "+strings.Join(d.Notes, "\nNote: ")))
-		}
-		res.StructuredContent = sc
-		if b.Len() > 0 {
-			res.Content = append(res.Content, mcp.NewTextContent("Created from input lines:\n"+b.String()))
-		}
-		return res, nil
+		// each created bullet's input line; what of the input was not
+		// imported (an export's Detached section) in the diagnostics
+		return writeReport(out, report{lines: d.Lines, notes: d.Notes}), nil
 	}
 	return t
 }

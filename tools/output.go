@@ -10,7 +10,7 @@ import "github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 // every success of that tool has.
 
 func outSchema(props map[string]any, successes ...[]string) map[string]any {
-	p := map[string]any{"error": errorSchema, "truncated": map[string]any{"type": "boolean"}}
+	p := map[string]any{"error": errorSchema, "truncated": tBool, "notices": tStrs}
 	for k, v := range props {
 		p[k] = v
 	}
@@ -44,7 +44,7 @@ var (
 		"required": []string{"kind", "message"}}
 
 	createdSchema = map[string]any{"type": "array", "items": map[string]any{"type": "object",
-		"properties": map[string]any{"rkey": tString, "uri": tString, "input": tString, "text": tString, "sortKey": tString, "line": tInt},
+		"properties": map[string]any{"rkey": tString, "input": tString, "text": tString, "line": tInt},
 		"required":   []string{"rkey"}}}
 
 	writeProps = map[string]any{
@@ -53,6 +53,8 @@ var (
 		"noChange":        tBool,
 		"operation":       tString,
 		"created":         createdSchema,
+		"keys":            tStrs,
+		"lines":           map[string]any{"type": "array", "items": tInt},
 		"createdTotal":    tInt,
 		"cost":            tInt,
 		"budgetRemaining": tInt,
@@ -62,7 +64,6 @@ var (
 		"writes":          tObjs,
 		"before":          tString,
 		"after":           tString,
-		"lines":           tObjs,
 		"operations":      tObjs,
 	}
 	writeOutput = outSchema(writeProps, []string{"summary", "dryRun", "cost"})
@@ -70,13 +71,13 @@ var (
 	opsOutput = outSchema(writeProps, []string{"summary", "dryRun", "cost"}, []string{"operations"})
 
 	readOutput = outSchema(map[string]any{
-		"did": tString, "handle": tString, "outline": tObject, "truncated": tBool, "stop": tString, "total": tInt,
-		"cursor": tString, "next": tString, "nodes": tObjs, "root": tObject, "markdown": tString, "opml": tString,
+		"did": tString, "handle": tString, "uriPrefix": tString, "outline": tObject, "truncated": tBool, "stop": tString, "total": tInt,
+		"cursor": tString, "next": tString, "nodes": tObjs, "root": tObject, "text": tString, "markdown": tString, "opml": tString,
 	}, []string{"did"})
 
-	searchOutput = outSchema(map[string]any{"did": tString, "hits": tObjs, "cursor": tString}, []string{"did", "hits"})
+	searchOutput = outSchema(map[string]any{"did": tString, "uriPrefix": tString, "hits": tObjs, "cursor": tString}, []string{"did", "hits"})
 
-	detachedOutput = outSchema(map[string]any{"detached": tObjs, "contributions": tObjs}, []string{"detached"})
+	detachedOutput = outSchema(map[string]any{"detached": tObjs, "detachedTotal": tInt, "contributions": tObjs}, []string{"detached"})
 
 	validateOutput = outSchema(map[string]any{"valid": tBool, "problems": tObjs, "notes": tObjs}, []string{"valid"})
 )

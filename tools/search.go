@@ -13,6 +13,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/search"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/view"
+	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
 
 // index returns the search index of repository did, kept in env's cache
@@ -100,42 +101,113 @@ func searchTool() Tool {
 		if err != nil {
 			return badArgs("%v", err)
 		}
-		r := &search.Result{Hits: []search.Hit{}}
-		if !inContrib {
-			if r, err = env.index(tr.DID.String()).Search(tr, q); errors.Is(err, search.ErrQuery) || errors.Is(err, search.ErrCursor) {
-				return badArgs("%v", err)
-			} else if err != nil {
-				return nil, err
+		// a page must fit in one result: fewer hits rather than a cut answer
+		asked := q.Limit
+		pg := searchPaging{cur: cur, contribCur: contribCur, change: change}
+		for {
+			res, n, err := searchPage(ctx, env, tr, q, skip, inContrib, fp, asked, &pg)
+			if err != nil || res.IsError {
+				return res, err
 			}
-		}
-		var problems []string
-		if r.Cursor == "" && env.others() != nil {
-			// the owner's own hits are done: contributors' bullets shown
-			// in this outline follow, in the outline's order
-			room := max(0, q.Limit-len(r.Hits))
-			hits, more, probs, cprint := contributionHits(ctx, env, tr, q, skip, room)
-			r.Hits = append(r.Hits, hits...)
-			problems = probs
-			if more {
-				r.Cursor = contribPrefix + fmt.Sprintf("%d.%s.%s.%s", skip+len(hits), fp, tr.Rev, cprint)
+			if size := ResultSize(res); size > ResultBudget && n > 1 {
+				q.Limit = max(1, min(n-1, n*ResultBudget/size))
+				continue
 			}
-			if inContrib {
-				_, was := contribParts(contribCur)
-				change = contributionsChange(change, cur, was, cprint)
-			}
+			env.keepPage(tr, cur, pg.cursor)
+			return withChange(res, pg.change), nil
 		}
-		env.keepPage(tr, cur, r.Cursor)
-		text := hitsText(tr, r)
-		for _, p := range problems {
-			text += "\nnote: " + p
-		}
-		sc := map[string]any{"did": tr.DID.String(), "hits": r.Hits, "cursor": r.Cursor}
-		if len(r.Notices) > 0 {
-			sc["notices"] = r.Notices
-		}
-		return withChange(mcp.NewToolResultStructured(sc, text), change), nil
 	}
 	return t
+}
+
+// hit is a search hit in the compact form: the URI is the result's
+// uriPrefix + rkey (a contributor's: at://AUTHOR/app.bulleted.node/ + rkey).
+type hit struct {
+	RKey       string   `json:"rkey"`
+	Text       string   `json:"text"`
+	InNote     bool     `json:"inNote,omitempty"`
+	Note       string   `json:"note,omitempty"`
+	Breadcrumb []string `json:"breadcrumb"`
+	Parent     string   `json:"parent,omitempty"`
+	Layout     string   `json:"layout,omitempty"`
+	State      string   `json:"state,omitempty"`
+	ChildCount int      `json:"childCount,omitempty"`
+	Author     string   `json:"author,omitempty"`
+}
+
+// searchPage runs q (the outline's own hits, then contributors' bullets
+// shown in it) and returns the result and how many hits it holds.
+// searchPaging is what a search page carries between tries: the current
+// tree and the contributors' cursor it came with, the change to report, and
+// the cursor the page gives (its tree is kept for it).
+type searchPaging struct {
+	cur        *outline.Tree
+	contribCur string
+	change     *pageChange
+	cursor     string
+}
+
+func searchPage(ctx context.Context, env *Env, tr *outline.Tree, q search.Query, skip int, inContrib bool, fp string, asked int, pg *searchPaging) (*mcp.CallToolResult, int, error) {
+	r := &search.Result{Hits: []search.Hit{}}
+	var err error
+	if !inContrib {
+		if r, err = env.index(tr.DID.String()).Search(tr, q); errors.Is(err, search.ErrQuery) || errors.Is(err, search.ErrCursor) {
+			res, err := badArgs("%v", err)
+			return res, 0, err
+		} else if err != nil {
+			return nil, 0, err
+		}
+	}
+	var problems []string
+	change := pg.change
+	if r.Cursor == "" && env.others() != nil {
+		// the owner's own hits are done: contributors' bullets shown
+		// in this outline follow, in the outline's order
+		room := max(0, q.Limit-len(r.Hits))
+		hits, more, probs, cprint := contributionHits(ctx, env, tr, q, skip, room)
+		r.Hits = append(r.Hits, hits...)
+		problems = probs
+		if more {
+			r.Cursor = contribPrefix + fmt.Sprintf("%d.%s.%s.%s", skip+len(hits), fp, tr.Rev, cprint)
+		}
+		if inContrib {
+			_, was := contribParts(pg.contribCur)
+			change = contributionsChange(change, pg.cur, was, cprint)
+		}
+	}
+	pg.cursor = r.Cursor
+	problems = append(problems, r.Notices...)
+	if q.Limit < asked && r.Cursor != "" {
+		problems = append(problems, fmt.Sprintf("this page holds %d hit(s), fewer than limit=%d, to fit one result (%d KB); the cursor continues after them", len(r.Hits), asked, MaxResult/1000))
+	}
+	text := hitsText(tr, r)
+	for _, p := range problems {
+		text += "\nnote: " + p
+	}
+	hits := make([]hit, len(r.Hits))
+	for i, h := range r.Hits {
+		hits[i] = hit{RKey: h.RKey, Text: h.Text, InNote: h.InNote, Note: h.Note, Breadcrumb: h.Breadcrumb, Parent: h.Parent, Layout: h.Layout, ChildCount: h.ChildCount, Author: h.Author}
+		if hits[i].Breadcrumb == nil {
+			hits[i].Breadcrumb = []string{}
+		}
+		switch {
+		case h.Done:
+			hits[i].State = "done"
+		case h.Layout == "todo":
+			hits[i].State = "open"
+		}
+	}
+	sc := map[string]any{"did": tr.DID.String(), "uriPrefix": "at://" + tr.DID.String() + "/" + lexicon.Node + "/", "hits": hits}
+	if r.Cursor != "" {
+		sc["cursor"] = r.Cursor
+	}
+	if len(problems) > 0 {
+		sc["notices"] = problems
+	}
+	if change != pg.change {
+		pg.change = change
+	}
+	return mcp.NewToolResultStructured(sc, text), len(r.Hits), nil
 }
 
 func hitsText(t *outline.Tree, r *search.Result) string {

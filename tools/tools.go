@@ -282,29 +282,40 @@ func badArgs(format string, args ...any) (*mcp.CallToolResult, error) {
 
 // WriteResult is the structured result of every write tool.
 type WriteResult struct {
-	Summary      string    `json:"summary"`
-	DryRun       bool      `json:"dryRun"`
-	NoChange     bool      `json:"noChange,omitempty"`
-	Operation    string    `json:"operation,omitempty"`
-	Created      []Created `json:"created,omitempty"`
-	CreatedTotal int       `json:"createdTotal,omitempty"`
-	Commit       *Commit   `json:"commit,omitempty"`
-	Commits      int       `json:"commits,omitempty"`
-	Cost         int       `json:"cost"`
+	Summary   string `json:"summary"`
+	DryRun    bool   `json:"dryRun"`
+	NoChange  bool   `json:"noChange,omitempty"`
+	Operation string `json:"operation,omitempty"`
+	// Created lists the records created, with their input position and
+	// text, for writes of up to maxListed; larger writes give Keys.
+	Created []Created `json:"created,omitempty"`
+	// Keys are the keys of every record created, in input order (the k-th
+	// bullet of the input, children after their parent), for writes of
+	// more than maxListed; Lines is each one's input line (imports).
+	Keys         []string `json:"keys,omitempty"`
+	Lines        []int    `json:"lines,omitempty"`
+	CreatedTotal int      `json:"createdTotal,omitempty"`
+	Commit       *Commit  `json:"commit,omitempty"`
+	Commits      int      `json:"commits,omitempty"`
+	Cost         int      `json:"cost"`
 	// BudgetRemaining is the write budget left in the rolling hour
 	// (absent when the repository has no budget, as the embedded store).
 	BudgetRemaining *int          `json:"budgetRemaining,omitempty"`
 	Writes          []store.Write `json:"writes,omitempty"`
-	Diagnostics     []string      `json:"diagnostics,omitempty"`
-	Before          string        `json:"before,omitempty"`
-	After           string        `json:"after,omitempty"`
+	// Diagnostics are the plan's notices, each distinct one once (a count
+	// says how many times it came up).
+	Diagnostics []string `json:"diagnostics,omitempty"`
+	Before      string   `json:"before,omitempty"`
+	After       string   `json:"after,omitempty"`
 }
 
 // Created is a record a write created: its key, the input position it came
-// from (nodes[0].children[2]) and its text, shortened.
+// from (nodes[0].children[2]; an import's input line) and its text,
+// shortened.
 type Created struct {
 	RKey  string `json:"rkey"`
 	Input string `json:"input,omitempty"`
+	Line  int    `json:"line,omitempty"`
 	Text  string `json:"text,omitempty"`
 }
 
@@ -314,28 +325,89 @@ type Commit struct {
 	Rev string `json:"rev"`
 }
 
-// maxListed bounds the created keys listed in one result.
-const maxListed = 200
+// maxListed is the largest write whose created records are listed as
+// objects (input position and text); larger ones list keys.
+const maxListed = 20
 
 // maxDumped is the largest dry run whose records are shown whole.
 const maxDumped = 20
 
-// writeResult is the result of a write: compact (a dry run adds the
-// records it would write and the before/after view), the same information
-// in text and structured content, commit CIDs and revs in structured
-// content only.
+// report is what a write report holds beyond the outcome.
+type report struct {
+	lines map[string]int // input position → input line (imports)
+	notes []string       // what of the input was not written, and why
+}
+
+// writeResult is the result of a write (see writeReport).
 func writeResult(out *outline.Outcome, a Args) *mcp.CallToolResult {
-	p := out.Plan
-	// a small dry run shows its records; a large one counts them (the
-	// before/after view shows its effect)
-	verbose := out.DryRun && len(p.Writes) <= maxDumped
-	r := WriteResult{Summary: p.Summary, DryRun: out.DryRun, Cost: p.Cost, Diagnostics: p.Diagnostics, NoChange: out.NoChange}
-	for i, c := range p.Created {
-		if i == maxListed {
-			r.CreatedTotal = len(p.Created)
-			break
+	return writeReport(out, report{})
+}
+
+// writeReport is the result of a write: compact (a dry run adds the
+// records it would write and the before/after view), the same information
+// in the text and the structured content (clients show the model one or
+// the other), commit CIDs and revs in the structured content only. It fits
+// in ResultBudget: the before/after view gets fewer rows, then a dry run's
+// records are counted rather than listed, then the text lists fewer keys
+// (every key stays in the structured content), each step said in both
+// parts.
+func writeReport(out *outline.Outcome, rep report) *mcp.CallToolResult {
+	rows, dump := previewRows, true
+	for {
+		res, textCut := buildWrite(out, rep, rows, dump, -1, -1)
+		size := ResultSize(res)
+		switch {
+		case size <= ResultBudget:
+			return res
+		case out.DryRun && out.Before != nil && rows > 5:
+			rows /= 2
+			continue
+		case dump && out.DryRun && len(out.Plan.Writes) <= maxDumped:
+			dump = false
+			continue
 		}
-		r.Created = append(r.Created, Created{RKey: c.RKey, Input: c.Input, Text: clip(c.Text, 40)})
+		if textCut < 0 {
+			return res // nothing more to shorten; the server's bound says so
+		}
+		// list fewer keys in the text: every key stays in keys
+		room := textCut - (size - ResultBudget) - 512
+		res, _ = buildWrite(out, rep, rows, dump, max(0, room), -1)
+		if size = ResultSize(res); size <= ResultBudget {
+			return res
+		}
+		// a write too large for its keys to fit one result (some 3,000
+		// bullets): the first ones, and the result says so in both parts
+		n := len(out.Plan.Created)
+		keep := max(0, n-(size-ResultBudget+1024)*n/max(1, size))
+		res, _ = buildWrite(out, rep, rows, dump, 0, keep)
+		return res
+	}
+}
+
+// buildWrite builds a write report with a before/after view of rows rows
+// a side, the dry run's records listed (dump), and at most textKeys bytes
+// of created keys in the text (< 0: all). It returns the bytes the text's
+// key list took (-1: none).
+func buildWrite(out *outline.Outcome, rep report, rows int, dump bool, textKeys, maxKeys int) (*mcp.CallToolResult, int) {
+	p := out.Plan
+	r := WriteResult{Summary: p.Summary, DryRun: out.DryRun, Cost: p.Cost, NoChange: out.NoChange}
+	diags := append(append([]string(nil), p.Diagnostics...), rep.notes...)
+	if len(p.Created) <= maxListed {
+		for _, c := range p.Created {
+			r.Created = append(r.Created, Created{RKey: c.RKey, Input: c.Input, Line: rep.lines[c.Input], Text: clip(c.Text, 40)})
+		}
+	} else {
+		r.CreatedTotal = len(p.Created)
+		for i, c := range p.Created {
+			if maxKeys >= 0 && i == maxKeys {
+				diags = append(diags, fmt.Sprintf("keys lists the first %d of the %d records created, all that fit one result; read_outline shows the others (they follow in input order)", maxKeys, len(p.Created)))
+				break
+			}
+			r.Keys = append(r.Keys, c.RKey)
+			if rep.lines != nil {
+				r.Lines = append(r.Lines, rep.lines[c.Input])
+			}
+		}
 	}
 	if out.Op != nil {
 		r.Operation = out.Op.ID
@@ -349,7 +421,7 @@ func writeResult(out *outline.Outcome, a Args) *mcp.CallToolResult {
 		r.Commit = &Commit{CID: last.Commit, Rev: last.Rev}
 		r.Commits = n
 	}
-	if verbose {
+	if out.DryRun && dump && len(p.Writes) <= maxDumped {
 		r.Writes = p.Writes
 	} else if out.DryRun {
 		counts := map[string]int{}
@@ -365,11 +437,42 @@ func writeResult(out *outline.Outcome, a Args) *mcp.CallToolResult {
 		for _, k := range keys {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
 		}
-		r.Diagnostics = append(r.Diagnostics, "writes: "+strings.Join(parts, ", ")+" (records are listed for dry runs of up to 20 writes)")
+		why := "records are listed for dry runs of up to 20 writes"
+		if len(p.Writes) <= maxDumped {
+			why = "the records are too large to list in one result"
+		}
+		diags = append(diags, "writes: "+strings.Join(parts, ", ")+" ("+why+")")
 	}
 	if out.DryRun && out.Before != nil && len(p.Writes) > 0 {
-		r.Before, r.After = preview(out.Before, p)
+		r.Before, r.After = preview(out.Before, p, rows)
+		if rows < previewRows {
+			diags = append(diags, fmt.Sprintf("the before/after views show at most %d rows a side to fit one result", rows))
+		}
 	}
+	listed := len(r.Keys)
+	var keyText strings.Builder
+	if len(r.Keys) > 0 {
+		for i, k := range r.Keys {
+			e := ""
+			if i > 0 {
+				e = " "
+			}
+			if r.Lines != nil {
+				e += fmt.Sprintf("%d→%s", r.Lines[i], k)
+			} else {
+				e += k
+			}
+			if textKeys >= 0 && keyText.Len()+len(e) > textKeys {
+				listed = i
+				break
+			}
+			keyText.WriteString(e)
+		}
+		if listed < len(r.Keys) {
+			diags = append(diags, fmt.Sprintf("the text lists the keys of the first %d of %d created bullets to fit one result; keys has %d", listed, len(p.Created), len(r.Keys)))
+		}
+	}
+	r.Diagnostics = dedupe(diags)
 	var b strings.Builder
 	switch {
 	case out.DryRun:
@@ -389,19 +492,32 @@ func writeResult(out *outline.Outcome, a Args) *mcp.CallToolResult {
 	}
 	b.WriteString(".")
 	for _, d := range r.Diagnostics {
-		b.WriteString(" Note: " + d + ".")
+		b.WriteString("\nNote: " + d + ".")
 	}
 	if len(r.Created) > 0 {
 		b.WriteString("\nCreated:")
 		for _, c := range r.Created {
-			fmt.Fprintf(&b, "\n- %s ·%s", c.Input, c.RKey)
+			fmt.Fprintf(&b, "\n- %s", c.Input)
+			if c.Line > 0 {
+				fmt.Fprintf(&b, " (line %d)", c.Line)
+			}
+			fmt.Fprintf(&b, " ·%s", c.RKey)
 			if c.Text != "" {
 				fmt.Fprintf(&b, " %q", c.Text)
 			}
 		}
-		if r.CreatedTotal > 0 {
-			fmt.Fprintf(&b, "\n… %d more; read_outline shows them", r.CreatedTotal-len(r.Created))
+	}
+	cut := -1
+	if len(r.Keys) > 0 {
+		how := "in input order"
+		if r.Lines != nil {
+			how = "input line→key"
 		}
+		fmt.Fprintf(&b, "\nCreated %d (%s): %s", len(p.Created), how, keyText.String())
+		if listed < len(p.Created) {
+			fmt.Fprintf(&b, " … and %d more (the structured content's keys lists %d; read_outline shows them all with their text)", len(p.Created)-listed, len(r.Keys))
+		}
+		cut = keyText.Len()
 	}
 	for _, w := range r.Writes {
 		fmt.Fprintf(&b, "\n%s %s/%s", w.Op, w.Collection, w.RKey)
@@ -409,7 +525,31 @@ func writeResult(out *outline.Outcome, a Args) *mcp.CallToolResult {
 	if r.Before != "" || r.After != "" {
 		b.WriteString("\nBefore:\n" + r.Before + "\nAfter:\n" + r.After)
 	}
-	return mcp.NewToolResultStructured(r, b.String())
+	return mcp.NewToolResultStructured(r, b.String()), cut
+}
+
+// dedupe keeps each distinct notice once, in order of first appearance,
+// with a count when it came up more than once.
+func dedupe(notes []string) []string {
+	if len(notes) == 0 {
+		return nil
+	}
+	count := map[string]int{}
+	var order []string
+	for _, n := range notes {
+		if count[n] == 0 {
+			order = append(order, n)
+		}
+		count[n]++
+	}
+	out := make([]string, len(order))
+	for i, n := range order {
+		out[i] = n
+		if c := count[n]; c > 1 {
+			out[i] = fmt.Sprintf("%s (×%d)", n, c)
+		}
+	}
+	return out
 }
 
 func clip(s string, n int) string {
@@ -421,12 +561,13 @@ func clip(s string, n int) string {
 }
 
 // previewRows bounds each side of a dry run's before/after view.
-const previewRows = 60
+const previewRows = 40
 
 // preview renders the part of the outline a plan touches, before and
 // after, at the same scope: the parent (after the plan) of the first
-// touched bullet.
-func preview(before *outline.Tree, p *outline.Plan) (string, string) {
+// touched bullet; of its children, the touched ones and their neighbours
+// (with their children), the others counted, at most rows lines a side.
+func preview(before *outline.Tree, p *outline.Plan, rows int) (string, string) {
 	after := before.Next(before.Commit, before.Rev, outline.WriteChanges(p.Writes))
 	scope := ""
 	for _, k := range p.Touched {
@@ -443,6 +584,31 @@ func preview(before *outline.Tree, p *outline.Plan) (string, string) {
 			break
 		}
 	}
+	// the touched bullets and their neighbours, in either tree
+	focus := map[string]bool{}
+	for _, t := range []*outline.Tree{before, after} {
+		for _, k := range p.Touched {
+			it, err := t.Resolve(k)
+			if err != nil {
+				continue
+			}
+			focus[k] = true
+			sibs := t.Roots
+			if par := t.Parent(it); par != nil {
+				sibs = par.Children
+			}
+			for i, s := range sibs {
+				if s == it {
+					if i > 0 {
+						focus[sibs[i-1].Key()] = true
+					}
+					if i+1 < len(sibs) {
+						focus[sibs[i+1].Key()] = true
+					}
+				}
+			}
+		}
+	}
 	render := func(t *outline.Tree) string {
 		var root *outline.Item
 		if scope != "" {
@@ -452,11 +618,15 @@ func preview(before *outline.Tree, p *outline.Plan) (string, string) {
 			}
 			root = it
 		}
-		v, err := view.Read(t, root, view.Options{Depth: 2, Limit: previewRows})
+		v, err := view.Read(t, root, view.Options{Depth: 2, Limit: -1})
 		if err != nil {
 			return err.Error()
 		}
-		return v.Text(false) + v.Continue("read_outline")
+		head := ""
+		if root != nil {
+			head = "  "
+		}
+		return around(v.Text(false), head, focus, rows)
 	}
 	return render(before), render(after)
 }
@@ -464,3 +634,68 @@ func preview(before *outline.Tree, p *outline.Plan) (string, string) {
 // others reads another identity's repository (a handle or DID) as a tree;
 // nil when offline.
 func (env *Env) others() outline.Others { return env.Engine.Others() }
+
+// around keeps, of a text view, the blocks (a line starting with head+"- "
+// and the deeper lines under it) that name a focus key (·KEY), the lines
+// before the first block (the title, the root), and counts the blocks left
+// out; at most rows lines.
+func around(txt, head string, focus map[string]bool, rows int) string {
+	var out []string
+	var block []string
+	hit, skipped := false, 0
+	flush := func() {
+		if len(block) == 0 {
+			return
+		}
+		if hit {
+			if skipped > 0 {
+				out = append(out, fmt.Sprintf("%s… %d bullet(s)", head, skipped))
+				skipped = 0
+			}
+			out = append(out, block...)
+		} else {
+			skipped++
+		}
+		block, hit = nil, false
+	}
+	for _, l := range strings.Split(strings.TrimRight(txt, "\n"), "\n") {
+		if strings.HasPrefix(l, head+"- ") {
+			flush()
+		} else if len(block) == 0 {
+			out = append(out, l) // before the first block
+			continue
+		}
+		block = append(block, l)
+		if i := strings.LastIndex(l, "·"); i >= 0 && focus[l[i+len("·"):]] {
+			hit = true
+		}
+	}
+	flush()
+	if skipped > 0 {
+		out = append(out, fmt.Sprintf("%s… %d bullet(s)", head, skipped))
+	}
+	if len(out) > rows {
+		n := len(out) - rows
+		out = append(out[:rows], fmt.Sprintf("… %d more line(s) of the preview not shown", n))
+	}
+	return strings.Join(out, "\n") + "\n"
+}
+
+// MaxResult bounds one tool result, text and structured content together
+// as sent (JSON): every tool sizes its pages and reports to fit, and says
+// so where it shortened anything; structured content is never cut.
+const MaxResult = 60_000
+
+// ResultBudget is what a tool fits its result to: MaxResult less room for
+// the notices the server adds (incomplete operations, what opening the
+// store found).
+const ResultBudget = MaxResult - 4_096
+
+// ResultSize is the size of res as sent: its JSON.
+func ResultSize(res *mcp.CallToolResult) int {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return 0
+	}
+	return len(b)
+}

@@ -87,11 +87,17 @@ func text(res *mcp.CallToolResult) string {
 	return b.String()
 }
 
+// createdKeys are the keys a write created: its created objects (small
+// writes) or keys (larger ones).
 func createdKeys(sc map[string]any) []string {
 	var out []string
 	cs, _ := sc["created"].([]any)
 	for _, c := range cs {
 		out = append(out, c.(map[string]any)["rkey"].(string))
+	}
+	ks, _ := sc["keys"].([]any)
+	for _, k := range ks {
+		out = append(out, k.(string))
 	}
 	return out
 }
@@ -119,13 +125,24 @@ func TestToolsEndToEndInProcess(t *testing.T) {
 	if !strings.Contains(out, "- [ ] Bread ·"+bread+"\n  - [x] Eggs [note] ·"+eggs) {
 		t.Fatalf("outline:\n%s", out)
 	}
-	// json format uses getOutline field names
+	// json rows are compact: what the agent cannot derive, the URI prefix
+	// once; fields=full gives getOutline's field names
 	_, sc = call(t, c, "read_outline", map[string]any{"format": "json"})
-	nodes := sc["nodes"].([]any)
-	row := nodes[0].(map[string]any)
-	for _, f := range []string{"uri", "cid", "rkey", "did", "sortKey", "text", "childCount", "children"} {
+	row := sc["nodes"].([]any)[0].(map[string]any)
+	for _, f := range []string{"rkey", "text", "childCount", "depth", "children"} {
 		if _, ok := row[f]; !ok {
 			t.Fatalf("json row lacks %s: %v", f, row)
+		}
+	}
+	eggRow := row["children"].([]any)[1].(map[string]any)
+	if sc["uriPrefix"] != "at://"+sc["did"].(string)+"/app.bulleted.node/" || row["uri"] != nil || eggRow["state"] != "done" || eggRow["hasNote"] != true || eggRow["layout"] != "todo" {
+		t.Fatalf("compact page: %v", sc)
+	}
+	_, sc = call(t, c, "read_outline", map[string]any{"format": "json", "fields": "full"})
+	row = sc["nodes"].([]any)[0].(map[string]any)
+	for _, f := range []string{"uri", "cid", "rkey", "did", "sortKey", "text", "createdAt", "childCount", "children"} {
+		if _, ok := row[f]; !ok {
+			t.Fatalf("full json row lacks %s: %v", f, row)
 		}
 	}
 	// dry run writes nothing

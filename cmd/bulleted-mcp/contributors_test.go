@@ -201,7 +201,7 @@ func TestContributorsOnPDS(t *testing.T) {
 			}
 		}
 	}
-	ok(ownerEnv, "read_outline", `{"format":"json"}`, &page)
+	ok(ownerEnv, "read_outline", `{"format":"json","fields":"full"}`, &page)
 	if len(page.Nodes) != 2 || len(page.Nodes[0].Children) != 2 {
 		t.Fatalf("json rows: %+v", page.Nodes)
 	}

@@ -427,3 +427,105 @@ func rowOf(t *outline.Tree, it *outline.Item, fields bool) *Row {
 	}
 	return r
 }
+
+// Brief is a row in the compact form read_outline returns by default: what
+// an agent cannot derive and nothing else. The record's URI is the page's
+// uriPrefix + rkey (a contributor's bullet: at://AUTHOR/app.bulleted.node/
+// + rkey; a mirror: collection app.bulleted.mirror); other record fields
+// (cid, sortKey, facets, dates, display) are in the full form (Row).
+type Brief struct {
+	RKey string `json:"rkey"`
+	Text string `json:"text"`
+	// Layout is the record's layout when not a plain bullet.
+	Layout string `json:"layout,omitempty"`
+	// State is "open" or "done" for a todo (done: completedAt is set).
+	State string `json:"state,omitempty"`
+	// ChildCount is the bullet's children (absent: none).
+	ChildCount int  `json:"childCount,omitempty"`
+	Depth      int  `json:"depth"`
+	HasNote    bool `json:"hasNote,omitempty"`
+	// Note is the note's text, with notes=true.
+	Note     string       `json:"note,omitempty"`
+	Mirror   *BriefMirror `json:"mirror,omitempty"`
+	Author   string       `json:"author,omitempty"`
+	ReadOnly bool         `json:"readOnly,omitempty"`
+	Detached string       `json:"detached,omitempty"`
+	Invalid  string       `json:"invalid,omitempty"`
+	Comments []CommentRow `json:"comments,omitempty"`
+	Children []*Brief     `json:"children,omitempty"`
+}
+
+// BriefMirror is MirrorRef with compact rows.
+type BriefMirror struct {
+	Original   string   `json:"original"`
+	Text       string   `json:"text,omitempty"`
+	ChildCount int      `json:"childCount,omitempty"`
+	Missing    bool     `json:"missing,omitempty"`
+	Rows       []*Brief `json:"rows,omitempty"`
+	Cut        string   `json:"cut,omitempty"`
+}
+
+// Page is a View in the compact form: the repository DID and the URI
+// prefix of its bullets once, then Brief rows.
+type Page struct {
+	DID       string      `json:"did"`
+	Handle    string      `json:"handle,omitempty"`
+	URIPrefix string      `json:"uriPrefix"`
+	Outline   *OutlineRef `json:"outline,omitempty"`
+	Root      *Brief      `json:"root,omitempty"`
+	Nodes     []*Brief    `json:"nodes"`
+	Truncated bool        `json:"truncated"`
+	Stop      string      `json:"stop"`
+	Total     int         `json:"total"`
+	Cursor    string      `json:"cursor,omitempty"`
+	Hidden    int         `json:"hiddenBelowDepth,omitempty"`
+}
+
+// Compact is the view in the compact form: nested rows, or flat ones in
+// pre-order (flat); with notes, each row carries its note's text.
+func (v *View) Compact(flat, notes bool) *Page {
+	p := &Page{DID: v.DID, Handle: v.Handle, URIPrefix: "at://" + v.DID + "/" + lexicon.Node + "/", Outline: v.Outline,
+		Nodes: []*Brief{}, Truncated: v.Truncated, Stop: v.Stop, Total: v.Total, Cursor: v.Cursor, Hidden: v.Hidden}
+	if v.Root != nil {
+		p.Root = briefOf(v.Root, notes, false)
+	}
+	if flat {
+		for _, r := range v.flat {
+			p.Nodes = append(p.Nodes, briefOf(r, notes, false))
+		}
+	} else {
+		for _, r := range v.Nodes {
+			p.Nodes = append(p.Nodes, briefOf(r, notes, true))
+		}
+	}
+	return p
+}
+
+func briefOf(r *Row, notes, nested bool) *Brief {
+	b := &Brief{RKey: r.RKey, Text: r.Text, Layout: r.Layout, ChildCount: r.ChildCount, Depth: r.Depth, HasNote: r.Note != "",
+		Author: r.Author, ReadOnly: r.ReadOnly && r.Mirror == nil, Detached: r.Detached, Invalid: r.Invalid, Comments: r.Comments}
+	if b.Layout == "bullet" {
+		b.Layout = ""
+	}
+	switch {
+	case r.CompletedAt != "":
+		b.State = "done"
+	case r.Layout == "todo":
+		b.State = "open"
+	}
+	if notes {
+		b.Note = r.Note
+	}
+	if m := r.Mirror; m != nil {
+		b.Mirror = &BriefMirror{Original: m.Original, Text: m.Text, ChildCount: m.ChildCount, Missing: m.Missing, Cut: m.Cut}
+		for _, c := range m.Rows {
+			b.Mirror.Rows = append(b.Mirror.Rows, briefOf(c, notes, true))
+		}
+	}
+	if nested {
+		for _, c := range r.Children {
+			b.Children = append(b.Children, briefOf(c, notes, true))
+		}
+	}
+	return b
+}
