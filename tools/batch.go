@@ -33,6 +33,7 @@ func batchTool() Tool {
 				"args": map[string]any{"type": "object"},
 			}, "tool", "args")},
 			"dry_run": pDryRun,
+			"plan":    pPlan,
 		}, "ops"),
 		Output: writeOutput,
 		Ann:    Annotations{Destructive: true}}
@@ -64,6 +65,10 @@ func batchTool() Tool {
 			}
 			if _, nested := op.Args["dry_run"]; nested {
 				problems = append(problems, fmt.Sprintf("ops[%d].args.dry_run: not allowed inside apply_batch; the batch's own dry_run covers every op", i))
+				continue
+			}
+			if _, nested := op.Args["plan"]; nested {
+				problems = append(problems, fmt.Sprintf("ops[%d].args.plan: not allowed inside apply_batch; pass the batch's own plan", i))
 				continue
 			}
 			args, err := wt.Check(op.Args)
@@ -99,6 +104,16 @@ func batchTool() Tool {
 		}
 		if len(problems) > 0 {
 			return toolError(&outline.Error{Kind: outline.ErrInvalidInput, Msg: strings.Join(problems, "; "), Next: "fix the named ops and call again; nothing was written"})
+		}
+		if id := a.Str("plan"); id != "" {
+			if dry {
+				return badArgs("plan applies a dry run's plan: pass it without dry_run")
+			}
+			out, err := env.Engine.Apply(ctx, id, intent.Batch(steps))
+			if err != nil {
+				return toolError(err)
+			}
+			return writeResult(out, a), nil
 		}
 		if !dry {
 			out, ask, done, err := confirmed(ctx, env, t.Name, intent.Batch(steps))

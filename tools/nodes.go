@@ -99,6 +99,7 @@ func position(a Args, parentKey string) outline.Position {
 // added to its schema and its handler runs the intent as one operation.
 func writeTool(t Tool, mk func(a Args) (outline.Intent, error)) Tool {
 	t.Schema["properties"].(map[string]any)["dry_run"] = pDryRun
+	t.Schema["properties"].(map[string]any)["plan"] = pPlan
 	t.Intent = mk
 	t.Output = writeOutput
 	if t.Family == "" {
@@ -119,6 +120,15 @@ func writeTool(t Tool, mk func(a Args) (outline.Intent, error)) Tool {
 			return toolError(err)
 		}
 		var out *outline.Outcome
+		if id := a.Str("plan"); id != "" {
+			if dry {
+				return badArgs("plan applies a dry run's plan: pass it without dry_run")
+			}
+			if out, err = env.Engine.Apply(ctx, id, in); err != nil {
+				return toolError(err)
+			}
+			return writeResult(out, a), nil
+		}
 		if !dry {
 			var ask *mcp.CallToolResult
 			var done bool

@@ -52,6 +52,7 @@ var (
 		"dryRun":          tBool,
 		"noChange":        tBool,
 		"operation":       tString,
+		"plan":            tString,
 		"created":         createdSchema,
 		"keys":            tStrs,
 		"lines":           map[string]any{"type": "array", "items": tInt},

@@ -204,6 +204,7 @@ func enum(desc string, vals ...string) map[string]any {
 // the server instructions
 var (
 	pDryRun   = boolean("")
+	pPlan     = str("A dry run's plan id: apply exactly that plan.")
 	pAfter    = str("Sibling to go after.")
 	pPosition = enum("", "first", "last")
 	pRef      = str("")
@@ -286,6 +287,10 @@ type WriteResult struct {
 	DryRun    bool   `json:"dryRun"`
 	NoChange  bool   `json:"noChange,omitempty"`
 	Operation string `json:"operation,omitempty"`
+	// Plan names a dry run's plan: the same call with plan=ID applies
+	// exactly these records, or refuses (conflict) if the outline changed
+	// where they go.
+	Plan string `json:"plan,omitempty"`
 	// Created lists the records created, with their input position and
 	// text, for writes of up to maxListed; larger writes give Keys.
 	Created []Created `json:"created,omitempty"`
@@ -412,6 +417,7 @@ func buildWrite(out *outline.Outcome, rep report, rows int, dump bool, textKeys,
 	if out.Op != nil {
 		r.Operation = out.Op.ID
 	}
+	r.Plan = out.PlanID
 	if out.BudgetLeft >= 0 {
 		left := out.BudgetLeft
 		r.BudgetRemaining = &left
@@ -489,6 +495,9 @@ func buildWrite(out *outline.Outcome, rep report, rows int, dump bool, textKeys,
 	}
 	if r.Operation != "" {
 		fmt.Fprintf(&b, "; operation %s", r.Operation)
+	}
+	if r.Plan != "" {
+		fmt.Fprintf(&b, "; plan %s (the same call with plan=%s applies exactly this)", r.Plan, r.Plan)
 	}
 	b.WriteString(".")
 	for _, d := range r.Diagnostics {
