@@ -219,6 +219,9 @@ func hitsText(t *outline.Tree, r *search.Result) string {
 		b.WriteString("No bullets match.")
 		return b.String()
 	}
+	// hits come in the outline's order: those under one parent share one
+	// "in …:" line instead of repeating the path on each
+	prev := "\x00"
 	for _, h := range r.Hits {
 		mark := ""
 		switch {
@@ -229,7 +232,11 @@ func hitsText(t *outline.Tree, r *search.Result) string {
 		}
 		where := strings.Join(h.Breadcrumb, " › ")
 		if where == "" {
-			where = "top level"
+			where = "the top level"
+		}
+		if where != prev {
+			fmt.Fprintf(&b, "in %s:\n", where)
+			prev = where
 		}
 		note := ""
 		if h.InNote {
@@ -239,7 +246,7 @@ func hitsText(t *outline.Tree, r *search.Result) string {
 		if h.Author != "" {
 			by = " (by " + h.Author + ", a contributor)"
 		}
-		fmt.Fprintf(&b, "- %s%s%s ·%s%s — in %s\n", mark, h.Text, note, h.RKey, by, where)
+		fmt.Fprintf(&b, "- %s%s%s ·%s%s\n", mark, h.Text, note, h.RKey, by)
 	}
 	if r.Cursor != "" {
 		fmt.Fprintf(&b, "(more matches: call search again with the same filters and cursor=%q)\n", r.Cursor)
