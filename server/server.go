@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -52,6 +53,10 @@ type Options struct {
 	// token belongs to); env is then unused. An error is the call's result;
 	// done, if not nil, is called when the call's result is complete.
 	EnvFor func(ctx context.Context) (env *tools.Env, done func(), err error)
+	// Subscriptions, if set, keeps the resource subscriptions (so that a
+	// caller can pass it commits it sees: Subscriptions.CommitSeen); nil:
+	// the server makes its own.
+	Subscriptions *Subscriptions
 }
 
 // MaxResultBytes bounds a tool result (text and structured content
@@ -66,11 +71,21 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := mcpserver.NewMCPServer("bulleted-mcp", Version,
+	opts := []mcpserver.ServerOption{
 		mcpserver.WithToolCapabilities(false),
 		mcpserver.WithInstructions(Instructions),
 		mcpserver.WithRecovery(),
-	)
+	}
+	// the outline as resources, with the read tools (resources.go)
+	var rs *resources
+	if slices.ContainsFunc(list, func(t tools.Tool) bool { return t.Name == "read_outline" }) {
+		rs = newResources(env, o)
+		opts = append(opts, rs.options()...)
+	}
+	s := mcpserver.NewMCPServer("bulleted-mcp", Version, opts...)
+	if rs != nil {
+		rs.register(s)
+	}
 	for _, t := range list {
 		t := t
 		s.AddTool(t.MCP(), func(ctx context.Context, req mcp.CallToolRequest) (res *mcp.CallToolResult, _ error) {
@@ -115,6 +130,7 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 				// on, never protocol errors
 				res = tools.ErrorResult(err)
 			}
+			rs.seen(ctx, env) // subscribed sessions hear of a commit
 			if t.Name != "operations" && t.Name != "undo" {
 				noteIncomplete(env, res)
 			}

@@ -1,0 +1,464 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/view"
+	"github.com/bulleted-mcp/bulleted-mcp/tools"
+)
+
+// The outline as MCP resources.
+//
+//   - bulleted://outline is the whole outline; bulleted://outline/KEY the
+//     subtree under the bullet KEY (a record key, or the bullet's at:// URI:
+//     bulleted://outline/at://DID/app.bulleted.node/KEY, percent-encoded or
+//     not).
+//   - Each is text/markdown (read_outline's format=markdown), or
+//     application/json with ?format=json (read_outline's format=json, with
+//     "next" and "notices"). The format is a query, not a second URI: one
+//     URI names one subtree, so a subscription, a completion and a resource
+//     link name it once whatever the client reads it as (as HTTP content
+//     negotiation would); the templates spell the query out (RFC 6570).
+//   - A page is at most MaxResourcePage bytes; a cut page ends with the URI
+//     of the next (?cursor=…; a Markdown comment, JSON "next", and
+//     _meta.next).
+const (
+	OutlineURI = "bulleted://outline"
+	// OutlineTemplate reads pages of the whole outline and its JSON.
+	OutlineTemplate = "bulleted://outline{?format,cursor}"
+	// NodeTemplate reads a subtree: node is a record key or at:// URI.
+	NodeTemplate = "bulleted://outline/{+node}"
+
+	// MaxResourcePage bounds one page of a resource read.
+	MaxResourcePage = 60_000
+	// MaxListed bounds the top-level bullets resources/list names.
+	MaxListed = 100
+	// MaxCompletions bounds one completion/complete answer (the spec's
+	// bound); hasMore says when there are more.
+	MaxCompletions = 100
+	// MaxSubscriptions bounds one session's resource subscriptions, and
+	// MaxSubscribedSessions the sessions that hold any.
+	MaxSubscriptions      = 100
+	MaxSubscribedSessions = 10_000
+)
+
+// NodeResourceURI is the resource URI of the subtree under record key key.
+func NodeResourceURI(key string) string { return OutlineURI + "/" + key }
+
+// resourceRef is a parsed resource URI.
+type resourceRef struct {
+	base   string // the URI without its query
+	node   string // "" for the whole outline
+	json   bool
+	cursor string
+}
+
+// page is the URI of the page at cursor, in the same format.
+func (r resourceRef) page(cursor string) string {
+	q := "?"
+	if r.json {
+		q += "format=json&" // the templates' order (OutlineTemplate matches it)
+	}
+	return r.base + q + "cursor=" + url.QueryEscape(cursor)
+}
+
+func parseResourceURI(uri string) (resourceRef, error) {
+	var r resourceRef
+	u, err := url.Parse(uri)
+	if err != nil {
+		return r, fmt.Errorf("not a URI: %v", err)
+	}
+	if u.Scheme != "bulleted" || u.Host != "outline" || u.User != nil || u.Fragment != "" || u.Opaque != "" {
+		return r, errors.New("not a resource of this server (bulleted://outline or bulleted://outline/KEY)")
+	}
+	if u.Path != "" && !strings.HasPrefix(u.Path, "/") {
+		return r, errors.New("the path must start with /")
+	}
+	r.node = strings.TrimPrefix(u.Path, "/")
+	r.base, _, _ = strings.Cut(uri, "?")
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return r, fmt.Errorf("bad query: %v", err)
+	}
+	for k := range q {
+		if k != "format" && k != "cursor" {
+			return r, fmt.Errorf("unknown query parameter %q (known: format=markdown|json, cursor)", k)
+		}
+	}
+	switch q.Get("format") {
+	case "", "markdown":
+	case "json":
+		r.json = true
+	default:
+		return r, fmt.Errorf("format must be markdown or json, not %q", q.Get("format"))
+	}
+	r.cursor = q.Get("cursor")
+	return r, nil
+}
+
+// resourceError is a JSON-RPC error of a resource request: the code, a
+// message naming the URI, and data {uri, kind, next}.
+type resourceError struct {
+	code int
+	msg  string
+	data map[string]any
+}
+
+func (e *resourceError) Error() string { return e.msg }
+
+func (e *resourceError) JSONRPCError() mcp.JSONRPCError {
+	return mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, Error: mcp.NewJSONRPCErrorDetails(e.code, e.msg, e.data)}
+}
+
+// resourceFail is err as a JSON-RPC error for uri: -32602 (invalid
+// params) when the URI names something that is not there or is malformed,
+// -32603 otherwise, with the engine's error kind.
+func resourceFail(uri string, err error) error {
+	kind, next := outline.KindName(err), ""
+	var oe *outline.Error
+	if errors.As(err, &oe) {
+		next = oe.Next
+	}
+	code := mcp.INTERNAL_ERROR
+	switch {
+	case errors.Is(err, view.ErrCursor):
+		kind, code, next = "invalid", mcp.INVALID_PARAMS, "read the URI without cursor to start again"
+	case errors.Is(err, outline.ErrNodeNotFound), errors.Is(err, outline.ErrCrossRepo), errors.Is(err, outline.ErrInvalidInput):
+		code = mcp.INVALID_PARAMS
+	case kind == "error":
+		kind = "invalid"
+		code = mcp.INVALID_PARAMS
+		if next == "" {
+			next = "use bulleted://outline or bulleted://outline/KEY (a record key from read_outline, or completion/complete)"
+		}
+	}
+	data := map[string]any{"uri": uri, "kind": kind}
+	if next != "" {
+		data["next"] = next
+	}
+	return mcpserver.NewHandlerError(&resourceError{code: code, msg: fmt.Sprintf("resource %s: %v", uri, err), data: data})
+}
+
+// resources serves the outline as resources, completes the template's
+// node argument, and keeps the sessions' subscriptions.
+type resources struct {
+	envFor func(ctx context.Context) (*tools.Env, func(), error)
+	subs   *Subscriptions
+}
+
+func newResources(env *tools.Env, o Options) *resources {
+	r := &resources{subs: o.Subscriptions}
+	if r.subs == nil {
+		r.subs = NewSubscriptions()
+	}
+	r.envFor = o.EnvFor
+	if r.envFor == nil {
+		r.envFor = func(context.Context) (*tools.Env, func(), error) { return env, nil, nil }
+	}
+	return r
+}
+
+// options are the server options resources need: the capabilities
+// (resources with subscribe, completions), the completion provider, and
+// the hooks that list the top-level bullets and keep subscriptions.
+func (r *resources) options() []mcpserver.ServerOption {
+	hooks := &mcpserver.Hooks{}
+	hooks.AddAfterListResources(r.listed)
+	hooks.AddOnRequestInitialization(r.checkSubscribe)
+	hooks.AddAfterSubscribe(func(ctx context.Context, _ any, m *mcp.SubscribeRequest, _ *mcp.EmptyResult) {
+		if s := mcpserver.ClientSessionFromContext(ctx); s != nil {
+			_ = r.subscribe(ctx, s.SessionID(), m.Params.URI, true)
+		}
+	})
+	hooks.AddAfterUnsubscribe(func(ctx context.Context, _ any, m *mcp.UnsubscribeRequest, _ *mcp.EmptyResult) {
+		if s := mcpserver.ClientSessionFromContext(ctx); s != nil {
+			r.subs.remove(s.SessionID(), m.Params.URI)
+		}
+	})
+	hooks.AddOnUnregisterSession(func(_ context.Context, s mcpserver.ClientSession) { r.subs.drop(s.SessionID()) })
+	// subscriptions/listen (2026-07-28) would establish resource
+	// subscriptions that mcp-go records only on sessions this server does
+	// not make: rather than acknowledge what would never notify, the
+	// acknowledgement says none was established
+	hooks.AddBeforeSubscriptionsListen(func(_ context.Context, _ any, m *mcp.SubscriptionsListenRequest) {
+		m.Params.Notifications.ResourceSubscriptions = nil
+	})
+	return []mcpserver.ServerOption{
+		mcpserver.WithResourceCapabilities(true, false),
+		mcpserver.WithCompletions(),
+		mcpserver.WithResourceCompletionProvider(r),
+		mcpserver.WithHooks(hooks),
+	}
+}
+
+// register adds the outline resource and the templates to s.
+func (r *resources) register(s *mcpserver.MCPServer) {
+	r.subs.bind(s)
+	s.AddResource(mcp.NewResource(OutlineURI, "Outline",
+		mcp.WithResourceDescription("The whole outline as Markdown (read_outline format=markdown), paged; ?format=json for JSON. Subscribe to hear when it changes."),
+		mcp.WithMIMEType("text/markdown")), r.read)
+	s.AddResourceTemplate(mcp.NewResourceTemplate(OutlineTemplate, "Outline page",
+		mcp.WithTemplateDescription("A page of the whole outline: format=markdown (default, text/markdown) or json (application/json); cursor from the previous page's next-page URI.")), r.read)
+	s.AddResourceTemplate(mcp.NewResourceTemplate(NodeTemplate, "Subtree",
+		mcp.WithTemplateDescription("The subtree under one bullet: node is its record key (completion/complete finds keys by text) or at:// URI. Markdown; append ?format=json for JSON, ?cursor=… (given at the end of a cut page) for the next page.")), r.read)
+}
+
+// read answers resources/read of every URI of this server.
+func (r *resources) read(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+	uri := req.Params.URI
+	ref, err := parseResourceURI(uri)
+	if err != nil {
+		return nil, resourceFail(uri, err)
+	}
+	env, done, err := r.envFor(ctx)
+	if err != nil {
+		return nil, resourceFail(uri, err)
+	}
+	if done != nil {
+		defer done()
+	}
+	p, err := tools.ReadPage(ctx, env, ref.node, ref.cursor, ref.json, MaxResourcePage, ref.page)
+	if err != nil {
+		return nil, resourceFail(uri, err)
+	}
+	// the engine read the repository: what it saw is news to subscribers
+	r.subs.CommitSeen(p.Tree)
+	meta := map[string]any{"did": p.DID}
+	if p.Cursor != "" {
+		meta["next"] = ref.page(p.Cursor)
+	}
+	if len(p.Notices) > 0 {
+		meta["notices"] = p.Notices
+	}
+	mime := "text/markdown"
+	if ref.json {
+		mime = "application/json"
+	}
+	return []mcp.ResourceContents{mcp.TextResourceContents{URI: uri, MIMEType: mime, Text: p.Text, Meta: meta}}, nil
+}
+
+// listed adds the top-level bullets (at most MaxListed, named by their
+// text) to a resources/list result, and says on the outline's entry how
+// many there are and how many are not listed.
+func (r *resources) listed(ctx context.Context, _ any, _ *mcp.ListResourcesRequest, res *mcp.ListResourcesResult) {
+	if res == nil {
+		return
+	}
+	at := slices.IndexFunc(res.Resources, func(x mcp.Resource) bool { return x.URI == OutlineURI })
+	note := func(s string) {
+		if at >= 0 {
+			res.Resources[at].Description += " " + s
+		}
+	}
+	env, done, err := r.envFor(ctx)
+	if err != nil {
+		note("Its top-level bullets could not be listed: " + err.Error())
+		return
+	}
+	if done != nil {
+		defer done()
+	}
+	t, err := env.Engine.Tree(ctx)
+	if err != nil {
+		note("Its top-level bullets could not be listed: " + err.Error())
+		return
+	}
+	r.subs.CommitSeen(t)
+	if at >= 0 {
+		if o := view.OutlineAt(t, nil); o != nil && o.Title != "" {
+			res.Resources[at].Title = o.Title
+		}
+	}
+	n := len(t.Roots)
+	for i, it := range t.Roots {
+		if i == MaxListed {
+			note(fmt.Sprintf("It has %d top-level bullets; the first %d are listed as resources, the other %d are in this resource (or bulleted://outline/KEY by record key).", n, MaxListed, n-MaxListed))
+			break
+		}
+		name, desc := label(t, it), fmt.Sprintf("Top-level bullet ·%s with %d child bullet(s), as Markdown; ?format=json for JSON.", it.Key(), len(it.Children))
+		uri := NodeResourceURI(it.Key())
+		if it.Mirror {
+			uri, desc = OutlineURI+"/at://"+t.DID.String()+"/app.bulleted.mirror/"+it.Key(), "Top-level mirror ·"+it.Key()+" (read-only), as Markdown."
+		}
+		res.Resources = append(res.Resources, mcp.NewResource(uri, name, mcp.WithResourceDescription(desc), mcp.WithMIMEType("text/markdown")))
+	}
+}
+
+// label is a bullet's text as a resource name: one line, at most 80
+// characters (a longer text ends with "…").
+func label(t *outline.Tree, it *outline.Item) string {
+	text := it.Str("text")
+	if it.Mirror {
+		text = "↪ mirror"
+		if u, err := parseAT(it.Str("original")); err == nil && u.did == t.DID.String() {
+			if o := t.Nodes.Get(u.rkey); o != nil {
+				text = "↪ " + o.Str("text")
+			}
+		}
+	}
+	text = strings.Join(strings.Fields(text), " ")
+	if text == "" {
+		return "(empty bullet ·" + it.Key() + ")"
+	}
+	if utf8.RuneCountInString(text) > 80 {
+		text = string([]rune(text)[:79]) + "…"
+	}
+	return text
+}
+
+// CompleteResourceArgument completes the templates' arguments: node with
+// the record keys of bullets whose text (or key) starts with what was
+// typed, case-insensitively, in outline order (at most MaxCompletions;
+// hasMore and total say how many more), format with markdown and json.
+func (r *resources) CompleteResourceArgument(ctx context.Context, uri string, arg mcp.CompleteArgument, _ mcp.CompleteContext) (*mcp.Completion, error) {
+	out := &mcp.Completion{Values: []string{}}
+	if uri != NodeTemplate && uri != OutlineTemplate {
+		return out, nil
+	}
+	prefix := strings.ToLower(strings.TrimSpace(arg.Value))
+	switch arg.Name {
+	case "format":
+		for _, f := range []string{"markdown", "json"} {
+			if strings.HasPrefix(f, prefix) {
+				out.Values = append(out.Values, f)
+			}
+		}
+		return out, nil
+	case "node":
+	default:
+		return out, nil
+	}
+	if uri != NodeTemplate {
+		return out, nil
+	}
+	env, done, err := r.envFor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if done != nil {
+		defer done()
+	}
+	t, err := env.Engine.Tree(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// pre-order: outline order
+	stack := slices.Clone(t.Roots)
+	slices.Reverse(stack)
+	for len(stack) > 0 {
+		it := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for i := len(it.Children) - 1; i >= 0; i-- {
+			stack = append(stack, it.Children[i])
+		}
+		if it.Mirror {
+			continue
+		}
+		if strings.HasPrefix(strings.ToLower(it.Str("text")), prefix) || strings.HasPrefix(strings.ToLower(it.Key()), prefix) {
+			out.Total++
+			if len(out.Values) < MaxCompletions {
+				out.Values = append(out.Values, it.Key())
+			}
+		}
+	}
+	out.HasMore = out.Total > len(out.Values)
+	return out, nil
+}
+
+// checkSubscribe refuses a resources/subscribe this server cannot keep
+// (a URI not of this server, a bullet that does not exist, a session at
+// its bound) before mcp-go acknowledges it: JSON-RPC -32600 with the
+// reason and the URI.
+func (r *resources) checkSubscribe(ctx context.Context, _ any, message any) error {
+	raw, ok := message.(json.RawMessage)
+	if !ok || !strings.Contains(string(raw), string(mcp.MethodResourcesSubscribe)) {
+		return nil
+	}
+	var m struct {
+		Method string `json:"method"`
+		Params struct {
+			URI string `json:"uri"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(raw, &m) != nil || m.Method != string(mcp.MethodResourcesSubscribe) || m.Params.URI == "" {
+		return nil
+	}
+	s := mcpserver.ClientSessionFromContext(ctx)
+	if s == nil {
+		return nil
+	}
+	if err := r.subscribe(ctx, s.SessionID(), m.Params.URI, false); err != nil {
+		return fmt.Errorf("resources/subscribe %s: %w", m.Params.URI, err)
+	}
+	return nil
+}
+
+// subscribe checks (keep false) or records (keep true) a session's
+// subscription to uri.
+func (r *resources) subscribe(ctx context.Context, session, uri string, keep bool) error {
+	ref, err := parseResourceURI(uri)
+	if err != nil {
+		return err
+	}
+	env, done, err := r.envFor(ctx)
+	if err != nil {
+		return err
+	}
+	if done != nil {
+		defer done()
+	}
+	t, err := env.Engine.Tree(ctx)
+	if err != nil {
+		return err
+	}
+	id := ""
+	if ref.node != "" {
+		it, err := t.Resolve(ref.node)
+		if err != nil {
+			return err
+		}
+		id = itemID(it)
+	}
+	return r.subs.add(session, uri, t, id, keep)
+}
+
+// seen passes the tree env's engine has now to the subscriptions, when
+// any session subscribes to env's repository (so a write through this
+// server notifies; with no subscriptions it costs nothing).
+func (r *resources) seen(ctx context.Context, env *tools.Env) {
+	if r == nil || env == nil || env.Engine == nil || !r.subs.watching(env.Engine.Repo.DID().String()) {
+		return
+	}
+	if t, err := env.Engine.Tree(ctx); err == nil {
+		r.subs.CommitSeen(t)
+	}
+}
+
+type atRef struct{ did, coll, rkey string }
+
+func parseAT(s string) (atRef, error) {
+	rest, ok := strings.CutPrefix(s, "at://")
+	parts := strings.Split(rest, "/")
+	if !ok || len(parts) != 3 {
+		return atRef{}, fmt.Errorf("%q is not an at:// record URI", s)
+	}
+	return atRef{parts[0], parts[1], parts[2]}, nil
+}
+
+func itemID(it *outline.Item) string {
+	if it.Mirror {
+		return "m/" + it.Key()
+	}
+	return "n/" + it.Key()
+}

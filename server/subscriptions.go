@@ -1,0 +1,394 @@
+package server
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
+)
+
+// Subscriptions are the sessions' resource subscriptions (resources/
+// subscribe), and the tree of each subscribed repository last seen.
+// CommitSeen is the one way news arrives: a write through this server, a
+// resource read, a resources/list, or (later) the firehose's commit event
+// all pass the tree they have, and each subscribed session whose resource
+// differs between the last tree seen and that one gets one
+// notifications/resources/updated for the URI it subscribed to.
+//
+// Bounded: MaxSubscriptions a session, MaxSubscribedSessions sessions;
+// a session's subscriptions end with it (or when a notification finds it
+// gone). Nothing here holds a lock across I/O: notifications go to the
+// sessions' queues (mcp-go drops one to a session whose queue is full).
+type Subscriptions struct {
+	mu       sync.Mutex
+	srv      *mcpserver.MCPServer
+	sessions map[string]map[string]subscription // session ID → URI → what
+	last     map[string]*outline.Tree           // repository DID → the tree last seen
+	// send delivers one update (nil: the server's).
+	send func(session, uri string) error
+}
+
+// subscription is what a URI names: a repository and an item ID ("" for
+// the whole outline, "n/KEY" a node's subtree, "m/KEY" a mirror).
+type subscription struct{ did, id string }
+
+// NewSubscriptions returns an empty set of subscriptions. Pass it in
+// Options.Subscriptions to call CommitSeen from outside (a firehose).
+func NewSubscriptions() *Subscriptions {
+	return &Subscriptions{sessions: map[string]map[string]subscription{}, last: map[string]*outline.Tree{}}
+}
+
+func (s *Subscriptions) bind(srv *mcpserver.MCPServer) {
+	s.mu.Lock()
+	s.srv = srv
+	s.mu.Unlock()
+}
+
+// watching reports whether any session subscribes to a resource of did.
+func (s *Subscriptions) watching(did string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.last[did]
+	return ok
+}
+
+// add checks (keep false) or records (keep true) session's subscription
+// to uri, which names id in t's repository.
+func (s *Subscriptions) add(session, uri string, t *outline.Tree, id string, keep bool) error {
+	did := t.DID.String()
+	s.mu.Lock()
+	mine, known := s.sessions[session]
+	_, again := mine[uri]
+	switch {
+	case again:
+	case !known && len(s.sessions) >= MaxSubscribedSessions:
+		s.mu.Unlock()
+		return fmt.Errorf("this server keeps subscriptions for at most %d sessions; try again later", MaxSubscribedSessions)
+	case len(mine) >= MaxSubscriptions:
+		s.mu.Unlock()
+		return fmt.Errorf("this session has %d subscriptions, the most a session may hold; unsubscribe from one first", MaxSubscriptions)
+	}
+	_, watched := s.last[did]
+	s.mu.Unlock()
+	if !keep {
+		return nil
+	}
+	if watched {
+		// the subscriptions already held hear of what changed up to t
+		// before this one starts from t
+		s.CommitSeen(t)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sessions[session] == nil {
+		s.sessions[session] = map[string]subscription{}
+	}
+	s.sessions[session][uri] = subscription{did, id}
+	if s.last[did] == nil || s.last[did].Rev < t.Rev {
+		s.last[did] = t
+	}
+	return nil
+}
+
+// remove ends session's subscription to uri.
+func (s *Subscriptions) remove(session, uri string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.sessions[session], uri)
+	if len(s.sessions[session]) == 0 {
+		delete(s.sessions, session)
+	}
+	s.forget()
+}
+
+// drop ends all of session's subscriptions.
+func (s *Subscriptions) drop(session string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.sessions, session)
+	s.forget()
+}
+
+// forget lets go of the trees of repositories nobody subscribes to any
+// more (s.mu held).
+func (s *Subscriptions) forget() {
+	used := map[string]bool{}
+	for _, subs := range s.sessions {
+		for _, sub := range subs {
+			used[sub.did] = true
+		}
+	}
+	for did := range s.last {
+		if !used[did] {
+			delete(s.last, did)
+		}
+	}
+}
+
+// Count is the number of subscriptions held (all sessions).
+func (s *Subscriptions) Count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, subs := range s.sessions {
+		n += len(subs)
+	}
+	return n
+}
+
+// CommitSeen is the hook for every commit seen in a repository: t is its
+// tree now. Each session subscribed to a resource of t's repository whose
+// content differs between the tree last seen and t gets one
+// notifications/resources/updated; t becomes the tree last seen. A tree
+// not newer than the last one seen, or of a repository nobody subscribes
+// to, changes nothing. It returns the number of notifications sent.
+func (s *Subscriptions) CommitSeen(t *outline.Tree) int {
+	if s == nil || t == nil {
+		return 0
+	}
+	did := t.DID.String()
+	s.mu.Lock()
+	prev, ok := s.last[did]
+	if !ok || prev == nil || prev.Commit == t.Commit || t.Rev < prev.Rev {
+		s.mu.Unlock()
+		return 0
+	}
+	s.last[did] = t
+	type target struct{ session, uri, id string }
+	var targets []target
+	for session, subs := range s.sessions {
+		for uri, sub := range subs {
+			if sub.did == did {
+				targets = append(targets, target{session, uri, sub.id})
+			}
+		}
+	}
+	send, srv := s.send, s.srv
+	s.mu.Unlock()
+	// in a stable order (by session, then URI)
+	slices.SortFunc(targets, func(a, b target) int {
+		return cmp.Or(strings.Compare(a.session, b.session), strings.Compare(a.uri, b.uri))
+	})
+	if send == nil {
+		send = func(session, uri string) error {
+			if srv == nil {
+				return errors.New("no server")
+			}
+			return srv.SendNotificationToSpecificClient(session, mcp.MethodNotificationResourceUpdated, map[string]any{"uri": uri})
+		}
+	}
+	d := newDiff(prev, t)
+	sent := 0
+	for _, tg := range targets {
+		if !d.touched(tg.id) {
+			continue
+		}
+		err := send(tg.session, tg.uri)
+		if errors.Is(err, mcpserver.ErrSessionNotFound) {
+			s.drop(tg.session)
+			continue
+		}
+		if err == nil {
+			sent++
+		}
+	}
+	return sent
+}
+
+// diff tells which subscribed resources differ between two trees of one
+// repository. Items are never modified once built, so an item shared by
+// both trees is an unchanged subtree; others are compared by record CID,
+// note, detached state and children.
+type diff struct {
+	before, after *outline.Tree
+	whole         bool            // the whole outline's rendering changed
+	extra         map[string]bool // item IDs touched by mirrors, comments, outline records and policies
+	memo          map[string]bool
+}
+
+func newDiff(before, after *outline.Tree) *diff {
+	d := &diff{before: before, after: after, extra: map[string]bool{}, memo: map[string]bool{}}
+	d.whole = listChanged(before.Roots, after.Roots)
+	// comments, outline records (titles, contributors) and comment
+	// policies render at the bullet they name, and above it
+	for _, r := range changedRecords(before, after) {
+		field := "root"
+		if r.coll == lexicon.Comment {
+			field = "subject"
+		}
+		target, _ := r.value[field].(string)
+		if target == "" {
+			d.whole = true // the whole outline's (self)
+			continue
+		}
+		if u, err := parseAT(target); err == nil && u.did == after.DID.String() && u.coll == lexicon.Node {
+			d.chain(before, before.Nodes.Get(u.rkey))
+			d.chain(after, after.Nodes.Get(u.rkey))
+		}
+	}
+	// a mirror shows its original live: a change under the original
+	// touches the mirror and everything above it (and so on, for mirrors
+	// inside originals)
+	for changed := true; changed; {
+		changed = false
+		for _, m := range after.Mirrors.All() {
+			if d.extra["m/"+m.Key()] {
+				continue
+			}
+			u, err := parseAT(m.Str("original"))
+			if err != nil || u.did != after.DID.String() || u.coll != lexicon.Node {
+				continue
+			}
+			if d.extra["n/"+u.rkey] || d.changed("n/"+u.rkey) {
+				d.chain(after, m)
+				d.chain(before, before.Mirrors.Get(m.Key()))
+				changed = true
+			}
+		}
+	}
+	if len(d.extra) > 0 {
+		d.whole = true
+	}
+	return d
+}
+
+// chain marks it and its ancestors in t as touched.
+func (d *diff) chain(t *outline.Tree, it *outline.Item) {
+	for ; it != nil; it = t.Parent(it) {
+		d.extra[itemID(it)] = true
+	}
+}
+
+// touched reports whether the resource of item ID id ("" the whole
+// outline) differs.
+func (d *diff) touched(id string) bool {
+	if id == "" {
+		return d.whole
+	}
+	return d.extra[id] || d.changed(id)
+}
+
+func (d *diff) changed(id string) bool {
+	if c, ok := d.memo[id]; ok {
+		return c
+	}
+	get := func(t *outline.Tree) *outline.Item {
+		if strings.HasPrefix(id, "m/") {
+			return t.Mirrors.Get(id[2:])
+		}
+		return t.Nodes.Get(id[2:])
+	}
+	c := itemChanged(get(d.before), get(d.after))
+	d.memo[id] = c
+	return c
+}
+
+func itemChanged(a, b *outline.Item) bool {
+	if a == b {
+		return false
+	}
+	if a == nil || b == nil || a.Rec.CID == "" || a.Rec.CID != b.Rec.CID || a.Detached != b.Detached || noteCID(a) != noteCID(b) {
+		return true
+	}
+	return listChanged(a.Children, b.Children)
+}
+
+func listChanged(a, b []*outline.Item) bool {
+	if len(a) != len(b) {
+		return true
+	}
+	for i := range a {
+		if itemChanged(a[i], b[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+func noteCID(it *outline.Item) string {
+	if it.Note == nil {
+		return ""
+	}
+	if it.Note.CID == "" {
+		return "?" + fmt.Sprint(it.Note.Value)
+	}
+	return it.Note.CID
+}
+
+type changedRecord struct {
+	coll  string
+	value map[string]any
+}
+
+// changedRecords are the comments, outline records and comment policies
+// created, changed or deleted between two trees (each version's value).
+func changedRecords(before, after *outline.Tree) []changedRecord {
+	var out []changedRecord
+	type rec struct {
+		cid   string
+		value map[string]any
+	}
+	compare := func(coll string, b, a map[string]rec) {
+		for k, x := range b {
+			if y, ok := a[k]; !ok || y.cid != x.cid || x.cid == "" {
+				out = append(out, changedRecord{coll, x.value})
+			}
+		}
+		for k, y := range a {
+			if x, ok := b[k]; !ok || y.cid != x.cid || y.cid == "" {
+				out = append(out, changedRecord{coll, y.value})
+			}
+		}
+	}
+	outlines := func(t *outline.Tree) map[string]rec {
+		m := map[string]rec{}
+		for k, r := range t.Outlines.All() {
+			m[k] = rec{r.CID, r.Value}
+		}
+		return m
+	}
+	policies := func(t *outline.Tree) map[string]rec {
+		m := map[string]rec{}
+		for k, r := range t.Policies.All() {
+			m[k] = rec{r.CID, r.Value}
+		}
+		return m
+	}
+	compare(lexicon.Outline, outlines(before), outlines(after))
+	compare(lexicon.CommentPolicy, policies(before), policies(after))
+	if !sameComments(before, after) {
+		comments := func(t *outline.Tree) map[string]rec {
+			m := map[string]rec{}
+			for _, r := range t.Comments {
+				m[r.RKey] = rec{r.CID, r.Value}
+			}
+			return m
+		}
+		compare(lexicon.Comment, comments(before), comments(after))
+	}
+	return out
+}
+
+func sameComments(before, after *outline.Tree) bool {
+	a, b := before.Comments, after.Comments
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || &a[0] == &b[0] {
+		return true
+	}
+	for i := range a {
+		if a[i].RKey != b[i].RKey || a[i].CID != b[i].CID || a[i].CID == "" {
+			return false
+		}
+	}
+	return true
+}
