@@ -187,12 +187,18 @@ func (r *resources) options() []mcpserver.ServerOption {
 		}
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, s mcpserver.ClientSession) { r.subs.drop(s.SessionID()) })
-	// subscriptions/listen (2026-07-28) would establish resource
-	// subscriptions that mcp-go records only on sessions this server does
-	// not make: rather than acknowledge what would never notify, the
-	// acknowledgement says none was established
-	hooks.AddBeforeSubscriptionsListen(func(_ context.Context, _ any, m *mcp.SubscriptionsListenRequest) {
-		m.Params.Notifications.ResourceSubscriptions = nil
+	// subscriptions/listen (2026-07-28): the stream's resource
+	// subscriptions are kept here for as long as it is open (mcp-go keeps
+	// them only on sessions that record them, which its transports' are
+	// not); one that cannot be kept is left out of the acknowledgement
+	hooks.AddBeforeSubscriptionsListen(r.listen)
+	hooks.AddAfterSubscriptionsListen(func(ctx context.Context, id any, _ *mcp.SubscriptionsListenRequest, _ *mcp.SubscriptionsListenResult) {
+		r.subs.drop(listenKey(ctx, id))
+	})
+	hooks.AddOnError(func(ctx context.Context, id any, method mcp.MCPMethod, _ any, _ error) {
+		if method == mcp.MethodSubscriptionsListen {
+			r.subs.drop(listenKey(ctx, id))
+		}
 	})
 	return []mcpserver.ServerOption{
 		mcpserver.WithResourceCapabilities(true, false),
@@ -405,7 +411,7 @@ func (r *resources) checkSubscribe(ctx context.Context, _ any, message any) erro
 }
 
 // subscribe checks (keep false) or records (keep true) a session's
-// subscription to uri.
+// subscription to uri (checked again when kept).
 func (r *resources) subscribe(ctx context.Context, session, uri string, keep bool) error {
 	ref, err := parseResourceURI(uri)
 	if err != nil {
@@ -431,6 +437,47 @@ func (r *resources) subscribe(ctx context.Context, session, uri string, keep boo
 		id = itemID(it)
 	}
 	return r.subs.add(session, uri, t, id, keep)
+}
+
+// listenKey names the subscriptions of one subscriptions/listen stream.
+func listenKey(ctx context.Context, id any) string {
+	return fmt.Sprintf("listen %p %v", mcpserver.ClientSessionFromContext(ctx), id)
+}
+
+// listen keeps the resource subscriptions of a subscriptions/listen
+// stream, delivered on the stream (tagged with its subscription ID); the
+// URIs that cannot be kept (not of this server, no such bullet, over the
+// bound) are taken out of the request, so that the acknowledgement does
+// not name them.
+func (r *resources) listen(ctx context.Context, id any, m *mcp.SubscriptionsListenRequest) {
+	uris := m.Params.Notifications.ResourceSubscriptions
+	session := mcpserver.ClientSessionFromContext(ctx)
+	if len(uris) == 0 || session == nil || id == nil {
+		return
+	}
+	key := listenKey(ctx, id)
+	r.subs.setSender(key, func(uri string) error {
+		n := mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{
+			Method: mcp.MethodNotificationResourceUpdated,
+			Params: mcp.NotificationParams{Meta: map[string]any{mcp.MetaKeySubscriptionID: id}, AdditionalFields: map[string]any{"uri": uri}},
+		}}
+		select {
+		case session.NotificationChannel() <- n:
+			return nil
+		default:
+			return mcpserver.ErrNotificationChannelBlocked
+		}
+	})
+	var kept []string
+	for _, uri := range uris {
+		if r.subscribe(ctx, key, uri, true) == nil {
+			kept = append(kept, uri)
+		}
+	}
+	m.Params.Notifications.ResourceSubscriptions = kept
+	if len(kept) == 0 {
+		r.subs.drop(key)
+	}
 }
 
 // seen passes the tree env's engine has now to the subscriptions, when

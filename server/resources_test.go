@@ -513,3 +513,63 @@ func TestResourceSubscriptions(t *testing.T) {
 		t.Fatalf("updates after unsubscribing Groceries: %v", u.got)
 	}
 }
+
+// At 2026-07-28 a subscriptions/listen stream's resource subscriptions
+// are kept while it is open: the acknowledgement names the ones kept
+// (not an unknown key), and a write under one sends an update on the
+// stream, tagged with its subscription ID, and none for the other.
+func TestResourceListenSubscriptions(t *testing.T) {
+	c, l, _ := resourceServer(t)
+	top := seed(t, l, []string{"Groceries", "Work"}, nil)
+	kids := seed(t, l, []string{"milk", "report"}, []string{top[0], top[1]})
+	var mu sync.Mutex
+	var acked []any
+	var tags []any
+	ackd := make(chan struct{}, 1)
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch n.Method {
+		case mcp.MethodNotificationSubscriptionsAcknowledged:
+			raw, _ := json.Marshal(n.Params.AdditionalFields["notifications"])
+			var f struct{ ResourceSubscriptions []any }
+			json.Unmarshal(raw, &f)
+			acked = f.ResourceSubscriptions
+			ackd <- struct{}{}
+		case mcp.MethodNotificationResourceUpdated:
+			tags = append(tags, n.Params.Meta[mcp.MetaKeySubscriptionID])
+		}
+	})
+	u := watch(c)
+	initialize(t, c) // 2026-07-28
+	groceries, work := server.NodeResourceURI(top[0]), server.NodeResourceURI(top[1])
+	unknown := server.NodeResourceURI("3zzzzzzzzzzzz")
+	stop, err := c.ListenAsync(context.Background(), mcp.SubscriptionFilter{ResourceSubscriptions: []string{groceries, work, unknown}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	select {
+	case <-ackd:
+	case <-time.After(time.Minute): // a guard
+		t.Fatal("no acknowledgement")
+	}
+	mu.Lock()
+	if len(acked) != 2 || acked[0] != groceries || acked[1] != work {
+		t.Fatalf("acknowledged %v", acked)
+	}
+	mu.Unlock()
+	callTool(t, c, "insert_after", map[string]any{"parent": kids[0], "text": "oat milk"})
+	callTool(t, c, "update_node", map[string]any{"node": kids[1], "text": "the report"}) // sentinel
+	u.waitFor(t, work)
+	if u.count(groceries) != 1 || u.count(work) != 1 || u.count(unknown) != 0 {
+		t.Fatalf("updates %v", u.got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, tag := range tags {
+		if tag == nil {
+			t.Fatalf("an update without the stream's subscription ID: %v", tags)
+		}
+	}
+}

@@ -34,6 +34,9 @@ type Subscriptions struct {
 	last     map[string]*outline.Tree           // repository DID → the tree last seen
 	// send delivers one update (nil: the server's).
 	send func(session, uri string) error
+	// senders deliver the updates of subscriptions/listen streams (by
+	// their key in sessions).
+	senders map[string]func(uri string) error
 }
 
 // subscription is what a URI names: a repository and an item ID ("" for
@@ -43,7 +46,7 @@ type subscription struct{ did, id string }
 // NewSubscriptions returns an empty set of subscriptions. Pass it in
 // Options.Subscriptions to call CommitSeen from outside (a firehose).
 func NewSubscriptions() *Subscriptions {
-	return &Subscriptions{sessions: map[string]map[string]subscription{}, last: map[string]*outline.Tree{}}
+	return &Subscriptions{sessions: map[string]map[string]subscription{}, last: map[string]*outline.Tree{}, senders: map[string]func(string) error{}}
 }
 
 func (s *Subscriptions) bind(srv *mcpserver.MCPServer) {
@@ -98,6 +101,13 @@ func (s *Subscriptions) add(session, uri string, t *outline.Tree, id string, kee
 	return nil
 }
 
+// setSender makes send deliver session's updates.
+func (s *Subscriptions) setSender(session string, send func(uri string) error) {
+	s.mu.Lock()
+	s.senders[session] = send
+	s.mu.Unlock()
+}
+
 // remove ends session's subscription to uri.
 func (s *Subscriptions) remove(session, uri string) {
 	s.mu.Lock()
@@ -105,6 +115,7 @@ func (s *Subscriptions) remove(session, uri string) {
 	delete(s.sessions[session], uri)
 	if len(s.sessions[session]) == 0 {
 		delete(s.sessions, session)
+		delete(s.senders, session)
 	}
 	s.forget()
 }
@@ -114,6 +125,7 @@ func (s *Subscriptions) drop(session string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.sessions, session)
+	delete(s.senders, session)
 	s.forget()
 }
 
@@ -162,12 +174,15 @@ func (s *Subscriptions) CommitSeen(t *outline.Tree) int {
 		return 0
 	}
 	s.last[did] = t
-	type target struct{ session, uri, id string }
+	type target struct {
+		session, uri, id string
+		send             func(string) error
+	}
 	var targets []target
 	for session, subs := range s.sessions {
 		for uri, sub := range subs {
 			if sub.did == did {
-				targets = append(targets, target{session, uri, sub.id})
+				targets = append(targets, target{session, uri, sub.id, s.senders[session]})
 			}
 		}
 	}
@@ -191,7 +206,12 @@ func (s *Subscriptions) CommitSeen(t *outline.Tree) int {
 		if !d.touched(tg.id) {
 			continue
 		}
-		err := send(tg.session, tg.uri)
+		var err error
+		if tg.send != nil {
+			err = tg.send(tg.uri)
+		} else {
+			err = send(tg.session, tg.uri)
+		}
 		if errors.Is(err, mcpserver.ErrSessionNotFound) {
 			s.drop(tg.session)
 			continue
