@@ -19,6 +19,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/server"
+	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
 
 // resourceServer is an in-process client of a server over an embedded
@@ -571,5 +572,70 @@ func TestResourceListenSubscriptions(t *testing.T) {
 		if tag == nil {
 			t.Fatalf("an update without the stream's subscription ID: %v", tags)
 		}
+	}
+}
+
+// A subtree that mirrors a bullet shows it live: an edit under the
+// original (elsewhere) updates the subscription of the subtree holding
+// the mirror, and not of an unrelated one.
+func TestResourceSubscriptionMirror(t *testing.T) {
+	c, l, _ := resourceServer(t)
+	top := seed(t, l, []string{"Home", "Projects", "Elsewhere"}, nil)
+	kids := seed(t, l, []string{"garden"}, []string{top[1]})
+	initializeLegacy(t, c)
+	callTool(t, c, "add_mirror", map[string]any{"original": top[1], "parent": top[0]})
+	u := watch(c)
+	home, elsewhere, projects := server.NodeResourceURI(top[0]), server.NodeResourceURI(top[2]), server.NodeResourceURI(top[1])
+	for _, uri := range []string{home, elsewhere, projects} {
+		if err := subscribe(t, c, uri); err != nil {
+			t.Fatal(err)
+		}
+	}
+	callTool(t, c, "update_node", map[string]any{"node": kids[0], "text": "vegetable garden"})
+	callTool(t, c, "insert_after", map[string]any{"parent": top[2], "text": "sentinel"})
+	u.waitFor(t, elsewhere)
+	if u.count(home) != 1 || u.count(projects) != 1 || u.count(elsewhere) != 1 {
+		t.Fatalf("updates %v", u.got)
+	}
+}
+
+// A session holds at most MaxSubscriptions; its subscriptions end with
+// it.
+func TestResourceSubscriptionBound(t *testing.T) {
+	l, err := store.OpenLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var texts []string
+	for i := range server.MaxSubscriptions + 1 {
+		texts = append(texts, fmt.Sprintf("b%d", i))
+	}
+	keys := seed(t, l, texts, nil)
+	subs := server.NewSubscriptions()
+	s, err := server.NewWithOptions(&tools.Env{Engine: outline.New(l)}, server.Options{Subscriptions: subs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewInProcessClient(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	initializeLegacy(t, c)
+	for i, k := range keys {
+		err := subscribe(t, c, server.NodeResourceURI(k))
+		if i < server.MaxSubscriptions && err != nil {
+			t.Fatalf("subscription %d: %v", i, err)
+		}
+		if i == server.MaxSubscriptions && (err == nil || !strings.Contains(err.Error(), "unsubscribe from one first")) {
+			t.Fatalf("subscription %d over the bound: %v", i, err)
+		}
+	}
+	if n := subs.Count(); n != server.MaxSubscriptions {
+		t.Fatalf("%d subscriptions kept", n)
+	}
+	c.Close()
+	if n := subs.Count(); n != 0 {
+		t.Fatalf("%d subscriptions kept after the session ended", n)
 	}
 }
