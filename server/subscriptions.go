@@ -32,6 +32,7 @@ type Subscriptions struct {
 	srv      *mcpserver.MCPServer
 	sessions map[string]map[string]subscription // session ID → URI → what
 	last     map[string]*outline.Tree           // repository DID → the tree last seen
+	refs     map[string]int                     // repository DID → subscriptions to it
 	// send delivers one update (nil: the server's).
 	send func(session, uri string) error
 	// senders deliver the updates of subscriptions/listen streams (by
@@ -46,7 +47,7 @@ type subscription struct{ did, id string }
 // NewSubscriptions returns an empty set of subscriptions. Pass it in
 // Options.Subscriptions to call CommitSeen from outside (a firehose).
 func NewSubscriptions() *Subscriptions {
-	return &Subscriptions{sessions: map[string]map[string]subscription{}, last: map[string]*outline.Tree{}, senders: map[string]func(string) error{}}
+	return &Subscriptions{sessions: map[string]map[string]subscription{}, last: map[string]*outline.Tree{}, refs: map[string]int{}, senders: map[string]func(string) error{}}
 }
 
 func (s *Subscriptions) bind(srv *mcpserver.MCPServer) {
@@ -94,7 +95,11 @@ func (s *Subscriptions) add(session, uri string, t *outline.Tree, id string, kee
 	if s.sessions[session] == nil {
 		s.sessions[session] = map[string]subscription{}
 	}
+	if old, ok := s.sessions[session][uri]; ok {
+		s.unref(old.did)
+	}
 	s.sessions[session][uri] = subscription{did, id}
+	s.refs[did]++
 	if s.last[did] == nil || s.last[did].Rev < t.Rev {
 		s.last[did] = t
 	}
@@ -112,36 +117,33 @@ func (s *Subscriptions) setSender(session string, send func(uri string) error) {
 func (s *Subscriptions) remove(session, uri string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.sessions[session], uri)
+	if sub, ok := s.sessions[session][uri]; ok {
+		delete(s.sessions[session], uri)
+		s.unref(sub.did)
+	}
 	if len(s.sessions[session]) == 0 {
 		delete(s.sessions, session)
 		delete(s.senders, session)
 	}
-	s.forget()
 }
 
 // drop ends all of session's subscriptions.
 func (s *Subscriptions) drop(session string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, sub := range s.sessions[session] {
+		s.unref(sub.did)
+	}
 	delete(s.sessions, session)
 	delete(s.senders, session)
-	s.forget()
 }
 
-// forget lets go of the trees of repositories nobody subscribes to any
-// more (s.mu held).
-func (s *Subscriptions) forget() {
-	used := map[string]bool{}
-	for _, subs := range s.sessions {
-		for _, sub := range subs {
-			used[sub.did] = true
-		}
-	}
-	for did := range s.last {
-		if !used[did] {
-			delete(s.last, did)
-		}
+// unref counts one subscription to did less, and lets go of its tree
+// when none is left (s.mu held).
+func (s *Subscriptions) unref(did string) {
+	if s.refs[did]--; s.refs[did] <= 0 {
+		delete(s.refs, did)
+		delete(s.last, did)
 	}
 }
 
