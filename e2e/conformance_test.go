@@ -56,6 +56,14 @@ var serverScenarios = []scenario{
 	{name: "dns-rebinding-protection", spec: "2026-07-28"},
 	{name: "http-header-validation", spec: "2026-07-28"},
 	{name: "server-sse-multiple-streams"},
+	// the outline as resources (server/resources.go); the suite's
+	// resources-read-*, resources-templates-read and resources-(un)subscribe
+	// name its fixture's resources (test://…), which this server refuses
+	{name: "resources-list", mustPass: []string{"resources-list"}},
+	{name: "resources-list", spec: "2026-07-28", mustPass: []string{"resources-list"}},
+	{name: "completion-complete", mustPass: []string{"completion-complete"}},
+	{name: "completion-complete", spec: "2026-07-28", mustPass: []string{"completion-complete"}},
+	{name: "sep-2164-resource-not-found", spec: "2026-07-28", mustPass: []string{"sep-2164-no-empty-contents", "sep-2164-error-code", "sep-2164-data-uri"}},
 }
 
 // suite returns the e2e directory, the Node binary and the suite's CLI.

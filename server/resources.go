@@ -40,6 +40,9 @@ const (
 	// NodeTemplate reads a subtree: node is a record key or at:// URI.
 	NodeTemplate = "bulleted://outline/{+node}"
 
+	// anyTemplate matches every URI (see register).
+	anyTemplate = "{+uri}"
+
 	// MaxResourcePage bounds one page of a resource read.
 	MaxResourcePage = 60_000
 	// MaxListed bounds the top-level bullets resources/list names.
@@ -175,6 +178,13 @@ func newResources(env *tools.Env, o Options) *resources {
 func (r *resources) options() []mcpserver.ServerOption {
 	hooks := &mcpserver.Hooks{}
 	hooks.AddAfterListResources(r.listed)
+	hooks.AddAfterListResourceTemplates(func(_ context.Context, _ any, _ *mcp.ListResourceTemplatesRequest, res *mcp.ListResourceTemplatesResult) {
+		if res != nil {
+			res.ResourceTemplates = slices.DeleteFunc(res.ResourceTemplates, func(t mcp.ResourceTemplate) bool {
+				return t.URITemplate != nil && t.URITemplate.Raw() == anyTemplate
+			})
+		}
+	})
 	hooks.AddOnRequestInitialization(r.checkSubscribe)
 	hooks.AddAfterSubscribe(func(ctx context.Context, _ any, m *mcp.SubscribeRequest, _ *mcp.EmptyResult) {
 		if s := mcpserver.ClientSessionFromContext(ctx); s != nil {
@@ -216,6 +226,10 @@ func (r *resources) register(s *mcpserver.MCPServer) {
 		mcp.WithMIMEType("text/markdown")), r.read)
 	s.AddResourceTemplate(mcp.NewResourceTemplate(OutlineTemplate, "Outline page",
 		mcp.WithTemplateDescription("A page of the whole outline: format=markdown (default, text/markdown) or json (application/json); cursor from the previous page's next-page URI.")), r.read)
+	// every other URI reaches read too, which answers it as one that is
+	// not of this server (-32602 with the URI in data, SEP-2164) rather
+	// than mcp-go's error without data; templates/list leaves it out
+	s.AddResourceTemplate(mcp.NewResourceTemplate(anyTemplate, "Not a resource of this server"), r.read)
 	s.AddResourceTemplate(mcp.NewResourceTemplate(NodeTemplate, "Subtree",
 		mcp.WithTemplateDescription("The subtree under one bullet: node is its record key (completion/complete finds keys by text) or at:// URI. Markdown; append ?format=json for JSON, ?cursor=… (given at the end of a cut page) for the next page.")), r.read)
 }

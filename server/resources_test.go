@@ -239,8 +239,9 @@ func TestResourceRead(t *testing.T) {
 	}
 }
 
-// The JSON-RPC error of an unknown key carries the URI and the kind in
-// its data.
+// The JSON-RPC error of an unknown key, or of a URI that is not of this
+// server, is -32602 and carries the URI and the kind in its data
+// (SEP-2164), at both protocol eras.
 func TestResourceUnknownKeyError(t *testing.T) {
 	l, err := store.OpenLocal(t.TempDir())
 	if err != nil {
@@ -248,21 +249,25 @@ func TestResourceUnknownKeyError(t *testing.T) {
 	}
 	defer l.Close()
 	s := server.New(outline.New(l), false)
-	uri := server.NodeResourceURI("3kunknownkey2")
-	raw, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": map[string]any{"uri": uri}})
-	out, _ := json.Marshal(s.HandleMessage(context.Background(), raw))
-	var resp struct {
-		Error struct {
-			Code    int
-			Message string
-			Data    map[string]any
+	for uri, kind := range map[string]string{
+		server.NodeResourceURI("3kunknownkey2"):               "node_missing",
+		"test://nonexistent-resource-for-conformance-testing": "invalid",
+	} {
+		raw, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": map[string]any{"uri": uri}})
+		out, _ := json.Marshal(s.HandleMessage(context.Background(), raw))
+		var resp struct {
+			Error struct {
+				Code    int
+				Message string
+				Data    map[string]any
+			}
 		}
-	}
-	if err := json.Unmarshal(out, &resp); err != nil {
-		t.Fatal(err)
-	}
-	if resp.Error.Code != mcp.INVALID_PARAMS || !strings.Contains(resp.Error.Message, uri) || resp.Error.Data["uri"] != uri || resp.Error.Data["kind"] != "node_missing" {
-		t.Fatalf("got %s", out)
+		if err := json.Unmarshal(out, &resp); err != nil {
+			t.Fatal(err)
+		}
+		if resp.Error.Code != mcp.INVALID_PARAMS || !strings.Contains(resp.Error.Message, uri) || resp.Error.Data["uri"] != uri || resp.Error.Data["kind"] != kind {
+			t.Fatalf("got %s", out)
+		}
 	}
 }
 
