@@ -644,3 +644,79 @@ func TestResourceSubscriptionBound(t *testing.T) {
 		t.Fatalf("%d subscriptions kept after the session ended", n)
 	}
 }
+
+type userKey struct{}
+
+// With an environment per request (the hosted server), each user's
+// resources, completions and subscriptions are of their own repository:
+// another user's bullets are neither listed nor read, and another
+// user's write notifies nobody else.
+func TestResourcesPerUser(t *testing.T) {
+	envs := map[string]*tools.Env{}
+	stores := map[string]*store.Local{}
+	for _, u := range []string{"ann", "bob"} {
+		l, err := store.OpenLocal(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		stores[u], envs[u] = l, &tools.Env{Engine: outline.New(l)}
+	}
+	annTop := seed(t, stores["ann"], []string{"Ann's secret"}, nil)
+	bobTop := seed(t, stores["bob"], []string{"Bob's list"}, nil)
+	s, err := server.NewWithOptions(nil, server.Options{EnvFor: func(ctx context.Context) (*tools.Env, func(), error) {
+		u, _ := ctx.Value(userKey{}).(string)
+		if envs[u] == nil {
+			return nil, nil, errors.New("no user")
+		}
+		return envs[u], nil, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients := map[string]*client.Client{}
+	ctxs := map[string]context.Context{}
+	for _, u := range []string{"ann", "bob"} {
+		c, err := client.NewInProcessClient(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients[u], ctxs[u] = c, context.WithValue(context.Background(), userKey{}, u)
+		initializeLegacy(t, c)
+	}
+	res, err := clients["bob"].ListResources(ctxs["bob"], mcp.ListResourcesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Resources {
+		if strings.Contains(r.Name, "Ann") {
+			t.Fatalf("Bob's list names Ann's bullet: %+v", res.Resources)
+		}
+	}
+	req := mcp.ReadResourceRequest{}
+	req.Params.URI = server.NodeResourceURI(annTop[0])
+	if _, err := clients["bob"].ReadResource(ctxs["bob"], req); !errors.Is(err, mcp.ErrInvalidParams) {
+		t.Fatalf("Bob reads Ann's bullet: %v", err)
+	}
+	u := watch(clients["ann"])
+	sub := mcp.SubscribeRequest{}
+	sub.Params.URI = server.OutlineURI
+	if err := clients["ann"].Subscribe(ctxs["ann"], sub); err != nil {
+		t.Fatal(err)
+	}
+	call := func(user, name string, args map[string]any) {
+		t.Helper()
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = name, args
+		if res, err := clients[user].CallTool(ctxs[user], req); err != nil || res.IsError {
+			t.Fatalf("%s %s: %v %+v", user, name, err, res)
+		}
+	}
+	call("bob", "insert_after", map[string]any{"parent": bobTop[0], "text": "eggs"})
+	call("ann", "insert_after", map[string]any{"parent": annTop[0], "text": "sentinel"})
+	u.waitFor(t, server.OutlineURI)
+	if n := u.count(server.OutlineURI); n != 1 {
+		t.Fatalf("Ann's subscription: %d updates, want 1 (her own write only)", n)
+	}
+}
