@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -402,7 +403,7 @@ func (r *resources) CompleteResourceArgument(ctx context.Context, uri string, ar
 // reason and the URI.
 func (r *resources) checkSubscribe(ctx context.Context, _ any, message any) error {
 	raw, ok := message.(json.RawMessage)
-	if !ok || !strings.Contains(string(raw), string(mcp.MethodResourcesSubscribe)) {
+	if !ok || !bytes.Contains(raw, []byte(mcp.MethodResourcesSubscribe)) {
 		return nil
 	}
 	var m struct {

@@ -107,6 +107,9 @@ func renderPage(v *view.View, notices []string, next string, asJSON bool) string
 	}
 	var b strings.Builder
 	b.WriteString(v.Markdown())
+	if b.Len() == 0 {
+		b.WriteString("<!-- no bullets here -->\n")
+	}
 	for _, n := range notices {
 		b.WriteString("<!-- Note: " + comment(n) + " -->\n")
 	}
