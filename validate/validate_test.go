@@ -26,6 +26,7 @@ type vector struct {
 }
 
 func TestVectors(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile("testdata/cases.json")
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +86,7 @@ func TestVectors(t *testing.T) {
 }
 
 func TestUnknownFieldsPreserved(t *testing.T) {
+	t.Parallel()
 	// Validation never mutates: the map keeps unknown fields and layouts.
 	rec := map[string]any{"$type": "app.bulleted.node", "text": "x", "sortKey": "a", "createdAt": "2026-07-30T09:30:00.000Z", "layout": "kanban", "x-future": "keep"}
 	if err := Default().Record(rec, "", nil); err != nil {
@@ -96,6 +98,7 @@ func TestUnknownFieldsPreserved(t *testing.T) {
 }
 
 func TestWithPrefix(t *testing.T) {
+	t.Parallel()
 	e := &Error{Collection: "app.bulleted.node", Problems: []Problem{{Path: "text", Msg: "m"}, {Path: "", Msg: "n"}}}
 	p := e.WithPrefix("nodes[0]")
 	if p.Problems[0].String() != "nodes[0].text: m" || p.Problems[1].String() != "nodes[0]: n" {
@@ -104,6 +107,7 @@ func TestWithPrefix(t *testing.T) {
 }
 
 func TestCount(t *testing.T) {
+	t.Parallel()
 	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 2341: "2,341", 1000001: "1,000,001"} {
 		if got := Count(n); got != want {
 			t.Errorf("Count(%d)=%q want %q", n, got, want)
@@ -115,6 +119,7 @@ func TestCount(t *testing.T) {
 // the one the record already has and keeps (an edit of a contribution to a
 // shared outline); any other foreign parent is still refused.
 func TestKeptParent(t *testing.T) {
+	t.Parallel()
 	self := syntax.ATURI("at://did:plc:friend/app.bulleted.node/3kaaaaaaaaaa2")
 	owner := "at://did:plc:owner/app.bulleted.node/3kaaaaaaaaab2"
 	rec := map[string]any{"$type": "app.bulleted.node", "text": "idea", "sortKey": "a0", "parent": owner, "createdAt": "2026-07-30T09:30:00.000Z"}
@@ -146,6 +151,7 @@ func TestKeptParent(t *testing.T) {
 // still refuses a value outside it. The lexicons have no closed enum on a
 // record field today, so the enum is checked on the walker directly.
 func TestOpenAndClosedSets(t *testing.T) {
+	t.Parallel()
 	v := Default()
 	open := 0
 	for _, coll := range []string{"app.bulleted.node", "app.bulleted.mirror", "app.bulleted.note", "app.bulleted.comment", "app.bulleted.commentPolicy", "app.bulleted.outline"} {
@@ -189,6 +195,7 @@ func TestOpenAndClosedSets(t *testing.T) {
 // TestFacet: one derived facet is checked against app.bsky.richtext.facet,
 // with paths from the facet.
 func TestFacet(t *testing.T) {
+	t.Parallel()
 	f := func(uri string) map[string]any {
 		return map[string]any{"index": map[string]any{"byteStart": 0, "byteEnd": 5},
 			"features": []any{map[string]any{"$type": "app.bsky.richtext.facet#link", "uri": uri}}}

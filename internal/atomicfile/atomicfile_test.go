@@ -10,6 +10,7 @@ import (
 )
 
 func TestWrite(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "sub", "state.json")
 	if err := Write(path, []byte("one"), 0o600); err != nil {
 		t.Fatal(err)
@@ -34,6 +35,7 @@ func TestWrite(t *testing.T) {
 // Concurrent writers of one file: whatever the order, the file is one of
 // the contents, whole.
 func TestConcurrentWriters(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "state")
 	contents := make([][]byte, 8)
 	for i := range contents {

@@ -64,6 +64,7 @@ func simulate(t testing.TB, hours, maxCost int, seed uint64) (perHour []int, max
 }
 
 func TestSaturatingLoad(t *testing.T) {
+	t.Parallel()
 	for seed := uint64(1); seed <= 5; seed++ {
 		perHour, maxRolling := simulate(t, 6, 60, seed) // 6 h: within the daily limit
 		if maxRolling > Limit {
@@ -81,6 +82,7 @@ func TestSaturatingLoad(t *testing.T) {
 // The reason for the ledger: a plain token bucket with burst 5,000 at
 // 5,000/h lets ~10,000 points through in the first hour.
 func TestPlainBucketOveradmits(t *testing.T) {
+	t.Parallel()
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	lim := rate.NewLimiter(rate.Limit(float64(Limit)/3600), Limit)
 	n := 0
@@ -95,6 +97,7 @@ func TestPlainBucketOveradmits(t *testing.T) {
 }
 
 func TestCheckSaysWhen(t *testing.T) {
+	t.Parallel()
 	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	l, _ := New("")
 	l.Now = c.now
@@ -122,6 +125,7 @@ func TestCheckSaysWhen(t *testing.T) {
 }
 
 func TestKeptAcrossRestartAndPause(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "budget.json")
 	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	l, err := New(path)
@@ -172,6 +176,7 @@ func saturation(b *testing.B, maxCost int) {
 // Two processes on one account share the ledger file: each sees what the
 // other spent and paused, and together they never pass the limit.
 func TestSharedBetweenProcesses(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "budget.json")
 	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	open := func() *Ledger {
@@ -224,6 +229,7 @@ func TestSharedBetweenProcesses(t *testing.T) {
 // The daily limit binds after seven saturated hours: a rolling day never
 // holds more than DayLimit, and the refusal names the day.
 func TestDailyLimit(t *testing.T) {
+	t.Parallel()
 	perHour, _ := simulate(t, 30, 60, 7)
 	day := 0
 	for _, n := range perHour[:24] {
@@ -254,6 +260,7 @@ func TestDailyLimit(t *testing.T) {
 // another cannot take; a release gives it back; a reservation of a killed
 // process expires.
 func TestReservationsShared(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "budget.json")
 	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	open := func() *Ledger {
@@ -319,6 +326,7 @@ func TestReservationsShared(t *testing.T) {
 
 // A server pause of ten years is capped at a day, in memory and on disk.
 func TestPauseCapped(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "budget.json")
 	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	l, _ := New(path)
@@ -340,6 +348,7 @@ func TestPauseCapped(t *testing.T) {
 // than Limit and no rolling day more than DayLimit, and an operation whose
 // reservation succeeded is never refused while settling its batches.
 func TestManyLedgersNeverOverspend(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "budget.json")
 	var clk sync.Mutex
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -421,6 +430,7 @@ func TestManyLedgersNeverOverspend(t *testing.T) {
 // TestExceededQuotesConfiguredLimit: a refusal quotes the limit in force
 // (here a configured 1,000 points an hour), not the default.
 func TestExceededQuotesConfiguredLimit(t *testing.T) {
+	t.Parallel()
 	l, _ := New("")
 	l.Limit = 1000
 	l.Spend(900)
@@ -441,6 +451,7 @@ func TestExceededQuotesConfiguredLimit(t *testing.T) {
 // process's charge of the same batch; points past the reservation are
 // charged only if they fit.
 func TestChargeBeforeSend(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "budget.json")
 	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	open := func() *Ledger {
@@ -523,6 +534,7 @@ func TestChargeBeforeSend(t *testing.T) {
 // named limit allowed: it is capped at an hour from when it was recorded,
 // and refusals say so.
 func TestOldDayPauseCappedAtAnHour(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "budget.json")
 	now := time.Now()
 	old := fmt.Sprintf(`{"spent":[],"pausedUntil":%q}`, now.Add(Day).UTC().Format(time.RFC3339Nano))

@@ -12,6 +12,7 @@ import (
 )
 
 func TestDetectVectors(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile("testdata/detect.json")
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +44,7 @@ func TestDetectVectors(t *testing.T) {
 }
 
 func TestRecordRoundTrip(t *testing.T) {
+	t.Parallel()
 	text := "ask @a.test about #plans"
 	var fs []any
 	for _, s := range Detect(text) {
@@ -68,6 +70,7 @@ func TestRecordRoundTrip(t *testing.T) {
 // as a valid lexicon uri (percent-encoded bytes) that decodes back to the
 // link as written; an ASCII link is recorded as it is.
 func TestLinkURI(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ link, want string }{
 		{"https://example.com/a?b=c%20d", "https://example.com/a?b=c%20d"},
 		{"https://en.wikipedia.org/wiki/Zürich", "https://en.wikipedia.org/wiki/Z%C3%BCrich"},

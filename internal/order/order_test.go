@@ -9,6 +9,7 @@ import (
 )
 
 func TestEncodingRoundTripAndOrder(t *testing.T) {
+	t.Parallel()
 	vals := []int64{minInt, -pow62[5] - 1, -3845, -3844, -63, -62, -61, -2, -1, 0, 1, 61, 62, 3843, 3844, pow62[5], maxInt}
 	prev := ""
 	for _, n := range vals {
@@ -25,6 +26,7 @@ func TestEncodingRoundTripAndOrder(t *testing.T) {
 }
 
 func TestBetweenVectors(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ lo, hi string }{
 		{"", ""}, {"a", "b"}, {"a", "ba"}, {"b", "ba"}, {"a0", "a0V"}, {"a0V", "a1"}, {"a", ""}, {"", "a"},
 		{"!", "~"}, {"z", ""}, {"zzzz", ""}, {"Zz", "a0"},
@@ -102,6 +104,7 @@ func changed(p Plan, i int) bool {
 }
 
 func TestPlaceRenormalises(t *testing.T) {
+	t.Parallel()
 	// equal neighbours (ties broken by record key), invalid neighbours, keys
 	// with no alphabet key between them, and a long key at the threshold.
 	long := strings.Repeat("m", 600)
@@ -139,6 +142,7 @@ func TestPlaceRenormalises(t *testing.T) {
 }
 
 func TestPlaceProperty(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(7, 9))
 	for trial := 0; trial < 300; trial++ {
 		var sibs []string
@@ -176,6 +180,7 @@ func randKey(rng *rand.Rand) string {
 }
 
 func TestPatternsShort(t *testing.T) {
+	t.Parallel()
 	for _, p := range Patterns {
 		s, err := Simulate(p, 2000, PlaceGen, true)
 		if err != nil {
@@ -203,6 +208,7 @@ func TestPatternsShort(t *testing.T) {
 // 2*MaxGen bytes (over these seeds: none in 8 mixes, 9 to 6,595 of the
 // 100,000 in the other 4, the longest 47 bytes).
 func TestBoundedRespacing(t *testing.T) {
+	t.Parallel()
 	n := 100000
 	if testing.Short() {
 		n = 20000
@@ -251,6 +257,7 @@ func TestBoundedRespacing(t *testing.T) {
 // in the middle fits keys of MaxGen bytes. The insert takes a longer key and
 // rewrites at most Window siblings (it used to respace the whole cluster).
 func TestDenseClusterBounded(t *testing.T) {
+	t.Parallel()
 	pre := "a0" + strings.Repeat("V", 27)
 	sibs := []string{pre}
 	for i := int64(62); i < 162; i++ {
@@ -285,6 +292,7 @@ func TestDenseClusterBounded(t *testing.T) {
 // TestFloorCeil checks the direct reading of floor and ceiling elements
 // against a binary search over the element order.
 func TestFloorCeil(t *testing.T) {
+	t.Parallel()
 	slowFloor := func(s string) (int64, bool) {
 		if enc(minInt) > s {
 			return 0, false
@@ -344,6 +352,7 @@ func TestFloorCeil(t *testing.T) {
 // TestBiasFor: the newest sibling bordering the gap continues a run even
 // when the second newest is elsewhere.
 func TestBiasFor(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name               string
 		at, newest, second int
@@ -369,6 +378,7 @@ func TestBiasFor(t *testing.T) {
 // rather than rewriting another client's siblings, and that the same
 // neighbours of our own are respaced instead.
 func TestForeignSiblingsKept(t *testing.T) {
+	t.Parallel()
 	base := "a0" + strings.Repeat("V", 22) // 24 bytes
 	sibs := []string{"a0", base + "1", base + "2", "a1"}
 	all := func(int) bool { return true }
@@ -493,6 +503,7 @@ func BenchmarkBetween(b *testing.B) {
 // between "a!" and "a0"; an insert there takes a printable key that fits
 // and rewrites none of them (it used to respace two).
 func TestWideBetweenForeign(t *testing.T) {
+	t.Parallel()
 	sibs := []string{"a", "a!", "a0"}
 	all := func(int) bool { return true }
 	for _, at := range []int{1, 2} {

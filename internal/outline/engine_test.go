@@ -82,6 +82,7 @@ func BenchmarkRebuild10k(b *testing.B) {
 // The undo journal survives a restart when kept on disk, and a journal of
 // another repository is ignored.
 func TestJournalKeptAcrossRestart(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := dir + "/data"
@@ -150,6 +151,7 @@ func TestJournalKeptAcrossRestart(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func TestEngineSuite(t *testing.T) {
+	t.Parallel()
 	enginetest.Run(t, func(t testing.TB) store.Repository {
 		l, err := store.OpenLocal(t.TempDir())
 		if err != nil {

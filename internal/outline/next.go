@@ -92,116 +92,180 @@ type siblingEdit struct {
 	add    []*Item         // items joining it (or their new versions)
 }
 
+// nextState is one commit being applied to a tree by next: the tree
+// before it, and what the commit changes, gathered part by part.
+type nextState struct {
+	t         *Tree
+	repl      map[string]*Item // item ID → new version (nil: deleted)
+	noteCh    map[string]slot[store.Record]
+	policyCh  map[string]slot[store.Record]
+	outlineCh map[string]slot[store.Record]
+	otherCh   map[string]slot[store.Record]
+	comments  []store.Record // the new tree's comments
+	commentCh bool           // comments is already a copy of t.Comments
+	created   []string       // node keys created
+	notes     Map[store.Record]
+	edits     map[string]*siblingEdit // by container
+	work      []string                // containers whose parent still needs a new version
+}
+
 // next is Next without the fallback: nil when it cannot tell.
 func (t *Tree) next(commit, rev string, changes []store.Record) *Tree {
-	// the last change of each record wins
+	s := &nextState{t: t, repl: map[string]*Item{}, comments: t.Comments, edits: map[string]*siblingEdit{},
+		noteCh: map[string]slot[store.Record]{}, policyCh: map[string]slot[store.Record]{},
+		outlineCh: map[string]slot[store.Record]{}, otherCh: map[string]slot[store.Record]{}}
+	if !s.classify(changes) || !s.noteVersions() {
+		return nil
+	}
+	s.notes = t.Notes.with(s.noteCh)
+	s.place()
+	if s.reattaches() || s.makesCycle() {
+		return nil
+	}
+	s.siblingEdits()
+	nt := &Tree{DID: t.DID, Commit: commit, Rev: rev, Roots: t.Roots, Detached: t.Detached, Comments: s.comments, Notes: s.notes}
+	if !s.relist(nt) || s.leavesChildren() {
+		return nil
+	}
+	s.indexes(nt)
+	return nt
+}
+
+// old is the item of that ID in the tree before the commit, or nil.
+func (s *nextState) old(id string) *Item {
+	if id[0] == 'm' {
+		return s.t.Mirrors.Get(id[2:])
+	}
+	return s.t.Nodes.Get(id[2:])
+}
+
+// finalNode is the node of that key after the commit, or nil.
+func (s *nextState) finalNode(key string) *Item {
+	if it, ok := s.repl["n/"+key]; ok {
+		return it
+	}
+	return s.t.Nodes.Get(key)
+}
+
+// classify takes the last change of each record, by collection: nodes and
+// mirrors become new versions (item), comments are applied to a copy of
+// the list (comment), notes, policies, outlines and other collections are
+// kept as changes to their maps. false: a change to an item in a parent
+// cycle.
+func (s *nextState) classify(changes []store.Record) bool {
 	last := make(map[string]int, len(changes))
 	for i, c := range changes {
 		last[c.Collection+"/"+c.RKey] = i
-	}
-	var (
-		repl      = map[string]*Item{} // item ID → new version (nil: deleted)
-		noteCh    = map[string]slot[store.Record]{}
-		policyCh  = map[string]slot[store.Record]{}
-		outlineCh = map[string]slot[store.Record]{}
-		otherCh   = map[string]slot[store.Record]{}
-		comments  = t.Comments
-		commentCh = false
-		created   []string // node keys created
-	)
-	old := func(id string) *Item {
-		if id[0] == 'm' {
-			return t.Mirrors.Get(id[2:])
-		}
-		return t.Nodes.Get(id[2:])
 	}
 	for i, c := range changes {
 		if last[c.Collection+"/"+c.RKey] != i {
 			continue
 		}
-		present := c.Value != nil
+		ch := slot[store.Record]{c, c.Value != nil}
 		switch c.Collection {
 		case lexicon.Node, lexicon.Mirror:
-			id := "m/" + c.RKey
-			if c.Collection == lexicon.Node {
-				id = "n/" + c.RKey
+			if !s.item(c) {
+				return false
 			}
-			o := old(id)
-			if o != nil && o.Detached == cycleReason {
-				return nil
-			}
-			if !present {
-				if o != nil {
-					repl[id] = nil
-				}
-				continue
-			}
-			it := &Item{Rec: c, Mirror: c.Collection == lexicon.Mirror, did: t.DID}
-			it.sortKey, _ = c.Value["sortKey"].(string)
-			it.pkey, it.pwhy = t.parentKey(it.Str("parent"))
-			it.parsed = true
-			if o != nil {
-				it.Children = o.Children
-				if o.Rec.CID == c.CID && c.CID != "" {
-					if p, ok := o.checked(); ok {
-						it.check.Do(func() { it.problem = p; it.done.Store(true) })
-					}
-				}
-			} else if !it.Mirror {
-				created = append(created, c.RKey)
-			}
-			repl[id] = it
 		case lexicon.Note:
-			noteCh[c.RKey] = slot[store.Record]{c, present}
+			s.noteCh[c.RKey] = ch
 		case lexicon.CommentPolicy:
-			policyCh[c.RKey] = slot[store.Record]{c, present}
+			s.policyCh[c.RKey] = ch
 		case lexicon.Outline:
-			outlineCh[c.RKey] = slot[store.Record]{c, present}
+			s.outlineCh[c.RKey] = ch
 		case lexicon.Comment:
-			if !commentCh {
-				comments, commentCh = slices.Clone(comments), true
-			}
-			i, found := slices.BinarySearchFunc(comments, c.RKey, func(r store.Record, k string) int { return strings.Compare(r.RKey, k) })
-			switch {
-			case !present && found:
-				comments = slices.Delete(comments, i, i+1)
-			case !present:
-			case found:
-				comments[i] = c
-			default:
-				comments = slices.Insert(comments, i, c)
-			}
+			s.comment(c)
 		default:
-			otherCh[c.Collection+"/"+c.RKey] = slot[store.Record]{c, present}
+			s.otherCh[c.Collection+"/"+c.RKey] = ch
 		}
 	}
-	// a node whose note changed is a new version with its new note
-	for rk := range noteCh {
+	return true
+}
+
+// item makes the new version of a changed node or mirror (nil when
+// deleted): its parent read, its children carried over, and its validation
+// result too when the record (CID) is the same. false: the item was in a
+// parent cycle.
+func (s *nextState) item(c store.Record) bool {
+	id := "m/" + c.RKey
+	if c.Collection == lexicon.Node {
+		id = "n/" + c.RKey
+	}
+	o := s.old(id)
+	if o != nil && o.Detached == cycleReason {
+		return false
+	}
+	if c.Value == nil {
+		if o != nil {
+			s.repl[id] = nil
+		}
+		return true
+	}
+	it := &Item{Rec: c, Mirror: c.Collection == lexicon.Mirror, did: s.t.DID}
+	it.sortKey, _ = c.Value["sortKey"].(string)
+	it.pkey, it.pwhy = s.t.parentKey(it.Str("parent"))
+	it.parsed = true
+	if o != nil {
+		it.Children = o.Children
+		if o.Rec.CID == c.CID && c.CID != "" {
+			if p, ok := o.checked(); ok {
+				it.check.Do(func() { it.problem = p; it.done.Store(true) })
+			}
+		}
+	} else if !it.Mirror {
+		s.created = append(s.created, c.RKey)
+	}
+	s.repl[id] = it
+	return true
+}
+
+// comment applies a comment's change to the new tree's comment list (a
+// copy, made at the first change).
+func (s *nextState) comment(c store.Record) {
+	if !s.commentCh {
+		s.comments, s.commentCh = slices.Clone(s.comments), true
+	}
+	i, found := slices.BinarySearchFunc(s.comments, c.RKey, func(r store.Record, k string) int { return strings.Compare(r.RKey, k) })
+	switch {
+	case c.Value == nil && found:
+		s.comments = slices.Delete(s.comments, i, i+1)
+	case c.Value == nil:
+	case found:
+		s.comments[i] = c
+	default:
+		s.comments = slices.Insert(s.comments, i, c)
+	}
+}
+
+// noteVersions makes a new version of each node whose note changed (and
+// that did not change itself), to carry its new note. false: such a node
+// is in a parent cycle.
+func (s *nextState) noteVersions() bool {
+	for rk := range s.noteCh {
 		id := "n/" + rk
-		if _, ok := repl[id]; ok {
+		if _, ok := s.repl[id]; ok {
 			continue
 		}
-		if o := t.Nodes.Get(rk); o != nil {
+		if o := s.t.Nodes.Get(rk); o != nil {
 			if o.Detached == cycleReason {
-				return nil
+				return false
 			}
-			repl[id] = o.clone()
+			s.repl[id] = o.clone()
 		}
 	}
-	finalNode := func(key string) *Item {
-		if it, ok := repl["n/"+key]; ok {
-			return it
-		}
-		return t.Nodes.Get(key)
-	}
-	notes := t.Notes.with(noteCh)
-	// where each new version hangs
-	for _, it := range repl {
+	return true
+}
+
+// place gives each new version its note (nodes) and says where it hangs:
+// detached (with the reason) when its parent field is unusable or names a
+// node that does not exist after the commit.
+func (s *nextState) place() {
+	for _, it := range s.repl {
 		if it == nil {
 			continue
 		}
 		if !it.Mirror {
-			if n, ok := notes.Lookup(it.Rec.RKey); ok {
+			if n, ok := s.notes.Lookup(it.Rec.RKey); ok {
 				it.Note = &n
 			} else {
 				it.Note = nil
@@ -209,33 +273,43 @@ func (t *Tree) next(commit, rev string, changes []store.Record) *Tree {
 		}
 		if it.pwhy != "" {
 			it.Detached = it.pwhy
-		} else if it.pkey != "" && finalNode(it.pkey) == nil {
+		} else if it.pkey != "" && s.finalNode(it.pkey) == nil {
 			it.Detached = "parent " + it.pkey + " does not exist"
 		} else {
 			it.Detached = ""
 		}
 	}
-	// a created node may be the missing parent of detached items
-	if len(created) > 0 && len(t.Detached) > 0 {
-		for _, d := range t.Detached {
-			if d.pwhy == "" && d.pkey != "" && slices.Contains(created, d.pkey) {
-				if _, changed := repl[itemID(d)]; !changed {
-					return nil
-				}
+}
+
+// reattaches tells whether a created node is the missing parent of an
+// unchanged detached item (which next does not follow).
+func (s *nextState) reattaches() bool {
+	if len(s.created) == 0 || len(s.t.Detached) == 0 {
+		return false
+	}
+	for _, d := range s.t.Detached {
+		if d.pwhy == "" && d.pkey != "" && slices.Contains(s.created, d.pkey) {
+			if _, changed := s.repl[itemID(d)]; !changed {
+				return true
 			}
 		}
 	}
-	// a parent cycle made by the new versions
-	limit := t.Nodes.Len() + len(repl) + 1
-	for _, it := range repl {
+	return false
+}
+
+// makesCycle tells whether a new version's walk to the top meets a parent
+// cycle (made by the commit, or an old one), or a parent that vanished.
+func (s *nextState) makesCycle() bool {
+	limit := s.t.Nodes.Len() + len(s.repl) + 1
+	for _, it := range s.repl {
 		if it == nil || it.Detached != "" || it.pkey == "" {
 			continue
 		}
 		steps := 0
 		for k := it.pkey; k != ""; {
-			p := finalNode(k)
+			p := s.finalNode(k)
 			if p == nil || p == it || p.Detached == cycleReason || steps > limit {
-				return nil // a cycle; or a parent that vanished while walking
+				return true
 			}
 			if p.Detached != "" {
 				break
@@ -244,63 +318,82 @@ func (t *Tree) next(commit, rev string, changes []store.Record) *Tree {
 			steps++
 		}
 	}
-	// sibling lists: every changed item leaves its old list and joins its
-	// new one; a list that changes makes a new version of its parent, which
-	// is changed in its own list, up to the top
-	edits := map[string]*siblingEdit{}
-	var work []string
-	edit := func(c string) *siblingEdit {
-		e := edits[c]
-		if e == nil {
-			e = &siblingEdit{remove: map[string]bool{}}
-			edits[c] = e
-			work = append(work, c)
-		}
-		return e
+	return false
+}
+
+// edit is the edit of sibling list c, made (and queued for its parent) at
+// the first use.
+func (s *nextState) edit(c string) *siblingEdit {
+	e := s.edits[c]
+	if e == nil {
+		e = &siblingEdit{remove: map[string]bool{}}
+		s.edits[c] = e
+		s.work = append(s.work, c)
 	}
-	for id, it := range repl {
-		if o := old(id); o != nil {
-			edit(containerOf(o)).remove[id] = true
+	return e
+}
+
+// siblingEdits: every changed item leaves its old sibling list and joins
+// its new one; then the lists' parents change too (propagate).
+func (s *nextState) siblingEdits() {
+	for id, it := range s.repl {
+		if o := s.old(id); o != nil {
+			s.edit(containerOf(o)).remove[id] = true
 		}
 		if it != nil {
 			c := containerOf(it)
-			edit(c).add = append(edit(c).add, it)
+			s.edit(c).add = append(s.edit(c).add, it)
 		}
 	}
-	for len(work) > 0 {
-		c := work[len(work)-1]
-		work = work[:len(work)-1]
+	s.propagate()
+}
+
+// propagate: a sibling list that changes makes a new version of its
+// parent, which is changed in its own list, up to the top.
+func (s *nextState) propagate() {
+	for len(s.work) > 0 {
+		c := s.work[len(s.work)-1]
+		s.work = s.work[:len(s.work)-1]
 		if c == topLevel || c == detachedList {
 			continue
 		}
 		id := "n/" + c
-		if _, ok := repl[id]; ok {
-			continue // a new version already in its lists, or deleted (checked below)
+		if _, ok := s.repl[id]; ok {
+			continue // a new version already in its lists, or deleted (checked in relist)
 		}
-		o := t.Nodes.Get(c)
+		o := s.t.Nodes.Get(c)
 		if o == nil {
 			continue // a parent created in this commit
 		}
 		nv := o.clone()
-		repl[id] = nv
-		pc := containerOf(o)
-		e := edit(pc)
+		s.repl[id] = nv
+		e := s.edit(containerOf(o))
 		e.remove[id] = true
 		e.add = append(e.add, nv)
 	}
-	nt := &Tree{DID: t.DID, Commit: commit, Rev: rev, Roots: t.Roots, Detached: t.Detached, Comments: comments, Notes: notes}
-	for c, e := range edits {
-		var base []*Item
-		switch c {
-		case topLevel:
-			base = t.Roots
-		case detachedList:
-			base = t.Detached
-		default:
-			if o := t.Nodes.Get(c); o != nil {
-				base = o.Children
-			}
-		}
+}
+
+// oldList is sibling list c before the commit.
+func (s *nextState) oldList(c string) []*Item {
+	switch c {
+	case topLevel:
+		return s.t.Roots
+	case detachedList:
+		return s.t.Detached
+	}
+	if o := s.t.Nodes.Get(c); o != nil {
+		return o.Children
+	}
+	return nil
+}
+
+// relist makes each edited sibling list (the old one without the items
+// leaving, merged with those joining, in sibling order) and sets it in nt
+// or on its parent's new version. false: a node deleted while something
+// still hangs under it.
+func (s *nextState) relist(nt *Tree) bool {
+	for c, e := range s.edits {
+		base := s.oldList(c)
 		list := make([]*Item, 0, len(base)+len(e.add))
 		for _, it := range base {
 			if !e.remove[itemID(it)] {
@@ -315,39 +408,51 @@ func (t *Tree) next(commit, rev string, changes []store.Record) *Tree {
 		case detachedList:
 			nt.Detached = list
 		default:
-			p := repl["n/"+c]
+			p := s.repl["n/"+c]
 			if p == nil {
 				if len(list) > 0 {
-					return nil // a node deleted while something still hangs under it
+					return false
 				}
 				continue
 			}
 			p.Children = list
 		}
 	}
-	// a deleted node must leave no children behind
-	for id, it := range repl {
+	return true
+}
+
+// leavesChildren tells whether a deleted node whose sibling list was not
+// edited still has children (which would be detached).
+func (s *nextState) leavesChildren() bool {
+	for id, it := range s.repl {
 		if it != nil || id[0] != 'n' {
 			continue
 		}
-		if e := edits[id[2:]]; e == nil {
-			if o := t.Nodes.Get(id[2:]); o != nil && len(o.Children) > 0 {
-				return nil
+		if e := s.edits[id[2:]]; e == nil {
+			if o := s.t.Nodes.Get(id[2:]); o != nil && len(o.Children) > 0 {
+				return true
 			}
 		}
 	}
+	return false
+}
+
+// indexes sets nt's maps (nodes and mirrors from the new versions; notes
+// are set already; policies, outlines, other collections from their
+// changes) and its record count.
+func (s *nextState) indexes(nt *Tree) {
 	nodeCh, mirrorCh := map[string]slot[*Item]{}, map[string]slot[*Item]{}
-	for id, it := range repl {
+	for id, it := range s.repl {
 		if id[0] == 'm' {
 			mirrorCh[id[2:]] = slot[*Item]{it, it != nil}
 		} else {
 			nodeCh[id[2:]] = slot[*Item]{it, it != nil}
 		}
 	}
+	t := s.t
 	nt.Nodes, nt.Mirrors = t.Nodes.with(nodeCh), t.Mirrors.with(mirrorCh)
-	nt.Policies, nt.Outlines, nt.Others = t.Policies.with(policyCh), t.Outlines.with(outlineCh), t.Others.with(otherCh)
+	nt.Policies, nt.Outlines, nt.Others = t.Policies.with(s.policyCh), t.Outlines.with(s.outlineCh), t.Others.with(s.otherCh)
 	nt.Count = nt.Nodes.Len() + nt.Mirrors.Len() + nt.Notes.Len() + nt.Policies.Len() + nt.Outlines.Len() + nt.Others.Len() + len(nt.Comments)
-	return nt
 }
 
 // mergeSorted merges two lists in sibling order.

@@ -190,7 +190,8 @@ func applyAll(recs []store.Record, changes []store.Record) []store.Record {
 // The tree kept current commit by commit (Next) is the tree built from the
 // records (Build), for random commits of every kind, over long chains
 // (so that the persistent maps re-base many times), and no earlier tree
-// changes when a later one is made.
+// changes when a later one is made. Not parallel: it counts the package's
+// fallbacks to a full build (FullBuilds), which other tests' commits add to.
 func TestNextIsBuild(t *testing.T) {
 	for seed := range uint64(12) {
 		tame := seed%2 == 0
@@ -248,6 +249,7 @@ func diffLine(a, b string) string {
 
 // The parent field's fast path reads every parent as the URI parser does.
 func TestParentKeyFastPath(t *testing.T) {
+	t.Parallel()
 	tr := outline.Build(&store.Snapshot{DID: nextDID})
 	base := "at://" + nextDID + "/app.bulleted.node/"
 	for _, p := range []string{

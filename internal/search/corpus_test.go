@@ -22,6 +22,7 @@ func note(rkey, text string) store.Record {
 // lower-case text and the other way round, in text and in notes, and the
 // hit text keeps the original spelling.
 func TestNonASCIICaseFolding(t *testing.T) {
+	t.Parallel()
 	tr := outline.Build(&store.Snapshot{DID: did, Commit: "c1", Records: []store.Record{
 		node("a", "", "a", "Grüne äpfel kaufen", nil),
 		node("b", "", "b", "ΣΟΦΙΑ und Straße", nil),
@@ -64,6 +65,7 @@ func TestNonASCIICaseFolding(t *testing.T) {
 // boundary (text|note of one bullet, note|text and text|text of neighbours
 // in pre-order) if the corpus were scanned as plain concatenated text.
 func TestNoMatchAcrossBoundaries(t *testing.T) {
+	t.Parallel()
 	recs := []store.Record{
 		node("p", "", "a", "alpha", nil), note("p", "beta"),
 		node("q", "p", "a", "gamma", nil),
@@ -98,6 +100,7 @@ func TestNoMatchAcrossBoundaries(t *testing.T) {
 // page, with filters and subtrees, on an outline large enough to be cut in
 // chunks.
 func TestScanAgreesWithWalk(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a 60,000-bullet outline")
 	}
@@ -165,6 +168,7 @@ func TestScanAgreesWithWalk(t *testing.T) {
 // found by its new text and not by its old one, also in a large outline
 // (the parallel scan), and a deleted bullet is not found.
 func TestCorpusFollowsUpdates(t *testing.T) {
+	t.Parallel()
 	recs := outlinegen.Generate(30_000, 3)
 	t1 := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c1", Records: recs})
 	x := New()
@@ -264,6 +268,7 @@ func checkCorpus(t *testing.T, x *Index) {
 // mirrors added — it stays exactly the texts and notes of the entries in
 // pre-order, and a search still agrees with the walk.
 func TestCorpusAcrossCommits(t *testing.T) {
+	t.Parallel()
 	recs := outlinegen.Generate(20_000, 5)
 	r := rand.New(rand.NewPCG(1, 2))
 	x := New()

@@ -34,6 +34,7 @@ func pages(t *testing.T, x *Index, tr *outline.Tree, q Query) []Hit {
 // with children lifted, notes), and after a commit it visits only what
 // changed.
 func TestIndexFollowsCommits(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l, err := store.OpenLocal(t.TempDir())
 	if err != nil {

@@ -50,6 +50,7 @@ func keys(r *Result) []string {
 }
 
 func TestFilters(t *testing.T) {
+	t.Parallel()
 	tr := outline.Build(&store.Snapshot{DID: did, Commit: "c1", Records: fixture()})
 	x := New()
 	cases := []struct {
@@ -100,6 +101,7 @@ func TestFilters(t *testing.T) {
 }
 
 func TestAroundShortens(t *testing.T) {
+	t.Parallel()
 	long := ""
 	for i := 0; i < 30; i++ {
 		long += "word "
@@ -116,6 +118,7 @@ func TestAroundShortens(t *testing.T) {
 // before and after the cursor between pages; the index follows the new
 // commit incrementally.
 func TestCursorAcrossEdits(t *testing.T) {
+	t.Parallel()
 	recs := []store.Record{node("top", "", "a", "Top", nil)}
 	for i := 0; i < 50; i++ {
 		recs = append(recs, node(fmt.Sprintf("k%03d", i), "top", fmt.Sprintf("m%03d", i), fmt.Sprintf("match %d", i), nil))

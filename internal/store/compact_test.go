@@ -50,6 +50,7 @@ func logSize(t *testing.T, dir string) int64 {
 // shrinks, the records read back the same, and another process that had
 // the store open before goes on reading and writing through the new log.
 func TestCompactAtOpen(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	a, err := store.OpenLocal(dir)

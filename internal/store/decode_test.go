@@ -39,6 +39,7 @@ func mustCBOR(t *testing.T, v any) []byte {
 // the shapes atdata turns into its own types or refuses, decode as atdata
 // decodes them.
 func TestDecodeRecordIsAtdata(t *testing.T) {
+	t.Parallel()
 	for _, r := range outlinegen.Generate(5000, 2) {
 		b, err := atdata.MarshalCBOR(r.Value)
 		if err != nil {

@@ -72,6 +72,7 @@ func sectionOffsets(t *testing.T, raw []byte) []int {
 // Damage inside the log (not a torn tail) refuses to open and changes
 // nothing on disk; a torn tail after HEAD's commit is cut.
 func TestDamagedLog(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		damage  func(raw []byte, offs []int) []byte
@@ -136,6 +137,7 @@ func TestDamagedLog(t *testing.T) {
 // A process whose view of the log diverged (another process overwrote an
 // orphaned tail it had read past) re-reads instead of wedging.
 func TestDivergedViewRecovers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir, l1 := seeded(t)
 	defer l1.Close()

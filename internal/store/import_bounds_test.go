@@ -155,6 +155,7 @@ func refused(t *testing.T, car io.Reader, kind error, want string) {
 // capped here so that a regression fails fast instead of taking the
 // machine's memory.
 func TestImportSelfCycle(t *testing.T) {
+	t.Parallel()
 	defer debug.SetMaxStack(debug.SetMaxStack(64 << 20))
 	self := sumCID([]byte("the node's own CID, which its bytes cannot hash to"))
 	nd := mst.NodeData{Left: &self, Entries: []mst.EntryData{}}
@@ -173,6 +174,7 @@ func TestImportSelfCycle(t *testing.T) {
 // A record whose bytes were changed after its CID was taken: the old
 // import committed the changed record.
 func TestImportBlockNotMatchingCID(t *testing.T) {
+	t.Parallel()
 	rec := recordSec("as written")
 	leaf := nodeSec(mst.NodeData{Entries: entries([]string{"app.bulleted.node/3kaaaaaaaaaa2"}, rec.c)})
 	commit := commitSec(srcDID, leaf.c)
@@ -192,6 +194,7 @@ func TestImportBlockNotMatchingCID(t *testing.T) {
 // real MST. The old import walked both, yielding the shared subtree's keys
 // twice and out of order.
 func TestImportNodeTwiceAndTooDeep(t *testing.T) {
+	t.Parallel()
 	rec := recordSec("x")
 	leaf := nodeSec(mst.NodeData{Entries: entries([]string{"app.bulleted.node/3kaaaaaaaaaa2"}, rec.c)})
 	e := entries([]string{"app.bulleted.node/3kaaaaaaaaab2"}, rec.c)
@@ -261,6 +264,7 @@ func tallCAR(n int) []byte {
 // imported, after which every insert was refused. 250,000 is read;
 // 250,001 is refused before anything is committed.
 func TestImportRecordBound(t *testing.T) {
+	t.Parallel()
 	src, err := readImportCAR(context.Background(), bytes.NewReader(tallCAR(maxImportRecords)))
 	if err != nil || len(src.paths) != maxImportRecords {
 		t.Fatalf("%d records: %v", maxImportRecords, err)
@@ -304,6 +308,8 @@ func bigOther() sec {
 // in; the old import read it all), and a block (a section claiming more
 // than MaxSection is refused before it is allocated). Other apps' records
 // are not kept, so the memory an import allocates does not grow with them.
+// Not parallel: it counts the process's allocations (runtime.MemStats),
+// which parallel tests would add to.
 func TestImportByteBounds(t *testing.T) {
 	other := bigOther()
 	var sb bytes.Buffer
@@ -421,6 +427,7 @@ func commitData(t *testing.T, l *Local) (cid.Cid, string) {
 // own export of 2,000 records, imported, leaves its MST root unchanged,
 // and the store reopens and takes writes.
 func TestImportSameMST(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	l, err := OpenLocal(dir)
@@ -468,6 +475,7 @@ func TestImportSameMST(t *testing.T) {
 // failed on the first otherwise than as a damaged CAR, and on the second
 // failed looking the record up, untyped.
 func TestImportBadKeyAndMissingRecord(t *testing.T) {
+	t.Parallel()
 	rec := recordSec("x")
 	for _, c := range []struct {
 		key  string

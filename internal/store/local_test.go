@@ -29,6 +29,7 @@ func openLocal(t *testing.T) *store.Local {
 }
 
 func TestLocalSuite(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T) store.Repository { return openLocal(t) })
 }
 
@@ -37,6 +38,7 @@ func nodeW(rk, text string) store.Write {
 }
 
 func TestLocalReopenAndTornLog(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	l, err := store.OpenLocal(dir)
@@ -104,6 +106,7 @@ func tidN(_ int) string { return clock.Next().String() }
 
 // The snapshot carried forward across commits equals a freshly loaded one.
 func TestLocalSnapshotCarriedForward(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	l, err := store.OpenLocal(dir)
@@ -152,6 +155,7 @@ func TestLocalSnapshotCarriedForward(t *testing.T) {
 // the other committed, a write planned on a stale snapshot is a conflict,
 // and concurrent writers lose nothing.
 func TestLocalSharedDirectory(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	a, err := store.OpenLocal(dir)
@@ -237,6 +241,7 @@ func TestLocalSharedDirectory(t *testing.T) {
 // ones, across a reopen, another process's commit (the refresh path) and a
 // compaction. A value that still pointed into the mapping would fault.
 func TestReopenValuesOwnTheirMemory(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	l, err := store.OpenLocal(dir)

@@ -117,6 +117,7 @@ func hasNotice(notes []string, parts ...string) bool {
 // store opened as an empty outline and the next open compacted the log
 // away, 3,000 bullets and 656,656 B -> 295 B).
 func TestRecoverMissingHead(t *testing.T) {
+	t.Parallel()
 	n := 3000
 	if testing.Short() {
 		n = 1000
@@ -169,6 +170,7 @@ func TestRecoverMissingHead(t *testing.T) {
 
 // A HEAD that is not a CID is recovered the same way.
 func TestRecoverGarbageHead(t *testing.T) {
+	t.Parallel()
 	dir, l := seeded(t)
 	want := texts(t, l)
 	head, _ := os.ReadFile(filepath.Join(dir, "HEAD"))
@@ -196,6 +198,7 @@ func TestRecoverGarbageHead(t *testing.T) {
 // completely is recovered, and the torn bytes are said (and left for the
 // next open from a verified HEAD to cut).
 func TestRecoverTornNewestCommit(t *testing.T) {
+	t.Parallel()
 	for _, cut := range []string{"last bytes", "middle of the commit"} {
 		t.Run(cut, func(t *testing.T) {
 			dir, l := seeded(t)
@@ -271,6 +274,7 @@ func TestRecoverTornNewestCommit(t *testing.T) {
 // A recovering open never compacts, even a log that is mostly garbage; the
 // next open (HEAD verified) may.
 func TestRecoverDoesNotCompact(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l, err := OpenLocal(dir)
 	if err != nil {
@@ -351,6 +355,7 @@ func refuses(t *testing.T, dir string, parts ...string) {
 // (before: a new key was made, under whose DID the old commits no longer
 // verify).
 func TestMissingKeyRefuses(t *testing.T) {
+	t.Parallel()
 	for _, alsoHead := range []bool{false, true} {
 		t.Run(fmt.Sprintf("HEAD removed too %v", alsoHead), func(t *testing.T) {
 			dir, l := seeded(t)
@@ -367,6 +372,7 @@ func TestMissingKeyRefuses(t *testing.T) {
 // A store whose signing.key was replaced by another key refuses to open
 // and changes nothing, with or without HEAD.
 func TestForeignKeyRefuses(t *testing.T) {
+	t.Parallel()
 	for _, alsoHead := range []bool{false, true} {
 		t.Run(fmt.Sprintf("HEAD removed too %v", alsoHead), func(t *testing.T) {
 			dir, l := seeded(t)
@@ -389,6 +395,7 @@ func TestForeignKeyRefuses(t *testing.T) {
 // A missing block log is not a new store while HEAD, or the operations
 // journal, says there was one.
 func TestMissingLogRefuses(t *testing.T) {
+	t.Parallel()
 	t.Run("HEAD there", func(t *testing.T) {
 		dir, l := seeded(t)
 		l.Close()
@@ -422,6 +429,7 @@ func TestMissingLogRefuses(t *testing.T) {
 // (the OAuth session deleted or revoked, --pds forgotten) is not opened as
 // a new, empty embedded outline.
 func TestPDSStateIsNotANewStore(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, file, body string }{
 		{"budget ledger", "budget-did_plc_abc.json", `{"spent":[]}`},
 		{"repository cache", "repo-did_plc_abc.car", "car"},
@@ -453,6 +461,7 @@ func TestPDSStateIsNotANewStore(t *testing.T) {
 // writing (before: every read and write failed until a restart, which then
 // opened an empty outline).
 func TestRecoverWhileOpen(t *testing.T) {
+	t.Parallel()
 	dir, l := seeded(t)
 	defer l.Close()
 	ctx := context.Background()
@@ -492,6 +501,7 @@ func TestRecoverWhileOpen(t *testing.T) {
 // later commits as landed: said at open, and the log (which holds those
 // commits) is not compacted away.
 func TestHeadBehindJournal(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l, err := OpenLocal(dir)
 	if err != nil {
