@@ -37,7 +37,7 @@ func TestImportSearchAndPageTools(t *testing.T) {
 		t.Fatalf("search: %s", text(res))
 	}
 	h := hits[0].(map[string]any)
-	if h["rkey"] != byLine[2] || h["text"] != "Budget review" || h["breadcrumb"].([]any)[0] != "Plan" {
+	if path, _ := sc["paths"].(map[string]any)[h["parent"].(string)].(string); h["rkey"] != byLine[2] || h["text"] != "Budget review" || !strings.HasPrefix(path, "Plan") {
 		t.Fatalf("hit %v", h)
 	}
 	// the note was read back from the repository

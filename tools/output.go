@@ -76,7 +76,7 @@ var (
 		"cursor": tString, "next": tString, "nodes": tObjs, "root": tObject, "text": tString, "markdown": tString, "opml": tString,
 	}, []string{"did"})
 
-	searchOutput = outSchema(map[string]any{"did": tString, "uriPrefix": tString, "hits": tObjs, "cursor": tString}, []string{"did", "hits"})
+	searchOutput = outSchema(map[string]any{"did": tString, "uriPrefix": tString, "hits": tObjs, "paths": tObject, "cursor": tString}, []string{"did", "hits", "paths"})
 
 	detachedOutput = outSchema(map[string]any{"detached": tObjs, "detachedTotal": tInt, "contributions": tObjs}, []string{"detached"})
 

@@ -127,7 +127,6 @@ type hit struct {
 	Text       string   `json:"text"`
 	InNote     bool     `json:"inNote,omitempty"`
 	Note       string   `json:"note,omitempty"`
-	Breadcrumb []string `json:"breadcrumb"`
 	Parent     string   `json:"parent,omitempty"`
 	Layout     string   `json:"layout,omitempty"`
 	State      string   `json:"state,omitempty"`
@@ -184,12 +183,13 @@ func searchPage(ctx context.Context, env *Env, tr *outline.Tree, q search.Query,
 	for _, p := range problems {
 		text += "\nnote: " + p
 	}
+	// each hit names its parent; the path to each parent is given once
+	// (paths), not on every hit under it
 	hits := make([]hit, len(r.Hits))
+	paths := map[string]string{}
 	for i, h := range r.Hits {
-		hits[i] = hit{RKey: h.RKey, Text: h.Text, InNote: h.InNote, Note: h.Note, Breadcrumb: h.Breadcrumb, Parent: h.Parent, Layout: h.Layout, ChildCount: h.ChildCount, Author: h.Author}
-		if hits[i].Breadcrumb == nil {
-			hits[i].Breadcrumb = []string{}
-		}
+		hits[i] = hit{RKey: h.RKey, Text: h.Text, InNote: h.InNote, Note: h.Note, Parent: h.Parent, Layout: h.Layout, ChildCount: h.ChildCount, Author: h.Author}
+		paths[h.Parent] = strings.Join(h.Breadcrumb, " › ")
 		switch {
 		case h.Done:
 			hits[i].State = "done"
@@ -197,7 +197,7 @@ func searchPage(ctx context.Context, env *Env, tr *outline.Tree, q search.Query,
 			hits[i].State = "open"
 		}
 	}
-	sc := map[string]any{"did": tr.DID.String(), "uriPrefix": "at://" + tr.DID.String() + "/" + lexicon.Node + "/", "hits": hits}
+	sc := map[string]any{"did": tr.DID.String(), "uriPrefix": "at://" + tr.DID.String() + "/" + lexicon.Node + "/", "hits": hits, "paths": paths}
 	if r.Cursor != "" {
 		sc["cursor"] = r.Cursor
 	}

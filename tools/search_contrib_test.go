@@ -70,13 +70,10 @@ func TestSearchFindsContributions(t *testing.T) {
 		hs, _ := sc["hits"].([]any)
 		for _, x := range hs {
 			h := x.(map[string]any)
-			var crumbs []string
-			for _, b := range h["breadcrumb"].([]any) {
-				crumbs = append(crumbs, b.(string))
-			}
 			a, _ := h["author"].(string)
 			p, _ := h["parent"].(string)
-			out = append(out, hit{h["rkey"].(string), a, strings.Join(crumbs, " › "), p})
+			crumbs, _ := sc["paths"].(map[string]any)[p].(string)
+			out = append(out, hit{h["rkey"].(string), a, crumbs, p})
 		}
 		cur, _ := sc["cursor"].(string)
 		return out, cur, text(res)
