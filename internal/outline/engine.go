@@ -84,24 +84,20 @@ type Engine struct {
 	wmu   sync.Mutex // one write operation at a time in this process
 	clock *syntax.TIDClock
 	cache *Tree
-	ops   *opStore
+	ops   *lifecycle
 }
 
 // New returns an engine over repo; operations are kept in memory until
-// KeepOperations names a directory.
+// KeepOperations names a directory (or UseJournal gives a journal).
 func New(repo store.Repository) *Engine {
 	return &Engine{Repo: repo, Now: time.Now, clock: syntax.NewTIDClock(uint(rand.IntN(1024))),
-		ops: newOpStore(repo.DID().String(), "")}
+		ops: &lifecycle{j: newMemJournal()}}
 }
 
 // KeepOperations records operations (and so the undo journal) in dir/ops,
 // shared with other processes using the same data directory.
 func (e *Engine) KeepOperations(dir string) error {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	e.ops = newOpStore(e.Repo.DID().String(), filepath.Join(dir, "ops"))
-	_, err := e.ops.list()
-	return err
+	return e.UseJournal(NewFileJournal(e.Repo.DID().String(), filepath.Join(dir, "ops")))
 }
 
 // Tree returns the tree of the current commit. A repository that can tell
@@ -189,7 +185,7 @@ func (e *Engine) Do(ctx context.Context, dryRun bool, fn func(p *Planner) error)
 			return out, nil
 		}
 		op := &Operation{ID: keys.clock.Next().String(), DID: e.Repo.DID().String(), Summary: plan.Summary, Started: now,
-			State: OpRunning, Writes: plan.Writes, Prev: plan.Prev, Batches: plan.Batches, Keys: keys.keys,
+			State: OpPlanned, Writes: plan.Writes, Prev: plan.Prev, Batches: plan.Batches, Keys: keys.keys,
 			Around: aroundOf(t, plan.Writes)}
 		commits, err := e.execute(ctx, op, t.Commit)
 		out.Commits = commits
