@@ -35,8 +35,8 @@ type Config struct {
 	PublicURL string
 	DB        *pgxpool.Pool
 	Sealer    *Sealer
-	// DataDir keeps this instance's working files: operation files mirrored
-	// from the database, and read caches.
+	// DataDir keeps this instance's working files: read caches (the
+	// operations journal is in the database only).
 	DataDir string
 	// Directory resolves identities (handles, DIDs, PDSes).
 	Directory identity.Directory
@@ -189,12 +189,9 @@ func (s *Server) user(ctx context.Context, did string) (*user, error) {
 	}
 	r := pds.New(c, pdid)
 	r.Cache = filepath.Join(dir, "repo.car")
-	j := newJournal(s.db, did, filepath.Join(dir, "ops"))
-	if err := j.pull(ctx); err != nil {
-		return nil, err
-	}
-	eng := outline.New(&userRepo{inner: r, ledger: s.ledger, journal: j})
-	if err := eng.KeepOperations(dir); err != nil {
+	j := newJournal(s.db, did)
+	eng := outline.New(&userRepo{inner: r, ledger: s.ledger})
+	if err := eng.UseJournal(j); err != nil {
 		return nil, err
 	}
 	resolver := &pds.Resolver{Client: c, Directory: s.cfg.Directory}
@@ -228,8 +225,7 @@ func (s *Server) user(ctx context.Context, did string) (*user, error) {
 }
 
 // envFor is the tool environment of the request's user: their repository,
-// budget and journal (the journal brought up to date from the database
-// first, and what this call recorded sent back after it).
+// budget and operations journal (in the database, shared by every instance).
 func (s *Server) envFor(ctx context.Context) (*tools.Env, func(), error) {
 	id, ok := identityFrom(ctx)
 	if !ok {
@@ -242,14 +238,7 @@ func (s *Server) envFor(ctx context.Context) (*tools.Env, func(), error) {
 		}
 		return nil, nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "opening your repository failed: " + err.Error(), Next: "retry in a moment"}
 	}
-	if err := u.journal.pull(ctx); err != nil {
-		return nil, nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "reading the operations journal failed: " + err.Error(), Next: "retry in a moment"}
-	}
-	return u.env, func() {
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
-		defer cancel()
-		u.journal.push(pctx)
-	}, nil
+	return u.env, nil, nil
 }
 
 // principal is who a request's access token belongs to.
