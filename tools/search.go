@@ -123,15 +123,15 @@ func searchTool() Tool {
 // hit is a search hit in the compact form: the URI is the result's
 // uriPrefix + rkey (a contributor's: at://AUTHOR/app.bulleted.node/ + rkey).
 type hit struct {
-	RKey       string   `json:"rkey"`
-	Text       string   `json:"text"`
-	InNote     bool     `json:"inNote,omitempty"`
-	Note       string   `json:"note,omitempty"`
-	Parent     string   `json:"parent,omitempty"`
-	Layout     string   `json:"layout,omitempty"`
-	State      string   `json:"state,omitempty"`
-	ChildCount int      `json:"childCount,omitempty"`
-	Author     string   `json:"author,omitempty"`
+	RKey       string `json:"rkey"`
+	Text       string `json:"text"`
+	InNote     bool   `json:"inNote,omitempty"`
+	Note       string `json:"note,omitempty"`
+	Parent     string `json:"parent,omitempty"`
+	Layout     string `json:"layout,omitempty"`
+	State      string `json:"state,omitempty"`
+	ChildCount int    `json:"childCount,omitempty"`
+	Author     string `json:"author,omitempty"`
 }
 
 // searchPage runs q (the outline's own hits, then contributors' bullets

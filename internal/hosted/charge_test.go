@@ -3,7 +3,6 @@ package hosted
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -36,7 +35,7 @@ func TestChargedBeforeSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := &Ledger{DB: db, Limit: 5000, DayLimit: 35000}
-	r := &userRepo{inner: pds.New(c, u.DID), ledger: l, journal: newJournal(db, u.DID.String(), filepath.Join(dir, "ops"))}
+	r := &userRepo{inner: pds.New(c, u.DID), ledger: l}
 	did := u.DID.String()
 	spent := func() int {
 		t.Helper()

@@ -35,8 +35,8 @@ type Config struct {
 	PublicURL string
 	DB        *pgxpool.Pool
 	Sealer    *Sealer
-	// DataDir keeps this instance's working files: operation files mirrored
-	// from the database, and read caches.
+	// DataDir keeps this instance's working files: read caches (the
+	// operations journal is in the database only).
 	DataDir string
 	// Directory resolves identities (handles, DIDs, PDSes).
 	Directory identity.Directory
@@ -194,10 +194,7 @@ func (s *Server) user(ctx context.Context, did string) (*user, error) {
 	}
 	r := pds.New(c, pdid)
 	r.Cache = filepath.Join(dir, "repo.car")
-	j := newJournal(s.db, did, filepath.Join(dir, "ops"))
-	if err := j.pull(ctx); err != nil {
-		return nil, err
-	}
+	j := newJournal(s.db, did)
 	resolver := &pds.Resolver{Client: c, Directory: s.cfg.Directory}
 	others := &pds.Others{Resolver: resolver}
 	read := func(ctx context.Context, ident string) (*outline.Tree, error) {
@@ -207,7 +204,7 @@ func (s *Server) user(ctx context.Context, did string) (*user, error) {
 		}
 		return outline.Rebuild(snap, nil), nil
 	}
-	eng, err := outline.Open(&userRepo{inner: r, ledger: s.ledger, journal: j}, outline.Options{Resolver: resolver, Others: read, Operations: dir})
+	eng, err := outline.Open(&userRepo{inner: r, ledger: s.ledger}, outline.Options{Resolver: resolver, Others: read, Journal: j})
 	if err != nil {
 		return nil, err
 	}
@@ -232,8 +229,7 @@ func (s *Server) user(ctx context.Context, did string) (*user, error) {
 }
 
 // envFor is the tool environment of the request's user: their repository,
-// budget and journal (the journal brought up to date from the database
-// first, and what this call recorded sent back after it).
+// budget and operations journal (in the database, shared by every instance).
 func (s *Server) envFor(ctx context.Context) (*tools.Env, func(), error) {
 	id, ok := identityFrom(ctx)
 	if !ok {
@@ -246,14 +242,7 @@ func (s *Server) envFor(ctx context.Context) (*tools.Env, func(), error) {
 		}
 		return nil, nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "opening your repository failed: " + err.Error(), Next: "retry in a moment"}
 	}
-	if err := u.journal.pull(ctx); err != nil {
-		return nil, nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "reading the operations journal failed: " + err.Error(), Next: "retry in a moment"}
-	}
-	return u.env, func() {
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
-		defer cancel()
-		u.journal.push(pctx)
-	}, nil
+	return u.env, nil, nil
 }
 
 // principal is who a request's access token belongs to.

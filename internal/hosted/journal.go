@@ -2,151 +2,301 @@ package hosted
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
+	"fmt"
+	"slices"
 	"sync"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/bulleted-mcp/bulleted-mcp/internal/atomicfile"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 )
 
-// journal keeps one identity's operations journal in Postgres (table
-// operations) and mirrors it into the directory where the engine keeps its
-// operation files (outline.Engine.KeepOperations): before a call the rows
-// come down (pull), and every operation file this instance wrote goes up
-// (push) before each batch is sent and after the call. So an operation is
-// in Postgres before its first batch is committed, and any instance can
-// list, resume and undo it.
+// journal is one identity's operations journal in Postgres, used by the
+// engine directly (outline.Journal): one row per operation in operations,
+// its body the engine's record (outline.EncodeOperation, with
+// outline.EncodeProgress lines appended as it runs), so that every
+// instance lists, resumes and undoes every operation, and nothing of it is
+// in files.
 //
-// Limit: an operation that another instance is committing at this moment
-// is listed here as incomplete until that instance pushes its end (the
-// engine's liveness check is a file lock, local to one machine).
+// The claim on an operation being committed is a lease row in
+// operation_claims, renewed every claimRenew while the instance commits and
+// deleted when it is done; when the instance dies the lease runs out after
+// claimTTL, and the operation then reads as incomplete (resumable) on every
+// instance. A lease, rather than pg_try_advisory_lock on a held
+// connection: it holds no pool connection for the minutes a long operation
+// takes (the pool is shared with the ledger and the sign-in), works behind
+// a transaction-pooling proxy, and frees a dead instance's claims after a
+// known time rather than when TCP notices the lost connection.
 type journal struct {
 	db  *pgxpool.Pool
 	did string
-	dir string // DATA/ops of the identity
 
-	mu    sync.Mutex
-	known map[string][32]byte // operation file name → content hash as last synced
+	mu      sync.Mutex
+	rows    map[string]journalRow // operations as last read, by id
+	written map[string][]int      // operations this instance wrote whole, with their batches
+	held    map[string]*lease     // claims this instance holds
 }
 
-func newJournal(db *pgxpool.Pool, did, dir string) *journal {
-	return &journal{db: db, did: did, dir: dir, known: map[string][32]byte{}}
+type journalRow struct {
+	version int64
+	op      *outline.Operation
 }
 
-func (j *journal) local() (map[string][]byte, error) {
-	out := map[string][]byte{}
-	ents, err := os.ReadDir(j.dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return out, nil
+type lease struct {
+	token string
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+const (
+	// journalTimeout bounds each statement of the journal.
+	journalTimeout = 15 * time.Second
+	// claimTTL is how long a claim lasts unless renewed; claimRenew how
+	// often the instance committing renews it.
+	claimTTL   = time.Minute
+	claimRenew = 15 * time.Second
+	// claimKept: expired claims (of instances that died) are deleted once
+	// they are this old.
+	claimKept = 24 * time.Hour
+)
+
+var _ outline.Journal = (*journal)(nil)
+
+func newJournal(db *pgxpool.Pool, did string) *journal {
+	return &journal{db: db, did: did, rows: map[string]journalRow{}, written: map[string][]int{}, held: map[string]*lease{}}
+}
+
+// Save writes op's progress as a line appended to its row when this
+// instance wrote the row whole with the same batches; otherwise, or when
+// the row is gone, the whole record.
+func (j *journal) Save(ctx context.Context, op *outline.Operation, whole bool) error {
+	ctx, cancel := context.WithTimeout(ctx, journalTimeout)
+	defer cancel()
+	j.mu.Lock()
+	w, ok := j.written[op.ID]
+	j.mu.Unlock()
+	if ok && !whole && slices.Equal(w, op.Batches) {
+		line, err := outline.EncodeProgress(op)
+		if err != nil {
+			return err
+		}
+		tag, err := j.db.Exec(ctx, `UPDATE operations SET body = body || $3, version = version + 1, updated_at = now()
+			WHERE did = $1 AND id = $2`, j.did, op.ID, line)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 1 {
+			return nil
+		}
+		// the row is gone: write it whole
+	}
+	raw, err := outline.EncodeOperation(op)
+	if err != nil {
+		return err
+	}
+	if _, err := j.db.Exec(ctx, `INSERT INTO operations (did, id, body) VALUES ($1, $2, $3)
+		ON CONFLICT (did, id) DO UPDATE SET body = excluded.body, version = operations.version + 1, updated_at = now()`, j.did, op.ID, raw); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	j.written[op.ID] = slices.Clone(op.Batches)
+	j.mu.Unlock()
+	return nil
+}
+
+// decode reads a row's body, keeping it by version.
+func (j *journal) decode(id string, version int64, body []byte) (*outline.Operation, error) {
+	op, err := outline.DecodeOperation(body)
+	if err != nil {
+		return nil, fmt.Errorf("operation record %s: %w", id, err)
+	}
+	j.mu.Lock()
+	j.rows[id] = journalRow{version: version, op: op}
+	j.mu.Unlock()
+	return op, nil
+}
+
+// Get reads operation id's row.
+func (j *journal) Get(ctx context.Context, id string) (*outline.Operation, error) {
+	ctx, cancel := context.WithTimeout(ctx, journalTimeout)
+	defer cancel()
+	var version int64
+	var body []byte
+	err := j.db.QueryRow(ctx, "SELECT version, body FROM operations WHERE did = $1 AND id = $2", j.did, id).Scan(&version, &body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range ents {
-		if !strings.HasSuffix(e.Name(), ".json") {
-			continue
+	return j.decode(id, version, body)
+}
+
+// List reads the identity's operations: the versions of every row, then the
+// bodies of the rows changed since this instance last read them.
+func (j *journal) List(ctx context.Context) ([]*outline.Operation, error) {
+	ctx, cancel := context.WithTimeout(ctx, journalTimeout)
+	defer cancel()
+	rows, err := j.db.Query(ctx, "SELECT id, version FROM operations WHERE did = $1", j.did)
+	if err != nil {
+		return nil, err
+	}
+	versions := map[string]int64{}
+	for rows.Next() {
+		var id string
+		var v int64
+		if err := rows.Scan(&id, &v); err != nil {
+			rows.Close()
+			return nil, err
 		}
-		b, err := os.ReadFile(filepath.Join(j.dir, e.Name()))
+		versions[id] = v
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var stale []string
+	j.mu.Lock()
+	for id := range j.rows {
+		if _, ok := versions[id]; !ok {
+			delete(j.rows, id)
+		}
+	}
+	for id, v := range versions {
+		if r, ok := j.rows[id]; !ok || r.version != v {
+			stale = append(stale, id)
+		}
+	}
+	j.mu.Unlock()
+	if len(stale) > 0 {
+		rows, err := j.db.Query(ctx, "SELECT id, version, body FROM operations WHERE did = $1 AND id = ANY($2)", j.did, stale)
 		if err != nil {
-			continue // removed meanwhile
+			return nil, err
 		}
-		out[strings.TrimSuffix(e.Name(), ".json")] = b
+		for rows.Next() {
+			var id string
+			var v int64
+			var body []byte
+			if err := rows.Scan(&id, &v, &body); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if _, err := j.decode(id, v, body); err != nil {
+				rows.Close()
+				return nil, err
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := make([]*outline.Operation, 0, len(versions))
+	for id := range versions {
+		if r, ok := j.rows[id]; ok { // a row deleted meanwhile is left out
+			out = append(out, r.op)
+		}
 	}
 	return out, nil
 }
 
-// pull brings the database's operations into the directory: rows changed
-// elsewhere replace files unchanged here; rows deleted elsewhere remove
-// files unchanged here.
-func (j *journal) pull(ctx context.Context) error {
+// Remove deletes operation id's row.
+func (j *journal) Remove(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, journalTimeout)
+	defer cancel()
 	j.mu.Lock()
-	defer j.mu.Unlock()
-	rows, err := j.db.Query(ctx, "SELECT id, body FROM operations WHERE did = $1", j.did)
-	if err != nil {
-		return err
-	}
-	remote := map[string][]byte{}
-	for rows.Next() {
-		var id string
-		var body []byte
-		if err := rows.Scan(&id, &body); err != nil {
-			rows.Close()
-			return err
-		}
-		remote[id] = body
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	local, err := j.local()
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(j.dir, 0o700); err != nil {
-		return err
-	}
-	for id, body := range remote {
-		rh := sha256.Sum256(body)
-		lb, have := local[id]
-		known, synced := j.known[id]
-		switch {
-		case !have && synced:
-			// removed here (pruned): push deletes the row
-		case !have, sha256.Sum256(lb) == known && known != rh:
-			if err := atomicfile.Write(filepath.Join(j.dir, id+".json"), body, 0o600); err != nil {
-				return err
-			}
-			j.known[id] = rh
-		case sha256.Sum256(lb) == rh:
-			j.known[id] = rh
-		}
-	}
-	for id, lb := range local {
-		if _, ok := remote[id]; ok {
-			continue
-		}
-		if known, synced := j.known[id]; synced && sha256.Sum256(lb) == known {
-			os.Remove(filepath.Join(j.dir, id+".json"))
-			delete(j.known, id)
-		}
-	}
-	return nil
+	delete(j.written, id)
+	delete(j.rows, id)
+	j.mu.Unlock()
+	_, err := j.db.Exec(ctx, "DELETE FROM operations WHERE did = $1 AND id = $2", j.did, id)
+	return err
 }
 
-// push sends the operation files changed here, and deletes the rows of
-// files removed here.
-func (j *journal) push(ctx context.Context) error {
+// Claim takes the lease on operation id unless another instance (or
+// another engine of this one) holds it unexpired, and keeps it renewed
+// until Release.
+func (j *journal) Claim(ctx context.Context, id string) (bool, error) {
 	j.mu.Lock()
-	defer j.mu.Unlock()
-	local, err := j.local()
+	_, mine := j.held[id]
+	j.mu.Unlock()
+	if mine {
+		return true, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, journalTimeout)
+	defer cancel()
+	l := &lease{token: newToken("claim-"), stop: make(chan struct{}), done: make(chan struct{})}
+	var holder string
+	err := j.db.QueryRow(ctx, `INSERT INTO operation_claims (did, id, holder, expires_at) VALUES ($1, $2, $3, now() + $4 * interval '1 second')
+		ON CONFLICT (did, id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+		WHERE operation_claims.expires_at <= now()
+		RETURNING holder`, j.did, id, l.token, claimTTL.Seconds()).Scan(&holder)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil // held by another, unexpired
+	}
 	if err != nil {
-		return err
+		return false, err
 	}
-	for id, lb := range local {
-		h := sha256.Sum256(lb)
-		if known, ok := j.known[id]; ok && known == h {
-			continue
+	j.mu.Lock()
+	j.held[id] = l
+	j.mu.Unlock()
+	go j.renew(id, l)
+	return true, nil
+}
+
+// renew extends l every claimRenew until it is released.
+func (j *journal) renew(id string, l *lease) {
+	defer close(l.done)
+	t := time.NewTicker(claimRenew)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
 		}
-		if _, err := j.db.Exec(ctx, `INSERT INTO operations (did, id, body) VALUES ($1, $2, $3)
-			ON CONFLICT (did, id) DO UPDATE SET body = excluded.body, updated_at = now()`, j.did, id, lb); err != nil {
-			return err
-		}
-		j.known[id] = h
+		ctx, cancel := context.WithTimeout(context.Background(), claimRenew)
+		// a failure is retried at the next tick; the lease lasts claimTTL
+		j.db.Exec(ctx, `UPDATE operation_claims SET expires_at = now() + $4 * interval '1 second'
+			WHERE did = $1 AND id = $2 AND holder = $3`, j.did, id, l.token, claimTTL.Seconds())
+		cancel()
 	}
-	for id := range j.known {
-		if _, ok := local[id]; !ok {
-			if _, err := j.db.Exec(ctx, "DELETE FROM operations WHERE did = $1 AND id = $2", j.did, id); err != nil {
-				return err
-			}
-			delete(j.known, id)
-		}
+}
+
+// Release stops renewing the claim on id and deletes it (and the claims
+// of instances that died long ago). If the delete fails, the lease runs
+// out after claimTTL.
+func (j *journal) Release(ctx context.Context, id string) {
+	j.mu.Lock()
+	l, ok := j.held[id]
+	delete(j.held, id)
+	j.mu.Unlock()
+	if !ok {
+		return
 	}
-	return nil
+	close(l.stop)
+	<-l.done
+	ctx, cancel := context.WithTimeout(ctx, journalTimeout)
+	defer cancel()
+	j.db.Exec(ctx, `DELETE FROM operation_claims WHERE (did = $1 AND id = $2 AND holder = $3) OR expires_at < now() - $4 * interval '1 second'`,
+		j.did, id, l.token, claimKept.Seconds())
+}
+
+// Live reports whether some instance holds an unexpired claim on id.
+func (j *journal) Live(ctx context.Context, id string) (bool, error) {
+	j.mu.Lock()
+	_, mine := j.held[id]
+	j.mu.Unlock()
+	if mine {
+		return true, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, journalTimeout)
+	defer cancel()
+	var live bool
+	err := j.db.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM operation_claims WHERE did = $1 AND id = $2 AND expires_at > now())", j.did, id).Scan(&live)
+	return live, err
 }

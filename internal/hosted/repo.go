@@ -16,16 +16,15 @@ import (
 
 // userRepo is a user's PDS repository as the engine sees it in hosted mode:
 // every batch is paid for in the shared Postgres ledger (charged as spent
-// before it is sent, refunded only when it certainly did not land), and the operations journal is pushed to Postgres before each
-// batch. The engine's own file ledger is not used: the engine reserves a
-// whole plan's cost in the shared ledger through ReservePlan
-// (store.Budgeted) before the first batch, and Apply settles
+// before it is sent, refunded only when it certainly did not land). The
+// engine's own file ledger is not used: the engine reserves a whole plan's
+// cost in the shared ledger through ReservePlan (store.Budgeted) before
+// the first batch, and Apply settles
 // each batch against that reservation. A batch sent without one (no
 // operation) is reserved on its own.
 type userRepo struct {
-	inner   *pds.Repo
-	ledger  *Ledger
-	journal *journal
+	inner  *pds.Repo
+	ledger *Ledger
 }
 
 var (
@@ -80,9 +79,6 @@ const bookkeeping = 15 * time.Second
 
 func (r *userRepo) Apply(ctx context.Context, swapCommit string, writes []store.Write) (*store.Result, error) {
 	did := r.inner.DID().String()
-	if err := r.journal.push(ctx); err != nil {
-		return nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "recording the operation in the database failed: " + err.Error(), Next: "retry in a moment"}
-	}
 	cost := store.Cost(writes)
 	if plan, ok := ctx.Value(planKey{}).(string); ok {
 		return r.applyPlanned(ctx, did, plan, swapCommit, writes, cost)

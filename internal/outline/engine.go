@@ -87,7 +87,7 @@ type Engine struct {
 	wmu   sync.Mutex // one write operation at a time in this process
 	clock *syntax.TIDClock
 	cache *Tree
-	ops   *opStore
+	ops   *lifecycle
 	plans planCache // dry runs' plans (plans.go)
 }
 
@@ -103,8 +103,11 @@ type Options struct {
 	Others Others
 	// Operations is the data directory whose ops/ folder keeps the
 	// operations journal (shared with other processes using it); "": in
-	// memory only.
+	// memory only, unless Journal is set.
 	Operations string
+	// Journal keeps the operations journal elsewhere (hosted mode: in
+	// Postgres, shared by every instance); it wins over Operations.
+	Journal Journal
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 }
@@ -113,7 +116,7 @@ type Options struct {
 // memory, offline (see Open).
 func New(repo store.Repository) *Engine {
 	return &Engine{Repo: repo, Now: time.Now, clock: syntax.NewTIDClock(uint(rand.IntN(1024))),
-		ops: newOpStore(repo.DID().String(), "")}
+		ops: &lifecycle{j: newMemJournal()}}
 }
 
 // Open returns an engine over repo built with o. It fails when the
@@ -124,7 +127,12 @@ func Open(repo store.Repository, o Options) (*Engine, error) {
 	if o.Now != nil {
 		e.Now = o.Now
 	}
-	if o.Operations != "" {
+	switch {
+	case o.Journal != nil:
+		if err := e.UseJournal(o.Journal); err != nil {
+			return nil, err
+		}
+	case o.Operations != "":
 		if err := e.KeepOperations(o.Operations); err != nil {
 			return nil, err
 		}
@@ -139,11 +147,7 @@ func (e *Engine) Others() Others { return e.others }
 // KeepOperations records operations (and so the undo journal) in dir/ops,
 // shared with other processes using the same data directory.
 func (e *Engine) KeepOperations(dir string) error {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	e.ops = newOpStore(e.Repo.DID().String(), filepath.Join(dir, "ops"))
-	_, err := e.ops.list()
-	return err
+	return e.UseJournal(NewFileJournal(e.Repo.DID().String(), filepath.Join(dir, "ops")))
 }
 
 // Tree returns the tree of the current commit. A repository that can tell
@@ -233,7 +237,7 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 			return out, nil
 		}
 		op := &Operation{ID: keys.clock.Next().String(), DID: e.Repo.DID().String(), Summary: plan.Summary, Started: now,
-			State: OpRunning, Writes: plan.Writes, Prev: plan.Prev, Batches: plan.Batches, Keys: keys.keys,
+			State: OpPlanned, Writes: plan.Writes, Prev: plan.Prev, Batches: plan.Batches, Keys: keys.keys,
 			Around: aroundOf(t, plan.Writes)}
 		commits, err := e.execute(ctx, op, t.Commit)
 		out.Commits = commits

@@ -61,38 +61,37 @@ func valueSize(w store.Write) int {
 	return len(b) + 96
 }
 
-// execute commits op's batches from op.Landed on, starting at commit swap.
-// It records op before the first batch and after each, and leaves it
-// incomplete (with an *Error of kind ErrIncomplete, or ErrCancelled /
-// ErrBudget when nothing landed) when it must stop.
+// execute commits op's batches from op.Landed on, starting at commit swap,
+// moving it through its lifecycle (lifecycle.go): running before the first
+// batch, a step after each, then landed, or stopped (with an *Error of kind
+// ErrIncomplete), or forgotten when nothing landed (ErrCancelled, ErrBudget,
+// a refusal, or errReplan: plan again).
 func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]store.Result, error) {
-	if ok, err := e.ops.claim(op.ID); err != nil || !ok {
+	if ok, err := e.ops.claim(ctx, op.ID); err != nil || !ok {
 		if err == nil {
 			err = fmt.Errorf("operation %s is being committed by another process", op.ID)
 		}
 		return nil, fail(ErrConflict, "wait for it to finish, then call operations", "%v", err)
 	}
-	defer e.ops.release(op.ID)
+	defer e.ops.release(ctx, op.ID)
 	remaining := 0
 	for _, w := range op.Writes[op.landedWrites():] {
 		remaining += store.Cost([]store.Write{w})
 	}
 	bctx, release, err := e.reserve(ctx, remaining)
 	if err != nil {
-		return nil, e.stop(op, err, "the write budget")
+		return nil, e.stop(ctx, op, err, "the write budget", false)
 	}
 	defer release()
-	op.State = OpRunning
-	op.Reason = ""
-	if err := e.ops.save(op); err != nil {
-		return nil, fmt.Errorf("recording operation %s: %w", op.ID, err)
+	if err := e.ops.move(ctx, op, phaseRunning, step{}); err != nil {
+		return nil, err
 	}
 	progress, _ := ctx.Value(progressKey{}).(Progress)
 	var commits []store.Result
 	conflicts := 0
 	for op.Landed < len(op.Batches) {
 		if ctx.Err() != nil {
-			return commits, e.stop(op, ctx.Err(), "cancelled by the client")
+			return commits, e.stop(ctx, op, ctx.Err(), "cancelled by the client", false)
 		}
 		batch := op.batch(op.Landed)
 		if progress != nil && len(op.Batches) > 1 {
@@ -106,7 +105,7 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 		cancel()
 		if err == nil {
 			commits = append(commits, *res)
-			if err := e.markLanded(op, res.Commit); err != nil {
+			if err := e.ops.move(ctx, op, phaseRunning, step{landed: []string{res.Commit}}); err != nil {
 				return commits, err
 			}
 			swap = res.Commit
@@ -115,93 +114,84 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 		switch {
 		case errors.Is(err, store.ErrBatchTooLarge):
 			if !op.split(op.Landed) {
-				return commits, e.stop(op, err, "a single record is too large for the repository")
+				return commits, e.stop(ctx, op, err, "a single record is too large for the repository", false)
 			}
-			if err := e.ops.save(op); err != nil {
+			if err := e.ops.move(ctx, op, phaseRunning, step{}); err != nil {
 				return commits, err
 			}
 			continue
 		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrRecordExists), errors.Is(err, store.ErrRecordMissing):
 			s, rerr := e.Repo.Snapshot(ctx)
 			if rerr != nil {
-				return commits, e.stop(op, rerr, "the repository could not be read after a conflict")
+				return commits, e.stop(ctx, op, rerr, "the repository could not be read after a conflict", false)
 			}
 			if batchLanded(s, batch) {
-				if err := e.markLanded(op, s.Commit); err != nil {
+				if err := e.ops.move(ctx, op, phaseRunning, step{landed: []string{s.Commit}}); err != nil {
 					return commits, err
 				}
 				swap = s.Commit
 				continue
 			}
 			if op.Landed == 0 && !anyLanded(s, op) && len(op.Undoes) == 0 {
-				e.ops.remove(op.ID)
+				if err := e.ops.move(ctx, op, phaseForgotten, step{}); err != nil {
+					return nil, err
+				}
 				return nil, errReplan
 			}
 			if problems := checkRemainder(s, op); len(problems) > 0 {
-				return commits, e.stop(op, fmt.Errorf("%w: %s", store.ErrConflict, strings.Join(problems, "; ")), "records it still has to write changed since it was planned")
+				return commits, e.stop(ctx, op, fmt.Errorf("%w: %s", store.ErrConflict, strings.Join(problems, "; ")), "records it still has to write changed since it was planned", false)
 			}
 			// bullets still to write go where the plan put them among the
 			// siblings as they are now (another client may have written
 			// some there): no tied keys, the run kept together
 			if n, perr := replace(s, op); perr != nil {
-				return commits, e.stop(op, perr, "a bullet its bullets were placed after is gone")
+				return commits, e.stop(ctx, op, perr, "a bullet its bullets were placed after is gone", false)
 			} else if n > 0 {
-				e.ops.rewrite(op.ID)
-				if err := e.ops.save(op); err != nil {
+				if err := e.ops.move(ctx, op, phaseRunning, step{}); err != nil {
 					return commits, err
 				}
 			}
 			conflicts++
 			if conflicts > Retries*4 {
-				return commits, e.stop(op, err, "the repository kept changing")
+				return commits, e.stop(ctx, op, err, "the repository kept changing", false)
 			}
 			if werr := sleepCtx(ctx, backoff(min(conflicts, Retries))); werr != nil {
-				return commits, e.stop(op, werr, "cancelled by the client")
+				return commits, e.stop(ctx, op, werr, "cancelled by the client", false)
 			}
 			swap = s.Commit
 			continue
 		default:
 			// the batch may or may not have landed (timeout, outage):
 			// look once, then stop
-			op.Unknown = true
+			unknown := true
 			if ctx.Err() == nil {
 				if s, rerr := e.Repo.Snapshot(ctx); rerr == nil && batchLanded(s, batch) {
-					if err := e.markLanded(op, s.Commit); err != nil {
+					if err := e.ops.move(ctx, op, phaseRunning, step{landed: []string{s.Commit}}); err != nil {
 						return commits, err
 					}
 					swap = s.Commit
 					continue
 				} else if rerr == nil {
-					op.Unknown = false // read back: it did not land
+					unknown = false // read back: it did not land
 					if op.Landed == 0 && !anyLanded(s, op) && definite(err) {
-						e.ops.remove(op.ID)
+						if ferr := e.ops.move(ctx, op, phaseForgotten, step{}); ferr != nil {
+							return nil, ferr
+						}
 						return nil, refusal(err)
 					}
 				}
 			}
-			return commits, e.stop(op, err, "")
+			return commits, e.stop(ctx, op, err, "", unknown)
 		}
 	}
-	op.State = OpDone
-	if err := e.ops.save(op); err != nil {
-		return commits, fmt.Errorf("recording operation %s: %w", op.ID, err)
+	if err := e.ops.move(ctx, op, phaseLanded, step{}); err != nil {
+		return commits, err
 	}
 	if len(op.Undoes) > 0 {
-		e.markUndone(op.Undoes)
+		e.markUndone(ctx, op.Undoes)
 	}
-	e.ops.prune()
+	e.ops.prune(ctx) // a failure leaves more operations than JournalSize, pruned next time
 	return commits, nil
-}
-
-// markLanded records that op's next batch landed in commit.
-func (e *Engine) markLanded(op *Operation, commit string) error {
-	op.Unknown = false
-	op.Landed++
-	op.Commits = append(op.Commits, commit)
-	if err := e.ops.save(op); err != nil {
-		return fmt.Errorf("recording operation %s: %w", op.ID, err)
-	}
-	return nil
 }
 
 // definite reports whether err means the batch was refused before it was
@@ -221,17 +211,25 @@ func refusal(err error) error {
 	return unavailable(err)
 }
 
-// stop leaves op incomplete after err and returns the error to report: an
-// *Error of kind ErrIncomplete listing what landed; when nothing landed and
-// nothing can have, the operation is forgotten and the plain error
+// stop leaves op stopped after err (unknown: the batch after the landed
+// ones may have landed too) and returns the error to report: an *Error of
+// kind ErrIncomplete listing what landed. An operation of which nothing
+// landed and nothing can have (never sent: refused its budget or
+// cancelled; or not recorded yet) is forgotten and the plain error
 // returned.
-func (e *Engine) stop(op *Operation, err error, why string) error {
-	if op.Landed == 0 && (errors.Is(err, budget.ErrBudget) || errors.Is(err, context.Canceled) || errors.Is(err, ErrBudget)) {
-		e.ops.remove(op.ID)
-		if errors.Is(err, context.Canceled) {
-			return fail(ErrCancelled, "nothing was written; call again when ready", "cancelled before the first batch was sent")
+func (e *Engine) stop(ctx context.Context, op *Operation, err error, why string, unknown bool) error {
+	nothing := errors.Is(err, budget.ErrBudget) || errors.Is(err, context.Canceled) || errors.Is(err, ErrBudget)
+	if op.Landed == 0 && (nothing || op.State == OpPlanned) {
+		if ferr := e.ops.move(ctx, op, phaseForgotten, step{}); ferr != nil {
+			return ferr
 		}
-		return budgetError(err)
+		switch {
+		case errors.Is(err, context.Canceled):
+			return fail(ErrCancelled, "nothing was written; call again when ready", "cancelled before the first batch was sent")
+		case nothing:
+			return budgetError(err)
+		}
+		return unavailable(err)
 	}
 	reason := why
 	if reason == "" {
@@ -239,9 +237,11 @@ func (e *Engine) stop(op *Operation, err error, why string) error {
 	} else {
 		reason += ": " + err.Error()
 	}
-	op.State = OpIncomplete
-	op.Reason = reason
-	if serr := e.ops.save(op); serr != nil {
+	to := phaseStopped
+	if unknown {
+		to = phaseUnknown
+	}
+	if serr := e.ops.move(ctx, op, to, step{reason: reason}); serr != nil {
 		reason += " (and the operation record could not be saved: " + serr.Error() + ")"
 	}
 	rep := op.Report()
@@ -261,33 +261,6 @@ func (e *Engine) stop(op *Operation, err error, why string) error {
 		}
 	}
 	return &Error{Kind: ErrIncomplete, Msg: msg, Next: rep.Next, Data: rep}
-}
-
-// split halves batch i (at a record-key boundary); false if it cannot be.
-func (op *Operation) split(i int) bool {
-	start := 0
-	if i > 0 {
-		start = op.Batches[i-1]
-	}
-	end := op.Batches[i]
-	if end-start < 2 {
-		return false
-	}
-	mid := start + (end-start)/2
-	for mid > start && op.Writes[mid].RKey == op.Writes[mid-1].RKey {
-		mid--
-	}
-	if mid == start {
-		mid = start + (end-start)/2
-		for mid < end && op.Writes[mid].RKey == op.Writes[mid-1].RKey {
-			mid++
-		}
-		if mid == end {
-			return false
-		}
-	}
-	op.Batches = append(op.Batches[:i], append([]int{mid}, op.Batches[i:]...)...)
-	return true
 }
 
 // snapshot index: path → CID.
@@ -421,7 +394,7 @@ func sameRepoParent(did string, value map[string]any) string {
 
 // Operations returns the recorded operations, newest first.
 func (e *Engine) Operations() ([]OpReport, error) {
-	ops, err := e.ops.list()
+	ops, err := e.ops.list(context.Background())
 	if err != nil {
 		return nil, err
 	}
@@ -435,7 +408,7 @@ func (e *Engine) Operations() ([]OpReport, error) {
 // Incomplete returns the operations that stopped part-way (or whose
 // process died), newest first.
 func (e *Engine) Incomplete() []OpReport {
-	ops, err := e.ops.list()
+	ops, err := e.ops.list(context.Background())
 	if err != nil {
 		return nil
 	}
@@ -454,7 +427,7 @@ func (e *Engine) Incomplete() []OpReport {
 func (e *Engine) Resume(ctx context.Context, id string, dryRun bool) (*Outcome, error) {
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
-	op, err := e.ops.get(id)
+	op, err := e.ops.get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -463,23 +436,33 @@ func (e *Engine) Resume(ctx context.Context, id string, dryRun bool) (*Outcome, 
 		return nil, fail(ErrNoChange, "nothing to resume", "operation %s is already complete", id)
 	case op.State == OpUndone:
 		return nil, fail(ErrInvalidInput, "nothing to resume", "operation %s was undone", id)
-	case e.ops.live(id):
+	}
+	if live, err := e.ops.live(ctx, id); err != nil {
+		return nil, unavailable(err)
+	} else if live {
 		return nil, fail(ErrConflict, "wait for it to finish, then call operations", "operation %s is being committed right now", id)
 	}
 	s, err := e.Repo.Snapshot(ctx)
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	for op.Landed < len(op.Batches) && batchLanded(s, op.batch(op.Landed)) {
-		op.Landed++
-		op.Commits = append(op.Commits, s.Commit)
-	}
-	op.Unknown = false // the repository was read: what landed is known
 	if dryRun {
-		// placing the rest anew must not change the kept operation
+		// finding what landed and placing the rest anew must not change
+		// the kept operation
 		c := *op
 		c.Writes = slices.Clone(op.Writes)
+		c.Commits = slices.Clone(op.Commits)
 		op = &c
+	}
+	// what landed is found in the repository (nothing is unknown now)
+	var found []string
+	for n := op.Landed; n < len(op.Batches) && batchLanded(s, op.batch(n)); n++ {
+		found = append(found, s.Commit)
+	}
+	if len(found) > 0 || op.Unknown {
+		if err := e.ops.move(ctx, op, phaseStopped, step{landed: found, dry: dryRun}); err != nil {
+			return nil, err
+		}
 	}
 	rest := op.Writes[op.landedWrites():]
 	plan := &Plan{Writes: rest, Cost: store.Cost(rest), Summary: "resume " + op.ID + ": " + op.Summary}
@@ -499,9 +482,6 @@ func (e *Engine) Resume(ctx context.Context, id string, dryRun bool) (*Outcome, 
 	}
 	if moved > 0 {
 		plan.Diagnostics = append(plan.Diagnostics, fmt.Sprintf("%d bullet(s) still to write were given new sortKeys: other bullets were written among their planned places since the operation stopped", moved))
-		if !dryRun {
-			e.ops.rewrite(op.ID)
-		}
 	}
 	if dryRun {
 		rep := op.Report()
@@ -526,7 +506,7 @@ func (e *Engine) Resume(ctx context.Context, id string, dryRun bool) (*Outcome, 
 // operations created (the journal), for re-spacing to prefer them.
 func (e *Engine) ownKeys() map[string]bool {
 	own := map[string]bool{}
-	ops, err := e.ops.list()
+	ops, err := e.ops.list(context.Background())
 	if err != nil {
 		return own
 	}
@@ -543,14 +523,15 @@ func (e *Engine) ownKeys() map[string]bool {
 	return own
 }
 
-// markUndone records that the operations ids were rolled back.
-func (e *Engine) markUndone(ids []string) {
+// markUndone records that the operations ids were rolled back. (A failure
+// leaves one listed as not undone; undoing it again is then refused as
+// changed since, and says which records.)
+func (e *Engine) markUndone(ctx context.Context, ids []string) {
 	for _, id := range ids {
-		op, err := e.ops.get(id)
+		op, err := e.ops.get(ctx, id)
 		if err != nil {
 			continue
 		}
-		op.State = OpUndone
-		e.ops.save(op)
+		e.ops.move(ctx, op, phaseUndone, step{})
 	}
 }

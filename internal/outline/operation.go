@@ -5,22 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/bluesky-social/indigo/atproto/atdata"
 
-	"github.com/bulleted-mcp/bulleted-mcp/internal/atomicfile"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
 
-// Operation states.
+// Operation states, as recorded (lifecycle.go has the phases they stand
+// for and the transitions between them).
 const (
+	// OpPlanned: made from a plan, not yet recorded (never in a journal).
+	OpPlanned = "planned"
 	// OpRunning: a process is committing the operation's batches (or was,
 	// and was killed: then it is reported as incomplete).
 	OpRunning = "running"
@@ -58,6 +55,10 @@ type Operation struct {
 	// Around: the siblings its bullets were placed among when it was
 	// planned (nil: not recorded, an operation of an older version)
 	Around []Around
+
+	// dirty: its writes or batches changed since it was last recorded,
+	// so the next step records it whole
+	dirty bool
 }
 
 // batch returns the writes of batch i.
@@ -75,6 +76,34 @@ func (op *Operation) landedWrites() int {
 		return 0
 	}
 	return op.Batches[op.Landed-1]
+}
+
+// split halves batch i (at a record-key boundary); false if it cannot be.
+func (op *Operation) split(i int) bool {
+	start := 0
+	if i > 0 {
+		start = op.Batches[i-1]
+	}
+	end := op.Batches[i]
+	if end-start < 2 {
+		return false
+	}
+	mid := start + (end-start)/2
+	for mid > start && op.Writes[mid].RKey == op.Writes[mid-1].RKey {
+		mid--
+	}
+	if mid == start {
+		mid = start + (end-start)/2
+		for mid < end && op.Writes[mid].RKey == op.Writes[mid-1].RKey {
+			mid++
+		}
+		if mid == end {
+			return false
+		}
+	}
+	op.Batches = append(op.Batches[:i], append([]int{mid}, op.Batches[i:]...)...)
+	op.dirty = true
+	return true
 }
 
 // OpReport is what an agent is told about an operation.
@@ -117,7 +146,7 @@ func (op *Operation) Report() OpReport {
 	return r
 }
 
-// ---- persistence: one file per operation in DIR/ops ----
+// ---- the record of an operation (a journal's file or row body) ----
 
 type opFile struct {
 	ID      string        `json:"id"`
@@ -143,6 +172,31 @@ type opWriteJSON struct {
 	Prev       json.RawMessage `json:"prev,omitempty"` // AT Protocol JSON of the replaced record
 	PrevCID    string          `json:"prevCid,omitempty"`
 }
+
+// EncodeOperation is op's whole record: one JSON line (with its newline).
+// A journal may append EncodeProgress lines to it; DecodeOperation reads
+// both.
+func EncodeOperation(op *Operation) ([]byte, error) {
+	raw, err := encodeOp(op)
+	if err != nil {
+		return nil, err
+	}
+	return append(raw, '\n'), nil
+}
+
+// EncodeProgress is what changes while op runs (state, batches landed,
+// commits, reason), as one JSON line to append to its record.
+func EncodeProgress(op *Operation) ([]byte, error) {
+	raw, err := json.Marshal(opDelta{State: op.State, Landed: op.Landed, Commits: op.Commits, Reason: op.Reason, Unknown: op.Unknown})
+	if err != nil {
+		return nil, err
+	}
+	return append(raw, '\n'), nil
+}
+
+// DecodeOperation reads a record EncodeOperation wrote, with the progress
+// lines appended since (a torn last line reads as the state before it).
+func DecodeOperation(raw []byte) (*Operation, error) { return decodeOp(raw) }
 
 func encodeOp(op *Operation) ([]byte, error) {
 	f := opFile{ID: op.ID, DID: op.DID, Summary: op.Summary, Started: op.Started, State: op.State,
@@ -219,287 +273,4 @@ func decodeOp(raw []byte) (*Operation, error) {
 		return nil, errors.New("inconsistent batch record")
 	}
 	return op, nil
-}
-
-// opStore keeps operations: in memory, and with a directory as one file per
-// operation (DIR/ID.json, replaced atomically), so that processes sharing
-// the directory see each other's operations without rewriting a shared
-// file. A process committing an operation holds DIR/ID.lock; an operation
-// marked running whose lock is free belongs to a process that died.
-type opStore struct {
-	did string
-	dir string // "" = memory only
-
-	mu      sync.Mutex
-	mem     map[string]*Operation // memory-only store, and this process's live operations
-	written map[string][]int      // operations whose plan this process wrote whole, with their batches
-	files   map[string]cachedOp   // parsed files by name, reused while unchanged
-	held    map[string]*os.File   // locks this process holds
-}
-
-type cachedOp struct {
-	mod  time.Time
-	size int64
-	op   *Operation
-}
-
-func newOpStore(did, dir string) *opStore {
-	return &opStore{did: did, dir: dir, mem: map[string]*Operation{}, files: map[string]cachedOp{}, held: map[string]*os.File{}, written: map[string][]int{}}
-}
-
-func (s *opStore) path(id string) string { return filepath.Join(s.dir, id+".json") }
-
-// save records op (durably, with a directory). The plan is written once,
-// whole; what changes while it runs (batches landed, state) is appended to
-// the same file as a short line, so a long operation's record is not
-// rewritten after every batch.
-func (s *opStore) save(op *Operation) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.mem[op.ID] = op
-	if s.dir == "" {
-		return nil
-	}
-	if w, ok := s.written[op.ID]; ok && slices.Equal(w, op.Batches) {
-		raw, err := json.Marshal(opDelta{State: op.State, Landed: op.Landed, Commits: op.Commits, Reason: op.Reason, Unknown: op.Unknown})
-		if err != nil {
-			return err
-		}
-		f, err := os.OpenFile(s.path(op.ID), os.O_WRONLY|os.O_APPEND, 0o600)
-		if err == nil {
-			_, err = f.Write(append(raw, '\n'))
-			if err == nil {
-				err = f.Sync()
-			}
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err == nil {
-				return nil
-			}
-		}
-		// the file is gone or could not be appended to: write it whole
-	}
-	raw, err := encodeOp(op)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		return err
-	}
-	if err := atomicfile.Write(s.path(op.ID), append(raw, '\n'), 0o600); err != nil {
-		return err
-	}
-	s.written[op.ID] = slices.Clone(op.Batches)
-	return nil
-}
-
-// rewrite makes the next save of op write its record whole: its writes
-// changed (a resume placed them anew), which the short lines appended
-// while it runs do not carry.
-func (s *opStore) rewrite(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.written, id)
-}
-
-// remove forgets op (a plan that never sent anything).
-func (s *opStore) remove(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.mem, id)
-	delete(s.written, id)
-	if s.dir != "" {
-		os.Remove(s.path(id))
-	}
-}
-
-// claim takes op id's lock for this process; false if another process holds it.
-func (s *opStore) claim(id string) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.dir == "" {
-		return true, nil
-	}
-	if _, ok := s.held[id]; ok {
-		return true, nil
-	}
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		return false, err
-	}
-	f, err := os.OpenFile(filepath.Join(s.dir, id+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return false, err
-	}
-	ok, err := atomicfile.TryLock(f)
-	if err != nil || !ok {
-		f.Close()
-		return false, err
-	}
-	s.held[id] = f
-	return true, nil
-}
-
-// release gives up op id's lock.
-func (s *opStore) release(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if f, ok := s.held[id]; ok {
-		atomicfile.Unlock(f)
-		f.Close()
-		os.Remove(f.Name())
-		delete(s.held, id)
-	}
-}
-
-// live reports whether some process (this one included) is committing id.
-func (s *opStore) live(id string) bool {
-	s.mu.Lock()
-	_, mine := s.held[id]
-	s.mu.Unlock()
-	if mine || s.dir == "" {
-		return mine
-	}
-	f, err := os.OpenFile(filepath.Join(s.dir, id+".lock"), os.O_RDWR, 0o600)
-	if err != nil {
-		return false // no lock file: nobody holds it
-	}
-	defer f.Close()
-	ok, err := atomicfile.TryLock(f)
-	if err != nil {
-		return false
-	}
-	if ok {
-		atomicfile.Unlock(f)
-		return false
-	}
-	return true
-}
-
-// list returns every operation of this repository, oldest first (IDs are
-// TIDs). Operations marked running whose process is gone come back as
-// incomplete.
-func (s *opStore) list() ([]*Operation, error) {
-	var ops []*Operation
-	if s.dir == "" {
-		s.mu.Lock()
-		for _, op := range s.mem {
-			ops = append(ops, op)
-		}
-		s.mu.Unlock()
-	} else {
-		entries, err := os.ReadDir(s.dir)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, err
-		}
-		seen := map[string]bool{}
-		for _, ent := range entries {
-			name := ent.Name()
-			if !strings.HasSuffix(name, ".json") {
-				continue
-			}
-			info, err := ent.Info()
-			if err != nil {
-				continue
-			}
-			seen[name] = true
-			s.mu.Lock()
-			c, ok := s.files[name]
-			s.mu.Unlock()
-			if !ok || !c.mod.Equal(info.ModTime()) || c.size != info.Size() {
-				raw, err := os.ReadFile(filepath.Join(s.dir, name))
-				if err != nil {
-					continue // removed meanwhile
-				}
-				op, err := decodeOp(raw)
-				if err != nil {
-					return nil, fmt.Errorf("operation record %s: %w", name, err)
-				}
-				c = cachedOp{mod: info.ModTime(), size: info.Size(), op: op}
-				s.mu.Lock()
-				s.files[name] = c
-				s.mu.Unlock()
-			}
-			if c.op.DID == s.did {
-				ops = append(ops, c.op)
-			}
-		}
-		s.mu.Lock()
-		for name := range s.files {
-			if !seen[name] {
-				delete(s.files, name)
-			}
-		}
-		s.mu.Unlock()
-	}
-	slices.SortFunc(ops, func(a, b *Operation) int { return strings.Compare(a.ID, b.ID) })
-	for i, op := range ops {
-		if op.State == OpRunning && !s.live(op.ID) {
-			// it may have finished or stopped since it was read: read it
-			// again, now that its lock is known to be free
-			if fresh := s.reread(op.ID); fresh != nil && fresh.State != OpRunning {
-				ops[i] = fresh
-				continue
-			}
-			cp := *op
-			cp.State = OpIncomplete
-			if cp.Reason == "" {
-				cp.Reason = "the process committing it stopped (killed or crashed)"
-			}
-			ops[i] = &cp
-		}
-	}
-	return ops, nil
-}
-
-// reread reads operation id from its file, bypassing the cache (nil if
-// it cannot be read).
-func (s *opStore) reread(id string) *Operation {
-	if s.dir == "" {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.mem[id]
-	}
-	raw, err := os.ReadFile(s.path(id))
-	if err != nil {
-		return nil
-	}
-	op, err := decodeOp(raw)
-	if err != nil {
-		return nil
-	}
-	return op
-}
-
-// get returns operation id.
-func (s *opStore) get(id string) (*Operation, error) {
-	ops, err := s.list()
-	if err != nil {
-		return nil, err
-	}
-	for _, op := range ops {
-		if op.ID == id {
-			cp := *op
-			return &cp, nil
-		}
-	}
-	return nil, fail(ErrNodeNotFound, "call operations to see the operations this server recorded", "no operation %s", id)
-}
-
-// prune removes the oldest finished operations beyond JournalSize.
-func (s *opStore) prune() {
-	ops, err := s.list()
-	if err != nil {
-		return
-	}
-	var finished []*Operation
-	for _, op := range ops {
-		if op.State == OpDone || op.State == OpUndone {
-			finished = append(finished, op)
-		}
-	}
-	for len(finished) > JournalSize {
-		s.remove(finished[0].ID)
-		finished = finished[1:]
-	}
 }

@@ -156,7 +156,7 @@ func (e *Engine) Apply(ctx context.Context, id string, intent Intent) (*Outcome,
 		plan := kp.plan
 		out := &Outcome{Plan: plan, Before: t}
 		op := &Operation{ID: e.nextKeys().clock.Next().String(), DID: e.Repo.DID().String(), Summary: plan.Summary, Started: kp.now,
-			State: OpRunning, Writes: plan.Writes, Prev: plan.Prev, Batches: plan.Batches, Keys: kp.keys,
+			State: OpPlanned, Writes: plan.Writes, Prev: plan.Prev, Batches: plan.Batches, Keys: kp.keys,
 			Around: aroundOf(t, plan.Writes)}
 		commits, err := e.execute(ctx, op, t.Commit)
 		out.Commits = commits

@@ -23,8 +23,9 @@ import (
 // planned keys when they still fall strictly between that bullet and the
 // next one there. Otherwise the run gets fresh keys in that gap, so no key
 // ties a sibling and the run stays contiguous and in order. It returns how
-// many writes it changed; an operation bullet that a run was placed after
-// and that is gone is an anchor_missing error. Undo operations are left as
+// many writes it changed (op is then dirty: recorded whole at its next
+// step); an operation bullet that a run was placed after and that is gone
+// is an anchor_missing error. Undo operations are left as
 // they are: they restore records exactly.
 func replace(s *store.Snapshot, op *Operation) (int, error) {
 	known := map[string]map[string]string{} // parent → path → sortKey at planning
@@ -174,6 +175,9 @@ func replace(s *store.Snapshot, op *Operation) (int, error) {
 			}
 			j = end
 		}
+	}
+	if changed > 0 {
+		op.dirty = true // its record is written whole at its next step
 	}
 	return changed, nil
 }

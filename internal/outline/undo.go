@@ -18,7 +18,7 @@ import (
 func (e *Engine) Undo(ctx context.Context, steps int, id string, dryRun bool) (*Outcome, error) {
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
-	stack, err := e.undoStack(steps, id)
+	stack, err := e.undoStack(ctx, steps, id)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func (e *Engine) Undo(ctx context.Context, steps int, id string, dryRun bool) (*
 	if len(ws) == 0 {
 		out.NoChange = true
 		if !dryRun {
-			e.markUndone(ids)
+			e.markUndone(ctx, ids)
 		}
 		return out, nil
 	}
@@ -55,7 +55,7 @@ func (e *Engine) Undo(ctx context.Context, steps int, id string, dryRun bool) (*
 	}
 	keys := e.nextKeys()
 	op := &Operation{ID: keys.clock.Next().String(), DID: e.Repo.DID().String(), Summary: summary, Started: e.Now(),
-		State: OpRunning, Writes: ws, Prev: prev, Batches: plan.Batches, Undoes: ids}
+		State: OpPlanned, Writes: ws, Prev: prev, Batches: plan.Batches, Undoes: ids}
 	commits, err := e.execute(ctx, op, s.Commit)
 	out.Commits = commits
 	out.BudgetLeft = e.budgetLeft(ctx)
@@ -73,8 +73,8 @@ func (e *Engine) Undo(ctx context.Context, steps int, id string, dryRun bool) (*
 // undoStack picks the operations to undo, newest first: the newest steps
 // (done or incomplete, not undone, not being committed now), or the one
 // named id.
-func (e *Engine) undoStack(steps int, id string) ([]*Operation, error) {
-	all, err := e.ops.list()
+func (e *Engine) undoStack(ctx context.Context, steps int, id string) ([]*Operation, error) {
+	all, err := e.ops.list(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -84,8 +84,8 @@ func (e *Engine) undoStack(steps int, id string) ([]*Operation, error) {
 		if len(op.Undoes) > 0 || op.State == OpUndone {
 			continue
 		}
-		if op.State == OpRunning && e.ops.live(op.ID) {
-			continue
+		if op.State == OpRunning {
+			continue // list has it running only while its claim is held
 		}
 		if id != "" {
 			if op.ID == id {
