@@ -451,6 +451,7 @@ func subscribe(t *testing.T, c *client.Client, uri string) error {
 	t.Helper()
 	req := mcp.SubscribeRequest{}
 	req.Params.URI = uri
+	//lint:ignore SA1019 the legacy resources/subscribe and unsubscribe are what this tests
 	return c.Subscribe(context.Background(), req)
 }
 
@@ -508,6 +509,7 @@ func TestResourceSubscriptions(t *testing.T) {
 	// unsubscribed: no more updates for it
 	req := mcp.UnsubscribeRequest{}
 	req.Params.URI = groceries
+	//lint:ignore SA1019 the legacy resources/subscribe and unsubscribe are what this tests
 	if err := c.Unsubscribe(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
@@ -702,6 +704,7 @@ func TestResourcesPerUser(t *testing.T) {
 	u := watch(clients["ann"])
 	sub := mcp.SubscribeRequest{}
 	sub.Params.URI = server.OutlineURI
+	//lint:ignore SA1019 the legacy resources/subscribe is what this tests
 	if err := clients["ann"].Subscribe(ctxs["ann"], sub); err != nil {
 		t.Fatal(err)
 	}

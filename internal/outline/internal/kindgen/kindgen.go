@@ -42,17 +42,17 @@ func Table(src []byte) ([]Kind, error) {
 	for i, e := range lit.Elts {
 		row, ok := e.(*ast.CompositeLit)
 		if !ok || len(row.Elts) != 4 {
-			return nil, fmt.Errorf("Kinds row %d: not {ErrX, name, text, doc}", i)
+			return nil, fmt.Errorf("row %d of Kinds: not {ErrX, name, text, doc}", i)
 		}
 		id, ok := row.Elts[0].(*ast.Ident)
 		if !ok {
-			return nil, fmt.Errorf("Kinds row %d: the sentinel is not a name", i)
+			return nil, fmt.Errorf("row %d of Kinds: the sentinel is not a name", i)
 		}
 		k := Kind{Var: id.Name}
 		for j, dst := range []*string{&k.Name, &k.Text, &k.Doc} {
 			bl, ok := row.Elts[j+1].(*ast.BasicLit)
 			if !ok || bl.Kind != token.STRING {
-				return nil, fmt.Errorf("Kinds row %d (%s): field %d is not a string literal", i, id.Name, j+2)
+				return nil, fmt.Errorf("row %d of Kinds (%s): field %d is not a string literal", i, id.Name, j+2)
 			}
 			*dst, _ = strconv.Unquote(bl.Value)
 		}
