@@ -11,6 +11,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/hosted"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
 	"github.com/bulleted-mcp/bulleted-mcp/server"
+	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
 
 type hostedFlags struct {
@@ -19,6 +20,7 @@ type hostedFlags struct {
 	proxies                             []netip.Prefix
 	limits                              hosted.Limits
 	opts                                server.Options
+	confirm                             *tools.ConfirmRules
 }
 
 // serveHosted runs the hosted service (serve --database): many users, each
@@ -40,7 +42,7 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 	}
 	defer db.Close()
 	s, err := hosted.New(ctx, hosted.Config{PublicURL: f.publicURL, DB: db, Sealer: sealer, DataDir: f.dir,
-		Directory: pds.Directory(f.plc), Server: f.opts, AllowOrigins: f.origins, TrustedProxies: f.proxies, Limits: f.limits})
+		Directory: pds.Directory(f.plc), Server: f.opts, AllowOrigins: f.origins, TrustedProxies: f.proxies, Limits: f.limits, Confirm: f.confirm})
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 2

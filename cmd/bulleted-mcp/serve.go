@@ -141,7 +141,8 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	if *database != "" {
 		return serveHosted(ctx, stderr, hostedFlags{addr: *httpAddr, publicURL: *publicURL, database: *database, dir: *dir,
-			plc: *rf.plc, origins: origins, proxies: proxies, limits: limits, opts: server.Options{ReadOnly: *readOnly, Families: strings.Split(*families, ",")}})
+			plc: *rf.plc, origins: origins, proxies: proxies, limits: limits, opts: server.Options{ReadOnly: *readOnly, Families: strings.Split(*families, ",")},
+			confirm: &tools.ConfirmRules{Deletes: max(*confirmDeletes, 0), Moves: max(*confirmMoves, 0)}})
 	}
 	be, err := openBackend(ctx, *dir, rf)
 	if err != nil {

@@ -42,6 +42,10 @@ type Config struct {
 	Directory identity.Directory
 	// Server selects the tools exposed.
 	Server server.Options
+	// Confirm are the thresholds above which a write asks the person first
+	// when the client can ask (nil: never; serve sets tools.DefaultConfirm
+	// unless told otherwise).
+	Confirm *tools.ConfirmRules
 	// AllowOrigins are browser origins accepted on /mcp besides PublicURL's.
 	AllowOrigins []string
 	// AllowLoopback (tests only) accepts a PDS on plain http loopback and
@@ -208,7 +212,7 @@ func (s *Server) user(ctx context.Context, did string) (*user, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := &tools.Env{Engine: eng, Search: s.search, Snapshots: s.snapshots}
+	env := &tools.Env{Engine: eng, Search: s.search, Snapshots: s.snapshots, Confirm: s.cfg.Confirm}
 	u := &user{did: did, env: env, journal: j, auth: a, used: time.Now()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
