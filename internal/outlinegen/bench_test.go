@@ -127,3 +127,36 @@ func BenchmarkRebuildOneChanged(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDryRunDeleteSubtree: a dry-run delete of a fixed 10,001-bullet
+// subtree inside outlines of growing size: its cost should follow the
+// subtree, not the outline.
+func BenchmarkDryRunDeleteSubtree(b *testing.B) {
+	benchSizes(b, func(b *testing.B, n int) {
+		ctx := context.Background()
+		e := outline.New(outlinegen.NewMemory(outlinegen.Generate(n, 1)))
+		out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
+			return p.Insert(outline.Position{}, []outline.NewNode{{Text: "root"}})
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		root := out.Plan.Created[0].RKey
+		for range 50 {
+			ns := make([]outline.NewNode, 200)
+			for j := range ns {
+				ns[j] = outline.NewNode{Text: "leaf"}
+			}
+			if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{Parent: root}, ns) }); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ResetTimer()
+		for b.Loop() {
+			out, err := e.DoFunc(ctx, true, func(p *outline.Planner) error { return p.DeleteNode(root, "subtree") })
+			if err != nil || len(out.Plan.Writes) != 10001 {
+				b.Fatal(err)
+			}
+		}
+	})
+}

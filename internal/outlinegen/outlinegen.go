@@ -317,7 +317,7 @@ type Memory struct {
 
 // NewMemory holds recs.
 func NewMemory(recs []store.Record) *Memory {
-	return &Memory{snap: &store.Snapshot{DID: DID, Commit: "c0", Rev: "r0", Records: recs}}
+	return &Memory{snap: &store.Snapshot{DID: DID, Commit: "c0", Rev: "r000000000", Records: recs}}
 }
 
 // DID implements store.Repository.
@@ -346,7 +346,9 @@ func (m *Memory) Apply(_ context.Context, swap string, writes []store.Write) (*s
 	}
 	m.n++
 	s := applied(m.snap, writes, m.n)
-	s.Commit, s.Rev = fmt.Sprintf("c%d", m.n), fmt.Sprintf("r%d", m.n)
+	// revs sort as strings, as real ones (TIDs) do: the engine keeps the
+	// newest tree by rev
+	s.Commit, s.Rev = fmt.Sprintf("c%d", m.n), fmt.Sprintf("r%09d", m.n)
 	m.snap = s
 	res := &store.Result{Commit: s.Commit, Rev: s.Rev}
 	return res, nil

@@ -1,6 +1,7 @@
 package outlinegen_test
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -173,5 +174,25 @@ func TestRecordsValid(t *testing.T) {
 		if err := v.Record(r.Value, r.Collection, &self); err != nil {
 			t.Fatalf("%s/%s %v: %v", r.Collection, r.RKey, r.Value, err)
 		}
+	}
+}
+
+// TestMemoryRevsSort: the in-memory repository's revs sort as strings, as
+// real revs (TIDs) do. The engine keeps the newest tree by rev; with revs
+// "r9" < "r10" false it kept an old one and rebuilt the whole tree on every
+// call, which made benchmarks over Memory scale with the outline.
+func TestMemoryRevsSort(t *testing.T) {
+	m := outlinegen.NewMemory(nil)
+	_, prev, _ := m.Head(context.Background())
+	for i := range 12 {
+		if _, err := m.Apply(context.Background(), "", []store.Write{{Op: store.Create, Collection: "app.bulleted.node", RKey: fmt.Sprintf("3k%011d", i),
+			Value: map[string]any{"$type": "app.bulleted.node", "text": "x", "sortKey": "a", "createdAt": "2026-01-01T00:00:00.000Z"}}}); err != nil {
+			t.Fatal(err)
+		}
+		_, rev, _ := m.Head(context.Background())
+		if rev <= prev {
+			t.Fatalf("rev %q after %q does not sort after it", rev, prev)
+		}
+		prev = rev
 	}
 }
