@@ -226,3 +226,31 @@ func TestConfirmBigDeleteModern(t *testing.T) {
 		t.Fatalf("accepted by hand: %d bullets left, want 1", n)
 	}
 }
+
+// TestConfirmPlanID: applying a dry run's plan by id asks the person too
+// when it is big (a plan id is no way around the question).
+func TestConfirmPlanID(t *testing.T) {
+	env, l, archive := confirmSetup(t)
+	p := &person{answer: mcp.ElicitationResponseActionDecline}
+	c := connect(t, env, mcp.ProtocolVersion20251125, p)
+	dry := call(t, c, "delete_node", map[string]any{"node": archive, "children": "subtree", "dry_run": true}, nil)
+	sc, _ := dry.StructuredContent.(map[string]any)
+	id, _ := sc["plan"].(string)
+	if id == "" || len(p.asked) != 0 {
+		t.Fatalf("dry run: plan %q, asked %d times", id, len(p.asked))
+	}
+	res := call(t, c, "delete_node", map[string]any{"node": archive, "children": "subtree", "plan": id}, nil)
+	if errKind(res) != "declined" || len(p.asked) != 1 {
+		t.Fatalf("plan=ID: kind %q, asked %d times", errKind(res), len(p.asked))
+	}
+	if n := nodeCount(t, l); n != 27 {
+		t.Fatalf("declined plan wrote: %d bullets", n)
+	}
+	p.answer = mcp.ElicitationResponseActionAccept
+	if res := call(t, c, "delete_node", map[string]any{"node": archive, "children": "subtree", "plan": id}, nil); res.IsError {
+		t.Fatalf("accepted plan: %v", res.Content)
+	}
+	if n := nodeCount(t, l); n != 1 {
+		t.Fatalf("accepted plan: %d bullets left, want 1", n)
+	}
+}

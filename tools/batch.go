@@ -105,32 +105,7 @@ func batchTool() Tool {
 		if len(problems) > 0 {
 			return toolError(&outline.Error{Kind: outline.ErrInvalidInput, Msg: strings.Join(problems, "; "), Next: "fix the named ops and call again; nothing was written"})
 		}
-		if id := a.Str("plan"); id != "" {
-			if dry {
-				return badArgs("plan applies a dry run's plan: pass it without dry_run")
-			}
-			out, err := env.Engine.Apply(ctx, id, intent.Batch(steps))
-			if err != nil {
-				return toolError(err)
-			}
-			return writeResult(out, a), nil
-		}
-		if !dry {
-			out, ask, done, err := confirmed(ctx, env, t.Name, intent.Batch(steps))
-			if ask != nil {
-				return ask, nil
-			} else if done {
-				if err != nil {
-					return toolError(err)
-				}
-				return writeResult(out, a), nil
-			}
-		}
-		out, err := env.Engine.Do(ctx, intent.Batch(steps), dry)
-		if err != nil {
-			return toolError(err)
-		}
-		return writeResult(out, a), nil
+		return runWrite(ctx, env, t.Name, intent.Batch(steps), a, dry)
 	}
 	return t
 }

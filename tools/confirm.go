@@ -74,9 +74,11 @@ func bigEdit(p *outline.Plan, r ConfirmRules) (deletes, moves int, big bool) {
 }
 
 // confirmed runs in as a write that may need the person's confirmation
-// first. done is false when confirmation does not apply (the caller runs
-// the write as usual); otherwise res or err is the call's answer.
-func confirmed(ctx context.Context, env *Env, name string, in outline.Intent) (out *outline.Outcome, ask *mcp.CallToolResult, done bool, err error) {
+// first. plan, when set, is the dry run's plan id the call names: that plan
+// is the one shown and applied. done is false when confirmation does not
+// apply (the caller runs the write as usual); otherwise out, ask or err is
+// the call's answer.
+func confirmed(ctx context.Context, env *Env, name string, in outline.Intent, plan string) (out *outline.Outcome, ask *mcp.CallToolResult, done bool, err error) {
 	c := confirmerFrom(ctx)
 	if c == nil || env.Confirm == nil {
 		return nil, nil, false, nil
@@ -88,17 +90,34 @@ func confirmed(ctx context.Context, env *Env, name string, in outline.Intent) (o
 		out, err := env.Engine.Apply(ctx, state, in)
 		return out, nil, true, err
 	}
-	dry, err := env.Engine.Do(ctx, in, true)
-	if err != nil || dry.NoChange {
-		return nil, nil, false, nil // the write itself says it
+	var p *outline.Plan
+	id := plan
+	if id != "" {
+		if p = env.Engine.PlanOf(id); p == nil {
+			return nil, nil, false, nil // Apply says it is not known
+		}
+	} else {
+		dry, err := env.Engine.Do(ctx, in, true)
+		if err != nil || dry.NoChange {
+			return nil, nil, false, nil // the write itself says it
+		}
+		p, id = dry.Plan, dry.PlanID
 	}
-	deletes, moves, big := bigEdit(dry.Plan, *env.Confirm)
-	if !big || dry.PlanID == "" {
+	deletes, moves, big := bigEdit(p, *env.Confirm)
+	if !big {
+		if plan == "" && id != "" {
+			env.Engine.DropPlan(id) // a look only: not an agent's plan
+		}
 		return nil, nil, false, nil
 	}
+	if id == "" {
+		return nil, nil, true, &outline.Error{Kind: outline.ErrDeclined,
+			Msg:  fmt.Sprintf("%s would delete %d and move %d bullet(s): too large to hold as a plan for the person to confirm; nothing was written", name, deletes, moves),
+			Next: "split it into smaller operations (each is asked for on its own)"}
+	}
 	msg := fmt.Sprintf("%s wants to %s: %d bullet(s) deleted, %d moved, %d record write(s) in all (cost %d points). Allow it?",
-		name, dry.Plan.Summary, deletes, moves, len(dry.Plan.Writes), dry.Plan.Cost)
-	accepted, ask, err := c.Confirm(ctx, dry.PlanID, msg)
+		name, p.Summary, deletes, moves, len(p.Writes), p.Cost)
+	accepted, ask, err := c.Confirm(ctx, id, msg)
 	if ask != nil {
 		return nil, ask, true, nil
 	}
@@ -108,7 +127,7 @@ func confirmed(ctx context.Context, env *Env, name string, in outline.Intent) (o
 	if !accepted {
 		return nil, nil, true, declined(name, "the person declined")
 	}
-	out, err = env.Engine.Apply(ctx, dry.PlanID, in)
+	out, err = env.Engine.Apply(ctx, id, in)
 	return out, nil, true, err
 }
 

@@ -119,35 +119,41 @@ func writeTool(t Tool, mk func(a Args) (outline.Intent, error)) Tool {
 		if err != nil {
 			return toolError(err)
 		}
-		var out *outline.Outcome
-		if id := a.Str("plan"); id != "" {
-			if dry {
-				return badArgs("plan applies a dry run's plan: pass it without dry_run")
-			}
-			if out, err = env.Engine.Apply(ctx, id, in); err != nil {
+		return runWrite(ctx, env, t.Name, in, a, dry)
+	}
+	return t
+}
+
+// runWrite runs a write tool's intent: a dry run; the plan a dry run kept
+// (plan=ID); or the write itself. A big destructive one (a plan or not)
+// asks the person first when the client can ask (confirm.go).
+func runWrite(ctx context.Context, env *Env, name string, in outline.Intent, a Args, dry bool) (*mcp.CallToolResult, error) {
+	id := a.Str("plan")
+	if id != "" && dry {
+		return badArgs("plan applies a dry run's plan: pass it without dry_run")
+	}
+	if !dry {
+		out, ask, done, err := confirmed(ctx, env, name, in, id)
+		if ask != nil {
+			return ask, nil
+		} else if done {
+			if err != nil {
 				return toolError(err)
 			}
 			return writeResult(out, a), nil
 		}
-		if !dry {
-			var ask *mcp.CallToolResult
-			var done bool
-			if out, ask, done, err = confirmed(ctx, env, t.Name, in); ask != nil {
-				return ask, nil
-			} else if done {
-				if err != nil {
-					return toolError(err)
-				}
-				return writeResult(out, a), nil
-			}
-		}
-		out, err = env.Engine.Do(ctx, in, dry)
-		if err != nil {
-			return toolError(err)
-		}
-		return writeResult(out, a), nil
 	}
-	return t
+	var out *outline.Outcome
+	var err error
+	if id != "" {
+		out, err = env.Engine.Apply(ctx, id, in)
+	} else {
+		out, err = env.Engine.Do(ctx, in, dry)
+	}
+	if err != nil {
+		return toolError(err)
+	}
+	return writeResult(out, a), nil
 }
 
 // nodeSchema is a bullet to insert, with children to depth more levels:

@@ -144,6 +144,8 @@ type searchPaging struct {
 	contribCur string
 	change     *pageChange
 	cursor     string
+	// contribSeen: the contributors' change was worked out (once a call)
+	contribSeen bool
 }
 
 func searchPage(ctx context.Context, env *Env, tr *outline.Tree, q search.Query, skip int, inContrib bool, fp string, asked int, pg *searchPaging) (*mcp.CallToolResult, int, error) {
@@ -169,20 +171,22 @@ func searchPage(ctx context.Context, env *Env, tr *outline.Tree, q search.Query,
 		if more {
 			r.Cursor = contribPrefix + fmt.Sprintf("%d.%s.%s.%s", skip+len(hits), fp, tr.Rev, cprint)
 		}
-		if inContrib {
+		if inContrib && !pg.contribSeen {
+			// once per call, however often the page is shortened to fit
+			pg.contribSeen = true
 			_, was := contribParts(pg.contribCur)
 			change = contributionsChange(change, pg.cur, was, cprint)
 		}
 	}
 	pg.cursor = r.Cursor
-	problems = append(problems, r.Notices...)
 	if q.Limit < asked && r.Cursor != "" {
 		problems = append(problems, fmt.Sprintf("this page holds %d hit(s), fewer than limit=%d, to fit one result (%d KB); the cursor continues after them", len(r.Hits), asked, MaxResult/1000))
 	}
-	text := hitsText(tr, r)
+	text := hitsText(tr, r) // says the search's own notices (r.Notices)
 	for _, p := range problems {
 		text += "\nnote: " + p
 	}
+	problems = append(append([]string(nil), r.Notices...), problems...)
 	// each hit names its parent; the path to each parent is given once
 	// (paths), not on every hit under it
 	hits := make([]hit, len(r.Hits))

@@ -173,11 +173,36 @@ func (e *Engine) Apply(ctx context.Context, id string, intent Intent) (*Outcome,
 			return nil, fail(ErrConflict, "read the outline again and retry", "the repository kept changing (%d attempts); nothing was written", attempt+1)
 		}
 		if err != nil {
+			if len(commits) == 0 && op.landedWrites() == 0 {
+				e.putBack(kp) // nothing of it landed: it can be applied again
+			}
 			return nil, err
 		}
 		rep := op.Report()
 		out.Op = &rep
 		return out, nil
+	}
+}
+
+// PlanOf is the plan a dry run kept under id (nil: not kept, or expired),
+// left in place: what a confirmation shows before Apply.
+func (e *Engine) PlanOf(id string) *Plan {
+	c := &e.plans
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, kp := range c.plans {
+		if kp.id == id && e.Now().Sub(kp.made) <= PlanTTL {
+			return kp.plan
+		}
+	}
+	return nil
+}
+
+// DropPlan forgets the plan kept under id (a dry run made only to look,
+// not shown to anybody), so it does not push out the plans agents hold.
+func (e *Engine) DropPlan(id string) {
+	if kp := e.takePlan(id); kp == nil {
+		return
 	}
 }
 
@@ -204,6 +229,11 @@ func changedWhereTouched(base, now *Tree, plan *Plan) []string {
 			if prev := plan.Prev[i]; prev != nil {
 				addParent(prev.Value)
 			}
+		}
+		if w.Collection == lexicon.Node && w.Op == store.Delete {
+			// a child added since under a bullet the plan deletes would be
+			// left without its parent (no cascade)
+			parents["at://"+base.DID.String()+"/"+lexicon.Node+"/"+w.RKey] = true
 		}
 	}
 	idx := func(t *Tree) map[string]store.Record {

@@ -87,3 +87,32 @@ func TestApplyPlan(t *testing.T) {
 		t.Fatal("a refused plan wrote")
 	}
 }
+
+// TestApplyPlanChildAddedUnderDeleted: a plan that deletes a bullet is
+// refused when another client gave that bullet a child since the dry run
+// (applying it would leave the child without its parent).
+func TestApplyPlanChildAddedUnderDeleted(t *testing.T) {
+	ctx := context.Background()
+	repo, err := store.OpenLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer repo.Close()
+	e := outline.New(repo)
+	other := outline.New(repo)
+	top := enginetest.Insert(t, e, outline.Position{}, "leaf to delete", "keep")
+	in := intent.Delete{Node: top[0]}
+	dry, err := e.Do(ctx, in, true)
+	if err != nil || dry.PlanID == "" {
+		t.Fatalf("dry run: %v", err)
+	}
+	enginetest.Insert(t, other, outline.Position{Parent: top[0]}, "a new child")
+	before, _ := repo.Snapshot(ctx)
+	if _, err := e.Apply(ctx, dry.PlanID, in); !errors.Is(err, outline.ErrConflict) {
+		t.Fatalf("want conflict, got %v", err)
+	}
+	after, _ := repo.Snapshot(ctx)
+	if after.Commit != before.Commit {
+		t.Fatal("a refused plan wrote")
+	}
+}
