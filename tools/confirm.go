@@ -7,6 +7,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
 
@@ -97,6 +98,9 @@ func confirmed(ctx context.Context, env *Env, name string, in outline.Intent, pl
 			return nil, nil, false, nil // Apply says it is not known
 		}
 	} else {
+		if !restructures(in) {
+			return nil, nil, false, nil // nothing to ask about: no look first
+		}
 		dry, err := env.Engine.Do(ctx, in, true)
 		if err != nil || dry.NoChange {
 			return nil, nil, false, nil // the write itself says it
@@ -129,6 +133,19 @@ func confirmed(ctx context.Context, env *Env, name string, in outline.Intent, pl
 	}
 	out, err = env.Engine.Apply(ctx, id, in)
 	return out, nil, true, err
+}
+
+// restructures reports whether in can delete or move bullets, the edits a
+// person is asked about; a write of any other intent (an insert, an edit)
+// is not planned twice to find out.
+func restructures(in outline.Intent) bool {
+	switch x := in.(type) {
+	case annotated:
+		return restructures(x.Intent)
+	case intent.Delete, intent.Move, intent.Sort, intent.Batch:
+		return true
+	}
+	return false
 }
 
 func declined(name, why string) error {

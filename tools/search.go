@@ -208,9 +208,7 @@ func searchPage(ctx context.Context, env *Env, tr *outline.Tree, q search.Query,
 	if len(problems) > 0 {
 		sc["notices"] = problems
 	}
-	if change != pg.change {
-		pg.change = change
-	}
+	pg.change = change
 	return mcp.NewToolResultStructured(sc, text), len(r.Hits), nil
 }
 

@@ -236,20 +236,12 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 			out.PlanID = e.keepPlan(intent, t, plan, keys, now)
 			return out, nil
 		}
-		op := &Operation{ID: keys.clock.Next().String(), DID: e.Repo.DID().String(), Summary: plan.Summary, Started: now,
-			State: OpPlanned, Writes: plan.Writes, Prev: plan.Prev, Batches: plan.Batches, Keys: keys.keys,
-			Around: aroundOf(t, plan.Writes)}
-		commits, err := e.execute(ctx, op, t.Commit)
-		out.Commits = commits
-		out.BudgetLeft = e.budgetLeft(ctx)
-		if errors.Is(err, errReplan) && attempt < Retries {
-			if werr := sleepCtx(ctx, backoff(attempt)); werr != nil {
-				return nil, fail(ErrCancelled, "nothing was written; call again when ready", "cancelled before the first batch")
+		op, err := e.commit(ctx, t, plan, keys.keys, now, out)
+		if errors.Is(err, errReplan) {
+			if err := replanWait(ctx, attempt); err != nil {
+				return nil, err
 			}
 			continue
-		}
-		if errors.Is(err, errReplan) {
-			return nil, fail(ErrConflict, "read the outline again and retry", "the repository kept changing while planning (%d attempts); nothing was written", attempt+1)
 		}
 		if err != nil {
 			return nil, err
@@ -258,6 +250,32 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 		out.Op = &rep
 		return out, nil
 	}
+}
+
+// commit records plan, made against t, as a new operation (keys: the
+// record keys it minted; started: its timestamp) and commits it, filling
+// out's commits and budget. errReplan: nothing of it landed.
+func (e *Engine) commit(ctx context.Context, t *Tree, plan *Plan, keys []string, started time.Time, out *Outcome) (*Operation, error) {
+	op := &Operation{ID: e.clock.Next().String(), DID: e.Repo.DID().String(), Summary: plan.Summary, Started: started,
+		State: OpPlanned, Writes: plan.Writes, Prev: plan.Prev, Batches: plan.Batches, Keys: keys,
+		Around: aroundOf(t, plan.Writes)}
+	commits, err := e.execute(ctx, op, t.Commit)
+	out.Commits = commits
+	out.BudgetLeft = e.budgetLeft(ctx)
+	return op, err
+}
+
+// replanWait is what follows a commit that met a conflict before anything
+// landed: a growing, jittered pause before the next attempt, or, when the
+// attempts ran out or the caller cancelled, the error to answer with.
+func replanWait(ctx context.Context, attempt int) error {
+	if attempt >= Retries {
+		return fail(ErrConflict, "read the outline again and retry", "the repository kept changing (%d attempts); nothing was written", attempt+1)
+	}
+	if sleepCtx(ctx, backoff(attempt)) != nil {
+		return fail(ErrCancelled, "nothing was written; call again when ready", "cancelled before the first batch")
+	}
+	return nil
 }
 
 // DoFunc is Do with a function as the intent.

@@ -153,27 +153,17 @@ func (e *Engine) Apply(ctx context.Context, id string, intent Intent) (*Outcome,
 				Next: "read the outline, then dry-run the change again and review the new plan",
 				Data: map[string]any{"changed": changed}}
 		}
-		plan := kp.plan
-		out := &Outcome{Plan: plan, Before: t}
-		op := &Operation{ID: e.nextKeys().clock.Next().String(), DID: e.Repo.DID().String(), Summary: plan.Summary, Started: kp.now,
-			State: OpPlanned, Writes: plan.Writes, Prev: plan.Prev, Batches: plan.Batches, Keys: kp.keys,
-			Around: aroundOf(t, plan.Writes)}
-		commits, err := e.execute(ctx, op, t.Commit)
-		out.Commits = commits
-		out.BudgetLeft = e.budgetLeft(ctx)
-		if errors.Is(err, errReplan) && attempt < Retries {
-			if werr := sleepCtx(ctx, backoff(attempt)); werr != nil {
+		out := &Outcome{Plan: kp.plan, Before: t}
+		op, err := e.commit(ctx, t, kp.plan, kp.keys, kp.now, out)
+		if errors.Is(err, errReplan) {
+			if err := replanWait(ctx, attempt); err != nil {
 				e.putBack(kp)
-				return nil, fail(ErrCancelled, "nothing was written; call again when ready", "cancelled before the first batch")
+				return nil, err
 			}
 			continue // the repository moved: check the plan against it again
 		}
-		if errors.Is(err, errReplan) {
-			e.putBack(kp)
-			return nil, fail(ErrConflict, "read the outline again and retry", "the repository kept changing (%d attempts); nothing was written", attempt+1)
-		}
 		if err != nil {
-			if len(commits) == 0 && op.landedWrites() == 0 {
+			if len(out.Commits) == 0 && op.landedWrites() == 0 {
 				e.putBack(kp) // nothing of it landed: it can be applied again
 			}
 			return nil, err
@@ -200,11 +190,7 @@ func (e *Engine) PlanOf(id string) *Plan {
 
 // DropPlan forgets the plan kept under id (a dry run made only to look,
 // not shown to anybody), so it does not push out the plans agents hold.
-func (e *Engine) DropPlan(id string) {
-	if kp := e.takePlan(id); kp == nil {
-		return
-	}
-}
+func (e *Engine) DropPlan(id string) { e.takePlan(id) }
 
 // changedWhereTouched lists what changed from base to now among the
 // records plan writes and the bullets under the parents it places bullets

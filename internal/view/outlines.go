@@ -46,8 +46,5 @@ type Contributions = outline.Contributions
 // outline records and collects the bullets the engine's rules admit
 // (outline.Gather). It returns problems worth telling the reader.
 func Gather(owner *outline.Tree, other Trees) (Contributions, []string) {
-	if other == nil {
-		return nil, nil
-	}
 	return outline.Gather(owner, other)
 }

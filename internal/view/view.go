@@ -117,20 +117,9 @@ type cursor struct {
 	C string `json:"c,omitempty"` // the contributors' repositories rendered in place (ContributionsPrint)
 }
 
+// cmpStep orders rows shown under one parent by the engine's rule for it.
 func cmpStep(a, b step) int {
-	if c := strings.Compare(a.S, b.S); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.K, b.K); c != 0 {
-		return c
-	}
-	if a.M != b.M {
-		if !a.M {
-			return -1
-		}
-		return 1
-	}
-	return strings.Compare(a.D, b.D)
+	return outline.CompareShown(a.S, a.K, a.M, a.D, b.S, b.K, b.M, b.D)
 }
 
 // entry is an item with the tree it lives in.
