@@ -2,10 +2,13 @@ package tools
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 )
 
 // The operations surface: undo, list what was recorded, resume an
@@ -38,7 +41,7 @@ func undoTool() Tool {
 func operationsTool() Tool {
 	t := Tool{Name: "operations", Title: "Operations", Family: FamilyOps, Output: opsOutput,
 		Description: "List recorded operations, or resume=ID to finish an incomplete one.",
-		Schema:      obj(map[string]any{"resume": pRef, "incomplete": boolean(""), "dry_run": pDryRun})}
+		Schema:      obj(map[string]any{"resume": pRef, "incomplete": boolean(""), "dry_run": pDryRun, "cursor": pCursor})}
 	t.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
 		dry, err := a.Bool("dry_run", false)
 		if err != nil {
@@ -59,26 +62,59 @@ func operationsTool() Tool {
 		if err != nil {
 			return toolError(err)
 		}
-		var b strings.Builder
-		rows := []any{}
-		for _, op := range ops {
-			if only && op.State != "incomplete" {
-				continue
-			}
-			rows = append(rows, op)
-			fmt.Fprintf(&b, "- %s %s: %s (%d of %d batches, %d of %d writes landed)", op.ID, op.State, op.Summary, op.Landed, op.Batches, op.LandedWrites, op.Writes)
-			if op.Reason != "" {
-				fmt.Fprintf(&b, "; stopped: %s", op.Reason)
-			}
-			if op.Next != "" {
-				fmt.Fprintf(&b, "; %s", op.Next)
-			}
-			b.WriteString("\n")
-		}
-		if len(rows) == 0 {
-			b.WriteString("No operations.")
-		}
-		return mcp.NewToolResultStructured(map[string]any{"operations": rows}, b.String()), nil
+		return opsPage(ops, only, a.Str("cursor")), nil
 	}
 	return t
+}
+
+// opsPage lists ops (newest first) from after the operation cursor names,
+// as many as fit one result: the rest is said, with the cursor to go on.
+func opsPage(ops []outline.OpReport, only bool, cursor string) *mcp.CallToolResult {
+	from := strings.TrimPrefix(cursor, "op.")
+	var b strings.Builder
+	rows := []any{}
+	size, more, last := 0, 0, ""
+	started := from == ""
+	for _, op := range ops {
+		if !started {
+			started = op.ID == from
+			continue
+		}
+		if only && op.State != "incomplete" {
+			continue
+		}
+		var line strings.Builder
+		fmt.Fprintf(&line, "- %s %s: %s (%d of %d batches, %d of %d writes landed)", op.ID, op.State, op.Summary, op.Landed, op.Batches, op.LandedWrites, op.Writes)
+		if op.Reason != "" {
+			fmt.Fprintf(&line, "; stopped: %s", op.Reason)
+		}
+		if op.Next != "" {
+			fmt.Fprintf(&line, "; %s", op.Next)
+		}
+		line.WriteString("\n")
+		raw, _ := json.Marshal(op)
+		if more > 0 || size+line.Len()+len(raw)+1 > MaxResult-4_000 {
+			more++
+			continue
+		}
+		size += line.Len() + len(raw) + 1
+		rows = append(rows, op)
+		b.WriteString(line.String())
+		last = op.ID
+	}
+	sc := map[string]any{"operations": rows}
+	switch {
+	case !started:
+		res, _ := badArgs("cursor %q names no operation listed: call operations without a cursor", cursor)
+		return res
+	case more > 0:
+		next := "op." + last
+		msg := fmt.Sprintf("%d older operation(s) not shown, to fit one result: call operations with cursor=%q", more, next)
+		fmt.Fprintf(&b, "(%s)\n", msg)
+		sc["cursor"] = next
+		sc["notices"] = []string{msg}
+	case len(rows) == 0:
+		b.WriteString("No operations.")
+	}
+	return mcp.NewToolResultStructured(sc, b.String())
 }

@@ -1,6 +1,10 @@
 package tools
 
-import "github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+import (
+	"maps"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+)
 
 // Output schemas. Every tool declares one; its structuredContent matches it
 // (tools_test checks every tool's real results with a JSON Schema
@@ -69,7 +73,7 @@ var (
 	}
 	writeOutput = outSchema(writeProps, []string{"summary", "dryRun", "cost"})
 	// operations: a list, or a resume (a write result)
-	opsOutput = outSchema(writeProps, []string{"summary", "dryRun", "cost"}, []string{"operations"})
+	opsOutput = outSchema(withProps(writeProps, map[string]any{"cursor": tString}), []string{"summary", "dryRun", "cost"}, []string{"operations"})
 
 	readOutput = outSchema(map[string]any{
 		"did": tString, "handle": tString, "uriPrefix": tString, "outline": tObject, "truncated": tBool, "stop": tString, "total": tInt,
@@ -82,3 +86,10 @@ var (
 
 	validateOutput = outSchema(map[string]any{"valid": tBool, "problems": tObjs, "notes": tObjs}, []string{"valid"})
 )
+
+// withProps is props with more beside them (props unchanged).
+func withProps(props, more map[string]any) map[string]any {
+	out := maps.Clone(props)
+	maps.Copy(out, more)
+	return out
+}
