@@ -432,6 +432,17 @@ func (h *billHarness) run(tb testing.TB) []*billTask {
 		q, _ := json.Marshal(q)
 		t.parts = append(t.parts, fmt.Sprintf("%s: %d call(s), %s, %d/%d hits", q, len(part.calls), kb(part.sum(billCall.bytes)), len(seen), len(want)))
 	}
+	// (c') the same 11 searches, the first page of each: what an agent that
+	// reads the first 200 hits and narrows the query pays
+	t = task("11 searches, first page each")
+	for _, q := range billSearches {
+		args := map[string]any{"limit": 200}
+		for k, v := range q {
+			args[k] = v
+		}
+		_, c := h.call(tb, "search", args)
+		t.calls = append(t.calls, c)
+	}
 	// (d) export the whole outline as markdown, page by page
 	t = task("export markdown")
 	h.drain(tb, t, "read_outline", map[string]any{"format": "markdown", "depth": 50}, nil, nil)
@@ -615,8 +626,8 @@ func TestAgentBillHarness(t *testing.T) {
 			t.Errorf("%s: %d calls, shown %d of %d; %s", tk.name, len(tk.calls), tk.found, tk.want, tk.stopped)
 		}
 	}
-	if tasks[3].rows < 1_500 {
-		t.Errorf("the export showed %d markdown rows of 1,500 bullets", tasks[3].rows)
+	if tasks[4].rows < 1_500 {
+		t.Errorf("the export showed %d markdown rows of 1,500 bullets", tasks[4].rows)
 	}
 	if with <= without || without < 1000 {
 		t.Errorf("tools/list %d bytes with output schemas, %d without", with, without)

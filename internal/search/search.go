@@ -849,7 +849,7 @@ func hit(t *outline.Tree, it *outline.Item, stack []*outline.Item, at, n int, in
 		h.Parent = par.Key()
 	}
 	for _, a := range stack {
-		h.Breadcrumb = append(h.Breadcrumb, clip(a.Str("text"), 40))
+		h.Breadcrumb = append(h.Breadcrumb, clip(a.Str("text"), 32))
 	}
 	if inNote {
 		// the bullet's own text, and the note around the match
