@@ -1,0 +1,31 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
+)
+
+// TestSDKSubscriptions: the official TypeScript SDK client subscribes to a
+// subtree and gets exactly one update per commit that touches it, by this
+// session, another server on the same directory or a shell's call, and
+// none for commits elsewhere or after unsubscribing (subscribe.mjs).
+func TestSDKSubscriptions(t *testing.T) {
+	bin := build(t)
+	dir, node, err := pdstest.Setup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, filepath.Join(dir, "subscribe.mjs"), bin, t.TempDir())
+	cmd.Dir = dir
+	cmd.Env = os.Environ()
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "OK ") {
+		t.Fatalf("SDK client: %v\n%s", err, out)
+	}
+	t.Logf("%s", strings.TrimSpace(string(out)))
+}
