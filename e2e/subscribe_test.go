@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,31 @@ func TestSDKSubscriptions(t *testing.T) {
 	cmd := exec.Command(node, filepath.Join(dir, "subscribe.mjs"), bin, t.TempDir())
 	cmd.Dir = dir
 	cmd.Env = os.Environ()
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "OK ") {
+		t.Fatalf("SDK client: %v\n%s", err, out)
+	}
+	t.Logf("%s", strings.TrimSpace(string(out)))
+}
+
+// TestSDKSubscriptionsOnReferencePDS: the same on the reference PDS, with
+// the person's app writing straight to the PDS (createRecord, putRecord,
+// deleteRecord): one update per such commit touching the subtree.
+func TestSDKSubscriptionsOnReferencePDS(t *testing.T) {
+	bin := build(t)
+	srv := pdstest.Start(t, pdstest.Options{})
+	a, err := srv.CreateAccount(context.Background(), "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, node, err := pdstest.Setup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, filepath.Join(dir, "subscribe.mjs"), bin, t.TempDir(), "--pds", srv.URL, "--identifier", a.Handle, "--plc", srv.PLCURL)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "BULLETED_APP_PASSWORD="+a.AppPassword,
+		"SUBSCRIBE_PDS="+srv.URL, "SUBSCRIBE_HANDLE="+a.Handle, "SUBSCRIBE_PASSWORD="+a.Password)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "OK ") {
 		t.Fatalf("SDK client: %v\n%s", err, out)
