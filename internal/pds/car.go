@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/bluesky-social/indigo/atproto/atdata"
 	atrepo "github.com/bluesky-social/indigo/atproto/repo"
 	"github.com/bluesky-social/indigo/atproto/repo/mst"
 	"github.com/bluesky-social/indigo/atproto/syntax"
@@ -261,7 +260,7 @@ func readBlocks(ctx context.Context, rd io.Reader, workers int) (*fetched, error
 			case !store.IsRecordBlock(raw):
 				d.node, d.err = decodeNode(blk)
 			case store.IsAppRecordBlock(raw):
-				d.rec.value, d.err = atdata.UnmarshalCBOR(raw)
+				d.rec.value, d.err = store.DecodeRecord(raw)
 				d.rec.cid = blk.Cid().String()
 			default:
 				continue
@@ -403,7 +402,7 @@ func (c *carRepo) record(vk string, f *fetched, extra map[string]carRecord) (car
 	if !ok {
 		return carRecord{}, fmt.Errorf("%w: record block %s is missing", errIncomplete, cidOfKey(vk))
 	}
-	v, err := atdata.UnmarshalCBOR(blk.RawData())
+	v, err := store.DecodeRecord(blk.RawData())
 	if err != nil {
 		return carRecord{}, err
 	}
