@@ -343,7 +343,8 @@ func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
 	if c.root, err = load(commit.Data); err != nil {
 		return nil, err
 	}
-	s := &store.Snapshot{DID: did, Commit: f.root.String(), Rev: commit.Rev}
+	// n (records and MST nodes decoded) bounds the records listed
+	s := &store.Snapshot{DID: did, Commit: f.root.String(), Rev: commit.Rev, Records: make([]store.Record, 0, n)}
 	err = walkNode(c.root, func(key []byte, val cid.Cid) error {
 		vk := val.KeyString()
 		if _, ok := f.blocks[vk]; !ok {
