@@ -161,7 +161,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		go func() {
 			// the search index too, while the client connects: the first
 			// search then costs what the others do
-			be.env.Warm(ctx)
+			be.env.WarmUp(ctx, stderr)
 			debug.FreeOSMemory()
 		}()
 	}

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/bluesky-social/indigo/atproto/atdata"
 	atrepo "github.com/bluesky-social/indigo/atproto/repo"
 	"github.com/bluesky-social/indigo/atproto/repo/mst"
 	"github.com/bluesky-social/indigo/atproto/syntax"
@@ -261,7 +260,7 @@ func readBlocks(ctx context.Context, rd io.Reader, workers int) (*fetched, error
 			case !store.IsRecordBlock(raw):
 				d.node, d.err = decodeNode(blk)
 			case store.IsAppRecordBlock(raw):
-				d.rec.value, d.err = atdata.UnmarshalCBOR(raw)
+				d.rec.value, d.err = store.DecodeRecord(raw)
 				d.rec.cid = blk.Cid().String()
 			default:
 				continue
@@ -344,7 +343,8 @@ func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
 	if c.root, err = load(commit.Data); err != nil {
 		return nil, err
 	}
-	s := &store.Snapshot{DID: did, Commit: f.root.String(), Rev: commit.Rev}
+	// n (records and MST nodes decoded) bounds the records listed
+	s := &store.Snapshot{DID: did, Commit: f.root.String(), Rev: commit.Rev, Records: make([]store.Record, 0, n)}
 	err = walkNode(c.root, func(key []byte, val cid.Cid) error {
 		vk := val.KeyString()
 		if _, ok := f.blocks[vk]; !ok {
@@ -403,7 +403,7 @@ func (c *carRepo) record(vk string, f *fetched, extra map[string]carRecord) (car
 	if !ok {
 		return carRecord{}, fmt.Errorf("%w: record block %s is missing", errIncomplete, cidOfKey(vk))
 	}
-	v, err := atdata.UnmarshalCBOR(blk.RawData())
+	v, err := store.DecodeRecord(blk.RawData())
 	if err != nil {
 		return carRecord{}, err
 	}

@@ -148,6 +148,18 @@ func (x *Index) Update(t *outline.Tree) {
 	x.update(t)
 }
 
+// Warm is Update ahead of the first search (tools.Env.Warm), except that
+// an index a search already brought to a newer commit of the repository is
+// left as it is (a tree read before that commit would only take it back).
+func (x *Index) Warm(t *outline.Tree) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.tree != nil && x.did == t.DID.String() && x.tree.Rev > t.Rev {
+		return
+	}
+	x.update(t)
+}
+
 func (x *Index) update(t *outline.Tree) {
 	if x.did == t.DID.String() && x.commit == t.Commit && t.Commit != "" && x.tree != nil {
 		return

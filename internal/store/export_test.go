@@ -7,3 +7,10 @@ func BeforeCompactRename(fn func() error) { beforeCompactRename = fn }
 // a value that still pointed into the mapping once it is released would
 // fault in the tests; the read path is the one a refresh takes.
 func init() { mapMin = 1 }
+
+// PathBuilds is how many maps of records by path were made (Prepare and
+// writes).
+func PathBuilds() int64 { return pathBuilds.Load() }
+
+// OnPathBuild runs fn at the start of each such build (nil: none).
+func OnPathBuild(fn func()) { pathBuildHook = fn }

@@ -135,6 +135,7 @@ type Local struct {
 	rev       string
 	records   map[string]Record // "collection/rkey"
 	snap      *Snapshot         // sorted snapshot of the current commit, built on demand
+	paths     *pathBuild        // records being made from snap ahead of the first write (prepare.go)
 	history   []transition      // the last commits' changes, oldest first (Changes)
 	reachable int               // blocks the commit at root uses (at its load)
 	log       *os.File
@@ -599,7 +600,8 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 // l.snap is always current.
 func (l *Local) recordMap() map[string]Record {
 	if l.records == nil {
-		l.records = recordMap(l.snap.Records)
+		l.records = l.pathsOf(l.snap).get() // Prepare's build, waited for, or made here
+		l.paths = nil
 	}
 	return l.records
 }
