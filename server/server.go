@@ -12,10 +12,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
+	"weak"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
@@ -86,6 +89,12 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 	if rs != nil {
 		rs.register(s)
 	}
+	// what each session was last told of the outline (notice.go); the
+	// HTTP transport forgets a session when it ends (StreamableHTTP)
+	seen := newSeenRevs()
+	key := weak.Make(s)
+	seenOf.Store(key, seen)
+	runtime.AddCleanup(s, func(k weak.Pointer[mcpserver.MCPServer]) { seenOf.Delete(k) }, key)
 	for _, t := range list {
 		t := t
 		s.AddTool(t.MCP(), func(ctx context.Context, req mcp.CallToolRequest) (res *mcp.CallToolResult, _ error) {
@@ -104,6 +113,12 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 			args, err := t.Check(tools.Args(raw))
 			if err != nil {
 				return tools.ErrorResult(err), nil
+			}
+			// this session's writes are its own: the change notice leaves
+			// them out (the other sessions hear of them)
+			sid := sessionOf(ctx)
+			if sid != "" {
+				ctx = outline.WithWriter(ctx, sid)
 			}
 			if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 				ctx = outline.WithProgress(ctx, progressNotifier(ctx, req.Params.Meta.ProgressToken))
@@ -134,8 +149,9 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 			if t.Name != "operations" && t.Name != "undo" {
 				noteIncomplete(env, res)
 			}
-			// after bound: a notice is never cut
-			return noteStore(env, bound(res)), nil
+			// the notices go at the head, never cut: the rest is bound to
+			// leave them room
+			return noteStore(env, res, seen.take(sid, env)), nil
 		})
 	}
 	return s, nil
@@ -155,13 +171,20 @@ func noteIncomplete(env *tools.Env, res *mcp.CallToolResult) {
 	res.Content = append(res.Content, mcp.NewTextContent(fmt.Sprintf("Note: %d incomplete operation(s): %s; call operations, then operations resume=ID or undo operation=ID.", len(inc), strings.Join(ids, "; "))))
 }
 
+// seenOf finds the sessions' told revisions of a server (for the HTTP
+// transport, which forgets a session's when it ends).
+var seenOf sync.Map // weak.Pointer[mcpserver.MCPServer] → *seenRevs (dropped with the server)
+
 // noteStore tells the agent, once (the session's first result), what the
 // repository found when it was opened (a HEAD recovered from the block
-// log, a budget ledger missing while the journal shows spending): at the
-// head of the text and as "notices" in the structured content.
-func noteStore(env *tools.Env, res *mcp.CallToolResult) *mcp.CallToolResult {
+// log, a budget ledger missing while the journal shows spending), and,
+// on every result, what others changed since the session's previous one
+// (changed; nil: nothing): at the head of the text and as "notices" (and
+// "changedByOthers") in the structured content. res is bound (bound) to
+// leave them room within MaxResultBytes.
+func noteStore(env *tools.Env, res *mcp.CallToolResult, changed *outline.Changed) *mcp.CallToolResult {
 	if res == nil || env == nil {
-		return res
+		return bound(res, 0)
 	}
 	var notes []string
 	if env.Engine != nil {
@@ -172,10 +195,19 @@ func noteStore(env *tools.Env, res *mcp.CallToolResult) *mcp.CallToolResult {
 	if env.Notices != nil {
 		notes = append(notes, env.Notices.TakeNotices()...)
 	}
-	if len(notes) == 0 {
-		return res
+	heads := slices.Clone(notes)
+	var obj map[string]any
+	if changed.Any() {
+		lines, notice, o := changeNotice(changed)
+		heads = append(heads, strings.Join(lines, "\n"))
+		notes, obj = append(notes, notice), o
 	}
-	text := "Notice: " + strings.Join(notes, "\nNotice: ")
+	if len(notes) == 0 {
+		return bound(res, 0)
+	}
+	text := "Notice: " + strings.Join(heads, "\nNotice: ")
+	room, _ := json.Marshal(map[string]any{"t": text, "n": notes, "o": obj})
+	res = bound(res, len(room)+64)
 	placed := false
 	for i, c := range res.Content {
 		if tc, ok := c.(mcp.TextContent); ok {
@@ -189,6 +221,11 @@ func noteStore(env *tools.Env, res *mcp.CallToolResult) *mcp.CallToolResult {
 		res.Content = append([]mcp.Content{mcp.NewTextContent(text)}, res.Content...)
 	}
 	addNotices(res, notes)
+	if obj != nil {
+		if sc, ok := res.StructuredContent.(map[string]any); ok {
+			sc["changedByOthers"] = obj
+		}
+	}
 	return res
 }
 
@@ -224,12 +261,13 @@ func addNotices(res *mcp.CallToolResult, notes []string) {
 	res.StructuredContent = sc
 }
 
-// bound is the last resort for a result over MaxResultBytes (a bug: every
-// tool fits its results): the structured content is kept whole, never
-// replaced or cut, and the text is shortened at a line end with a marker
-// saying so, also in the structured content's notices.
-func bound(res *mcp.CallToolResult) *mcp.CallToolResult {
-	over := tools.ResultSize(res) - MaxResultBytes
+// bound is the last resort for a result over MaxResultBytes less room
+// (what the notices will add; a bug: every tool fits its results): the
+// structured content is kept whole, never replaced or cut, and the text is
+// shortened at a line end with a marker saying so, also in the structured
+// content's notices.
+func bound(res *mcp.CallToolResult, room int) *mcp.CallToolResult {
+	over := tools.ResultSize(res) - MaxResultBytes + room
 	if res == nil || over <= 0 {
 		return res
 	}
@@ -248,7 +286,7 @@ func bound(res *mcp.CallToolResult) *mcp.CallToolResult {
 		msg := fmt.Sprintf("the text was cut after %d bytes (%d more not shown) to fit one result; the structured content is complete", keep, len(tc.Text)-keep)
 		tc.Text = tc.Text[:keep] + "\n[" + msg + "]"
 		res.Content[i] = tc
-		over = tools.ResultSize(res) - MaxResultBytes
+		over = tools.ResultSize(res) - MaxResultBytes + room
 		addNotices(res, []string{msg})
 	}
 	return res
