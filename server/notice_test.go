@@ -278,3 +278,49 @@ func TestChangedByOthersNewEngine(t *testing.T) {
 	}
 	quiet(t, c, "read_outline", nil, "told already")
 }
+
+// A notice of the most it tells (long texts of four-byte characters, many
+// sections) on a page the read filled to its budget: the result stays
+// within tools.MaxResult, the notice whole at the head.
+func TestChangedByOthersFits(t *testing.T) {
+	dir, l, a, _ := noticeServer(t)
+	did := l.DID()
+	clock := syntax.NewTIDClock(6)
+	long := strings.Repeat("🌱 grow ", 60)
+	var ws []store.Write
+	var sections []string
+	for i := range 40 {
+		k := clock.Next().String()
+		sections = append(sections, k)
+		ws = append(ws, newNode(did, k, fmt.Sprint(i, long), fmt.Sprintf("a%03d", i), ""))
+	}
+	byOtherProcess(t, dir, ws...)
+	quiet(t, a, "read_outline", nil, "the session's first call")
+	ws = nil
+	for i := range 150 {
+		ws = append(ws, newNode(did, clock.Next().String(), fmt.Sprint(i, long), fmt.Sprintf("b%03d", i), sections[i%len(sections)]))
+	}
+	byOtherProcess(t, dir, ws...)
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "read_outline"
+	req.Params.Arguments = map[string]any{"limit": 500, "depth": 3}
+	res, err := a.CallTool(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(res)
+	text := res.Content[0].(mcp.TextContent).Text
+	if !strings.HasPrefix(text, "Notice: 150 record(s) changed since your last call") || len(raw) > tools.MaxResult {
+		t.Fatalf("%d bytes (bound %d):\n%.1500s", len(raw), tools.MaxResult, text)
+	}
+	if !strings.Contains(text, "fewer than limit=500") {
+		t.Fatalf("the page was not filled to its budget:\n%.3000s", text)
+	}
+	var sc map[string]any
+	json.Unmarshal(raw, &sc)
+	sc = sc["structuredContent"].(map[string]any)
+	if sc["changedByOthers"].(map[string]any)["count"] != float64(150) || sc["did"] == nil {
+		t.Fatalf("structured content %v", sc["changedByOthers"])
+	}
+	t.Logf("%d bytes; notice: %d bytes of text", len(raw), strings.Index(text, "\n\n"))
+}

@@ -35,6 +35,7 @@ const (
 	maxOwnMarks   = 300_000
 	serverWriter  = "\x00server" // this engine's writes made without a writer
 	externalWrite = ""           // not this engine
+	otherSections = "(other sections)"
 )
 
 type writerKey struct{}
@@ -272,7 +273,7 @@ func (l *changeLog) classify(before, after *Tree, candidates []recKey) *advance 
 		if sec == nil && len(t.sections) >= logSections {
 			sec = t.sections["?"]
 			if sec == nil {
-				sec = &Section{Text: "(other sections)"}
+				sec = &Section{Text: otherSections}
 				t.sections["?"] = sec
 			}
 		}
@@ -568,15 +569,22 @@ func (l *changeLog) changedSince(since, now, writer string) *Changed {
 	for _, s := range secs {
 		c.Sections = append(c.Sections, *s)
 	}
+	rest := Section{Text: otherSections}
+	if s := secs["?"]; s != nil {
+		rest.Count = s.Count
+	}
+	c.Sections = slices.DeleteFunc(c.Sections, func(s Section) bool { return s.Text == otherSections })
 	slices.SortFunc(c.Sections, func(a, b Section) int {
 		return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.RKey, b.RKey))
 	})
-	if len(c.Sections) > MaxSections {
-		rest := Section{Text: "(other sections)"}
+	if len(c.Sections) > MaxSections-1 {
 		for _, s := range c.Sections[MaxSections-1:] {
 			rest.Count += s.Count
 		}
-		c.Sections = append(c.Sections[:MaxSections-1], rest)
+		c.Sections = c.Sections[:MaxSections-1]
+	}
+	if rest.Count > 0 {
+		c.Sections = append(c.Sections, rest) // last
 	}
 	return c
 }
