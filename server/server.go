@@ -62,6 +62,11 @@ type Options struct {
 	Subscriptions *Subscriptions
 }
 
+// ListTTL is the caching hint on tools/list, prompts/list and
+// resources/templates/list results: they do not change while the server
+// runs.
+const ListTTL = time.Hour
+
 // MaxResultBytes bounds a tool result (text and structured content
 // together, as sent), about 15,000 tokens. Every tool sizes its pages and
 // reports to fit (tools.MaxResult; TestResultsFit checks them on big
@@ -85,9 +90,24 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 		rs = newResources(env, o)
 		opts = append(opts, rs.options()...)
 	}
+	// the tasks agents are asked most, as prompts (prompts.go)
+	ps := newPrompts(env, o, list)
+	if ps != nil {
+		opts = append(opts, ps.options()...)
+	}
+	// caching hints (protocol 2026-07-28): the tool, prompt and template
+	// lists stay as they are for the server's life; resources/list and
+	// resources/read are the outline, which others may change at any
+	// moment (mcp-go's default: revalidate every time, private)
+	for _, m := range []mcp.MCPMethod{mcp.MethodToolsList, mcp.MethodPromptsList, mcp.MethodResourcesTemplatesList} {
+		opts = append(opts, mcpserver.WithMethodCacheHints(m, ListTTL.Milliseconds(), mcp.CacheScopePrivate))
+	}
 	s := mcpserver.NewMCPServer("bulleted-mcp", Version, opts...)
 	if rs != nil {
 		rs.register(s)
+	}
+	if ps != nil {
+		ps.register(s)
 	}
 	// what each session was last told of the outline (notice.go); the
 	// HTTP transport forgets a session when it ends (StreamableHTTP)
