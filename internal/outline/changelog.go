@@ -268,7 +268,7 @@ func (l *changeLog) classify(before, after *Tree, candidates []recKey) *advance 
 		} else {
 			t.over++
 		}
-		ch := describe(before, after, c, b, hadB, a, hasA)
+		ch := describe(before, after, c, b, hadB, a, hasA, len(t.lines) < logLines)
 		sec := t.sections[ch.Section]
 		if sec == nil && len(t.sections) >= logSections {
 			sec = t.sections["?"]
@@ -376,8 +376,9 @@ func sameRecords(a, b []store.Record) bool {
 	return true
 }
 
-// describe says how one record changed.
-func describe(before, after *Tree, c recKey, b store.Record, hadB bool, a store.Record, hasA bool) Change {
+// describe says how one record changed (full: with its text and whether
+// a bullet moved; else only its section, for counting).
+func describe(before, after *Tree, c recKey, b store.Record, hadB bool, a store.Record, hasA bool, full bool) Change {
 	ch := Change{RKey: c.rkey, Collection: c.coll}
 	switch {
 	case !hadB:
@@ -396,7 +397,7 @@ func describe(before, after *Tree, c recKey, b store.Record, hadB bool, a store.
 	switch c.coll {
 	case lexicon.Node:
 		it = t.Nodes.Get(c.rkey)
-		if hadB && hasA {
+		if hadB && hasA && full {
 			bi, ai := before.Nodes.Get(c.rkey), after.Nodes.Get(c.rkey)
 			if bi != nil && ai != nil {
 				moved := bi.ParentKey() != ai.ParentKey() || bi.Detached != ai.Detached || bi.SortKey() != ai.SortKey()
@@ -431,9 +432,13 @@ func describe(before, after *Tree, c recKey, b store.Record, hadB bool, a store.
 		}
 	}
 	if it == nil {
-		if s, _ := rec.Value["text"].(string); s != "" {
+		if s, _ := rec.Value["text"].(string); s != "" && full {
 			ch.Text = excerpt(s)
 		}
+		return ch
+	}
+	ch.Section = sectionOf(t, it)
+	if !full {
 		return ch
 	}
 	if it.Mirror {
@@ -441,7 +446,6 @@ func describe(before, after *Tree, c recKey, b store.Record, hadB bool, a store.
 	} else {
 		ch.Text = excerpt(it.Str("text"))
 	}
-	ch.Section = sectionOf(t, it)
 	return ch
 }
 
