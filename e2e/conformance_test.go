@@ -64,6 +64,15 @@ var serverScenarios = []scenario{
 	{name: "completion-complete", mustPass: []string{"completion-complete"}},
 	{name: "completion-complete", spec: "2026-07-28", mustPass: []string{"completion-complete"}},
 	{name: "sep-2164-resource-not-found", spec: "2026-07-28", mustPass: []string{"sep-2164-no-empty-contents", "sep-2164-error-code", "sep-2164-data-uri"}},
+	// the prompts (server/prompts.go); prompts-get-simple, -with-args,
+	// -embedded-resource and -with-image get the suite's fixture prompts
+	// (test_simple_prompt, …), which this server does not have
+	{name: "prompts-list", mustPass: []string{"prompts-list"}},
+	{name: "prompts-list", spec: "2026-07-28", mustPass: []string{"prompts-list"}},
+	// caching hints (SEP-2549) on tools/list, prompts/list, resources/list,
+	// resources/templates/list and resources/read
+	{name: "caching", spec: "2026-07-28", mustPass: []string{"sep-2549-tools-list-caching-hints", "sep-2549-prompts-list-caching-hints",
+		"sep-2549-resources-list-caching-hints", "sep-2549-resources-templates-list-caching-hints", "sep-2549-resources-read-caching-hints"}},
 }
 
 // suite returns the e2e directory, the Node binary and the suite's CLI.

@@ -12,10 +12,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
+	"weak"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
@@ -59,6 +62,11 @@ type Options struct {
 	Subscriptions *Subscriptions
 }
 
+// ListTTL is the caching hint on tools/list, prompts/list and
+// resources/templates/list results: they do not change while the server
+// runs.
+const ListTTL = time.Hour
+
 // MaxResultBytes bounds a tool result (text and structured content
 // together, as sent), about 15,000 tokens. Every tool sizes its pages and
 // reports to fit (tools.MaxResult; TestResultsFit checks them on big
@@ -82,10 +90,31 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 		rs = newResources(env, o)
 		opts = append(opts, rs.options()...)
 	}
+	// the tasks agents are asked most, as prompts (prompts.go)
+	ps := newPrompts(env, o, list)
+	if ps != nil {
+		opts = append(opts, ps.options()...)
+	}
+	// caching hints (protocol 2026-07-28): the tool, prompt and template
+	// lists stay as they are for the server's life; resources/list and
+	// resources/read are the outline, which others may change at any
+	// moment (mcp-go's default: revalidate every time, private)
+	for _, m := range []mcp.MCPMethod{mcp.MethodToolsList, mcp.MethodPromptsList, mcp.MethodResourcesTemplatesList} {
+		opts = append(opts, mcpserver.WithMethodCacheHints(m, ListTTL.Milliseconds(), mcp.CacheScopePrivate))
+	}
 	s := mcpserver.NewMCPServer("bulleted-mcp", Version, opts...)
 	if rs != nil {
 		rs.register(s)
 	}
+	if ps != nil {
+		ps.register(s)
+	}
+	// what each session was last told of the outline (notice.go); the
+	// HTTP transport forgets a session when it ends (StreamableHTTP)
+	seen := newSeenRevs()
+	key := weak.Make(s)
+	seenOf.Store(key, seen)
+	runtime.AddCleanup(s, func(k weak.Pointer[mcpserver.MCPServer]) { seenOf.Delete(k) }, key)
 	for _, t := range list {
 		t := t
 		s.AddTool(t.MCP(), func(ctx context.Context, req mcp.CallToolRequest) (res *mcp.CallToolResult, _ error) {
@@ -104,6 +133,12 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 			args, err := t.Check(tools.Args(raw))
 			if err != nil {
 				return tools.ErrorResult(err), nil
+			}
+			// this session's writes are its own: the change notice leaves
+			// them out (the other sessions hear of them)
+			sid := sessionOf(ctx)
+			if sid != "" {
+				ctx = outline.WithWriter(ctx, sid)
 			}
 			if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 				ctx = outline.WithProgress(ctx, progressNotifier(ctx, req.Params.Meta.ProgressToken))
@@ -134,8 +169,9 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 			if t.Name != "operations" && t.Name != "undo" {
 				noteIncomplete(env, res)
 			}
-			// after bound: a notice is never cut
-			return noteStore(env, bound(res)), nil
+			// the notices go at the head, never cut: the rest is bound to
+			// leave them room
+			return noteStore(env, res, seen.take(sid, env)), nil
 		})
 	}
 	return s, nil
@@ -155,13 +191,20 @@ func noteIncomplete(env *tools.Env, res *mcp.CallToolResult) {
 	res.Content = append(res.Content, mcp.NewTextContent(fmt.Sprintf("Note: %d incomplete operation(s): %s; call operations, then operations resume=ID or undo operation=ID.", len(inc), strings.Join(ids, "; "))))
 }
 
+// seenOf finds the sessions' told revisions of a server (for the HTTP
+// transport, which forgets a session's when it ends).
+var seenOf sync.Map // weak.Pointer[mcpserver.MCPServer] → *seenRevs (dropped with the server)
+
 // noteStore tells the agent, once (the session's first result), what the
 // repository found when it was opened (a HEAD recovered from the block
-// log, a budget ledger missing while the journal shows spending): at the
-// head of the text and as "notices" in the structured content.
-func noteStore(env *tools.Env, res *mcp.CallToolResult) *mcp.CallToolResult {
+// log, a budget ledger missing while the journal shows spending), and,
+// on every result, what others changed since the session's previous one
+// (changed; nil: nothing): at the head of the text and as "notices" (and
+// "changedByOthers") in the structured content. res is bound (bound) to
+// leave them room within MaxResultBytes.
+func noteStore(env *tools.Env, res *mcp.CallToolResult, changed *outline.Changed) *mcp.CallToolResult {
 	if res == nil || env == nil {
-		return res
+		return bound(res, 0)
 	}
 	var notes []string
 	if env.Engine != nil {
@@ -172,10 +215,19 @@ func noteStore(env *tools.Env, res *mcp.CallToolResult) *mcp.CallToolResult {
 	if env.Notices != nil {
 		notes = append(notes, env.Notices.TakeNotices()...)
 	}
-	if len(notes) == 0 {
-		return res
+	heads := slices.Clone(notes)
+	var obj map[string]any
+	if changed.Any() {
+		lines, notice, o := changeNotice(changed)
+		heads = append(heads, strings.Join(lines, "\n"))
+		notes, obj = append(notes, notice), o
 	}
-	text := "Notice: " + strings.Join(notes, "\nNotice: ")
+	if len(notes) == 0 {
+		return bound(res, 0)
+	}
+	text := "Notice: " + strings.Join(heads, "\nNotice: ")
+	room, _ := json.Marshal(map[string]any{"t": text, "n": notes, "o": obj})
+	res = bound(res, len(room)+64)
 	placed := false
 	for i, c := range res.Content {
 		if tc, ok := c.(mcp.TextContent); ok {
@@ -189,6 +241,11 @@ func noteStore(env *tools.Env, res *mcp.CallToolResult) *mcp.CallToolResult {
 		res.Content = append([]mcp.Content{mcp.NewTextContent(text)}, res.Content...)
 	}
 	addNotices(res, notes)
+	if obj != nil {
+		if sc, ok := res.StructuredContent.(map[string]any); ok {
+			sc["changedByOthers"] = obj
+		}
+	}
 	return res
 }
 
@@ -224,12 +281,13 @@ func addNotices(res *mcp.CallToolResult, notes []string) {
 	res.StructuredContent = sc
 }
 
-// bound is the last resort for a result over MaxResultBytes (a bug: every
-// tool fits its results): the structured content is kept whole, never
-// replaced or cut, and the text is shortened at a line end with a marker
-// saying so, also in the structured content's notices.
-func bound(res *mcp.CallToolResult) *mcp.CallToolResult {
-	over := tools.ResultSize(res) - MaxResultBytes
+// bound is the last resort for a result over MaxResultBytes less room
+// (what the notices will add; a bug: every tool fits its results): the
+// structured content is kept whole, never replaced or cut, and the text is
+// shortened at a line end with a marker saying so, also in the structured
+// content's notices.
+func bound(res *mcp.CallToolResult, room int) *mcp.CallToolResult {
+	over := tools.ResultSize(res) - MaxResultBytes + room
 	if res == nil || over <= 0 {
 		return res
 	}
@@ -248,7 +306,7 @@ func bound(res *mcp.CallToolResult) *mcp.CallToolResult {
 		msg := fmt.Sprintf("the text was cut after %d bytes (%d more not shown) to fit one result; the structured content is complete", keep, len(tc.Text)-keep)
 		tc.Text = tc.Text[:keep] + "\n[" + msg + "]"
 		res.Content[i] = tc
-		over = tools.ResultSize(res) - MaxResultBytes
+		over = tools.ResultSize(res) - MaxResultBytes + room
 		addNotices(res, []string{msg})
 	}
 	return res

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
@@ -39,6 +40,8 @@ type sessions struct {
 	idle  time.Duration
 	max   int
 	now   func() time.Time
+	// onEnd, if set, is told of every session that ends (m.mu held)
+	onEnd func(id string)
 }
 
 type session struct {
@@ -147,6 +150,9 @@ func (m *sessions) expire(now time.Time) {
 // end moves id from live to ended; m.mu is held.
 func (m *sessions) end(id, why string) {
 	delete(m.live, id)
+	if m.onEnd != nil {
+		m.onEnd(id)
+	}
 	if len(m.ended) >= m.max {
 		for old := range m.ended { // forget an arbitrary one: its id then reads as unknown
 			delete(m.ended, old)
@@ -164,6 +170,9 @@ func (m *sessions) end(id, why string) {
 // transport options.
 func StreamableHTTP(s *mcpserver.MCPServer, idle time.Duration, max int, opts ...mcpserver.StreamableHTTPOption) http.Handler {
 	m := newSessions(idle, max)
+	if seen, ok := seenOf.Load(weak.Make(s)); ok {
+		m.onEnd = seen.(*seenRevs).forget // what the session was told of the outline
+	}
 	// the body bound is this server's (MaxRequestBody, checked before the
 	// transport reads), not the transport's smaller default
 	base := []mcpserver.StreamableHTTPOption{mcpserver.WithMaxRequestBodyBytes(MaxRequestBody + 1)}

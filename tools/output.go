@@ -14,7 +14,9 @@ import (
 // every success of that tool has.
 
 func outSchema(props map[string]any, successes ...[]string) map[string]any {
-	p := map[string]any{"error": errorSchema, "truncated": tBool, "notices": tStrs}
+	// changedByOthers: what others changed since the session's last call
+	// (the server adds it to any result: server/notice.go)
+	p := map[string]any{"error": errorSchema, "truncated": tBool, "notices": tStrs, "changedByOthers": tObject}
 	for k, v := range props {
 		p[k] = v
 	}

@@ -89,6 +89,9 @@ type Engine struct {
 	cache *Tree
 	ops   *lifecycle
 	plans planCache // dry runs' plans (plans.go)
+	// changes logs who changed what at each advance of the kept tree
+	// (changelog.go)
+	changes changeLog
 }
 
 // Options are what an engine is built with (Open).
@@ -168,7 +171,7 @@ func (e *Engine) Tree(ctx context.Context) (*Tree, error) {
 			if commit == prev.Commit {
 				return prev, nil
 			}
-			return e.keep(prev.Next(commit, rev, changes)), nil
+			return e.keepFrom(prev.Next(commit, rev, changes), changes, false), nil
 		}
 	}
 	s, err := e.Repo.Snapshot(ctx)
@@ -181,15 +184,9 @@ func (e *Engine) Tree(ctx context.Context) (*Tree, error) {
 	return e.keep(Rebuild(s, prev)), nil
 }
 
-// keep makes t the cached tree unless a newer one is there already.
-func (e *Engine) keep(t *Tree) *Tree {
-	e.mu.Lock()
-	if e.cache == nil || e.cache.Rev <= t.Rev {
-		e.cache = t
-	}
-	e.mu.Unlock()
-	return t
-}
+// keep makes t the cached tree unless a newer one is there already (the
+// change log compares it with the tree it replaces: keepFrom).
+func (e *Engine) keep(t *Tree) *Tree { return e.keepFrom(t, nil, true) }
 
 func (e *Engine) nextKeys() *keyList {
 	e.mu.Lock()

@@ -89,7 +89,11 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 	progress, _ := ctx.Value(progressKey{}).(Progress)
 	var commits []store.Result
 	conflicts := 0
+	// the change log tells this writer's batches from others' (changelog.go)
+	writer, gen := writerOf(ctx), uint64(0)
+	defer func() { e.changes.unpend(gen) }()
 	for op.Landed < len(op.Batches) {
+		e.changes.unpend(gen)
 		if ctx.Err() != nil {
 			return commits, e.stop(ctx, op, ctx.Err(), "cancelled by the client", false)
 		}
@@ -101,9 +105,11 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(bctx), BatchTimeout)
 		// its points are charged once under this key, however often it is sent
 		cctx = budget.WithBatch(cctx, fmt.Sprintf("%s/%d+%d", op.ID, op.landedWrites(), len(batch)))
+		gen = e.changes.pend(batch, writer)
 		res, err := e.Repo.Apply(cctx, swap, batch)
 		cancel()
 		if err == nil {
+			e.changes.landed(batch, res.Rev, res.Results, writer)
 			commits = append(commits, *res)
 			if err := e.ops.move(ctx, op, phaseRunning, step{landed: []string{res.Commit}}); err != nil {
 				return commits, err
@@ -126,6 +132,7 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 				return commits, e.stop(ctx, op, rerr, "the repository could not be read after a conflict", false)
 			}
 			if batchLanded(s, batch) {
+				e.changes.landed(batch, s.Rev, nil, writer)
 				if err := e.ops.move(ctx, op, phaseRunning, step{landed: []string{s.Commit}}); err != nil {
 					return commits, err
 				}
@@ -166,6 +173,7 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 			unknown := true
 			if ctx.Err() == nil {
 				if s, rerr := e.Repo.Snapshot(ctx); rerr == nil && batchLanded(s, batch) {
+					e.changes.landed(batch, s.Rev, nil, writer)
 					if err := e.ops.move(ctx, op, phaseRunning, step{landed: []string{s.Commit}}); err != nil {
 						return commits, err
 					}

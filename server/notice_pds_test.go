@@ -1,0 +1,69 @@
+package server_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/client"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
+	"github.com/bulleted-mcp/bulleted-mcp/server"
+)
+
+// On the PDS backend: a second client's createRecord (the person in the
+// app) is told on the session's next result, in both parts; the agent's
+// own insert is not.
+func TestChangedByOthersPDS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the reference PDS")
+	}
+	ctx := context.Background()
+	srv := pdstest.Start(t, pdstest.Options{})
+	acct, err := srv.CreateAccount(ctx, "notice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, did, err := pds.Login{PDS: srv.URL, Identifier: acct.Handle, Password: acct.AppPassword, Dir: t.TempDir()}.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, err := client.NewInProcessClient(server.New(outline.New(pds.New(c, did)), false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	initialize(t, mc)
+	_, sc := callTool(t, mc, "insert_after", map[string]any{"text": "Plan the trip"})
+	if sc["notices"] != nil {
+		t.Fatalf("the first call: %v", sc["notices"])
+	}
+	quiet(t, mc, "read_outline", nil, "after the agent's own insert")
+
+	// the person, in the app
+	app, err := srv.Client(ctx, acct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		URI string `json:"uri"`
+	}
+	if err := app.Post(ctx, "com.atproto.repo.createRecord", map[string]any{"repo": did.String(), "collection": "app.bulleted.node",
+		"record": map[string]any{"$type": "app.bulleted.node", "text": "Book the train", "sortKey": "z", "createdAt": "2026-12-04T10:00:00.000Z"}}, &out); err != nil {
+		t.Fatal(err)
+	}
+	rkey := out.URI[strings.LastIndex(out.URI, "/")+1:]
+	text, notes, obj := changedByOthers(t, mc, "read_outline", nil)
+	if !strings.HasPrefix(text, "Notice: 1 record(s) changed since your last call, not by you: 1 by another writer (the app, another device or process); in \"Book the train\" "+rkey+" (1).") ||
+		!strings.Contains(text, "  - created "+rkey+" \"Book the train\"\n") {
+		t.Fatalf("the text's head:\n%.600s", text)
+	}
+	if len(notes) != 1 || obj["count"] != float64(1) || obj["byOtherWriters"] != float64(1) {
+		t.Fatalf("structured: %q %v", notes, obj)
+	}
+	quiet(t, mc, "read_outline", nil, "told already")
+	quiet(t, mc, "update_node", map[string]any{"node": rkey, "text": "Book the night train"}, "the agent's own edit")
+	quiet(t, mc, "read_outline", nil, "after the agent's own edit")
+}
