@@ -312,6 +312,10 @@ type WriteResult struct {
 	Diagnostics []string `json:"diagnostics,omitempty"`
 	Before      string   `json:"before,omitempty"`
 	After       string   `json:"after,omitempty"`
+	// Changes are the bullets a dry run touches, before and after (the
+	// first maxChanges; ChangesTotal counts them all when more).
+	Changes      []Change `json:"changes,omitempty"`
+	ChangesTotal int      `json:"changesTotal,omitempty"`
 }
 
 // Created is a record a write created: its key, the input position it came
@@ -341,6 +345,9 @@ const maxDumped = 20
 type report struct {
 	lines map[string]int // input position → input line (imports)
 	notes []string       // what of the input was not written, and why
+	// changes: a dry run's touched bullets; at most maxCh listed
+	changes []Change
+	maxCh   int
 }
 
 // writeResult is the result of a write (see writeReport).
@@ -358,6 +365,9 @@ func writeResult(out *outline.Outcome, a Args) *mcp.CallToolResult {
 // parts.
 func writeReport(out *outline.Outcome, rep report) *mcp.CallToolResult {
 	rows, dump := previewRows, true
+	if out.DryRun && out.Before != nil && len(out.Plan.Writes) > 0 {
+		rep.changes, rep.maxCh = changesOf(out.Before, out.Plan), maxChanges
+	}
 	for {
 		res, textCut := buildWrite(out, rep, rows, dump, -1, -1)
 		size := ResultSize(res)
@@ -366,6 +376,9 @@ func writeReport(out *outline.Outcome, rep report) *mcp.CallToolResult {
 			return res
 		case out.DryRun && out.Before != nil && rows > 5:
 			rows /= 2
+			continue
+		case len(rep.changes) > rep.maxCh/2 && rep.maxCh > 10:
+			rep.maxCh /= 2
 			continue
 		case dump && out.DryRun && len(out.Plan.Writes) <= maxDumped:
 			dump = false
@@ -455,6 +468,13 @@ func buildWrite(out *outline.Outcome, rep report, rows int, dump bool, textKeys,
 			diags = append(diags, fmt.Sprintf("the before/after views show at most %d rows a side to fit one result", rows))
 		}
 	}
+	if len(rep.changes) > 0 {
+		r.Changes = rep.changes[:min(len(rep.changes), rep.maxCh)]
+		if len(rep.changes) > len(r.Changes) {
+			r.ChangesTotal = len(rep.changes)
+			diags = append(diags, fmt.Sprintf("changes lists the first %d of the %d bullets touched, to fit one result (%s in all)", len(r.Changes), len(rep.changes), changeCounts(rep.changes)))
+		}
+	}
 	listed := len(r.Keys)
 	var keyText strings.Builder
 	if len(r.Keys) > 0 {
@@ -500,6 +520,9 @@ func buildWrite(out *outline.Outcome, rep report, rows int, dump bool, textKeys,
 		fmt.Fprintf(&b, "; plan %s (the same call with plan=%s applies exactly this)", r.Plan, r.Plan)
 	}
 	b.WriteString(".")
+	if len(rep.changes) > 0 {
+		b.WriteString(" Bullets touched: " + changeCounts(rep.changes) + ".")
+	}
 	for _, d := range r.Diagnostics {
 		b.WriteString("\nNote: " + d + ".")
 	}
