@@ -82,13 +82,15 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 		rs = newResources(env, o)
 		opts = append(opts, rs.options()...)
 	}
+	opts = append(opts, appOptions(rs != nil)...) // the views (apps.go)
 	s := mcpserver.NewMCPServer("bulleted-mcp", Version, opts...)
 	if rs != nil {
 		rs.register(s)
 	}
+	registerApps(s)
 	for _, t := range list {
 		t := t
-		s.AddTool(t.MCP(), func(ctx context.Context, req mcp.CallToolRequest) (res *mcp.CallToolResult, _ error) {
+		s.AddTool(withApp(t), func(ctx context.Context, req mcp.CallToolRequest) (res *mcp.CallToolResult, _ error) {
 			defer func() {
 				// a bug must still answer as a tool result, not a protocol error
 				if p := recover(); p != nil {
