@@ -151,12 +151,16 @@ const toRows = (sc, text) => {
   return out;
 };
 
+// kidsOf is what a row shows under it: a mirror's rows of its original, or
+// its children.
+const kidsOf = (r) => (r.mirror && r.mirror.rows && r.mirror.rows.length ? r.mirror.rows : r.children || []);
+
 // renderTree renders rows as a collapsible list; ask(row) is called when a
 // bullet's text is clicked.
 const renderTree = (rows, ask) => {
   const ul = el('ul', { class: 'tree' });
   for (const r of rows) {
-    const kids = r.mirror ? r.mirror.rows || [] : r.children || [];
+    const kids = kidsOf(r);
     const cls = ['row', r.layout || '', r.state === 'done' ? 'done' : ''].join(' ').trim();
     const tog = kids.length ? el('button', { class: 'tog', title: 'collapse', 'aria-label': 'collapse', onclick: (e) => { const li = e.target.closest('li'); li.classList.toggle('collapsed'); e.target.textContent = li.classList.contains('collapsed') ? '▸' : '▾'; } }, '▾') : el('span', { class: 'dot' }, r.layout === 'todo' ? '' : '•');
     const text = r.mirror ? (r.text || r.mirror.text || 'mirror of ' + (r.mirror.original || '?')) : r.text;
