@@ -11,6 +11,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -188,8 +189,15 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stderr, "bulleted-mcp: serving %s on http://%s/mcp\n", repo.DID(), ln.Addr())
-	hs := server.NewHTTPServer(server.HTTPHandler(s, server.HTTPOptions{Token: token, Addr: *httpAddr, AllowOrigins: origins}))
+	fmt.Fprintf(stderr, "bulleted-mcp: serving %s on http://%s/mcp; the outline live at http://%s/view\n", repo.DID(), ln.Addr(), ln.Addr())
+	// /view: the outline and the operations for a person, in a browser
+	// (server/view.go), under the same token and Host rules as /mcp
+	mux := http.NewServeMux()
+	mux.Handle("/", server.HTTPHandler(s, server.HTTPOptions{Token: token, Addr: *httpAddr, AllowOrigins: origins}))
+	view := server.ViewHandler(s, be.env, server.ViewOptions{Token: token, Addr: *httpAddr, AllowOrigins: origins, Done: ctx.Done()})
+	mux.Handle("/view", view)
+	mux.Handle("/view/", view)
+	hs := server.NewHTTPServer(mux)
 	if err := server.Serve(ctx, hs, ln, shutdownGrace); err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 1
