@@ -136,3 +136,60 @@ func TestAppsViewsInBrowser(t *testing.T) {
 		}
 	}
 }
+
+// TestViewPageInBrowser: /view in headless Chromium (e2e/view.mjs) on
+// `serve --http` with a token: refused without it; /view?token= once sets
+// an HttpOnly, SameSite=Strict cookie and leaves the address; the page
+// (its CSP header present) shows the outline read back, follows an agent's
+// write through /mcp live, and undoes it with its Undo button (read back
+// here from the store: gone, the rest kept); nothing leaves loopback.
+func TestViewPageInBrowser(t *testing.T) {
+	dir, node := browserSetup(t)
+	bin := build(t)
+	st := t.TempDir()
+	out := outDir(t, "view")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "view.mjs"), bin, st, out)
+	cmd.Dir = dir
+	b, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(b), "OK ") {
+		t.Fatalf("view.mjs: %v\n%s", err, b)
+	}
+	t.Logf("%s", strings.TrimSpace(string(b[strings.LastIndex(string(b), "OK "):])))
+	var res struct {
+		Undone string   `json:"undone"`
+		Kept   []string `json:"kept"`
+	}
+	raw, err := os.ReadFile(filepath.Join(out, "view-result.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(raw, &res)
+	l, err := store.OpenLocal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	snap, err := l.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, r := range snap.Records {
+		if r.Collection == "app.bulleted.node" {
+			have[r.RKey] = true
+		}
+	}
+	if have[res.Undone] || len(res.Kept) != 7 {
+		t.Fatalf("undone %s still there (%v), kept %v", res.Undone, have[res.Undone], res.Kept)
+	}
+	for _, k := range res.Kept {
+		if !have[k] {
+			t.Fatalf("%s is gone after undoing another operation", k)
+		}
+	}
+	if len(have) != len(res.Kept) {
+		t.Fatalf("the repository holds %d bullets, want %d", len(have), len(res.Kept))
+	}
+}

@@ -285,7 +285,7 @@ func (v *viewServer) events(w http.ResponseWriter, r *http.Request) {
 // state is what a live page shows: the outline (read_outline as JSON,
 // depth 20, at most viewRows rows; a cut read says so) and the operations.
 func (v *viewServer) state(ctx context.Context, rev string) (map[string]any, error) {
-	read, err := v.call(ctx, "read_outline", map[string]any{"format": "json", "depth": 20, "limit": viewRows})
+	read, err := v.call(ctx, "read_outline", map[string]any{"format": "json", "depth": 20, "limit": viewRows, "notes": true})
 	if err != nil {
 		return nil, fmt.Errorf("could not read the outline: %v", err)
 	}
