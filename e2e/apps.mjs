@@ -144,6 +144,20 @@ const shot = async (name) => {
   return file
 }
 const shots = []
+// press clicks a button that disables itself when its click runs (Apply):
+// a click Chromium drops while a new out-of-process frame is not yet ready
+// for input (its handler did not run: the button is still enabled when
+// the click returns) is made again, after the frame has drawn
+const drawn = () => frame().locator('body').evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))))
+const press = async (sel) => {
+  for (let i = 0; i < 5; i++) {
+    await drawn()
+    await frame().locator(sel).click()
+    // gone (the result re-rendered the view) or disabled: the handler ran
+    if (await frame().locator(sel).evaluateAll((els) => els.length === 0 || els[0].disabled)) return i
+  }
+  fail(`${sel}: five clicks and none ran its handler`)
+}
 
 // 1. the outline view: a read_outline result (text, as agents get it by
 // default) shows the bullets read back, in order, with their todo state
@@ -169,6 +183,7 @@ check(want.length === 19 && want.filter((w) => w.state === 'done').length === 3,
 check(await frame().locator('.tag.mirror').count() === 1, 'the mirror is not marked')
 check((await frame().locator(`li[data-rkey="${plans}"] > .line .txt`).evaluate((e) => getComputedStyle(e).fontWeight)) >= 600, 'the heading is not shown as one')
 shots.push(await shot('outline-light-900'))
+await drawn()
 await frame().locator(`li[data-rkey="${eggs}"] > .line .txt`).click()
 await page.waitForFunction(() => window.__messages.length > 0, null, { timeout: 10000 }).catch(() => fail('clicking a bullet sent no ui/message'))
 const msg = await page.evaluate(() => window.__messages[0])
@@ -199,8 +214,8 @@ shots.push(await shot('diff-light-900'))
 await show({ view: 'diff', tool: tool('apply_batch'), args: batchArgs, result: dry, theme: 'dark', width: 420 })
 await frame().locator('#apply').waitFor()
 shots.push(await shot('diff-dark-420'))
-await frame().locator('#apply').click()
-await frame().locator('#outcome').waitFor({ timeout: 15000 })
+await press('#apply')
+await frame().locator('#outcome').waitFor({ timeout: 15000 }).catch(async () => fail('Apply shows no outcome: ' + (await frame().locator('body').textContent()) + '\ncalls ' + JSON.stringify(await page.evaluate(() => window.__calls)) + '\n' + logs.join('\n')))
 const applied = await frame().locator('#outcome').getAttribute('data-kind')
 check(applied === 'applied', 'Apply: ' + (await frame().locator('#outcome').textContent()))
 check(await frame().locator('#undo').count() === 1, 'no Undo after Apply')
@@ -213,8 +228,8 @@ const staleDry = await call('update_node', staleArgs)
 check(staleDry.structuredContent.plan, 'the stale dry run has no plan')
 await call('update_node', { node: trip, text: 'Trip to Lisbon and Sintra' }) // someone else, meanwhile
 await show({ view: 'diff', tool: tool('update_node'), args: staleArgs, result: staleDry, theme: 'light', width: 900 })
-await frame().locator('#apply').click()
-await frame().locator('#outcome').waitFor({ timeout: 15000 })
+await press('#apply')
+await frame().locator('#outcome').waitFor({ timeout: 15000 }).catch(async () => fail('a stale Apply shows no outcome: disabled=' + (await frame().locator('#apply').isDisabled()) + ' ' + (await frame().locator('body').textContent()) + '\ncalls ' + JSON.stringify(await page.evaluate(() => window.__calls)) + '\n' + logs.join('\n')))
 const stale = await frame().locator('#outcome').getAttribute('data-kind')
 check(stale === 'conflict', 'a stale Apply: ' + (await frame().locator('#outcome').textContent()))
 shots.push(await shot('diff-stale-900'))

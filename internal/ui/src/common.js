@@ -161,8 +161,8 @@ const renderTree = (rows, ask) => {
   const ul = el('ul', { class: 'tree' });
   for (const r of rows) {
     const kids = kidsOf(r);
-    const cls = ['row', r.layout || '', r.state === 'done' ? 'done' : ''].join(' ').trim();
-    const tog = kids.length ? el('button', { class: 'tog', title: 'collapse', 'aria-label': 'collapse', onclick: (e) => { const li = e.target.closest('li'); li.classList.toggle('collapsed'); e.target.textContent = li.classList.contains('collapsed') ? '▸' : '▾'; } }, '▾') : el('span', { class: 'dot' }, r.layout === 'todo' ? '' : '•');
+    const cls = ['row', r.layout || '', r.state === 'done' ? 'done' : '', kids.length || r.childCount ? 'parent' : '', r.mirror ? 'mirror' : '', r.display === 'collapsed' && kids.length ? 'collapsed' : ''].join(' ').replace(/ +/g, ' ').trim();
+    const tog = kids.length ? el('button', { class: 'tog', title: 'fold', 'aria-label': 'fold', onclick: (e) => { const li = e.target.closest('li'); li.classList.toggle('collapsed'); e.target.textContent = li.classList.contains('collapsed') ? '▸' : '▾'; } }, r.display === 'collapsed' ? '▸' : '▾') : el('span', { class: 'dot' }, r.layout === 'todo' ? '' : '•');
     const text = r.mirror ? (r.text || r.mirror.text || 'mirror of ' + (r.mirror.original || '?')) : r.text;
     const line = el('div', { class: 'line' }, tog,
       r.layout === 'todo' ? el('span', { class: 'box', role: 'checkbox', 'aria-checked': r.state === 'done' ? 'true' : 'false' }) : null,
