@@ -33,12 +33,22 @@ const maxChanges = 150
 // changeText is the length text and was are clipped to.
 const changeText = 60
 
+// changeSet is what a dry run touches: the first bullets (at most the
+// limit asked for), how many in all, and the counts of each kind.
+type changeSet struct {
+	list   []Change
+	total  int
+	counts string // "2 added, 1 moved"
+}
+
 // changesOf lists the bullets (nodes and mirrors) plan p writes, in the
 // order of its writes, each once, with what happens to each, comparing the
 // tree before with the tree after; a note's write marks its bullet changed.
-func changesOf(before *outline.Tree, p *outline.Plan) []Change {
+// Past limit bullets only their kinds are counted.
+func changesOf(before *outline.Tree, p *outline.Plan, limit int) *changeSet {
 	after := before.Next(before.Commit, before.Rev, outline.WriteChanges(p.Writes))
-	seen := map[string]int{}
+	seen := map[string]int{} // key → index in list, or -1 past the limit
+	kinds := map[string]map[string]bool{}
 	var out []Change
 	get := func(t *outline.Tree, coll, key string) *outline.Item {
 		if coll == lexicon.Mirror {
@@ -72,22 +82,53 @@ func changesOf(before *outline.Tree, p *outline.Plan) []Change {
 			c.Change = "deleted"
 			c.Parent = parentOf(before, b)
 		default:
-			var kinds []string
+			var ks []string
 			pb, pa := parentOf(before, b), parentOf(after, a)
 			if pb != pa || b.SortKey() != a.SortKey() {
-				kinds = append(kinds, "moved")
+				ks = append(ks, "moved")
 				c.Parent, c.From = pa, pb
 			}
 			if note || b.Str("text") != a.Str("text") || b.Str("layout") != a.Str("layout") || b.Str("completedAt") != a.Str("completedAt") {
-				kinds = append(kinds, "changed")
+				ks = append(ks, "changed")
 				if b.Str("text") != a.Str("text") {
 					c.Was = clip(b.Str("text"), changeText)
 				}
 			}
-			if len(kinds) == 0 {
+			if len(ks) == 0 {
 				continue
 			}
-			c.Change = strings.Join(kinds, "+")
+			c.Change = strings.Join(ks, "+")
+		}
+		i, again := seen[w.RKey]
+		if !again {
+			kinds[w.RKey] = map[string]bool{}
+		}
+		for _, k := range strings.Split(c.Change, "+") {
+			kinds[w.RKey][k] = true
+		}
+		if again {
+			// a second write of the same bullet (its note, or a mirror and
+			// a node sharing a key): one entry, the kinds merged
+			if i < 0 {
+				continue
+			}
+			prev := &out[i]
+			if prev.Change != "added" && prev.Change != "deleted" {
+				for _, k := range strings.Split(c.Change, "+") {
+					if !strings.Contains(prev.Change, k) {
+						prev.Change += "+" + k
+					}
+				}
+			}
+			prev.Note = prev.Note || c.Note
+			if prev.Was == "" {
+				prev.Was = c.Was
+			}
+			continue
+		}
+		if len(out) >= limit {
+			seen[w.RKey] = -1
+			continue
 		}
 		it := a
 		if it == nil {
@@ -99,33 +140,16 @@ func changesOf(before *outline.Tree, p *outline.Plan) []Change {
 		}
 		c.Layout = it.Str("layout")
 		c.Done = it.Str("completedAt") != ""
-		if i, ok := seen[w.RKey]; ok {
-			// a second write of the same bullet (its note, or a mirror and
-			// a node sharing a key): one entry, the kinds merged
-			prev := &out[i]
-			for _, k := range strings.Split(c.Change, "+") {
-				if !strings.Contains(prev.Change, k) && prev.Change != "added" && prev.Change != "deleted" {
-					prev.Change += "+" + k
-				}
-			}
-			prev.Note = prev.Note || c.Note
-			if prev.Was == "" {
-				prev.Was = c.Was
-			}
-			continue
-		}
 		seen[w.RKey] = len(out)
 		out = append(out, c)
 	}
-	return out
-}
-
-// changeCounts says how many bullets each kind of change touches, as
-// "2 added, 1 moved"; moved+changed counts under both.
-func changeCounts(cs []Change) string {
 	n := map[string]int{}
-	for _, c := range cs {
-		for _, k := range strings.Split(c.Change, "+") {
+	for _, ks := range kinds {
+		if ks["added"] || ks["deleted"] { // a bullet added or deleted is only that
+			delete(ks, "moved")
+			delete(ks, "changed")
+		}
+		for k := range ks {
 			n[k]++
 		}
 	}
@@ -135,5 +159,5 @@ func changeCounts(cs []Change) string {
 			parts = append(parts, fmt.Sprintf("%d %s", n[k], k))
 		}
 	}
-	return strings.Join(parts, ", ")
+	return &changeSet{list: out, total: len(seen), counts: strings.Join(parts, ", ")}
 }

@@ -346,7 +346,7 @@ type report struct {
 	lines map[string]int // input position → input line (imports)
 	notes []string       // what of the input was not written, and why
 	// changes: a dry run's touched bullets; at most maxCh listed
-	changes []Change
+	changes *changeSet
 	maxCh   int
 }
 
@@ -366,7 +366,7 @@ func writeResult(out *outline.Outcome, a Args) *mcp.CallToolResult {
 func writeReport(out *outline.Outcome, rep report) *mcp.CallToolResult {
 	rows, dump := previewRows, true
 	if out.DryRun && out.Before != nil && len(out.Plan.Writes) > 0 {
-		rep.changes, rep.maxCh = changesOf(out.Before, out.Plan), maxChanges
+		rep.changes, rep.maxCh = changesOf(out.Before, out.Plan, maxChanges), maxChanges
 	}
 	for {
 		res, textCut := buildWrite(out, rep, rows, dump, -1, -1)
@@ -377,7 +377,7 @@ func writeReport(out *outline.Outcome, rep report) *mcp.CallToolResult {
 		case out.DryRun && out.Before != nil && rows > 5:
 			rows /= 2
 			continue
-		case len(rep.changes) > rep.maxCh/2 && rep.maxCh > 10:
+		case rep.changes != nil && len(rep.changes.list) > rep.maxCh/2 && rep.maxCh > 10:
 			rep.maxCh /= 2
 			continue
 		case dump && out.DryRun && len(out.Plan.Writes) <= maxDumped:
@@ -468,11 +468,11 @@ func buildWrite(out *outline.Outcome, rep report, rows int, dump bool, textKeys,
 			diags = append(diags, fmt.Sprintf("the before/after views show at most %d rows a side to fit one result", rows))
 		}
 	}
-	if len(rep.changes) > 0 {
-		r.Changes = rep.changes[:min(len(rep.changes), rep.maxCh)]
-		if len(rep.changes) > len(r.Changes) {
-			r.ChangesTotal = len(rep.changes)
-			diags = append(diags, fmt.Sprintf("changes lists the first %d of the %d bullets touched, to fit one result (%s in all)", len(r.Changes), len(rep.changes), changeCounts(rep.changes)))
+	if cs := rep.changes; cs != nil && cs.total > 0 {
+		r.Changes = cs.list[:min(len(cs.list), rep.maxCh)]
+		if cs.total > len(r.Changes) {
+			r.ChangesTotal = cs.total
+			diags = append(diags, fmt.Sprintf("changes lists the first %d of the %d bullets touched, to fit one result (%s in all)", len(r.Changes), cs.total, cs.counts))
 		}
 	}
 	listed := len(r.Keys)
@@ -520,8 +520,8 @@ func buildWrite(out *outline.Outcome, rep report, rows int, dump bool, textKeys,
 		fmt.Fprintf(&b, "; plan %s (the same call with plan=%s applies exactly this)", r.Plan, r.Plan)
 	}
 	b.WriteString(".")
-	if len(rep.changes) > 0 {
-		b.WriteString(" Bullets touched: " + changeCounts(rep.changes) + ".")
+	if rep.changes != nil && rep.changes.total > 0 {
+		b.WriteString(" Bullets touched: " + rep.changes.counts + ".")
 	}
 	for _, d := range r.Diagnostics {
 		b.WriteString("\nNote: " + d + ".")
