@@ -43,10 +43,9 @@ type changeSet struct {
 
 // changesOf lists the bullets (nodes and mirrors) plan p writes, in the
 // order of its writes, each once, with what happens to each, comparing the
-// tree before with the tree after; a note's write marks its bullet changed.
+// tree before with the tree after (before with p's writes); a note's write marks its bullet changed.
 // Past limit bullets only their kinds are counted.
-func changesOf(before *outline.Tree, p *outline.Plan, limit int) *changeSet {
-	after := before.Next(before.Commit, before.Rev, outline.WriteChanges(p.Writes))
+func changesOf(before, after *outline.Tree, p *outline.Plan, limit int) *changeSet {
 	seen := map[string]int{} // key → index in list, or -1 past the limit
 	kinds := map[string]map[string]bool{}
 	var out []Change

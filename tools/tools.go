@@ -348,6 +348,7 @@ type report struct {
 	// changes: a dry run's touched bullets; at most maxCh listed
 	changes *changeSet
 	maxCh   int
+	after   *outline.Tree // a dry run's tree after its plan, built once
 }
 
 // writeResult is the result of a write (see writeReport).
@@ -366,7 +367,8 @@ func writeResult(out *outline.Outcome, a Args) *mcp.CallToolResult {
 func writeReport(out *outline.Outcome, rep report) *mcp.CallToolResult {
 	rows, dump := previewRows, true
 	if out.DryRun && out.Before != nil && len(out.Plan.Writes) > 0 {
-		rep.changes, rep.maxCh = changesOf(out.Before, out.Plan, maxChanges), maxChanges
+		rep.after = out.Before.Next(out.Before.Commit, out.Before.Rev, outline.WriteChanges(out.Plan.Writes))
+		rep.changes, rep.maxCh = changesOf(out.Before, rep.after, out.Plan, maxChanges), maxChanges
 	}
 	for {
 		res, textCut := buildWrite(out, rep, rows, dump, -1, -1)
@@ -463,7 +465,7 @@ func buildWrite(out *outline.Outcome, rep report, rows int, dump bool, textKeys,
 		diags = append(diags, "writes: "+strings.Join(parts, ", ")+" ("+why+")")
 	}
 	if out.DryRun && out.Before != nil && len(p.Writes) > 0 {
-		r.Before, r.After = preview(out.Before, p, rows)
+		r.Before, r.After = preview(out.Before, rep.after, p, rows)
 		if rows < previewRows {
 			diags = append(diags, fmt.Sprintf("the before/after views show at most %d rows a side to fit one result", rows))
 		}
@@ -599,8 +601,10 @@ const previewRows = 40
 // after, at the same scope: the parent (after the plan) of the first
 // touched bullet; of its children, the touched ones and their neighbours
 // (with their children), the others counted, at most rows lines a side.
-func preview(before *outline.Tree, p *outline.Plan, rows int) (string, string) {
-	after := before.Next(before.Commit, before.Rev, outline.WriteChanges(p.Writes))
+func preview(before, after *outline.Tree, p *outline.Plan, rows int) (string, string) {
+	if after == nil {
+		after = before.Next(before.Commit, before.Rev, outline.WriteChanges(p.Writes))
+	}
 	scope := ""
 	for _, k := range p.Touched {
 		if it, err := after.Resolve(k); err == nil {
