@@ -20,18 +20,26 @@ type Change struct {
 	Was    string `json:"was,omitempty"`
 	Parent string `json:"parent,omitempty"`
 	From   string `json:"from,omitempty"`
-	Layout string `json:"layout,omitempty"`
-	Done   bool   `json:"done,omitempty"`
-	Mirror bool   `json:"mirror,omitempty"`
-	Note   bool   `json:"note,omitempty"` // the bullet's note is added, changed or removed
+	// Under and WasUnder are the texts of Parent (after) and From (before),
+	// clipped, so that a reader need not look the keys up.
+	Under    string `json:"under,omitempty"`
+	WasUnder string `json:"wasUnder,omitempty"`
+	Layout   string `json:"layout,omitempty"`
+	Done     bool   `json:"done,omitempty"`
+	Mirror   bool   `json:"mirror,omitempty"`
+	Note     bool   `json:"note,omitempty"` // the bullet's note is added, changed or removed
 }
 
 // maxChanges bounds the changes a dry run lists (each about 100 bytes);
 // more are counted (changesTotal) and said.
 const maxChanges = 150
 
-// changeText is the length text and was are clipped to.
-const changeText = 60
+// changeText is the length text and was are clipped to; parentText
+// under and wasUnder.
+const (
+	changeText = 60
+	parentText = 30
+)
 
 // changeSet is what a dry run touches: the first bullets (at most the
 // limit asked for), how many in all, and the counts of each kind.
@@ -58,6 +66,12 @@ func changesOf(before, after *outline.Tree, p *outline.Plan, limit int) *changeS
 	parentOf := func(t *outline.Tree, it *outline.Item) string {
 		if par := t.Parent(it); par != nil {
 			return par.Key()
+		}
+		return ""
+	}
+	textOf := func(t *outline.Tree, key string) string {
+		if it := t.Nodes.Get(key); it != nil {
+			return clip(it.Str("text"), parentText)
 		}
 		return ""
 	}
@@ -139,6 +153,15 @@ func changesOf(before, after *outline.Tree, p *outline.Plan, limit int) *changeS
 		}
 		c.Layout = it.Str("layout")
 		c.Done = it.Str("completedAt") != ""
+		switch {
+		case c.Change == "deleted":
+			c.WasUnder = textOf(before, c.Parent)
+		case c.From != "" || c.Parent != "":
+			c.Under = textOf(after, c.Parent)
+			if c.From != c.Parent {
+				c.WasUnder = textOf(before, c.From)
+			}
+		}
 		seen[w.RKey] = len(out)
 		out = append(out, c)
 	}

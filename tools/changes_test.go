@@ -43,13 +43,13 @@ func TestDryRunChanges(t *testing.T) {
 	if len(list) != 4 || len(got) != 4 {
 		t.Fatalf("changes %v", sc["changes"])
 	}
-	if m := got[eggs]; m["change"] != "moved" || m["from"] != groceries || m["parent"] != work || m["layout"] != "todo" {
+	if m := got[eggs]; m["change"] != "moved" || m["from"] != groceries || m["parent"] != work || m["layout"] != "todo" || m["under"] != "Work this week" || m["wasUnder"] != "Groceries" {
 		t.Fatalf("move: %v", m)
 	}
 	if m := got[work]; m["change"] != "changed" || m["was"] != "Work" || m["text"] != "Work this week" {
 		t.Fatalf("edit: %v", m)
 	}
-	if m := got[bread]; m["change"] != "deleted" || m["done"] != true || m["text"] != "Bread" {
+	if m := got[bread]; m["change"] != "deleted" || m["done"] != true || m["text"] != "Bread" || m["wasUnder"] != "Groceries" {
 		t.Fatalf("delete: %v", m)
 	}
 	added := 0
