@@ -102,6 +102,7 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 	for _, m := range []mcp.MCPMethod{mcp.MethodToolsList, mcp.MethodPromptsList, mcp.MethodResourcesTemplatesList} {
 		opts = append(opts, mcpserver.WithMethodCacheHints(m, ListTTL.Milliseconds(), mcp.CacheScopePrivate))
 	}
+	opts = append(opts, appOptions(rs != nil)...) // the views (apps.go)
 	s := mcpserver.NewMCPServer("bulleted-mcp", Version, opts...)
 	if rs != nil {
 		rs.register(s)
@@ -115,9 +116,10 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 	key := weak.Make(s)
 	seenOf.Store(key, seen)
 	runtime.AddCleanup(s, func(k weak.Pointer[mcpserver.MCPServer]) { seenOf.Delete(k) }, key)
+	registerApps(s)
 	for _, t := range list {
 		t := t
-		s.AddTool(t.MCP(), func(ctx context.Context, req mcp.CallToolRequest) (res *mcp.CallToolResult, _ error) {
+		s.AddTool(withApp(t), func(ctx context.Context, req mcp.CallToolRequest) (res *mcp.CallToolResult, _ error) {
 			defer func() {
 				// a bug must still answer as a tool result, not a protocol error
 				if p := recover(); p != nil {

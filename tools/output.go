@@ -72,6 +72,8 @@ var (
 		"before":          tString,
 		"after":           tString,
 		"operations":      tObjs,
+		"changes":         tObjs,
+		"changesTotal":    tInt,
 	}
 	writeOutput = outSchema(writeProps, []string{"summary", "dryRun", "cost"})
 	// operations: a list, or a resume (a write result)

@@ -312,6 +312,10 @@ type WriteResult struct {
 	Diagnostics []string `json:"diagnostics,omitempty"`
 	Before      string   `json:"before,omitempty"`
 	After       string   `json:"after,omitempty"`
+	// Changes are the bullets a dry run touches, before and after (the
+	// first maxChanges; ChangesTotal counts them all when more).
+	Changes      []Change `json:"changes,omitempty"`
+	ChangesTotal int      `json:"changesTotal,omitempty"`
 }
 
 // Created is a record a write created: its key, the input position it came
@@ -341,6 +345,10 @@ const maxDumped = 20
 type report struct {
 	lines map[string]int // input position → input line (imports)
 	notes []string       // what of the input was not written, and why
+	// changes: a dry run's touched bullets; at most maxCh listed
+	changes *changeSet
+	maxCh   int
+	after   *outline.Tree // a dry run's tree after its plan, built once
 }
 
 // writeResult is the result of a write (see writeReport).
@@ -358,6 +366,10 @@ func writeResult(out *outline.Outcome, a Args) *mcp.CallToolResult {
 // parts.
 func writeReport(out *outline.Outcome, rep report) *mcp.CallToolResult {
 	rows, dump := previewRows, true
+	if out.DryRun && out.Before != nil && len(out.Plan.Writes) > 0 {
+		rep.after = out.Before.Next(out.Before.Commit, out.Before.Rev, outline.WriteChanges(out.Plan.Writes))
+		rep.changes, rep.maxCh = changesOf(out.Before, rep.after, out.Plan, maxChanges), maxChanges
+	}
 	for {
 		res, textCut := buildWrite(out, rep, rows, dump, -1, -1)
 		size := ResultSize(res)
@@ -366,6 +378,9 @@ func writeReport(out *outline.Outcome, rep report) *mcp.CallToolResult {
 			return res
 		case out.DryRun && out.Before != nil && rows > 5:
 			rows /= 2
+			continue
+		case rep.changes != nil && len(rep.changes.list) > rep.maxCh/2 && rep.maxCh > 10:
+			rep.maxCh /= 2
 			continue
 		case dump && out.DryRun && len(out.Plan.Writes) <= maxDumped:
 			dump = false
@@ -450,9 +465,16 @@ func buildWrite(out *outline.Outcome, rep report, rows int, dump bool, textKeys,
 		diags = append(diags, "writes: "+strings.Join(parts, ", ")+" ("+why+")")
 	}
 	if out.DryRun && out.Before != nil && len(p.Writes) > 0 {
-		r.Before, r.After = preview(out.Before, p, rows)
+		r.Before, r.After = preview(out.Before, rep.after, p, rows)
 		if rows < previewRows {
 			diags = append(diags, fmt.Sprintf("the before/after views show at most %d rows a side to fit one result", rows))
+		}
+	}
+	if cs := rep.changes; cs != nil && cs.total > 0 {
+		r.Changes = cs.list[:min(len(cs.list), rep.maxCh)]
+		if cs.total > len(r.Changes) {
+			r.ChangesTotal = cs.total
+			diags = append(diags, fmt.Sprintf("changes lists the first %d of the %d bullets touched, to fit one result (%s in all)", len(r.Changes), cs.total, cs.counts))
 		}
 	}
 	listed := len(r.Keys)
@@ -500,6 +522,9 @@ func buildWrite(out *outline.Outcome, rep report, rows int, dump bool, textKeys,
 		fmt.Fprintf(&b, "; plan %s (the same call with plan=%s applies exactly this)", r.Plan, r.Plan)
 	}
 	b.WriteString(".")
+	if rep.changes != nil && rep.changes.total > 0 {
+		b.WriteString(" Bullets touched: " + rep.changes.counts + ".")
+	}
 	for _, d := range r.Diagnostics {
 		b.WriteString("\nNote: " + d + ".")
 	}
@@ -576,8 +601,10 @@ const previewRows = 40
 // after, at the same scope: the parent (after the plan) of the first
 // touched bullet; of its children, the touched ones and their neighbours
 // (with their children), the others counted, at most rows lines a side.
-func preview(before *outline.Tree, p *outline.Plan, rows int) (string, string) {
-	after := before.Next(before.Commit, before.Rev, outline.WriteChanges(p.Writes))
+func preview(before, after *outline.Tree, p *outline.Plan, rows int) (string, string) {
+	if after == nil {
+		after = before.Next(before.Commit, before.Rev, outline.WriteChanges(p.Writes))
+	}
 	scope := ""
 	for _, k := range p.Touched {
 		if it, err := after.Resolve(k); err == nil {

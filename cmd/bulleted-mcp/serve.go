@@ -11,6 +11,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -120,7 +121,7 @@ func (l *prefixList) Set(v string) error {
 const shutdownGrace = 10 * time.Second
 
 func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs, dir, rf := newFlagsRemote("serve", "Usage: bulleted-mcp serve [--store DIR] [--pds URL --identifier HANDLE] [--http ADDR [--allow-origin ORIGIN]] [--read-only]\n\nRuns the MCP server on the embedded repository (default) or your PDS\n(--pds, app password in BULLETED_APP_PASSWORD): over stdio (default), or\nstreamable HTTP on ADDR at /mcp. Off loopback, HTTP requires the bearer\ntoken in BULLETED_MCP_TOKEN; with a token set, every request must carry it.\nBrowser requests (an Origin header) are accepted from loopback origins when\nbound to loopback, and from --allow-origin origins. SIGINT or SIGTERM stops\nthe server; requests under way get "+shutdownGrace.String()+" to finish.", stderr)
+	fs, dir, rf := newFlagsRemote("serve", "Usage: bulleted-mcp serve [--store DIR] [--pds URL --identifier HANDLE] [--http ADDR [--allow-origin ORIGIN]] [--read-only]\n\nRuns the MCP server on the embedded repository (default) or your PDS\n(--pds, app password in BULLETED_APP_PASSWORD): over stdio (default), or\nstreamable HTTP on ADDR at /mcp, with the outline live for a person at\n/view (its operations with Undo; the token, if set, given once as\n/view?token=TOKEN). Off loopback, HTTP requires the bearer\ntoken in BULLETED_MCP_TOKEN; with a token set, every request must carry it.\nBrowser requests (an Origin header) are accepted from loopback origins when\nbound to loopback, and from --allow-origin origins. SIGINT or SIGTERM stops\nthe server; requests under way get "+shutdownGrace.String()+" to finish.", stderr)
 	httpAddr := fs.String("http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8080) instead of stdio")
 	var origins originList
 	fs.Var(&origins, "allow-origin", "with --http, also accept browser requests from this origin (scheme://host[:port]; repeatable or comma-separated)")
@@ -188,8 +189,15 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stderr, "bulleted-mcp: serving %s on http://%s/mcp\n", repo.DID(), ln.Addr())
-	hs := server.NewHTTPServer(server.HTTPHandler(s, server.HTTPOptions{Token: token, Addr: *httpAddr, AllowOrigins: origins}))
+	fmt.Fprintf(stderr, "bulleted-mcp: serving %s on http://%s/mcp; the outline live at http://%s/view\n", repo.DID(), ln.Addr(), ln.Addr())
+	// /view: the outline and the operations for a person, in a browser
+	// (server/view.go), under the same token and Host rules as /mcp
+	mux := http.NewServeMux()
+	mux.Handle("/", server.HTTPHandler(s, server.HTTPOptions{Token: token, Addr: *httpAddr, AllowOrigins: origins}))
+	view := server.ViewHandler(s, be.env, server.ViewOptions{Token: token, Addr: *httpAddr, AllowOrigins: origins, Done: ctx.Done()})
+	mux.Handle("/view", view)
+	mux.Handle("/view/", view)
+	hs := server.NewHTTPServer(mux)
 	if err := server.Serve(ctx, hs, ln, shutdownGrace); err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 1
