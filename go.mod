@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/bluesky-social/indigo v0.0.0-20260605210604-af2fec94f34c
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/fxamacker/cbor/v2 v2.10.0
 	github.com/ipfs/go-block-format v0.2.0
 	github.com/ipfs/go-cid v0.4.1

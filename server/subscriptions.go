@@ -2,6 +2,7 @@ package server
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -413,4 +414,19 @@ func sameComments(before, after *outline.Tree) bool {
 		}
 	}
 	return true
+}
+
+// Seen is the hook for a commit heard of outside any call (the embedded
+// store's watch of its HEAD, a firehose): when anyone subscribes to e's
+// repository, e's tree is brought forward and CommitSeen sends the
+// updates. It returns the number sent.
+func (s *Subscriptions) Seen(ctx context.Context, e *outline.Engine) int {
+	if s == nil || e == nil || !s.watching(e.Repo.DID().String()) {
+		return 0
+	}
+	t, err := e.Tree(ctx)
+	if err != nil {
+		return 0 // the next call reads again and says what failed
+	}
+	return s.CommitSeen(t)
 }

@@ -167,10 +167,18 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}()
 	}
 	be.env.Confirm = &tools.ConfirmRules{Deletes: max(*confirmDeletes, 0), Moves: max(*confirmMoves, 0)}
-	s, err := server.NewWithOptions(be.env, server.Options{ReadOnly: *readOnly, Families: strings.Split(*families, ",")})
+	subs := server.NewSubscriptions()
+	s, err := server.NewWithOptions(be.env, server.Options{ReadOnly: *readOnly, Families: strings.Split(*families, ","), Subscriptions: subs})
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 2
+	}
+	if l, ok := repo.(*store.Local); ok {
+		// commits by other processes on the directory (another server, a
+		// shell's call) reach subscribed clients without waiting for a call
+		if err := l.Watch(ctx, func() { subs.Seen(ctx, be.env.Engine) }); err != nil {
+			fmt.Fprintf(stderr, "bulleted-mcp: %v: subscribed clients hear of other processes' commits at the next call only\n", err)
+		}
 	}
 	if *httpAddr == "" {
 		if err := mcpserver.NewStdioServer(s).Listen(ctx, stdin, stdout); err != nil && !errors.Is(err, context.Canceled) {
