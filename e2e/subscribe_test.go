@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"os/exec"
@@ -33,8 +34,13 @@ func TestSDKSubscriptions(t *testing.T) {
 
 // TestSDKSubscriptionsOnReferencePDS: the same on the reference PDS, with
 // the person's app writing straight to the PDS (createRecord, putRecord,
-// deleteRecord): one update per such commit touching the subtree.
+// deleteRecord): one update per such commit touching the subtree, heard
+// without any call (the server follows the PDS's commit stream).
 func TestSDKSubscriptionsOnReferencePDS(t *testing.T) {
+	// the server follows the PDS's commit stream: every update must come
+	// without a call; then this many more direct creates measure the
+	// latency from the PDS's answer to the update (BULLETED_E2E_EDITS=100)
+	edits := cmp.Or(os.Getenv("BULLETED_E2E_EDITS"), "10")
 	bin := build(t)
 	srv := pdstest.Start(t, pdstest.Options{})
 	a, err := srv.CreateAccount(context.Background(), "agent")
@@ -48,7 +54,8 @@ func TestSDKSubscriptionsOnReferencePDS(t *testing.T) {
 	cmd := exec.Command(node, filepath.Join(dir, "subscribe.mjs"), bin, t.TempDir(), "--pds", srv.URL, "--identifier", a.Handle, "--plc", srv.PLCURL)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "BULLETED_APP_PASSWORD="+a.AppPassword,
-		"SUBSCRIBE_PDS="+srv.URL, "SUBSCRIBE_HANDLE="+a.Handle, "SUBSCRIBE_PASSWORD="+a.Password)
+		"SUBSCRIBE_PDS="+srv.URL, "SUBSCRIBE_HANDLE="+a.Handle, "SUBSCRIBE_PASSWORD="+a.Password,
+		"SUBSCRIBE_FOLLOW=1", "SUBSCRIBE_EDITS="+edits)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "OK ") {
 		t.Fatalf("SDK client: %v\n%s", err, out)

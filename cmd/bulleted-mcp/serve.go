@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/hosted"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/markup"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/view"
 	"github.com/bulleted-mcp/bulleted-mcp/server"
@@ -126,6 +128,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var origins originList
 	fs.Var(&origins, "allow-origin", "with --http, also accept browser requests from this origin (scheme://host[:port]; repeatable or comma-separated)")
 	readOnly := fs.Bool("read-only", false, "expose only the read-only tools")
+	follow := fs.Bool("follow", true, "with --pds: listen to the PDS's commit stream so that subscribed clients hear of others' edits without a call")
 	families := fs.String("tools", "all", "tool families to expose, comma-separated: "+strings.Join(tools.Families, ", ")+" (default all)")
 	publicURL := fs.String("public-url", os.Getenv("BULLETED_MCP_PUBLIC_URL"), "hosted mode (with --database): the https URL clients reach this server at (env BULLETED_MCP_PUBLIC_URL)")
 	database := fs.String("database", os.Getenv("BULLETED_MCP_DATABASE"), "hosted mode: a postgres:// URL; many users sign in with OAuth, all state in Postgres (env BULLETED_MCP_DATABASE; needs --http, --public-url and "+hosted.SealKeyEnv+")")
@@ -179,6 +182,14 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if err := l.Watch(ctx, func() { subs.Seen(ctx, be.env.Engine) }); err != nil {
 			fmt.Fprintf(stderr, "bulleted-mcp: %v: subscribed clients hear of other processes' commits at the next call only\n", err)
 		}
+	}
+	if r, ok := repo.(*pds.Repo); ok && *follow {
+		var said atomic.Bool
+		go r.Follow(ctx, func() { subs.Seen(ctx, be.env.Engine) }, func(err error) {
+			if !said.Swap(true) {
+				fmt.Fprintf(stderr, "bulleted-mcp: %v (retrying with backoff; until then subscribed clients hear of others' edits at the next call; said once)\n", err)
+			}
+		})
 	}
 	if *httpAddr == "" {
 		if err := mcpserver.NewStdioServer(s).Listen(ctx, stdin, stdout); err != nil && !errors.Is(err, context.Canceled) {
