@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"os"
+	"runtime/debug"
+	"strings"
+	"time"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/hosted"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
@@ -21,6 +25,38 @@ type hostedFlags struct {
 	limits                              hosted.Limits
 	opts                                server.Options
 	confirm                             *tools.ConfirmRules
+	mem                                 *memoryFlags
+}
+
+// memoryFlags are the hosted instance's memory budget flags.
+type memoryFlags struct {
+	memory string
+	idle   time.Duration
+}
+
+func addMemoryFlags(fs *flag.FlagSet) *memoryFlags {
+	m := &memoryFlags{}
+	fs.StringVar(&m.memory, "memory", "", "hosted mode: this instance's memory budget (e.g. 2GiB, 512MiB, bytes; off: none); users' engines are dropped least recently used past it and reopened from their read cache (default: the container's memory limit, else half the RAM)")
+	fs.DurationVar(&m.idle, "idle", hosted.DefaultIdle, "hosted mode: drop a user's engine unused this long (0: never)")
+	return m
+}
+
+// budget is the memory budget the flags ask for, and where it came from.
+func (m *memoryFlags) budget() (int64, string, error) {
+	switch strings.ToLower(strings.TrimSpace(m.memory)) {
+	case "":
+		return hosted.DefaultMemory("")
+	case "off", "0":
+		return 0, "--memory " + m.memory, nil
+	}
+	n, err := hosted.ParseBytes(m.memory)
+	if err != nil {
+		return 0, "", fmt.Errorf("--memory %w", err)
+	}
+	if n < 64<<20 {
+		return 0, "", fmt.Errorf("--memory %s: at least 64MiB", m.memory)
+	}
+	return n, "--memory", nil
 }
 
 // serveHosted runs the hosted service (serve --database): many users, each
@@ -35,6 +71,18 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 2
 	}
+	if f.mem == nil {
+		f.mem = &memoryFlags{idle: hosted.DefaultIdle}
+	}
+	memory, from, err := f.mem.budget()
+	if err != nil {
+		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
+		return 2
+	}
+	if f.mem.idle < 0 {
+		fmt.Fprintln(stderr, "bulleted-mcp: --idle must not be negative")
+		return 2
+	}
 	db, err := hosted.OpenDB(ctx, f.database)
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: database: %v\n", err)
@@ -42,7 +90,8 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 	}
 	defer db.Close()
 	s, err := hosted.New(ctx, hosted.Config{PublicURL: f.publicURL, DB: db, Sealer: sealer, DataDir: f.dir,
-		Directory: pds.Directory(f.plc), Server: f.opts, AllowOrigins: f.origins, TrustedProxies: f.proxies, Limits: f.limits, Confirm: f.confirm})
+		Directory: pds.Directory(f.plc), Server: f.opts, AllowOrigins: f.origins, TrustedProxies: f.proxies, Limits: f.limits, Confirm: f.confirm,
+		Memory: memory, Idle: f.mem.idle, Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "bulleted-mcp: "+format+"\n", args...) }})
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 2
@@ -54,6 +103,17 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 	}
 	fmt.Fprintf(stderr, "bulleted-mcp: hosted on %s (listening on %s), resource %s\n", f.publicURL, ln.Addr(), s.Resource())
 	fmt.Fprintf(stderr, "bulleted-mcp: rate limits per client address: %s (%s)\n", f.limits, clientAddrSource(f.proxies))
+	fmt.Fprintf(stderr, "bulleted-mcp: memory budget %s (from %s): %s\n", budgetText(memory), from, s.MemoryBudget())
+	if memory > 0 {
+		// the Go heap is held to the budget too (unless GOMEMLIMIT says
+		// otherwise): the collector works harder as it nears it
+		if os.Getenv("GOMEMLIMIT") == "" {
+			debug.SetMemoryLimit(memory)
+		} else {
+			fmt.Fprintf(stderr, "bulleted-mcp: GOMEMLIMIT=%s set: the Go heap's soft limit is that, not the budget\n", os.Getenv("GOMEMLIMIT"))
+		}
+	}
+	go s.RunJanitor(ctx, 0)
 	// expired authorization requests, codes and tokens: pruned by every
 	// instance (in batches the others skip)
 	go s.RunPruner(ctx, 0, func(format string, args ...any) {
@@ -74,4 +134,11 @@ func clientAddrSource(proxies []netip.Prefix) string {
 		return "the connection's remote address; X-Forwarded-For ignored"
 	}
 	return fmt.Sprintf("X-Forwarded-For from the trusted proxies %v, else the connection's remote address", proxies)
+}
+
+func budgetText(n int64) string {
+	if n == 0 {
+		return "off"
+	}
+	return hosted.FormatBytes(n)
 }

@@ -71,6 +71,18 @@ type Config struct {
 	// the header names. Without them the header is ignored and the
 	// connection's remote address counts.
 	TrustedProxies []netip.Prefix
+	// Memory is the instance's byte budget (0: none; users are then
+	// bounded by count only): users' engines are dropped, least recently
+	// used first, when their measured bytes pass UsersShare of it, and
+	// reopened from the read cache on their next call (memory.go).
+	Memory int64
+	// Idle drops a user's engine unused this long (0: never).
+	Idle time.Duration
+	// Now is the clock of the idle times (nil: time.Now).
+	Now func() time.Time
+	// Logf says what the operator should know (a user bigger than the
+	// whole budget); nil: on stderr.
+	Logf func(format string, args ...any)
 }
 
 // Server is one instance of the hosted service.
@@ -100,9 +112,15 @@ type Server struct {
 
 	mu    sync.Mutex
 	users map[string]*user
+	mem   memState
+
+	// open makes a user's engine (openPDS; the hosted simulation opens
+	// generated outlines in memory instead)
+	open func(ctx context.Context, did string) (*user, error)
 }
 
-// maxUsers bounds the users kept open on one instance.
+// maxUsers bounds the users kept open on one instance (besides the byte
+// budget, Config.Memory).
 const maxUsers = 2000
 
 // New returns a hosted server instance (the database already migrated:
@@ -126,6 +144,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, db: cfg.DB, sealer: cfg.Sealer, public: u.Scheme + "://" + u.Host, users: map[string]*user{}, search: search.NewCache(0),
 		snapshots: &tools.Snapshots{MaxTrees: 32, MaxBytes: 64 << 20}}
+	s.open = s.openPDS
+	s.initMemory()
 	s.resource = s.public + "/mcp"
 	s.origin = strings.ToLower(s.public)
 	s.limits = newLimiters(cfg.Limits)
@@ -161,21 +181,87 @@ type user struct {
 	env     *tools.Env
 	journal *journal
 	auth    *sessionAuth
-	used    time.Time
+	// guarded by Server.mu
+	used     time.Time
+	refs     int   // calls in flight: never dropped while > 0
+	size     int64 // bytes as last measured (memory.go)
+	oversize bool  // said to be bigger than the whole budget
+	reopened bool  // opened from an existing read cache
+	sizing   sizing
 }
 
 // apiClient carries API requests to PDSes: bounded by pds' own per-call
 // timeouts and limits; this bounds the connection.
 var apiClient = &http.Client{Timeout: 5 * time.Minute}
 
+// user returns did's user, opened if this instance holds none (not held:
+// tests use it; calls go through acquire).
 func (s *Server) user(ctx context.Context, did string) (*user, error) {
+	return s.get(ctx, did, false)
+}
+
+// acquire returns did's user held for one call (release ends it): never
+// dropped while held.
+func (s *Server) acquire(ctx context.Context, did string) (*user, error) {
+	return s.get(ctx, did, true)
+}
+
+func (s *Server) get(ctx context.Context, did string, held bool) (*user, error) {
 	s.mu.Lock()
 	if u, ok := s.users[did]; ok {
-		u.used = time.Now()
+		u.used = s.now()
+		if held {
+			s.hold(u)
+		}
 		s.mu.Unlock()
 		return u, nil
 	}
 	s.mu.Unlock()
+	u, err := s.open(ctx, did)
+	if err != nil {
+		return nil, err
+	}
+	// measured before it is counted (a user's engine reads its repository
+	// on its first call: 0 until then, besides the overhead)
+	u.size = s.measure(u)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if prev, ok := s.users[did]; ok {
+		prev.used = s.now()
+		if held {
+			s.hold(prev)
+		}
+		return prev, nil
+	}
+	u.used = s.now()
+	if held {
+		s.hold(u)
+	}
+	s.mem.stats.Opens++
+	if u.reopened {
+		s.mem.stats.Reopens++
+	}
+	if len(s.users) >= maxUsers {
+		var oldest *user
+		for _, x := range s.users {
+			if x.refs == 0 && (oldest == nil || x.used.Before(oldest.used)) {
+				oldest = x
+			}
+		}
+		if oldest != nil {
+			s.drop(oldest)
+			s.mem.stats.EvictedSize++
+		}
+	}
+	s.users[did] = u
+	s.fit()
+	return u, nil
+}
+
+// openPDS opens did's engine over their PDS repository, through the read
+// cache on this instance's disk (users/<did>/repo.car): a user dropped
+// earlier is brought current from it by getRepo?since.
+func (s *Server) openPDS(ctx context.Context, did string) (*user, error) {
 	row, err := s.loadSession(ctx, s.db.QueryRow(ctx, "SELECT "+sessionColumns+" FROM atproto_sessions WHERE did = $1", did), did)
 	if err != nil {
 		return nil, err
@@ -198,6 +284,7 @@ func (s *Server) user(ctx context.Context, did string) (*user, error) {
 	}
 	r := pds.New(c, pdid)
 	r.Cache = filepath.Join(dir, "repo.car")
+	_, statErr := os.Stat(r.Cache)
 	j := newJournal(s.db, did)
 	resolver := &pds.Resolver{Client: c, Directory: s.cfg.Directory}
 	others := &pds.Others{Resolver: resolver}
@@ -213,22 +300,8 @@ func (s *Server) user(ctx context.Context, did string) (*user, error) {
 		return nil, err
 	}
 	env := &tools.Env{Engine: eng, Search: s.search, Snapshots: s.snapshots, Confirm: s.cfg.Confirm}
-	u := &user{did: did, env: env, journal: j, auth: a, used: time.Now()}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if prev, ok := s.users[did]; ok {
-		return prev, nil
-	}
-	if len(s.users) >= maxUsers {
-		var oldest *user
-		for _, x := range s.users {
-			if oldest == nil || x.used.Before(oldest.used) {
-				oldest = x
-			}
-		}
-		delete(s.users, oldest.did)
-	}
-	s.users[did] = u
+	u := &user{did: did, env: env, journal: j, auth: a, reopened: statErr == nil}
+	u.sizing.repoSize = r.Size
 	return u, nil
 }
 
@@ -239,14 +312,15 @@ func (s *Server) envFor(ctx context.Context) (*tools.Env, func(), error) {
 	if !ok {
 		return nil, nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "no signed-in user for this request", Next: "connect with OAuth (the server's authorization flow)"}
 	}
-	u, err := s.user(ctx, id.DID)
+	u, err := s.acquire(ctx, id.DID)
 	if err != nil {
 		if errors.Is(err, ErrSignInAgain) {
 			return nil, nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: err.Error(), Next: "reconnect the server in your MCP client to sign in again"}
 		}
 		return nil, nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "opening your repository failed: " + err.Error(), Next: "retry in a moment"}
 	}
-	return u.env, nil, nil
+	var once sync.Once
+	return u.env, func() { once.Do(func() { s.release(u) }) }, nil
 }
 
 // principal is who a request's access token belongs to.

@@ -1,0 +1,375 @@
+package hosted
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+)
+
+// The memory budget. An instance keeps the engines of the users it served
+// (their tree, their read cache, their kept plans, their search index) so
+// that the next call is fast; past its byte budget (Config.Memory) it drops
+// the least recently used by their measured size (outline.Engine.Size,
+// pds.Repo.Size, search.Cache.SizeOf), and any unused for Config.Idle. A
+// user with a call in flight is never dropped. A dropped user's next call
+// opens them again from the on-disk read cache (users/<did>/repo.car),
+// brought current by getRepo?since; their operations journal is in
+// Postgres, so nothing is lost. The most recently used user is kept even
+// when alone bigger than the whole budget (said once on the log).
+
+// Shares of the budget: the users' engines get UsersShare of it (less the
+// snapshots' bound); the rest is headroom for calls in flight (a CAR being
+// read, a plan being made), garbage not yet collected and the runtime.
+const (
+	UsersShare = 0.70
+	// DefaultIdle is how long an unused user's engine is kept by default.
+	DefaultIdle = 15 * time.Minute
+	// DefaultRAMShare is the share of the machine's RAM the budget
+	// defaults to outside a container with a memory limit.
+	DefaultRAMShare = 0.5
+	// userOverhead is what an open user costs besides their engine's
+	// measured state: the session, the API client, the journal, the
+	// tool environment.
+	userOverhead = 64 << 10
+	// snapshotShare bounds the paging snapshots at this share of the
+	// budget (at most 64 MiB).
+	snapshotShare = 16
+)
+
+// MemoryStats are an instance's figures of its users' memory.
+type MemoryStats struct {
+	Budget      int64 // the users' share of Config.Memory (0: no byte budget)
+	Bytes       int64 // the open users' measured bytes
+	Users       int   // open users
+	InFlight    int   // users with a call in flight
+	Opens       int64 // users opened (a first call on this instance or after eviction)
+	Reopens     int64 // of them, opened from an existing read cache
+	EvictedSize int64 // users dropped to fit the budget
+	EvictedIdle int64 // users dropped after the idle time
+	Oversize    int64 // users found bigger than the whole budget (kept while most recent)
+}
+
+// memState is the bookkeeping of the budget (guarded by Server.mu).
+type memState struct {
+	budget int64 // users' share (0: none)
+	idle   time.Duration
+	stats  MemoryStats
+}
+
+func (s *Server) now() time.Time {
+	if s.cfg.Now != nil {
+		return s.cfg.Now()
+	}
+	return time.Now()
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.cfg.Logf != nil {
+		s.cfg.Logf(format, args...)
+		return
+	}
+	fmt.Fprintf(os.Stderr, "bulleted-mcp: "+format+"\n", args...)
+}
+
+// initMemory sets the budget's shares from cfg.
+func (s *Server) initMemory() {
+	s.mem.idle = s.cfg.Idle
+	snapBytes := int64(64 << 20)
+	if m := s.cfg.Memory; m > 0 {
+		snapBytes = min(snapBytes, m/snapshotShare)
+		s.mem.budget = max(int64(float64(m)*UsersShare)-snapBytes, 1)
+		// the users' search indexes count in their sizes; indexes of other
+		// repositories (contributors') are bounded by the cache itself
+		s.search.MaxBytes = max(s.mem.budget/4, 1<<20)
+	}
+	s.snapshots.MaxBytes = snapBytes
+}
+
+// MemoryBudget says what the instance keeps and how it is bounded (for
+// the log at start).
+func (s *Server) MemoryBudget() string {
+	idle := "never dropped for idleness"
+	if s.mem.idle > 0 {
+		idle = "dropped after " + s.mem.idle.String() + " unused"
+	}
+	if s.mem.budget == 0 {
+		return fmt.Sprintf("no byte budget: up to %d users' engines kept, %s", maxUsers, idle)
+	}
+	return fmt.Sprintf("%s for the users' engines (%.0f %% of %s, less %s for paging snapshots), the least recently used dropped past it; %s",
+		FormatBytes(s.mem.budget), UsersShare*100, FormatBytes(s.cfg.Memory), FormatBytes(s.snapshots.MaxBytes), idle)
+}
+
+// Memory returns the instance's figures now.
+func (s *Server) Memory() MemoryStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.mem.stats
+	st.Budget = s.mem.budget
+	st.Users = len(s.users)
+	for _, u := range s.users {
+		st.Bytes += u.size
+		if u.refs > 0 {
+			st.InFlight++
+		}
+	}
+	return st
+}
+
+// sizing is what a user's last measure found (guarded by its mu).
+type sizing struct {
+	mu       sync.Mutex
+	tree     *outline.Tree // the tree measured or scaled last
+	count    int           // its records when measured whole
+	perRec   float64       // bytes a record, tree and read cache, when measured whole
+	scaled   int           // trees scaled since the last whole measure
+	repoSize func() int64  // the repository's own bytes beyond the tree (nil: none)
+}
+
+// rescale: a tree is measured whole again after this many trees whose size
+// was scaled from the last measure by their record count, or when the
+// count moved by more than an eighth.
+const rescale = 32
+
+// measure estimates u's bytes: the engine's tree and the read cache (walked
+// whole when they changed much, else scaled by the record count), the
+// kept plans, the search index, a fixed overhead. No lock of the server is
+// held.
+func (s *Server) measure(u *user) int64 {
+	z := &u.sizing
+	z.mu.Lock()
+	e := u.env.Engine
+	t := e.Kept()
+	var base int64
+	switch {
+	case t == nil:
+	case t == z.tree:
+		base = int64(z.perRec * float64(max(t.Count, 1)))
+	case z.tree == nil || z.scaled >= rescale || math.Abs(float64(t.Count-z.count)) > float64(z.count)/8:
+		base = t.Size()
+		if z.repoSize != nil {
+			base += z.repoSize()
+		}
+		z.tree, z.count, z.scaled = t, t.Count, 0
+		z.perRec = float64(base) / float64(max(t.Count, 1))
+	default:
+		z.tree = t
+		z.scaled++
+		base = int64(z.perRec * float64(max(t.Count, 1)))
+	}
+	z.mu.Unlock()
+	return userOverhead + base + e.PlansSize() + s.search.SizeOf(u.did)
+}
+
+// hold marks u in use by one more call (s.mu held).
+func (s *Server) hold(u *user) {
+	u.refs++
+	u.used = s.now()
+}
+
+// release ends a call of u: measures them again and drops whoever must go
+// to fit the budget.
+func (s *Server) release(u *user) {
+	size := s.measure(u)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u.refs--
+	u.used = s.now()
+	u.size = size
+	s.fit()
+}
+
+// fit drops users, least recently used first, until the open users' bytes
+// fit the budget; a user with a call in flight, or the most recently used,
+// is never dropped (s.mu held).
+func (s *Server) fit() {
+	if s.mem.budget == 0 {
+		return
+	}
+	var total int64
+	var mru *user
+	for _, u := range s.users {
+		total += u.size
+		if mru == nil || u.used.After(mru.used) {
+			mru = u
+		}
+	}
+	if mru != nil && mru.size > s.mem.budget && !mru.oversize {
+		mru.oversize = true
+		s.mem.stats.Oversize++
+		s.logf("user %s holds %s, more than the whole users' budget %s: served, and kept while they are the most recently used (others are dropped first)", mru.did, FormatBytes(mru.size), FormatBytes(s.mem.budget))
+	}
+	if total <= s.mem.budget {
+		return
+	}
+	var cands []*user
+	for _, u := range s.users {
+		if u.refs == 0 && u != mru {
+			cands = append(cands, u)
+		}
+	}
+	slices.SortFunc(cands, func(a, b *user) int { return a.used.Compare(b.used) })
+	for _, u := range cands {
+		if total <= s.mem.budget {
+			break
+		}
+		total -= u.size
+		s.drop(u)
+		s.mem.stats.EvictedSize++
+	}
+}
+
+// drop forgets u's engine and search index (s.mu held).
+func (s *Server) drop(u *user) {
+	delete(s.users, u.did)
+	s.search.Drop(u.did)
+}
+
+// Sweep drops the users unused for the idle time (none in flight), then
+// whoever must go to fit the budget. The janitor runs it; tests call it.
+func (s *Server) Sweep() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mem.idle > 0 {
+		cut := s.now().Add(-s.mem.idle)
+		for _, u := range s.users {
+			if u.refs == 0 && u.used.Before(cut) {
+				s.drop(u)
+				s.mem.stats.EvictedIdle++
+			}
+		}
+	}
+	s.fit()
+}
+
+// RunJanitor sweeps every so often (every: a quarter of the idle time,
+// between 1 s and 1 min, when zero) until ctx ends.
+func (s *Server) RunJanitor(ctx context.Context, every time.Duration) {
+	if every <= 0 {
+		every = min(max(s.mem.idle/4, time.Second), time.Minute)
+	}
+	tk := time.NewTicker(every)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+			s.Sweep()
+		}
+	}
+}
+
+// ParseBytes reads a byte count: a number of bytes, or one with a unit
+// (KiB, MiB, GiB, TiB: powers of 1024; kB, MB, GB, TB: of 1000; K, M, G, T
+// are read as the binary ones), a fraction allowed ("1.5GiB").
+func ParseBytes(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := len(t)
+	for i > 0 && (t[i-1] < '0' || t[i-1] > '9') && t[i-1] != '.' {
+		i--
+	}
+	num, unit := strings.TrimSpace(t[:i]), strings.TrimSpace(t[i:])
+	mult := map[string]float64{"": 1, "B": 1,
+		"K": 1 << 10, "KB": 1e3, "KIB": 1 << 10, "M": 1 << 20, "MB": 1e6, "MIB": 1 << 20,
+		"G": 1 << 30, "GB": 1e9, "GIB": 1 << 30, "T": 1 << 40, "TB": 1e12, "TIB": 1 << 40}[strings.ToUpper(unit)]
+	if mult == 0 {
+		return 0, fmt.Errorf("%q: unknown unit %q (want bytes, KiB, MiB, GiB, TiB, kB, MB, GB, TB)", s, unit)
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, fmt.Errorf("%q: not a byte count (want e.g. 2GiB, 512MiB, 1073741824)", s)
+	}
+	v := f * mult
+	if v >= math.MaxInt64 {
+		return 0, fmt.Errorf("%q: too large", s)
+	}
+	return int64(v), nil
+}
+
+// FormatBytes writes n in the largest binary unit that keeps it ≥ 1.
+func FormatBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return strconv.FormatFloat(float64(n)/(1<<30), 'f', 2, 64) + " GiB"
+	case n >= 1<<20:
+		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
+	case n >= 1<<10:
+		return strconv.FormatFloat(float64(n)/(1<<10), 'f', 1, 64) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " B"
+}
+
+// DefaultMemory is the budget when --memory is not given, and where it
+// came from: the memory limit of the container (cgroup v2 memory.max of
+// this process's cgroup, else of the root; cgroup v1
+// memory.limit_in_bytes), else DefaultRAMShare of the machine's RAM
+// (/proc/meminfo). root prefixes every path ("" on a real system; tests
+// give a fake tree). A limit at or above the RAM counts as none.
+func DefaultMemory(root string) (int64, string, error) {
+	ram, ramErr := memTotal(filepath.Join(root, "/proc/meminfo"))
+	var paths []string
+	if cg, err := os.ReadFile(filepath.Join(root, "/proc/self/cgroup")); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(cg))
+		for sc.Scan() {
+			line := sc.Text()
+			if rest, ok := strings.CutPrefix(line, "0::"); ok && rest != "/" && rest != "" {
+				paths = append(paths, filepath.Join("/sys/fs/cgroup", rest, "memory.max"))
+			}
+			if _, rest, ok := strings.Cut(line, ":memory:"); ok && rest != "/" && rest != "" {
+				paths = append(paths, filepath.Join("/sys/fs/cgroup/memory", rest, "memory.limit_in_bytes"))
+			}
+		}
+	}
+	paths = append(paths, "/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+	for _, p := range paths {
+		b, err := os.ReadFile(filepath.Join(root, p))
+		if err != nil {
+			continue
+		}
+		v := strings.TrimSpace(string(b))
+		if v == "max" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 || (ramErr == nil && n >= ram) || n >= 1<<62 {
+			continue
+		}
+		return n, "the container's memory limit, " + p, nil
+	}
+	if ramErr != nil {
+		return 0, "", fmt.Errorf("no container memory limit and the RAM is unknown (%v): give --memory", ramErr)
+	}
+	return int64(float64(ram) * DefaultRAMShare), fmt.Sprintf("%.0f %% of the machine's RAM (%s, /proc/meminfo; no container memory limit)", DefaultRAMShare*100, FormatBytes(ram)), nil
+}
+
+// memTotal reads MemTotal from a meminfo file.
+func memTotal(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 2 && f[1] == "kB" {
+				n, err := strconv.ParseInt(f[0], 10, 64)
+				if err == nil && n > 0 {
+					return n << 10, nil
+				}
+			}
+		}
+	}
+	return 0, errors.New("no MemTotal in " + path)
+}
