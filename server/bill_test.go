@@ -468,7 +468,7 @@ func (h *billHarness) run(tb testing.TB) []*billTask {
 
 // toolsList returns the bytes of the tools/list result, with and without
 // the output schemas, as the server sends it.
-func (h *billHarness) toolsList(tb testing.TB) (with, without int) {
+func (h *billHarness) toolsList(tb testing.TB) (with, without, model int) {
 	tb.Helper()
 	msg := h.srv.HandleMessage(context.Background(), json.RawMessage(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 	raw, err := json.Marshal(msg)
@@ -492,7 +492,12 @@ func (h *billHarness) toolsList(tb testing.TB) (with, without int) {
 	}
 	bare, _ := json.Marshal(map[string]any{"tools": list.Tools})
 	all, _ := json.Marshal(map[string]any{"tools": json.RawMessage(mustField(tb, resp.Result, "tools"))})
-	return len(all), len(bare)
+	// what a model is shown: _meta (the MCP Apps view links) is for the host
+	for _, t := range list.Tools {
+		delete(t, "_meta")
+	}
+	shown, _ := json.Marshal(map[string]any{"tools": list.Tools})
+	return len(all), len(bare), len(shown)
 }
 
 func mustField(tb testing.TB, raw json.RawMessage, k string) json.RawMessage {
@@ -592,9 +597,10 @@ func BenchmarkAgentBill(b *testing.B) {
 		first = false
 		tasks = h.run(b)
 	}
-	with, without := h.toolsList(b)
+	with, without, model := h.toolsList(b)
 	// printed, not logged: a benchmark's log is cut to its first lines
 	fmt.Println(billTable(n, tasks, with, without))
+	fmt.Printf("tools/list without output schemas and _meta (what a model is shown): %.1f KB\n", float64(model)/1000)
 	for _, t := range tasks {
 		m := metricName(t.name)
 		b.ReportMetric(float64(len(t.calls)), m+"-calls")
@@ -610,6 +616,7 @@ func BenchmarkAgentBill(b *testing.B) {
 	b.ReportMetric(float64(replaced), "structured-replaced-or-missing")
 	b.ReportMetric(float64(with), "tools/list-B")
 	b.ReportMetric(float64(without), "tools/list-noOutput-B")
+	b.ReportMetric(float64(model), "tools/list-model-B")
 }
 
 // TestAgentBillHarness: the harness itself, on a small outline: it follows
@@ -619,8 +626,11 @@ func BenchmarkAgentBill(b *testing.B) {
 func TestAgentBillHarness(t *testing.T) {
 	h := newBillHarness(t, 1_500)
 	tasks := h.run(t)
-	with, without := h.toolsList(t)
+	with, without, model := h.toolsList(t)
 	t.Log(billTable(1_500, tasks, with, without))
+	if model >= 12*1024 {
+		t.Errorf("tools/list as a model is shown it (no output schemas, no _meta): %d bytes, over 12 KB", model)
+	}
 	for _, tk := range tasks {
 		if tk.stopped != "" || tk.want != tk.found || tk.twice != 0 || len(tk.calls) == 0 {
 			t.Errorf("%s: %d calls, shown %d of %d; %s", tk.name, len(tk.calls), tk.found, tk.want, tk.stopped)
