@@ -3,6 +3,7 @@
 # (/usr/bin/chromium): installs it with apt-get when missing. Fails, loudly,
 # when it cannot: the browser tests never skip.
 set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
 if [[ -x /usr/bin/chromium ]]; then
   exit 0
 fi
