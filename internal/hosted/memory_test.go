@@ -96,7 +96,11 @@ func newMemInstance(t *testing.T, idle time.Duration, sizes map[string]int) *mem
 		c.Memory = 1 << 30
 		c.Idle = idle
 		c.Now = func() time.Time { m.mu.Lock(); defer m.mu.Unlock(); return m.now }
-		c.Logf = func(f string, a ...any) { m.mu.Lock(); defer m.mu.Unlock(); m.logs = append(m.logs, fmt.Sprintf(f, a...)) }
+		c.Logf = func(f string, a ...any) {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			m.logs = append(m.logs, fmt.Sprintf(f, a...))
+		}
 	})
 	recs := map[int]*outlinegen.Memory{}
 	m.Server.open = func(ctx context.Context, did string) (*user, error) {
@@ -181,7 +185,7 @@ func TestEvictBySize(t *testing.T) {
 	if one < 1<<20 {
 		t.Fatalf("a 3,000-bullet user measured %d bytes", one)
 	}
-	m.setBudget(one*5/2) // two users fit, not three
+	m.setBudget(one * 5 / 2) // two users fit, not three
 	m.advance(time.Second)
 	m.callOnce(t, didB)
 	m.advance(time.Second)
