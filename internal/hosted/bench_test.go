@@ -328,7 +328,7 @@ func BenchmarkHostedSim(b *testing.B) {
 					case j.op < 60:
 						t, args = read, map[string]any{}
 					case j.op < 85:
-						t, args = search, map[string]any{"query": "review"}
+						t, args = search, map[string]any{"text": "review"}
 					default:
 						t, args = insert, map[string]any{"text": fmt.Sprintf("simulated %d", i)}
 					}
