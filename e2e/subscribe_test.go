@@ -62,3 +62,22 @@ func TestSDKSubscriptionsOnReferencePDS(t *testing.T) {
 	}
 	t.Logf("%s", strings.TrimSpace(string(out)))
 }
+
+// TestSDKConfirmation: the elicitation flow with the official TypeScript
+// SDK client (confirm.mjs): accept writes; decline, cancel and no answer
+// write nothing (kind declined, read back); no capability: not asked.
+func TestSDKConfirmation(t *testing.T) {
+	bin := build(t)
+	dir, node, err := pdstest.Setup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, filepath.Join(dir, "confirm.mjs"), bin, t.TempDir())
+	cmd.Dir = dir
+	cmd.Env = os.Environ()
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "OK ") {
+		t.Fatalf("SDK client: %v\n%s", err, out)
+	}
+	t.Logf("%s", strings.TrimSpace(string(out)))
+}

@@ -171,6 +171,9 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}()
 	}
 	be.env.Confirm = &tools.ConfirmRules{Deletes: max(*confirmDeletes, 0), Moves: max(*confirmMoves, 0)}
+	if d, err := time.ParseDuration(os.Getenv("BULLETED_CONFIRM_TIMEOUT")); err == nil && d > 0 {
+		server.ConfirmTimeout = d // how long a confirmation waits for the person (tests)
+	}
 	subs := server.NewSubscriptions()
 	s, err := server.NewWithOptions(be.env, server.Options{ReadOnly: *readOnly, Families: strings.Split(*families, ","), Subscriptions: subs})
 	if err != nil {
