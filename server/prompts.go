@@ -265,44 +265,5 @@ func (p *prompts) CompletePromptArgument(ctx context.Context, name string, arg m
 	if arg.Name != "section" {
 		return out, nil
 	}
-	env, done, err := p.envFor(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if done != nil {
-		defer done()
-	}
-	t, err := env.Engine.Tree(ctx)
-	if err != nil {
-		return nil, err
-	}
-	prefix := strings.ToLower(strings.TrimSpace(arg.Value))
-	match := func(it *outline.Item) bool {
-		return !it.Mirror && (strings.HasPrefix(strings.ToLower(it.Str("text")), prefix) || strings.HasPrefix(strings.ToLower(it.Key()), prefix))
-	}
-	add := func(it *outline.Item) {
-		out.Total++
-		if len(out.Values) < MaxCompletions {
-			out.Values = append(out.Values, it.Key())
-		}
-	}
-	for _, it := range t.Roots {
-		if match(it) {
-			add(it)
-		}
-	}
-	var walk func(items []*outline.Item)
-	walk = func(items []*outline.Item) {
-		for _, it := range items {
-			if match(it) {
-				add(it)
-			}
-			walk(it.Children)
-		}
-	}
-	for _, it := range t.Roots {
-		walk(it.Children)
-	}
-	out.HasMore = out.Total > len(out.Values)
-	return out, nil
+	return keyCompletions(ctx, p.envFor, strings.ToLower(strings.TrimSpace(arg.Value)), true)
 }

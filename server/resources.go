@@ -363,7 +363,16 @@ func (r *resources) CompleteResourceArgument(ctx context.Context, uri string, ar
 	if uri != NodeTemplate {
 		return out, nil
 	}
-	env, done, err := r.envFor(ctx)
+	return keyCompletions(ctx, r.envFor, prefix, false)
+}
+
+// keyCompletions completes a bullet's record key: the keys of bullets
+// (mirrors aside) whose text or key starts with prefix (lower case), in
+// outline order, the top-level ones first when rootsFirst (at most
+// MaxCompletions; hasMore and total say how many more).
+func keyCompletions(ctx context.Context, envFor func(context.Context) (*tools.Env, func(), error), prefix string, rootsFirst bool) (*mcp.Completion, error) {
+	out := &mcp.Completion{Values: []string{}}
+	env, done, err := envFor(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -374,8 +383,26 @@ func (r *resources) CompleteResourceArgument(ctx context.Context, uri string, ar
 	if err != nil {
 		return nil, err
 	}
+	add := func(it *outline.Item) {
+		if it.Mirror || !strings.HasPrefix(strings.ToLower(it.Str("text")), prefix) && !strings.HasPrefix(strings.ToLower(it.Key()), prefix) {
+			return
+		}
+		out.Total++
+		if len(out.Values) < MaxCompletions {
+			out.Values = append(out.Values, it.Key())
+		}
+	}
 	// pre-order: outline order
 	stack := slices.Clone(t.Roots)
+	if rootsFirst {
+		for _, it := range t.Roots {
+			add(it)
+		}
+		stack = stack[:0]
+		for _, it := range t.Roots {
+			stack = append(stack, it.Children...)
+		}
+	}
 	slices.Reverse(stack)
 	for len(stack) > 0 {
 		it := stack[len(stack)-1]
@@ -383,15 +410,7 @@ func (r *resources) CompleteResourceArgument(ctx context.Context, uri string, ar
 		for i := len(it.Children) - 1; i >= 0; i-- {
 			stack = append(stack, it.Children[i])
 		}
-		if it.Mirror {
-			continue
-		}
-		if strings.HasPrefix(strings.ToLower(it.Str("text")), prefix) || strings.HasPrefix(strings.ToLower(it.Key()), prefix) {
-			out.Total++
-			if len(out.Values) < MaxCompletions {
-				out.Values = append(out.Values, it.Key())
-			}
-		}
+		add(it)
 	}
 	out.HasMore = out.Total > len(out.Values)
 	return out, nil
