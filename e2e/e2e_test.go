@@ -30,16 +30,23 @@ func build(t *testing.T) string {
 // runClient runs the SDK client script against `bin serve args...`.
 func runClient(t *testing.T, env []string, bin string, args ...string) {
 	t.Helper()
+	runScript(t, "client.mjs", env, append([]string{bin}, args...)...)
+}
+
+// runScript runs one of e2e's Node scripts with args and env (beside the
+// test's own); it must exit 0 and print a line starting "OK ".
+func runScript(t *testing.T, script string, env []string, args ...string) {
+	t.Helper()
 	dir, node, err := pdstest.Setup()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(node, append([]string{filepath.Join(dir, "client.mjs"), bin}, args...)...)
+	cmd := exec.Command(node, append([]string{filepath.Join(dir, script)}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "OK ") {
-		t.Fatalf("SDK client: %v\n%s", err, out)
+		t.Fatalf("%s: %v\n%s", script, err, out)
 	}
 	t.Logf("%s", strings.TrimSpace(string(out)))
 }

@@ -4,9 +4,6 @@ import (
 	"cmp"
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
@@ -18,18 +15,7 @@ import (
 // none for commits elsewhere or after unsubscribing (subscribe.mjs).
 func TestSDKSubscriptions(t *testing.T) {
 	bin := build(t)
-	dir, node, err := pdstest.Setup()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(node, filepath.Join(dir, "subscribe.mjs"), bin, t.TempDir())
-	cmd.Dir = dir
-	cmd.Env = os.Environ()
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "OK ") {
-		t.Fatalf("SDK client: %v\n%s", err, out)
-	}
-	t.Logf("%s", strings.TrimSpace(string(out)))
+	runScript(t, "subscribe.mjs", nil, bin, t.TempDir())
 }
 
 // TestSDKSubscriptionsOnReferencePDS: the same on the reference PDS, with
@@ -47,20 +33,9 @@ func TestSDKSubscriptionsOnReferencePDS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, node, err := pdstest.Setup()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(node, filepath.Join(dir, "subscribe.mjs"), bin, t.TempDir(), "--pds", srv.URL, "--identifier", a.Handle, "--plc", srv.PLCURL)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "BULLETED_APP_PASSWORD="+a.AppPassword,
-		"SUBSCRIBE_PDS="+srv.URL, "SUBSCRIBE_HANDLE="+a.Handle, "SUBSCRIBE_PASSWORD="+a.Password,
-		"SUBSCRIBE_FOLLOW=1", "SUBSCRIBE_EDITS="+edits)
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "OK ") {
-		t.Fatalf("SDK client: %v\n%s", err, out)
-	}
-	t.Logf("%s", strings.TrimSpace(string(out)))
+	runScript(t, "subscribe.mjs", []string{"BULLETED_APP_PASSWORD=" + a.AppPassword,
+		"SUBSCRIBE_PDS=" + srv.URL, "SUBSCRIBE_HANDLE=" + a.Handle, "SUBSCRIBE_PASSWORD=" + a.Password,
+		"SUBSCRIBE_FOLLOW=1", "SUBSCRIBE_EDITS=" + edits}, bin, t.TempDir(), "--pds", srv.URL, "--identifier", a.Handle, "--plc", srv.PLCURL)
 }
 
 // TestSDKConfirmation: the elicitation flow with the official TypeScript
@@ -68,16 +43,5 @@ func TestSDKSubscriptionsOnReferencePDS(t *testing.T) {
 // write nothing (kind declined, read back); no capability: not asked.
 func TestSDKConfirmation(t *testing.T) {
 	bin := build(t)
-	dir, node, err := pdstest.Setup()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(node, filepath.Join(dir, "confirm.mjs"), bin, t.TempDir())
-	cmd.Dir = dir
-	cmd.Env = os.Environ()
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "OK ") {
-		t.Fatalf("SDK client: %v\n%s", err, out)
-	}
-	t.Logf("%s", strings.TrimSpace(string(out)))
+	runScript(t, "confirm.mjs", nil, bin, t.TempDir())
 }
