@@ -79,6 +79,8 @@ func openBackend(ctx context.Context, dir string, f remoteFlags) (*backend, erro
 	r := pds.New(c, did)
 	name := strings.ReplaceAll(did.String(), ":", "_")
 	r.Cache = filepath.Join(dir, "repo-"+name+".car")
+	r.Cursor = filepath.Join(dir, "stream-"+name+".json") // the commit stream's position, with the cache (serve --follow)
+	r.Directory = directory                               // to verify the stream's commits
 	ledgerPath := filepath.Join(dir, "budget-"+name+".json")
 	notes := &store.Notices{}
 	if n := missingLedger(ledgerPath, dir, did.String(), time.Now()); n != "" {

@@ -128,7 +128,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var origins originList
 	fs.Var(&origins, "allow-origin", "with --http, also accept browser requests from this origin (scheme://host[:port]; repeatable or comma-separated)")
 	readOnly := fs.Bool("read-only", false, "expose only the read-only tools")
-	follow := fs.Bool("follow", true, "with --pds: listen to the PDS's commit stream so that subscribed clients hear of others' edits without a call")
+	follow := fs.Bool("follow", true, "with --pds: follow the PDS's commit stream (verified commits taken in as they come): reads cost no request while it is live, and subscribed clients hear of others' edits without a call")
 	families := fs.String("tools", "all", "tool families to expose, comma-separated: "+strings.Join(tools.Families, ", ")+" (default all)")
 	publicURL := fs.String("public-url", os.Getenv("BULLETED_MCP_PUBLIC_URL"), "hosted mode (with --database): the https URL clients reach this server at (env BULLETED_MCP_PUBLIC_URL)")
 	database := fs.String("database", os.Getenv("BULLETED_MCP_DATABASE"), "hosted mode: a postgres:// URL; many users sign in with OAuth, all state in Postgres (env BULLETED_MCP_DATABASE; needs --http, --public-url and "+hosted.SealKeyEnv+")")
@@ -189,9 +189,16 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if r, ok := repo.(*pds.Repo); ok && *follow {
 		var said atomic.Bool
-		go r.Follow(ctx, func() { subs.Seen(ctx, be.env.Engine) }, func(err error) {
-			if !said.Swap(true) {
-				fmt.Fprintf(stderr, "bulleted-mcp: %v (retrying with backoff; until then subscribed clients hear of others' edits at the next call; said once)\n", err)
+		go r.Follow(ctx, func() {
+			// the tree follows the stream without a call (no request while
+			// the stream is live), and subscribed clients hear of it
+			_, _ = be.env.Engine.Tree(ctx)
+			subs.Seen(ctx, be.env.Engine)
+		}, func(err error) {
+			if !errors.Is(err, pds.ErrStreamDown) {
+				fmt.Fprintf(stderr, "bulleted-mcp: following: %v\n", err)
+			} else if !said.Swap(true) {
+				fmt.Fprintf(stderr, "bulleted-mcp: %v (retrying with backoff; until then reads ask the PDS and subscribed clients hear of others' edits at the next call; said once)\n", err)
 			}
 		})
 	}

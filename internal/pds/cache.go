@@ -65,6 +65,7 @@ func (r *Repo) saveCache(received int, whole bool) {
 	due := c != nil && (whole || r.unsaved > len(c.blocks)/10)
 	var bs []blocks.Block
 	var root cid.Cid
+	seq := r.stream.carSeq
 	if due {
 		r.unsaved = 0
 		bs = make([]blocks.Block, 0, len(c.blocks))
@@ -82,5 +83,7 @@ func (r *Repo) saveCache(received int, whole bool) {
 		return
 	}
 	// a cache: a failed write costs the next start a whole read, no more
-	_ = atomicfile.Write(r.Cache, buf.Bytes(), 0o600)
+	if atomicfile.Write(r.Cache, buf.Bytes(), 0o600) == nil {
+		r.saveCursor(seq, root.String()) // the stream's position goes with it (follow.go)
+	}
 }

@@ -82,10 +82,15 @@ func (r *Repo) Changes(ctx context.Context, since string) (string, string, []sto
 	r.loadCache(ctx)
 	r.mu.Lock()
 	known := r.car != nil && r.chain(since) != nil
-	pending, noSince := r.pending, r.noSince
+	pending, noSince, live := r.pending, r.noSince, r.fresh()
 	r.mu.Unlock()
 	if !known {
 		return "", "", nil, false, nil
+	}
+	if live {
+		// the commit stream keeps the kept repository current (follow.go)
+		c, rev, ch, ok, _ := r.composed(since, "")
+		return c, rev, ch, ok, nil
 	}
 	if pending > 0 && pending < maxPending || noSince {
 		head, _, err := r.Head(ctx)

@@ -27,3 +27,21 @@ func ForgetKeptBlocks(r *Repo) {
 
 // AsksGzip reports whether r asks for gzipped CARs.
 func AsksGzip(r *Repo) bool { return r.gzip() }
+
+// KeptRev is the rev of r's kept repository ("" if none).
+func KeptRev(r *Repo) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.car == nil {
+		return ""
+	}
+	return r.car.rev
+}
+
+// DropStreamEvents makes Follow lose the commit events drop says (by
+// sequence number), as a stream with a gap would.
+func DropStreamEvents(r *Repo, drop func(seq int64) bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stream.drop = drop
+}

@@ -1,64 +1,128 @@
 package pds
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
+	atrepo "github.com/bluesky-social/indigo/atproto/repo"
 	"github.com/bluesky-social/indigo/events"
-	"github.com/bluesky-social/indigo/events/schedulers/sequential"
 	"github.com/gorilla/websocket"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/atomicfile"
 )
 
-// How news of the repository arrives without a call (Follow):
+// How the repository is followed without a call (Follow):
 //
-// The PDS's commit stream (com.atproto.sync.subscribeRepos, read with
-// indigo's events consumer) is only a bell: a commit event for this
-// repository, a #sync, #identity or #account event for it, and every
-// (re)connection ring it, and whoever listens reads the repository as any
-// call does (getRepo?since through Changes, swapCommit on writes). So
-// following makes others' edits reach subscribed clients without a call,
-// and can never make a read staler: nothing from the stream is taken into
-// the kept state. Not built: applying the stream's commits to the kept
-// state (so that reads cost no round trip), verifying them against the
-// account's key, and keeping the stream's cursor across restarts; a
-// restart rings once, and the read it causes catches up with whatever
-// happened meanwhile.
+// The PDS's commit stream (com.atproto.sync.subscribeRepos) is read event
+// by event (indigo's events decode them). A commit of this repository that
+// follows the kept one (its since is the kept rev, its prevData the kept
+// MST root) is verified against the account's signing key (Directory) and
+// taken into the kept repository by the same MST difference a
+// getRepo?since read makes (diff, follow): the blocks come with the event.
+// Anything else of this repository (a commit that does not follow, one too
+// big for the stream, one that fails verification, a #sync) is a gap, and
+// the kept repository is brought forward by a read, as a call would.
+//
+// While the stream is live (connected, caught up, every commit since taken
+// in, and the connection answering pings within freshFor), reads answer
+// from the kept repository without a request; when it is not, they
+// revalidate as without following. Writes are guarded by swapCommit either
+// way. The stream's position (the sequence number of the last commit taken
+// in) is kept with the cache file (Cursor): a restarted Follow asks the PDS
+// to replay from there, so what happened while it was down is taken in
+// from the stream rather than read; a cursor the PDS no longer reaches
+// back to is a gap like any other.
 
 // followLimit bounds one stream message (a commit's blocks are at most
 // 2 MB on the network, with headroom).
 const followLimit = 4 << 20
 
-// Follow rings changed after each commit of this repository the PDS
-// announces on its commit stream (and once after each connection, for
-// what may have happened while not connected), until ctx ends. It
-// reconnects with backoff (1 s to 1 min); each connection has a handshake
-// timeout, a read limit, and pings (indigo's consumer closes it when they
-// fail). errs, if set, hears each connection's end.
+// pingEvery is how often the connection is pinged; freshFor is how long
+// after its last sign of life (a message or a pong) reads still trust it.
+const (
+	pingEvery = 5 * time.Second
+	freshFor  = 3 * pingEvery
+)
+
+// ErrStreamDown wraps the end of a stream connection (Follow reconnects).
+var ErrStreamDown = errors.New("the commit stream is down")
+
+// errGap: a commit of the stream that cannot be taken in as it stands.
+var errGap = errors.New("a gap in the commit stream")
+
+// streamState is what Follow knows; r.mu guards all but life.
+type streamState struct {
+	live   bool         // connected, caught up, every commit since taken in
+	life   atomic.Int64 // unix nanoseconds of the connection's last sign of life
+	seq    int64        // the last event's sequence number
+	carSeq int64        // the last event taken into the kept repository (or passed by a read)
+	target string       // while replaying: the rev that makes the stream live
+	// drop, tests: events (by sequence number) to lose
+	drop func(seq int64) bool
+}
+
+// fresh reports whether reads may answer from the kept repository without
+// asking the PDS. r.mu is held.
+func (r *Repo) fresh() bool {
+	return r.stream.live && r.car != nil && time.Since(time.Unix(0, r.stream.life.Load())) < freshFor
+}
+
+// Live reports whether reads answer from the followed stream.
+func (r *Repo) Live() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fresh()
+}
+
+func (r *Repo) setLive(on bool) {
+	r.mu.Lock()
+	r.stream.live = on
+	if on {
+		r.stream.target = ""
+		r.stream.carSeq = max(r.stream.carSeq, r.stream.seq)
+	}
+	r.mu.Unlock()
+}
+
+// Follow keeps the repository current from the PDS's commit stream until
+// ctx ends, calling changed after each commit of this repository it took
+// in or read, and after each (re)connection. It reconnects with backoff
+// (1 s to 1 min); each connection has a handshake timeout, a read limit
+// and a ping every 5 s. errs, if set, hears each connection's end
+// (wrapped ErrStreamDown) and each commit that could not be taken in.
 func (r *Repo) Follow(ctx context.Context, changed func(), errs func(error)) {
-	u, err := subscribeURL(r.c.Host)
+	if errs == nil {
+		errs = func(error) {}
+	}
+	host := r.StreamHost
+	if host == "" {
+		host = r.c.Host
+	}
+	u, err := subscribeURL(host)
 	if err != nil {
-		if errs != nil {
-			errs(err)
-		}
+		errs(err)
 		return
 	}
-	did := r.did.String()
+	defer r.finalSave()
 	backoff := time.Second
 	for ctx.Err() == nil {
 		start := time.Now()
-		err := r.followOnce(ctx, u, did, changed)
+		err := r.followOnce(ctx, u, changed, errs)
 		if ctx.Err() != nil {
 			return
 		}
-		if errs != nil {
-			errs(err)
-		}
+		errs(fmt.Errorf("%w: %v", ErrStreamDown, err))
 		if time.Since(start) > time.Minute {
 			backoff = time.Second
 		}
@@ -71,34 +135,318 @@ func (r *Repo) Follow(ctx context.Context, changed func(), errs func(error)) {
 	}
 }
 
-func (r *Repo) followOnce(ctx context.Context, u, did string, changed func()) error {
+func (r *Repo) followOnce(ctx context.Context, u string, changed func(), errs func(error)) error {
+	r.loadCache(ctx)
+	cursor := r.loadCursor(u, errs)
+	addr := u
+	if cursor > 0 {
+		addr += "?cursor=" + strconv.FormatInt(cursor, 10)
+	}
 	d := websocket.Dialer{HandshakeTimeout: 10 * time.Second, Proxy: http.ProxyFromEnvironment}
-	con, resp, err := d.DialContext(ctx, u, http.Header{"User-Agent": []string{"bulleted-mcp"}})
+	con, resp, err := d.DialContext(ctx, addr, http.Header{"User-Agent": []string{"bulleted-mcp"}})
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}
 	if err != nil {
-		return fmt.Errorf("following %s: %w", u, err)
+		return fmt.Errorf("connecting to %s: %w", u, err)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer con.Close()
+	defer r.setLive(false)
 	con.SetReadLimit(followLimit)
-	// pongs (to the consumer's pings every 30 s) move the deadline on
-	con.SetReadDeadline(time.Now().Add(2 * time.Minute))
-	changed() // whatever happened while not connected
-	ours := func(repo string) error {
-		if repo == did {
-			changed()
+	alive := func() {
+		r.stream.life.Store(time.Now().UnixNano())
+		_ = con.SetReadDeadline(time.Now().Add(freshFor + pingEvery))
+	}
+	alive()
+	con.SetPongHandler(func(string) error { alive(); return nil })
+	go func() {
+		t := time.NewTicker(pingEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				con.Close() // unblocks the reader
+				return
+			case <-t.C:
+				if err := con.WriteControl(websocket.PingMessage, nil, time.Now().Add(pingEvery)); err != nil {
+					con.Close()
+					return
+				}
+			}
 		}
+	}()
+	if err := r.catchUp(ctx, cursor > 0); err != nil {
+		return err
+	}
+	changed() // whatever happened while not connected
+	for {
+		mt, rd, err := con.NextReader()
+		if err != nil {
+			return err
+		}
+		alive()
+		if mt != websocket.BinaryMessage {
+			return fmt.Errorf("the stream sent a non-binary message")
+		}
+		var ev events.XRPCStreamEvent
+		if err := ev.Deserialize(rd); err != nil {
+			return fmt.Errorf("reading the stream: %w", err)
+		}
+		if ev.Error != nil {
+			return fmt.Errorf("the stream ended: %s: %s", ev.Error.Error, ev.Error.Message)
+		}
+		r.event(ctx, &ev, changed, errs)
+	}
+}
+
+// catchUp makes the kept repository current at the start of a connection:
+// by a read, or (replaying from a cursor) by the replay, which makes the
+// stream live once it reaches the commit the PDS is at now.
+func (r *Repo) catchUp(ctx context.Context, replaying bool) error {
+	if replaying {
+		head, rev, err := r.Head(ctx)
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		if r.car != nil && r.car.commit.String() == head {
+			r.stream.live = true
+		} else {
+			r.stream.target = rev
+		}
+		r.mu.Unlock()
 		return nil
 	}
-	cb := &events.RepoStreamCallbacks{
-		RepoCommit:   func(e *comatproto.SyncSubscribeRepos_Commit) error { return ours(e.Repo) },
-		RepoSync:     func(e *comatproto.SyncSubscribeRepos_Sync) error { return ours(e.Did) },
-		RepoIdentity: func(e *comatproto.SyncSubscribeRepos_Identity) error { return ours(e.Did) },
-		RepoAccount:  func(e *comatproto.SyncSubscribeRepos_Account) error { return ours(e.Did) },
+	r.setLive(false)
+	if _, err := r.Snapshot(ctx); err != nil {
+		return err
 	}
-	sched := sequential.NewScheduler("bulleted-follow", cb.EventHandler)
-	quiet := slog.New(slog.DiscardHandler)
-	return events.HandleRepoStream(ctx, con, sched, quiet)
+	r.setLive(true)
+	return nil
+}
+
+// event takes in one event of the stream.
+func (r *Repo) event(ctx context.Context, ev *events.XRPCStreamEvent, changed func(), errs func(error)) {
+	did := r.did.String()
+	seen := func(seq int64) {
+		r.mu.Lock()
+		r.stream.seq = max(r.stream.seq, seq)
+		r.mu.Unlock()
+	}
+	switch {
+	case ev.RepoCommit != nil:
+		e := ev.RepoCommit
+		seen(e.Seq)
+		if e.Repo != did || r.stream.drop != nil && r.stream.drop(e.Seq) {
+			return
+		}
+		if err := r.takeIn(ctx, e); err != nil {
+			r.Stats.StreamGaps.Add(1)
+			if !errors.Is(err, errGap) {
+				errs(err)
+			}
+			r.resync(ctx, errs)
+		}
+		changed()
+	case ev.RepoSync != nil:
+		seen(ev.RepoSync.Seq)
+		if ev.RepoSync.Did == did {
+			if r.Directory != nil {
+				if _, err := atrepo.VerifySyncMessage(ctx, r.Directory, ev.RepoSync); err != nil {
+					errs(fmt.Errorf("a #sync of the stream failed verification against the account's key: %w (read from the PDS instead)", err))
+				}
+			}
+			r.Stats.StreamGaps.Add(1)
+			r.resync(ctx, errs)
+			changed()
+		}
+	case ev.RepoIdentity != nil:
+		seen(ev.RepoIdentity.Seq)
+		if ev.RepoIdentity.Did == did {
+			if r.Directory != nil {
+				_ = r.Directory.Purge(ctx, r.did.AtIdentifier()) // the signing key may have changed
+			}
+			changed()
+		}
+	case ev.RepoAccount != nil:
+		seen(ev.RepoAccount.Seq)
+		if ev.RepoAccount.Did == did {
+			if !ev.RepoAccount.Active {
+				// reads ask the PDS, which says what is wrong
+				r.setLive(false)
+			}
+			changed()
+		}
+	case ev.RepoInfo != nil:
+		if ev.RepoInfo.Name == "OutdatedCursor" {
+			errs(fmt.Errorf("the PDS no longer keeps the stream from the kept cursor: what it cannot replay is read instead"))
+		}
+	}
+}
+
+// takeIn takes commit e of this repository into the kept repository.
+func (r *Repo) takeIn(ctx context.Context, e *comatproto.SyncSubscribeRepos_Commit) error {
+	if e.TooBig {
+		return fmt.Errorf("%w: commit %s is too big for the stream", errGap, e.Rev)
+	}
+	r.mu.Lock()
+	c := r.car
+	var rev, data string
+	if c != nil {
+		rev, data = c.rev, c.data()
+	}
+	r.mu.Unlock()
+	if c == nil {
+		return fmt.Errorf("%w: nothing is kept yet", errGap)
+	}
+	if e.Rev <= rev {
+		return nil // already in: a read went past it
+	}
+	if e.Since == nil || *e.Since != rev || e.PrevData != nil && data != "" && e.PrevData.String() != data {
+		return fmt.Errorf("%w: commit %s does not follow the kept %s", errGap, e.Rev, rev)
+	}
+	if r.Directory == nil {
+		return fmt.Errorf("%w: no identity directory to verify commits with", errGap)
+	}
+	if err := atrepo.VerifyCommitSignature(ctx, r.Directory, e); err != nil {
+		return fmt.Errorf("commit %s of the stream failed verification against the account's key: %w (read from the PDS instead)", e.Rev, err)
+	}
+	f, err := readBlocks(ctx, bytes.NewReader(e.Blocks), 1)
+	if err != nil {
+		return fmt.Errorf("commit %s of the stream: %w", e.Rev, err)
+	}
+	if f.root.String() != e.Commit.String() {
+		return fmt.Errorf("commit %s of the stream: its blocks are of commit %s", e.Commit, f.root)
+	}
+	r.mu.Lock()
+	if r.car != c || c.rev != rev {
+		r.mu.Unlock()
+		return fmt.Errorf("%w: the kept repository moved meanwhile", errGap)
+	}
+	st, err := c.diff(f, r.did)
+	if err == nil && st.rev != e.Rev {
+		err = fmt.Errorf("commit %s of the stream carries rev %s", e.Rev, st.rev)
+	}
+	if err != nil {
+		r.mu.Unlock()
+		if errors.Is(err, errIncomplete) {
+			return fmt.Errorf("%w: %v", errGap, err)
+		}
+		return fmt.Errorf("commit %s of the stream: %w", e.Rev, err)
+	}
+	r.follow(st)
+	r.stream.carSeq = e.Seq
+	if r.stream.target != "" && st.rev >= r.stream.target {
+		r.stream.live, r.stream.target = true, ""
+	}
+	r.mu.Unlock()
+	r.Stats.Streamed.Add(1)
+	r.saveCache(len(f.blocks), false)
+	return nil
+}
+
+// resync brings the kept repository forward by a read after a gap.
+func (r *Repo) resync(ctx context.Context, errs func(error)) {
+	r.setLive(false)
+	if _, err := r.Snapshot(ctx); err != nil {
+		if ctx.Err() == nil {
+			errs(fmt.Errorf("reading after a gap in the commit stream: %w", err))
+		}
+		return
+	}
+	r.setLive(true)
+}
+
+// data is the MST root of the kept commit ("" if it cannot be read).
+// Repo.mu is held.
+func (c *carRepo) data() string {
+	blk, ok := c.blocks[c.commit.KeyString()]
+	if !ok {
+		return ""
+	}
+	var commit atrepo.Commit
+	if err := commit.UnmarshalCBOR(bytes.NewReader(blk.RawData())); err != nil {
+		return ""
+	}
+	return commit.Data.String()
+}
+
+// cursorFile is the Cursor file: the stream's position after the commit of
+// the cache file it was written with.
+type cursorFile struct {
+	Stream string `json:"stream"`
+	Seq    int64  `json:"seq"`
+	Commit string `json:"commit"`
+}
+
+// loadCursor is the position to replay the stream u from: the kept one if
+// it belongs to the kept repository (0: none; the connection then catches
+// up by a read). A cursor that cannot be used is said.
+func (r *Repo) loadCursor(u string, errs func(error)) int64 {
+	if r.Cursor == "" {
+		return 0
+	}
+	raw, err := os.ReadFile(r.Cursor)
+	r.mu.Lock()
+	commit := ""
+	if r.car != nil {
+		commit = r.car.commit.String()
+	}
+	seen := r.stream.seq
+	r.mu.Unlock()
+	if seen > 0 {
+		return 0 // a reconnection: the kept repository is current to a read anyway
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		if _, cerr := os.Stat(r.Cache); cerr == nil && commit != "" {
+			errs(fmt.Errorf("the commit stream's position (%s) is missing beside the cache: caught up by a read instead", r.Cursor))
+		}
+		return 0
+	}
+	var cf cursorFile
+	if err == nil {
+		err = json.Unmarshal(raw, &cf)
+	}
+	switch {
+	case err != nil:
+		errs(fmt.Errorf("the commit stream's position (%s) cannot be read (%v): caught up by a read instead", r.Cursor, err))
+		return 0
+	case cf.Stream != u || commit == "" || cf.Commit != commit || cf.Seq <= 0:
+		errs(fmt.Errorf("the commit stream's position (%s) is not that of the kept repository: caught up by a read instead", r.Cursor))
+		return 0
+	}
+	return cf.Seq
+}
+
+// saveCursor writes the stream's position seq after commit (with the cache
+// file of that commit).
+func (r *Repo) saveCursor(seq int64, commit string) {
+	if r.Cursor == "" || seq <= 0 {
+		return
+	}
+	host := r.StreamHost
+	if host == "" {
+		host = r.c.Host
+	}
+	u, err := subscribeURL(host)
+	if err != nil {
+		return
+	}
+	raw, _ := json.Marshal(cursorFile{Stream: u, Seq: seq, Commit: commit})
+	_ = atomicfile.Write(r.Cursor, raw, 0o600) // a failed write costs the next start a read, no more
+}
+
+// finalSave writes the cache (and so the cursor) when Follow ends with
+// commits taken in since the last save, so that a restart replays little.
+func (r *Repo) finalSave() {
+	r.mu.Lock()
+	due := r.unsaved > 0 && r.car != nil
+	r.mu.Unlock()
+	if due {
+		r.saveCache(0, true)
+	}
 }
 
 // subscribeURL is the PDS's commit stream as a websocket URL.

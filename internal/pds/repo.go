@@ -17,6 +17,7 @@ import (
 
 	"github.com/bluesky-social/indigo/atproto/atclient"
 	"github.com/bluesky-social/indigo/atproto/atdata"
+	"github.com/bluesky-social/indigo/atproto/identity"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/budget"
@@ -41,6 +42,8 @@ type Stats struct {
 	Writes      atomic.Int64 // applyWrites sent
 	Ambiguous   atomic.Int64 // writes whose outcome had to be read back
 	RateLimited atomic.Int64 // 429 answers
+	Streamed    atomic.Int64 // commits taken in from the commit stream (follow.go)
+	StreamGaps  atomic.Int64 // commits of the stream that could not be taken in (read instead)
 }
 
 // Repo is one repository on a PDS. Reading works for any repository; Apply
@@ -64,6 +67,14 @@ type Repo struct {
 
 	// Cache is a file that keeps the last read across restarts ("": none).
 	Cache string
+	// Directory verifies the commit stream's commits against the account's
+	// signing key (Follow); without it they are not taken in, only heard.
+	Directory identity.Directory
+	// Cursor is a file that keeps the commit stream's position with the
+	// cache, so that a restarted Follow replays what it missed ("": none).
+	Cursor string
+	// StreamHost is where Follow connects ("": the client's host).
+	StreamHost string
 
 	mu         sync.Mutex
 	car        *carRepo        // the repository as last read, kept current (car.go)
@@ -75,6 +86,7 @@ type Repo struct {
 	cacheTried bool
 	unsaved    int  // blocks received since the cache was written
 	noSince    bool // the PDS answers getRepo?since= with the whole repository
+	stream     streamState
 }
 
 // New returns the repository did served by c's host.
@@ -136,8 +148,11 @@ func (r *Repo) Head(ctx context.Context) (string, string, error) {
 func (r *Repo) Snapshot(ctx context.Context) (*store.Snapshot, error) {
 	r.loadCache(ctx)
 	r.mu.Lock()
-	kept, list, noSince := r.car != nil, r.list, r.noSince
+	kept, list, noSince, live := r.car != nil, r.list, r.noSince, r.fresh()
 	r.mu.Unlock()
+	if !r.ListOnly && live {
+		return r.materialise(), nil // the commit stream keeps it current (follow.go)
+	}
 	if !r.ListOnly && kept {
 		if noSince {
 			head, _, err := r.Head(ctx)

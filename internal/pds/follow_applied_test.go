@@ -1,0 +1,449 @@
+package pds_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bluesky-social/indigo/atproto/atclient"
+	"github.com/bluesky-social/indigo/atproto/atcrypto"
+	"github.com/bluesky-social/indigo/atproto/identity"
+	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+)
+
+// followRig is a reference PDS, an account, the person's app (a second
+// client writing straight to the PDS) and helpers to compare a followed
+// repository with a fresh whole read.
+type followRig struct {
+	srv  *pdstest.Server
+	acct *pdstest.Account
+	app  *atclient.APIClient
+	login func() *pds.Repo
+	rkeys []string // records the app created and not yet deleted
+	rng   *mrand.Rand
+	n     int
+}
+
+func newFollowRig(t *testing.T, ctx context.Context) *followRig {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts the reference PDS")
+	}
+	srv := pdstest.Start(t, pdstest.Options{})
+	acct, err := srv.CreateAccount(ctx, "followed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := srv.Client(ctx, acct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rig := &followRig{srv: srv, acct: acct, app: app, rng: mrand.New(mrand.NewPCG(seed, 1))}
+	dir := t.TempDir()
+	rig.login = func() *pds.Repo {
+		t.Helper()
+		c, did, err := pds.Login{PDS: srv.URL, Identifier: acct.Handle, Password: acct.AppPassword, Dir: dir}.Open(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := pds.New(c, did)
+		r.Directory = pds.Directory(srv.PLCURL)
+		return r
+	}
+	return rig
+}
+
+// edit makes one random edit as the app (create, update or delete of a
+// bullet; a create when there is nothing to change) and returns the rev of
+// its commit.
+func (g *followRig) edit(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	g.n++
+	var out struct {
+		Commit struct {
+			Rev string `json:"rev"`
+		} `json:"commit"`
+	}
+	did := g.acct.DID.String()
+	rec := func() map[string]any {
+		return map[string]any{"$type": "app.bulleted.node", "text": fmt.Sprintf("edit %d by the app", g.n),
+			"sortKey": fmt.Sprintf("k%04d", g.rng.IntN(10000)), "createdAt": "2026-12-04T10:00:00.000Z"}
+	}
+	op := g.rng.IntN(3)
+	if len(g.rkeys) == 0 {
+		op = 0
+	}
+	var err error
+	switch op {
+	case 0:
+		rkey := syntax.NewTIDNow(uint(g.n % 1024)).String()
+		err = g.app.Post(ctx, "com.atproto.repo.createRecord", map[string]any{"repo": did, "collection": "app.bulleted.node", "rkey": rkey, "record": rec()}, &out)
+		g.rkeys = append(g.rkeys, rkey)
+	case 1:
+		rkey := g.rkeys[g.rng.IntN(len(g.rkeys))]
+		err = g.app.Post(ctx, "com.atproto.repo.putRecord", map[string]any{"repo": did, "collection": "app.bulleted.node", "rkey": rkey, "record": rec()}, &out)
+	default:
+		i := g.rng.IntN(len(g.rkeys))
+		rkey := g.rkeys[i]
+		g.rkeys = slices.Delete(g.rkeys, i, i+1)
+		err = g.app.Post(ctx, "com.atproto.repo.deleteRecord", map[string]any{"repo": did, "collection": "app.bulleted.node", "rkey": rkey}, &out)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Commit.Rev == "" {
+		t.Fatal("the PDS did not say the commit's rev")
+	}
+	return out.Commit.Rev
+}
+
+// until waits for cond (a bound for a stuck stream, not a speed check).
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 30 s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// requests is every request r made to the PDS so far.
+func requests(r *pds.Repo) int64 {
+	return r.Stats.Heads.Load() + r.Stats.CARs.Load() + r.Stats.Diffs.Load() + r.Stats.ListPages.Load() + r.Stats.Writes.Load()
+}
+
+// sameAsFresh checks that s holds exactly the records a fresh whole read of
+// the repository holds.
+func (g *followRig) sameAsFresh(t *testing.T, ctx context.Context, s *store.Snapshot) {
+	t.Helper()
+	fresh, err := g.login().SnapshotCAR(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Commit != fresh.Commit {
+		t.Fatalf("followed commit %s, the PDS's %s", s.Commit, fresh.Commit)
+	}
+	key := func(rs []store.Record) []string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, fmt.Sprintf("%s/%s %s %v", r.Collection, r.RKey, r.CID, r.Value["text"]))
+		}
+		slices.Sort(out)
+		return out
+	}
+	a, b := key(s.Records), key(fresh.Records)
+	if !slices.Equal(a, b) {
+		t.Fatalf("the followed repository differs from a fresh read:\nfollowed %d: %v\nfresh %d: %v", len(a), a, len(b), b)
+	}
+}
+
+func follow(t *testing.T, ctx context.Context, r *pds.Repo) (errs func() []string, done <-chan struct{}) {
+	var mu sync.Mutex
+	var seen []string
+	d := make(chan struct{})
+	go func() {
+		defer close(d)
+		r.Follow(ctx, func() {}, func(err error) {
+			mu.Lock()
+			seen = append(seen, err.Error())
+			mu.Unlock()
+		})
+	}()
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}, d
+}
+
+// TestFollowTakesInCommits (a property test over random edits): while the
+// app creates, updates and deletes bullets straight on the PDS, the followed
+// repository takes each commit in from the stream, verified, and then
+// equals a fresh whole read after every edit, with no request for the read.
+func TestFollowTakesInCommits(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	r := g.login()
+	errs, _ := follow(t, ctx, r)
+	until(t, "live", r.Live)
+	const edits = 30
+	for i := range edits {
+		rev := g.edit(t, ctx)
+		until(t, fmt.Sprintf("edit %d taken in", i), func() bool { return pds.KeptRev(r) >= rev })
+		before := requests(r)
+		s, err := r.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := requests(r) - before; n != 0 {
+			t.Fatalf("edit %d: a read while following made %d request(s), want 0", i, n)
+		}
+		g.sameAsFresh(t, ctx, s)
+	}
+	if got := r.Stats.Streamed.Load(); got != edits {
+		t.Errorf("%d commits taken in from the stream, want %d (gaps %d; said: %q)", got, edits, r.Stats.StreamGaps.Load(), errs())
+	}
+	if n := r.Stats.StreamGaps.Load(); n != 0 {
+		t.Errorf("%d gaps, want none: %q", n, errs())
+	}
+}
+
+// TestFollowChangesWithoutRequest: the engine's path (Changes since the
+// commit it read) answers from the stream too, with exactly what changed.
+func TestFollowChangesWithoutRequest(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	r := g.login()
+	follow(t, ctx, r)
+	until(t, "live", r.Live)
+	s, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := g.edit(t, ctx) // a create
+	until(t, "taken in", func() bool { return pds.KeptRev(r) >= rev })
+	before := requests(r)
+	_, got, ch, ok, err := r.Changes(ctx, s.Commit)
+	if err != nil || !ok {
+		t.Fatalf("Changes: ok %v, %v", ok, err)
+	}
+	if n := requests(r) - before; n != 0 {
+		t.Fatalf("Changes while following made %d request(s), want 0", n)
+	}
+	if got != rev || len(ch) != 1 || ch[0].RKey != g.rkeys[0] || ch[0].Value["text"] != "edit 1 by the app" {
+		t.Fatalf("Changes: rev %s (want %s), %+v", got, rev, ch)
+	}
+}
+
+// TestFollowGap: a commit lost from the stream makes the next one not
+// follow; the repository is then read (one request), and is right.
+func TestFollowGap(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	r := g.login()
+	var lost atomic.Int64
+	pds.DropStreamEvents(r, func(seq int64) bool { return lost.CompareAndSwap(0, seq) })
+	follow(t, ctx, r)
+	until(t, "live", r.Live)
+	g.edit(t, ctx)         // lost
+	rev := g.edit(t, ctx)  // does not follow: a gap, read instead
+	until(t, "caught up", func() bool { return pds.KeptRev(r) >= rev && r.Live() })
+	if r.Stats.StreamGaps.Load() != 1 || r.Stats.Diffs.Load()+r.Stats.CARs.Load() < 2 {
+		t.Fatalf("gaps %d, reads %d+%d: the gap was not read", r.Stats.StreamGaps.Load(), r.Stats.Diffs.Load(), r.Stats.CARs.Load())
+	}
+	rev = g.edit(t, ctx) // and the stream goes on from there
+	until(t, "taken in", func() bool { return pds.KeptRev(r) >= rev })
+	s, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.sameAsFresh(t, ctx, s)
+	if r.Stats.Streamed.Load() != 1 {
+		t.Fatalf("%d commits taken in after the gap, want 1", r.Stats.Streamed.Load())
+	}
+}
+
+// cutter forwards TCP connections to target and can cut them all.
+type cutter struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	down  atomic.Bool // refuse new connections
+}
+
+func newCutter(t *testing.T, target string) *cutter {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cutter{ln: ln}
+	t.Cleanup(func() { ln.Close(); c.cut() })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if c.down.Load() {
+				in.Close()
+				continue
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			c.mu.Lock()
+			c.conns = append(c.conns, in, out)
+			c.mu.Unlock()
+			go func() { io.Copy(out, in); out.Close() }()
+			go func() { io.Copy(in, out); in.Close() }()
+		}
+	}()
+	return c
+}
+
+func (c *cutter) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, x := range c.conns {
+		x.Close()
+	}
+	c.conns = nil
+}
+
+// TestFollowKilledWebsocket: when the stream's connection is killed, reads
+// ask the PDS again (never staler: an edit made meanwhile is read), and once
+// it reconnects the repository is current and taken in from the stream.
+func TestFollowKilledWebsocket(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	r := g.login()
+	u, _ := url.Parse(g.srv.URL)
+	cut := newCutter(t, u.Host)
+	r.StreamHost = "http://" + cut.ln.Addr().String()
+	errs, _ := follow(t, ctx, r)
+	until(t, "live", r.Live)
+	rev := g.edit(t, ctx)
+	until(t, "taken in", func() bool { return pds.KeptRev(r) >= rev })
+
+	cut.down.Store(true)
+	cut.cut()
+	until(t, "not live once killed", func() bool { return !r.Live() })
+	rev = g.edit(t, ctx) // while the stream is down
+	before := requests(r)
+	s, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if requests(r) == before {
+		t.Fatal("a read while the stream is down made no request")
+	}
+	if s.Rev != rev {
+		t.Fatalf("a read while the stream is down is at %s, the app's edit at %s: staler than without following", s.Rev, rev)
+	}
+	g.edit(t, ctx) // one more while down, left for the reconnection to find
+	cut.down.Store(false)
+	until(t, "live again", r.Live)
+	rev = g.edit(t, ctx)
+	until(t, "taken in after the reconnection", func() bool { return pds.KeptRev(r) >= rev })
+	s, err = r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.sameAsFresh(t, ctx, s)
+	down := 0
+	for _, e := range errs() {
+		if strings.Contains(e, "the commit stream is down") {
+			down++
+		}
+	}
+	if down == 0 {
+		t.Fatalf("the killed connection was not said: %q", errs())
+	}
+}
+
+// TestFollowRestartReplaysFromCursor: a Follow that stops keeps the
+// stream's position with the cache; a new one (a restarted server) replays
+// the commits made while it was down from the stream, with no repository
+// read at all, and ends current.
+func TestFollowRestartReplaysFromCursor(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	dir := t.TempDir()
+	r1 := g.login()
+	r1.Cache, r1.Cursor = filepath.Join(dir, "repo.car"), filepath.Join(dir, "stream.json")
+	ctx1, stop := context.WithCancel(ctx)
+	_, done := follow(t, ctx1, r1)
+	until(t, "live", r1.Live)
+	var rev string
+	for range 3 {
+		rev = g.edit(t, ctx)
+	}
+	until(t, "taken in", func() bool { return pds.KeptRev(r1) >= rev })
+	stop()
+	<-done
+	for range 3 {
+		rev = g.edit(t, ctx) // while no server runs
+	}
+	r2 := g.login()
+	r2.Cache, r2.Cursor = r1.Cache, r1.Cursor
+	errs, _ := follow(t, ctx, r2)
+	until(t, "replayed", func() bool { return pds.KeptRev(r2) >= rev && r2.Live() })
+	if r2.Stats.CARs.Load() != 0 || r2.Stats.Diffs.Load() != 0 || r2.Stats.CacheLoads.Load() != 1 {
+		t.Fatalf("a restart read the repository (CARs %d, diffs %d, cache loads %d): not replayed from the cursor; said %q",
+			r2.Stats.CARs.Load(), r2.Stats.Diffs.Load(), r2.Stats.CacheLoads.Load(), errs())
+	}
+	if r2.Stats.Streamed.Load() != 3 {
+		t.Fatalf("%d commits replayed, want 3", r2.Stats.Streamed.Load())
+	}
+	s, err := r2.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.sameAsFresh(t, ctx, s)
+}
+
+// TestFollowRefusesUnverifiedCommits: commits that do not verify against
+// the account's key (here: a directory that names another key) are not
+// taken in; it is said, and the repository is read instead, and is right.
+func TestFollowRefusesUnverifiedCommits(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	r := g.login()
+	key, err := atcrypto.GeneratePrivateKeyK256()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := key.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := identity.NewMockDirectory()
+	dir.Insert(identity.Identity{DID: g.acct.DID, Keys: map[string]identity.VerificationMethod{
+		"atproto": {Type: "Multikey", PublicKeyMultibase: pub.Multibase()}}})
+	r.Directory = dir
+	errs, _ := follow(t, ctx, r)
+	until(t, "live", r.Live)
+	rev := g.edit(t, ctx)
+	until(t, "read instead", func() bool { return pds.KeptRev(r) >= rev })
+	if r.Stats.Streamed.Load() != 0 {
+		t.Fatal("a commit signed by another key was taken in")
+	}
+	said := false
+	for _, e := range errs() {
+		said = said || strings.Contains(e, "failed verification")
+	}
+	if !said {
+		t.Fatalf("the failed verification was not said: %q", errs())
+	}
+	s, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.sameAsFresh(t, ctx, s)
+}
