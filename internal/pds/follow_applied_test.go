@@ -29,9 +29,9 @@ import (
 // client writing straight to the PDS) and helpers to compare a followed
 // repository with a fresh whole read.
 type followRig struct {
-	srv  *pdstest.Server
-	acct *pdstest.Account
-	app  *atclient.APIClient
+	srv   *pdstest.Server
+	acct  *pdstest.Account
+	app   *atclient.APIClient
 	login func() *pds.Repo
 	rkeys []string // records the app created and not yet deleted
 	rng   *mrand.Rand
@@ -246,8 +246,8 @@ func TestFollowGap(t *testing.T) {
 	pds.DropStreamEvents(r, func(seq int64) bool { return lost.CompareAndSwap(0, seq) })
 	follow(t, ctx, r)
 	until(t, "live", r.Live)
-	g.edit(t, ctx)         // lost
-	rev := g.edit(t, ctx)  // does not follow: a gap, read instead
+	g.edit(t, ctx)        // lost
+	rev := g.edit(t, ctx) // does not follow: a gap, read instead
 	until(t, "caught up", func() bool { return pds.KeptRev(r) >= rev && r.Live() })
 	if r.Stats.StreamGaps.Load() != 1 || r.Stats.Diffs.Load()+r.Stats.CARs.Load() < 2 {
 		t.Fatalf("gaps %d, reads %d+%d: the gap was not read", r.Stats.StreamGaps.Load(), r.Stats.Diffs.Load(), r.Stats.CARs.Load())
