@@ -20,6 +20,8 @@ import (
 	"github.com/bluesky-social/indigo/atproto/identity"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
@@ -446,4 +448,65 @@ func TestFollowRefusesUnverifiedCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.sameAsFresh(t, ctx, s)
+}
+
+// TestFollowEngineReadsWithoutRequest: the engine's read after the app's
+// edit costs one request without following and none while following; its
+// own writes (swapCommit-guarded) go on as before, and the tree holds both.
+func TestFollowEngineReadsWithoutRequest(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	reads := func(r *pds.Repo, e *outline.Engine) int64 {
+		t.Helper()
+		rev := g.edit(t, ctx)
+		until(t, "taken in", func() bool { return !r.Live() || pds.KeptRev(r) >= rev })
+		before := requests(r)
+		tr, err := e.Tree(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Rev != rev {
+			t.Fatalf("the engine reads %s after the app's edit %s", tr.Rev, rev)
+		}
+		return requests(r) - before
+	}
+	open := func(r *pds.Repo) *outline.Engine {
+		e, err := outline.Open(r, outline.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: "by the agent"}}}, false); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	r0 := g.login()
+	without := reads(r0, open(r0))
+	r := g.login()
+	follow(t, ctx, r)
+	until(t, "live", r.Live)
+	e := open(r)
+	with := reads(r, e)
+	t.Logf("requests for a read after another client's edit: %d without following, %d following", without, with)
+	// without following: getLatestCommit (the agent's own commit may be the
+	// head) and getRepo?since for the app's blocks
+	if without < 1 || with != 0 {
+		t.Fatalf("requests for a read after another client's edit: %d without following (want ≥ 1), %d following (want 0)", without, with)
+	}
+	if _, err := e.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: "again by the agent"}}}, false); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := e.Tree(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.sameAsFresh(t, ctx, s)
+	if tr.Commit != s.Commit || len(tr.Records()) != len(s.Records) {
+		t.Fatalf("the engine's tree (%s, %d records) is not the followed repository (%s, %d)", tr.Commit, len(tr.Records()), s.Commit, len(s.Records))
+	}
 }

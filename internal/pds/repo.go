@@ -148,10 +148,13 @@ func (r *Repo) Head(ctx context.Context) (string, string, error) {
 func (r *Repo) Snapshot(ctx context.Context) (*store.Snapshot, error) {
 	r.loadCache(ctx)
 	r.mu.Lock()
-	kept, list, noSince, live := r.car != nil, r.list, r.noSince, r.fresh()
+	kept, list, noSince := r.car != nil, r.list, r.noSince
+	// the commit stream keeps it current (follow.go), unless our own last
+	// commits are not in it yet
+	live := r.fresh() && r.pending == 0
 	r.mu.Unlock()
 	if !r.ListOnly && live {
-		return r.materialise(), nil // the commit stream keeps it current (follow.go)
+		return r.materialise(), nil
 	}
 	if !r.ListOnly && kept {
 		if noSince {
