@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -45,11 +46,7 @@ func newFollowRig(t *testing.T, ctx context.Context) *followRig {
 	if testing.Short() {
 		t.Skip("starts the reference PDS")
 	}
-	srv := pdstest.Start(t, pdstest.Options{})
-	acct, err := srv.CreateAccount(ctx, "followed")
-	if err != nil {
-		t.Fatal(err)
-	}
+	acct := account(t, srv) // the package's reference PDS (TestMain)
 	app, err := srv.Client(ctx, acct)
 	if err != nil {
 		t.Fatal(err)
@@ -508,5 +505,80 @@ func TestFollowEngineReadsWithoutRequest(t *testing.T) {
 	g.sameAsFresh(t, ctx, s)
 	if tr.Commit != s.Commit || len(tr.Records()) != len(s.Records) {
 		t.Fatalf("the engine's tree (%s, %d records) is not the followed repository (%s, %d)", tr.Commit, len(tr.Records()), s.Commit, len(s.Records))
+	}
+}
+
+// BenchmarkFollowMemory is what following costs in memory: the live heap
+// of a repository of about 10,000 records after a read and 20 edits by the
+// app, read by a call each (not following) or taken in from the stream
+// (following), and the goroutines following adds.
+//
+//	go test ./internal/pds -run '^$' -bench FollowMemory -benchtime 1x
+func BenchmarkFollowMemory(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := account(b, srv)
+	seeded := login(b, srv, a, b.TempDir(), nil)
+	recs := seedGenerated(b, seeded, 9_100)
+	app, err := srv.Client(ctx, a)
+	if err != nil {
+		b.Fatal(err)
+	}
+	edit := func(i int) string {
+		var out struct {
+			Commit struct {
+				Rev string `json:"rev"`
+			} `json:"commit"`
+		}
+		if err := app.Post(ctx, "com.atproto.repo.createRecord", map[string]any{"repo": a.DID.String(), "collection": "app.bulleted.node",
+			"record": map[string]any{"$type": "app.bulleted.node", "text": fmt.Sprintf("app edit %d", i), "sortKey": "zz", "createdAt": "2026-12-04T10:00:00.000Z"}}, &out); err != nil {
+			b.Fatal(err)
+		}
+		return out.Commit.Rev
+	}
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	for b.Loop() {
+		run := func(following bool) (uint64, int) {
+			base, g0 := heap(), runtime.NumGoroutine()
+			r := login(b, srv, a, b.TempDir(), nil)
+			r.Directory = pds.Directory(srv.PLCURL)
+			fctx, stop := context.WithCancel(ctx)
+			defer stop()
+			if following {
+				go r.Follow(fctx, func() {}, nil)
+				for !r.Live() {
+					time.Sleep(5 * time.Millisecond)
+				}
+			} else if _, err := r.Snapshot(ctx); err != nil {
+				b.Fatal(err)
+			}
+			for i := range 20 {
+				rev := edit(i)
+				if following {
+					for pds.KeptRev(r) < rev {
+						time.Sleep(2 * time.Millisecond)
+					}
+				}
+				if _, err := r.Snapshot(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			used, g := heap()-base, runtime.NumGoroutine()-g0
+			runtime.KeepAlive(r)
+			return used, g
+		}
+		off, _ := run(false)
+		on, g := run(true)
+		b.ReportMetric(float64(recs), "records")
+		b.ReportMetric(float64(off)/(1<<20), "MB-not-following")
+		b.ReportMetric(float64(on)/(1<<20), "MB-following")
+		b.ReportMetric((float64(on)-float64(off))/(1<<20), "MB-extra")
+		b.ReportMetric(float64(g), "goroutines-extra")
 	}
 }
