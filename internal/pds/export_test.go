@@ -29,14 +29,7 @@ func ForgetKeptBlocks(r *Repo) {
 func AsksGzip(r *Repo) bool { return r.gzip() }
 
 // KeptRev is the rev of r's kept repository ("" if none).
-func KeptRev(r *Repo) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.car == nil {
-		return ""
-	}
-	return r.car.rev
-}
+func KeptRev(r *Repo) string { return r.keptRev() }
 
 // DropStreamEvents makes Follow lose the commit events drop says (by
 // sequence number), as a stream with a gap would.

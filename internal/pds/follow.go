@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -110,6 +111,9 @@ func (r *Repo) Follow(ctx context.Context, changed func(), errs func(error)) {
 		host = r.c.Host
 	}
 	u, err := subscribeURL(host)
+	if r.Jetstream != "" {
+		u, err = jetstreamURL(r.Jetstream, r.did)
+	}
 	if err != nil {
 		errs(err)
 		return
@@ -118,7 +122,12 @@ func (r *Repo) Follow(ctx context.Context, changed func(), errs func(error)) {
 	backoff := time.Second
 	for ctx.Err() == nil {
 		start := time.Now()
-		err := r.followOnce(ctx, u, changed, errs)
+		var err error
+		if r.Jetstream != "" {
+			err = r.jetstreamOnce(ctx, u, changed, errs)
+		} else {
+			err = r.followOnce(ctx, u, changed, errs)
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -142,13 +151,38 @@ func (r *Repo) followOnce(ctx context.Context, u string, changed func(), errs fu
 	if cursor > 0 {
 		addr += "?cursor=" + strconv.FormatInt(cursor, 10)
 	}
+	return r.listen(ctx, addr, cursor > 0, changed, func(mt int, rd io.Reader) error {
+		if mt != websocket.BinaryMessage {
+			return fmt.Errorf("the stream sent a non-binary message")
+		}
+		var ev events.XRPCStreamEvent
+		if err := ev.Deserialize(rd); err != nil {
+			return fmt.Errorf("reading the stream: %w", err)
+		}
+		if ev.Error != nil {
+			return fmt.Errorf("the stream ended: %s: %s", ev.Error.Error, ev.Error.Message)
+		}
+		r.event(ctx, &ev, changed, errs)
+		return nil
+	})
+}
+
+// listen connects to the stream at addr, catches up (catchUp), and hands
+// each message to handle until the connection or handle fails. The
+// connection has a handshake timeout, a read limit, a ping every pingEvery
+// and a read deadline that each message and pong moves on; the stream is
+// not live once it returns.
+func (r *Repo) listen(ctx context.Context, addr string, replaying bool, changed func(), handle func(mt int, rd io.Reader) error) error {
 	d := websocket.Dialer{HandshakeTimeout: 10 * time.Second, Proxy: http.ProxyFromEnvironment}
 	con, resp, err := d.DialContext(ctx, addr, http.Header{"User-Agent": []string{"bulleted-mcp"}})
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}
 	if err != nil {
-		return fmt.Errorf("connecting to %s: %w", u, err)
+		if i := strings.IndexByte(addr, '?'); i >= 0 {
+			addr = addr[:i]
+		}
+		return fmt.Errorf("connecting to %s: %w", addr, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -177,7 +211,7 @@ func (r *Repo) followOnce(ctx context.Context, u string, changed func(), errs fu
 			}
 		}
 	}()
-	if err := r.catchUp(ctx, cursor > 0); err != nil {
+	if err := r.catchUp(ctx, replaying); err != nil {
 		return err
 	}
 	changed() // whatever happened while not connected
@@ -187,17 +221,9 @@ func (r *Repo) followOnce(ctx context.Context, u string, changed func(), errs fu
 			return err
 		}
 		alive()
-		if mt != websocket.BinaryMessage {
-			return fmt.Errorf("the stream sent a non-binary message")
+		if err := handle(mt, rd); err != nil {
+			return err
 		}
-		var ev events.XRPCStreamEvent
-		if err := ev.Deserialize(rd); err != nil {
-			return fmt.Errorf("reading the stream: %w", err)
-		}
-		if ev.Error != nil {
-			return fmt.Errorf("the stream ended: %s: %s", ev.Error.Error, ev.Error.Message)
-		}
-		r.event(ctx, &ev, changed, errs)
 	}
 }
 
@@ -423,8 +449,8 @@ func (r *Repo) loadCursor(u string, errs func(error)) int64 {
 // saveCursor writes the stream's position seq after commit (with the cache
 // file of that commit).
 func (r *Repo) saveCursor(seq int64, commit string) {
-	if r.Cursor == "" || seq <= 0 {
-		return
+	if r.Cursor == "" || seq <= 0 || r.Jetstream != "" {
+		return // (Jetstream's position is a time, kept in memory only)
 	}
 	host := r.StreamHost
 	if host == "" {

@@ -75,6 +75,9 @@ type Repo struct {
 	Cursor string
 	// StreamHost is where Follow connects ("": the client's host).
 	StreamHost string
+	// Jetstream, if set, is a Jetstream /subscribe address that Follow
+	// listens to instead of the PDS's own stream (jetstream.go).
+	Jetstream string
 
 	mu         sync.Mutex
 	car        *carRepo        // the repository as last read, kept current (car.go)
