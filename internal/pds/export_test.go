@@ -1,5 +1,11 @@
 package pds
 
+import (
+	"context"
+
+	"github.com/bluesky-social/indigo/events"
+)
+
 // KeptBlocks is how many blocks r keeps from its last CAR read.
 func KeptBlocks(r *Repo) int {
 	r.mu.Lock()
@@ -37,4 +43,9 @@ func DropStreamEvents(r *Repo, drop func(seq int64) bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stream.drop = drop
+}
+
+// InjectEvent hands ev to r as if its stream had sent it.
+func InjectEvent(ctx context.Context, r *Repo, ev *events.XRPCStreamEvent, errs func(error)) {
+	r.event(ctx, ev, func() {}, errs)
 }

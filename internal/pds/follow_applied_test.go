@@ -16,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	comatproto "github.com/bluesky-social/indigo/api/atproto"
 	"github.com/bluesky-social/indigo/atproto/atclient"
 	"github.com/bluesky-social/indigo/atproto/atcrypto"
 	"github.com/bluesky-social/indigo/atproto/identity"
 	"github.com/bluesky-social/indigo/atproto/syntax"
+	"github.com/bluesky-social/indigo/events"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
@@ -581,4 +583,38 @@ func BenchmarkFollowMemory(b *testing.B) {
 		b.ReportMetric((float64(on)-float64(off))/(1<<20), "MB-extra")
 		b.ReportMetric(float64(g), "goroutines-extra")
 	}
+}
+
+// TestFollowTooBigAndSyncAreGaps: a commit the stream says is too big for
+// it, and a #sync of this repository, are read from the PDS instead (and a
+// #sync that does not verify is said).
+func TestFollowTooBigAndSyncAreGaps(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	r := g.login()
+	pds.DropStreamEvents(r, func(seq int64) bool { return seq > 0 }) // the stream's own events are lost (the injected have none)
+	follow(t, ctx, r)
+	until(t, "live", r.Live)
+	var said []string
+	errs := func(err error) { said = append(said, err.Error()) }
+	did := g.acct.DID.String()
+	rev := g.edit(t, ctx)
+	pds.InjectEvent(ctx, r, &events.XRPCStreamEvent{RepoCommit: &comatproto.SyncSubscribeRepos_Commit{Repo: did, Rev: rev, TooBig: true}}, errs)
+	if pds.KeptRev(r) != rev || r.Stats.StreamGaps.Load() != 1 || !r.Live() {
+		t.Fatalf("after a tooBig commit: kept %s (want %s), gaps %d, live %v", pds.KeptRev(r), rev, r.Stats.StreamGaps.Load(), r.Live())
+	}
+	rev = g.edit(t, ctx)
+	pds.InjectEvent(ctx, r, &events.XRPCStreamEvent{RepoSync: &comatproto.SyncSubscribeRepos_Sync{Did: did, Rev: rev}}, errs)
+	if pds.KeptRev(r) != rev || r.Stats.StreamGaps.Load() != 2 {
+		t.Fatalf("after a #sync: kept %s (want %s), gaps %d", pds.KeptRev(r), rev, r.Stats.StreamGaps.Load())
+	}
+	if len(said) != 1 || !strings.Contains(said[0], "#sync") {
+		t.Fatalf("a #sync without a verifiable commit was not said once: %q", said)
+	}
+	s, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.sameAsFresh(t, ctx, s)
 }
