@@ -2,8 +2,10 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 
@@ -15,14 +17,23 @@ import (
 
 // On the PDS backend: a second client's createRecord (the person in the
 // app) is told on the session's next result, in both parts; the agent's
-// own insert is not.
+// own insert is not. Also while following the commit stream, when the tree
+// has taken the app's commit in before the call (as serve's follower does).
 func TestChangedByOthersPDS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the reference PDS")
 	}
 	ctx := context.Background()
 	srv := pdstest.Start(t, pdstest.Options{})
-	acct, err := srv.CreateAccount(ctx, "notice")
+	for _, following := range []bool{false, true} {
+		t.Run(fmt.Sprintf("following=%v", following), func(t *testing.T) {
+			changedByOthersPDS(t, ctx, srv, following)
+		})
+	}
+}
+
+func changedByOthersPDS(t *testing.T, ctx context.Context, srv *pdstest.Server, following bool) {
+	acct, err := srv.CreateAccount(ctx, fmt.Sprintf("notice%v", following))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +41,18 @@ func TestChangedByOthersPDS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mc, err := client.NewInProcessClient(server.New(outline.New(pds.New(c, did)), false))
+	r := pds.New(c, did)
+	r.Directory = pds.Directory(srv.PLCURL)
+	eng := outline.New(r)
+	if following {
+		fctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go r.Follow(fctx, func() { _, _ = eng.Tree(fctx) }, nil)
+		for !r.Live() {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	mc, err := client.NewInProcessClient(server.New(eng, false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,6 +77,20 @@ func TestChangedByOthersPDS(t *testing.T) {
 		t.Fatal(err)
 	}
 	rkey := out.URI[strings.LastIndex(out.URI, "/")+1:]
+	if following { // the follower took it into the tree before the call
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			tr, err := eng.Tree(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := tr.Record("app.bulleted.node", rkey); ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the followed commit did not reach the tree")
+			}
+		}
+	}
 	text, notes, obj := changedByOthers(t, mc, "read_outline", nil)
 	if !strings.HasPrefix(text, "Notice: 1 record(s) changed since your last call, not by you: 1 by another writer (the app, another device or process); in \"Book the train\" "+rkey+" (1).") ||
 		!strings.Contains(text, "  - created "+rkey+" \"Book the train\"\n") {
