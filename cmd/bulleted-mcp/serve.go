@@ -191,18 +191,32 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if r, ok := repo.(*pds.Repo); ok && *follow {
 		r.Jetstream = *jetstream
 		var said atomic.Bool
-		go r.Follow(ctx, func() {
-			// the tree follows the stream without a call (no request while
-			// the stream is live), and subscribed clients hear of it
-			_, _ = be.env.Engine.Tree(ctx)
-			subs.Seen(ctx, be.env.Engine)
-		}, func(err error) {
-			if !errors.Is(err, pds.ErrStreamDown) {
-				fmt.Fprintf(stderr, "bulleted-mcp: following: %v\n", err)
-			} else if !said.Swap(true) {
-				fmt.Fprintf(stderr, "bulleted-mcp: %v (retrying with backoff; until then reads ask the PDS and subscribed clients hear of others' edits at the next call; said once)\n", err)
+		fctx, stop := context.WithCancel(ctx)
+		followed := make(chan struct{})
+		defer func() {
+			// the follower writes the cache and the stream's position as it
+			// ends, so that the next start replays instead of reading
+			stop()
+			select {
+			case <-followed:
+			case <-time.After(5 * time.Second):
 			}
-		})
+		}()
+		go func() {
+			defer close(followed)
+			r.Follow(fctx, func() {
+				// the tree follows the stream without a call (no request while
+				// the stream is live), and subscribed clients hear of it
+				_, _ = be.env.Engine.Tree(fctx)
+				subs.Seen(fctx, be.env.Engine)
+			}, func(err error) {
+				if !errors.Is(err, pds.ErrStreamDown) {
+					fmt.Fprintf(stderr, "bulleted-mcp: following: %v\n", err)
+				} else if !said.Swap(true) {
+					fmt.Fprintf(stderr, "bulleted-mcp: %v (retrying with backoff; until then reads ask the PDS and subscribed clients hear of others' edits at the next call; said once)\n", err)
+				}
+			})
+		}()
 	}
 	if *httpAddr == "" {
 		if err := mcpserver.NewStdioServer(s).Listen(ctx, stdin, stdout); err != nil && !errors.Is(err, context.Canceled) {
