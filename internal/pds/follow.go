@@ -256,16 +256,18 @@ func (r *Repo) catchUp(ctx context.Context, replaying bool) error {
 // event takes in one event of the stream.
 func (r *Repo) event(ctx context.Context, ev *events.XRPCStreamEvent, changed func(), errs func(error)) {
 	did := r.did.String()
+	var drop func(int64) bool
 	seen := func(seq int64) {
 		r.mu.Lock()
 		r.stream.seq = max(r.stream.seq, seq)
+		drop = r.stream.drop
 		r.mu.Unlock()
 	}
 	switch {
 	case ev.RepoCommit != nil:
 		e := ev.RepoCommit
 		seen(e.Seq)
-		if e.Repo != did || r.stream.drop != nil && r.stream.drop(e.Seq) {
+		if e.Repo != did || drop != nil && drop(e.Seq) {
 			return
 		}
 		if err := r.takeIn(ctx, e); err != nil {
