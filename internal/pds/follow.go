@@ -479,18 +479,33 @@ func (r *Repo) finalSave() {
 
 // subscribeURL is the PDS's commit stream as a websocket URL.
 func subscribeURL(host string) (string, error) {
-	u, err := url.Parse(host)
+	u, err := websocketURL("PDS", host, false)
 	if err != nil {
-		return "", fmt.Errorf("following: the PDS address %q: %w", host, err)
+		return "", err
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/xrpc/com.atproto.sync.subscribeRepos"
+	return u.String(), nil
+}
+
+// websocketURL parses addr (what: whose address, for the error) as
+// http(s), or also ws(s) if ws, and gives it the websocket scheme.
+func websocketURL(what, addr string, ws bool) (*url.URL, error) {
+	u, err := url.Parse(addr)
+	if err != nil {
+		return nil, fmt.Errorf("following: the %s address %q: %w", what, addr, err)
 	}
 	switch u.Scheme {
 	case "https":
 		u.Scheme = "wss"
 	case "http":
 		u.Scheme = "ws"
+	case "ws", "wss":
+		if ws {
+			break
+		}
+		fallthrough
 	default:
-		return "", fmt.Errorf("following: the PDS address %q is not http(s)", host)
+		return nil, fmt.Errorf("following: the %s address %q is not http(s)%s", what, addr, map[bool]string{true: " or ws(s)"}[ws])
 	}
-	u.Path = strings.TrimSuffix(u.Path, "/") + "/xrpc/com.atproto.sync.subscribeRepos"
-	return u.String(), nil
+	return u, nil
 }

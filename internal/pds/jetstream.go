@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -35,18 +34,9 @@ const jetstreamRewind = 5 * time.Second
 // jetstreamURL is addr (a Jetstream /subscribe address, ws(s) or http(s))
 // filtered to did and the app.bulleted collections.
 func jetstreamURL(addr string, did syntax.DID) (string, error) {
-	u, err := url.Parse(addr)
+	u, err := websocketURL("Jetstream", addr, true)
 	if err != nil {
-		return "", fmt.Errorf("following: the Jetstream address %q: %w", addr, err)
-	}
-	switch u.Scheme {
-	case "https":
-		u.Scheme = "wss"
-	case "http":
-		u.Scheme = "ws"
-	case "ws", "wss":
-	default:
-		return "", fmt.Errorf("following: the Jetstream address %q is not ws(s) or http(s)", addr)
+		return "", err
 	}
 	if u.Path == "" || u.Path == "/" {
 		u.Path = "/subscribe"
