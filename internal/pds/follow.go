@@ -56,6 +56,10 @@ const (
 	freshFor  = 3 * pingEvery
 )
 
+// replayWait is how long a replay from the kept cursor may take to reach
+// the commit the PDS was at when it began before that is read instead.
+const replayWait = 10 * time.Second
+
 // ErrStreamDown wraps the end of a stream connection (Follow reconnects).
 var ErrStreamDown = errors.New("the commit stream is down")
 
@@ -243,6 +247,17 @@ func (r *Repo) catchUp(ctx context.Context, replaying bool) error {
 			r.stream.target = rev
 		}
 		r.mu.Unlock()
+		// a replay that does not get there (the PDS kept less than it
+		// said, or sent nothing) is read instead
+		time.AfterFunc(replayWait, func() {
+			r.mu.Lock()
+			stuck := r.stream.target != ""
+			r.mu.Unlock()
+			if stuck && ctx.Err() == nil {
+				r.Stats.StreamGaps.Add(1)
+				r.resync(ctx, func(error) {})
+			}
+		})
 		return nil
 	}
 	r.setLive(false)
