@@ -155,7 +155,7 @@ func (r *Repo) followOnce(ctx context.Context, u string, changed func(), errs fu
 	if cursor > 0 {
 		addr += "?cursor=" + strconv.FormatInt(cursor, 10)
 	}
-	return r.listen(ctx, addr, cursor > 0, changed, func(mt int, rd io.Reader) error {
+	return r.listen(ctx, addr, cursor > 0, changed, errs, func(mt int, rd io.Reader) error {
 		if mt != websocket.BinaryMessage {
 			return fmt.Errorf("the stream sent a non-binary message")
 		}
@@ -176,7 +176,7 @@ func (r *Repo) followOnce(ctx context.Context, u string, changed func(), errs fu
 // connection has a handshake timeout, a read limit, a ping every pingEvery
 // and a read deadline that each message and pong moves on; the stream is
 // not live once it returns.
-func (r *Repo) listen(ctx context.Context, addr string, replaying bool, changed func(), handle func(mt int, rd io.Reader) error) error {
+func (r *Repo) listen(ctx context.Context, addr string, replaying bool, changed func(), errs func(error), handle func(mt int, rd io.Reader) error) error {
 	d := websocket.Dialer{HandshakeTimeout: 10 * time.Second, Proxy: http.ProxyFromEnvironment}
 	con, resp, err := d.DialContext(ctx, addr, http.Header{"User-Agent": []string{"bulleted-mcp"}})
 	if resp != nil && resp.Body != nil {
@@ -215,7 +215,7 @@ func (r *Repo) listen(ctx context.Context, addr string, replaying bool, changed 
 			}
 		}
 	}()
-	if err := r.catchUp(ctx, replaying); err != nil {
+	if err := r.catchUp(ctx, replaying, errs); err != nil {
 		return err
 	}
 	changed() // whatever happened while not connected
@@ -234,7 +234,7 @@ func (r *Repo) listen(ctx context.Context, addr string, replaying bool, changed 
 // catchUp makes the kept repository current at the start of a connection:
 // by a read, or (replaying from a cursor) by the replay, which makes the
 // stream live once it reaches the commit the PDS is at now.
-func (r *Repo) catchUp(ctx context.Context, replaying bool) error {
+func (r *Repo) catchUp(ctx context.Context, replaying bool, errs func(error)) error {
 	if replaying {
 		head, rev, err := r.Head(ctx)
 		if err != nil {
@@ -255,7 +255,8 @@ func (r *Repo) catchUp(ctx context.Context, replaying bool) error {
 			r.mu.Unlock()
 			if stuck && ctx.Err() == nil {
 				r.Stats.StreamGaps.Add(1)
-				r.resync(ctx, func(error) {})
+				errs(fmt.Errorf("the replay from the kept position did not reach the PDS's commit within %s: read instead", replayWait))
+				r.resync(ctx, errs)
 			}
 		})
 		return nil

@@ -74,7 +74,7 @@ func (r *Repo) jetstreamOnce(ctx context.Context, u string, changed func(), errs
 		addr += "&cursor=" + strconv.FormatInt(cursor-jetstreamRewind.Microseconds(), 10)
 	}
 	did := r.did.String()
-	return r.listen(ctx, addr, false, changed, func(mt int, rd io.Reader) error {
+	return r.listen(ctx, addr, false, changed, errs, func(mt int, rd io.Reader) error {
 		if mt != websocket.TextMessage && mt != websocket.BinaryMessage {
 			return fmt.Errorf("Jetstream sent an unexpected message")
 		}
