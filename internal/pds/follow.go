@@ -73,6 +73,8 @@ type streamState struct {
 	seq    int64        // the last event's sequence number
 	carSeq int64        // the last event taken into the kept repository (or passed by a read)
 	target string       // while replaying: the rev that makes the stream live
+	// cursorTried: the kept position was used (by the first connection)
+	cursorTried bool
 	// drop, tests: events (by sequence number) to lose
 	drop func(seq int64) bool
 }
@@ -438,10 +440,11 @@ func (r *Repo) loadCursor(u string, errs func(error)) int64 {
 	if r.car != nil {
 		commit = r.car.commit.String()
 	}
-	seen := r.stream.seq
+	tried := r.stream.cursorTried
+	r.stream.cursorTried = true
 	r.mu.Unlock()
-	if seen > 0 {
-		return 0 // a reconnection: the kept repository is current to a read anyway
+	if tried {
+		return 0 // a reconnection catches up by a read (the kept position may be what failed)
 	}
 	if errors.Is(err, os.ErrNotExist) {
 		if _, cerr := os.Stat(r.Cache); cerr == nil && commit != "" {

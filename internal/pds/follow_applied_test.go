@@ -2,11 +2,13 @@ package pds_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -613,6 +615,52 @@ func TestFollowTooBigAndSyncAreGaps(t *testing.T) {
 		t.Fatalf("a #sync without a verifiable commit was not said once: %q", said)
 	}
 	s, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.sameAsFresh(t, ctx, s)
+}
+
+// TestFollowUnusablePosition: a kept position the PDS cannot replay from
+// (here: one far past its stream) does not keep the follower from going
+// live: it is said, and read instead.
+func TestFollowUnusablePosition(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	dir := t.TempDir()
+	r1 := g.login()
+	r1.Cache, r1.Cursor = filepath.Join(dir, "repo.car"), filepath.Join(dir, "stream.json")
+	ctx1, stop := context.WithCancel(ctx)
+	_, done := follow(t, ctx1, r1)
+	until(t, "live", r1.Live)
+	rev := g.edit(t, ctx)
+	until(t, "taken in", func() bool { return pds.KeptRev(r1) >= rev })
+	stop()
+	<-done
+	raw, err := os.ReadFile(r1.Cursor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pos map[string]any
+	if err := json.Unmarshal(raw, &pos); err != nil {
+		t.Fatal(err)
+	}
+	pos["seq"] = 1_000_000_000
+	raw, _ = json.Marshal(pos)
+	if err := os.WriteFile(r1.Cursor, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rev = g.edit(t, ctx) // while down
+	r2 := g.login()
+	r2.Cache, r2.Cursor = r1.Cache, r1.Cursor
+	errs, _ := follow(t, ctx, r2)
+	until(t, "live after an unusable position", func() bool { return r2.Live() && pds.KeptRev(r2) >= rev })
+	if len(errs()) == 0 {
+		t.Fatal("an unusable position was not said")
+	}
+	t.Logf("said: %q", errs())
+	s, err := r2.Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
