@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -286,8 +288,10 @@ func BenchmarkHostedSim(b *testing.B) {
 		u.sizing.repoSize = r.size
 		return u, nil
 	}
-	old := debug.SetMemoryLimit(budget)
+	old := debug.SetMemoryLimit(-1)
 	defer debug.SetMemoryLimit(old)
+	_, say := GoMemoryLimit(budget, os.Getenv) // as serve does
+	b.Log(say)
 	runtime.GC()
 	debug.FreeOSMemory()
 
@@ -306,8 +310,12 @@ func BenchmarkHostedSim(b *testing.B) {
 	for b.Loop() {
 		lat := make([]time.Duration, calls)
 		reopened := make([]bool, calls)
-		var peakUsers, peakHeap int64
+		var peakUsers int64
 		var mu sync.Mutex
+		// the process's memory, sampled while the calls run (the setup's
+		// generated outlines are not counted: the peak is reset first)
+		os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+		sampled := sampleMemory(20 * time.Millisecond)
 		var wg sync.WaitGroup
 		next := make(chan int)
 		for range 4 {
@@ -344,15 +352,10 @@ func BenchmarkHostedSim(b *testing.B) {
 					if err != nil || res.IsError {
 						b.Errorf("%s: %v %v", t.Name, err, res)
 					}
-					var ms runtime.MemStats
-					if i%10 == 0 {
-						runtime.ReadMemStats(&ms)
-					}
 					st := in.Memory()
 					mu.Lock()
 					reopened[i] = st.Opens > opens
 					peakUsers = max(peakUsers, st.Bytes)
-					peakHeap = max(peakHeap, int64(ms.HeapAlloc))
 					mu.Unlock()
 				}
 			})
@@ -362,7 +365,19 @@ func BenchmarkHostedSim(b *testing.B) {
 		}
 		close(next)
 		wg.Wait()
+		mem := sampled()
 		st := in.Memory()
+		// what is live with the users still open, against their measure
+		runtime.GC()
+		var end runtime.MemStats
+		runtime.ReadMemStats(&end)
+		b.Logf("at the end, after a collection: live heap %s, the open users measured %s (%d users)", FormatBytes(int64(end.HeapAlloc)), FormatBytes(st.Bytes), st.Users)
+		if f := os.Getenv("BULLETED_SIM_HEAP"); f != "" { // a heap profile of that moment
+			if w, err := os.Create(f); err == nil {
+				pprof.WriteHeapProfile(w)
+				w.Close()
+			}
+		}
 		all := slices.Clone(lat)
 		slices.Sort(all)
 		var warm []time.Duration
@@ -378,7 +393,8 @@ func BenchmarkHostedSim(b *testing.B) {
 			}
 			return s[min(len(s)-1, int(p*float64(len(s))))]
 		}
-		rss, hwm := procStatus("VmRSS"), procStatus("VmHWM")
+		rss, hwm := procStatus("VmRSS"), max(procStatus("VmHWM"), mem.rss)
+		peakHeap := mem.heap
 		b.ReportMetric(float64(pct(all, 0.5).Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(pct(all, 0.99).Microseconds())/1000, "p99-ms")
 		b.ReportMetric(float64(pct(warm, 0.5).Microseconds())/1000, "warm-p50-ms")
@@ -390,10 +406,15 @@ func BenchmarkHostedSim(b *testing.B) {
 		b.ReportMetric(float64(peakHeap)/1e6, "peak-heap-MB")
 		b.ReportMetric(float64(rss)/1e6, "rss-MB")
 		b.ReportMetric(float64(hwm)/1e6, "rss-peak-MB")
-		b.Logf("%d calls by %d users (%d distinct): p50 %v p99 %v (warm: p50 %v p99 %v, %d calls); opens %d (%d first, the rest reopens), evicted %d by size; users' bytes peak %s of a users' budget %s; Go heap peak %s; RSS %s, peak %s, budget %s; oversize notices %d",
+		b.ReportMetric(float64(mem.goMem)/1e6, "peak-go-MB")
+		b.ReportMetric(float64(mem.nonGo)/1e6, "non-go-MB")
+		b.Logf("%d calls by %d users (%d distinct): p50 %v p99 %v (warm: p50 %v p99 %v, %d calls); opens %d (%d first, the rest reopens), evicted %d by size; users' bytes peak %s of a users' budget %s; Go heap peak %s, the Go runtime's memory peak %s (limit %s); RSS %s, peak %s, budget %s (outside the Go runtime: up to %s); oversize notices %d",
 			calls, users, countDistinct(jobs, func(j job) string { return j.did }), pct(all, 0.5), pct(all, 0.99), pct(warm, 0.5), pct(warm, 0.99), len(warm),
 			st.Opens, countDistinct(jobs, func(j job) string { return j.did }), st.EvictedSize, FormatBytes(peakUsers), FormatBytes(st.Budget),
-			FormatBytes(peakHeap), FormatBytes(rss), FormatBytes(hwm), FormatBytes(budget), len(logs))
+			FormatBytes(peakHeap), FormatBytes(mem.goMem), FormatBytes(debug.SetMemoryLimit(-1)), FormatBytes(rss), FormatBytes(hwm), FormatBytes(budget), FormatBytes(mem.nonGo), len(logs))
+		if hwm > budget {
+			b.Errorf("RSS peaked at %s, over the budget %s", FormatBytes(hwm), FormatBytes(budget))
+		}
 		if peakUsers > st.Budget && st.Oversize == 0 {
 			b.Errorf("the users' measured bytes peaked at %s, over their budget %s", FormatBytes(peakUsers), FormatBytes(st.Budget))
 		}
@@ -416,6 +437,43 @@ func countDistinct[T any](s []T, key func(T) string) int {
 		seen[key(x)] = true
 	}
 	return len(seen)
+}
+
+// memPeaks are the process's memory peaks while sampled.
+type memPeaks struct {
+	rss   int64 // resident set
+	heap  int64 // Go heap objects, live and not yet collected
+	goMem int64 // the Go runtime's memory, less what it returned to the OS (what its soft limit bounds)
+	nonGo int64 // the resident set outside the Go runtime's memory (RSS − goMem), at its largest
+}
+
+// sampleMemory samples the process's memory every period until the returned
+// function is called, which returns the peaks.
+func sampleMemory(every time.Duration) func() memPeaks {
+	var p memPeaks
+	stop, done := make(chan struct{}), make(chan struct{})
+	ms := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
+	take := func() {
+		metrics.Read(ms)
+		goMem := int64(ms[0].Value.Uint64() - ms[1].Value.Uint64())
+		rss := procStatus("VmRSS")
+		p.rss, p.heap, p.goMem = max(p.rss, rss), max(p.heap, int64(ms[2].Value.Uint64())), max(p.goMem, goMem)
+		p.nonGo = max(p.nonGo, rss-goMem)
+	}
+	go func() {
+		defer close(done)
+		tk := time.NewTicker(every)
+		defer tk.Stop()
+		for {
+			take()
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+			}
+		}
+	}()
+	return func() memPeaks { close(stop); <-done; take(); return p }
 }
 
 // procStatus reads a "kB" figure of /proc/self/status, in bytes (0: none).
