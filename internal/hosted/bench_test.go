@@ -27,11 +27,16 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
 
-// BenchmarkReopen10k: a user of 10,000 bullets (about 11,000 records, on
-// the reference PDS) dropped from the instance, then opened again by their
-// next call: the read cache loaded from disk, getRepo?since brings the one
-// bullet written meanwhile (by another client), the tree built. One op is
-// one reopen and read.
+// BenchmarkReopen10k: a call on an instance that does not hold the user's
+// engine, for a user of 10,000 bullets (about 11,000 records, on the
+// reference PDS) with one bullet written meanwhile by another client. One
+// op is the user's open and first read (Server.acquire, Engine.Tree), as a
+// call makes them:
+//   - from=cache: the user was dropped (evicted), or another instance
+//     shares this one's --store: the read cache on disk is loaded and
+//     getRepo?since brings the one new bullet;
+//   - from=pds: nothing on this instance's disk (an instance that never
+//     served the user): the whole repository is read from the PDS.
 func BenchmarkReopen10k(b *testing.B) {
 	p := testPDS(b)
 	e := newEnv(b)
@@ -54,6 +59,7 @@ func BenchmarkReopen10k(b *testing.B) {
 		rest = rest[k:]
 	}
 	did := acct.DID.String()
+	cache := filepath.Join(in.cfg.DataDir, "users", strings.ReplaceAll(did, ":", "_"), "repo.car")
 	uctx := context.WithValue(ctx, identityKey{}, principal{DID: did})
 	read := func() int {
 		env, done, err := in.envFor(uctx)
@@ -76,23 +82,37 @@ func BenchmarkReopen10k(b *testing.B) {
 		}
 		in.Server.mu.Unlock()
 	}
-	b.ResetTimer()
-	for i := 0; b.Loop(); i++ {
-		b.StopTimer()
-		drop()
-		if _, err := writer.Apply(ctx, "", outlinegen.Writes([]store.Record{{Collection: "app.bulleted.node", RKey: syntax.NewTIDNow(0).String(),
-			Value: map[string]any{"$type": "app.bulleted.node", "text": fmt.Sprintf("meanwhile %d", i), "sortKey": "zz", "createdAt": "2026-01-01T00:00:00.000Z"}}}, did)); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		if got := read(); got != n+i+1 {
-			b.Fatalf("reopened: %d records, want %d", got, n+i+1)
-		}
-	}
-	st := in.Memory()
-	b.ReportMetric(float64(st.Reopens), "reopens")
-	if st.Reopens == 0 {
-		b.Fatal("no reopen from the read cache")
+	written := 0
+	for _, from := range []string{"cache", "pds"} {
+		b.Run("from="+from, func(b *testing.B) {
+			before := in.Memory()
+			for b.Loop() {
+				b.StopTimer()
+				drop()
+				if from == "pds" {
+					if err := os.Remove(cache); err != nil {
+						b.Fatal(err)
+					}
+				}
+				written++
+				if _, err := writer.Apply(ctx, "", outlinegen.Writes([]store.Record{{Collection: "app.bulleted.node", RKey: syntax.NewTIDNow(0).String(),
+					Value: map[string]any{"$type": "app.bulleted.node", "text": fmt.Sprintf("meanwhile %d", written), "sortKey": "zz", "createdAt": "2026-01-01T00:00:00.000Z"}}}, did)); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if got := read(); got != n+written {
+					b.Fatalf("reopened: %d records, want %d", got, n+written)
+				}
+			}
+			st := in.Memory()
+			b.ReportMetric(float64(st.Reopens-before.Reopens), "reopens")
+			if from == "cache" && st.Reopens == before.Reopens {
+				b.Fatal("no reopen from the read cache")
+			}
+			if from == "pds" && st.Reopens != before.Reopens {
+				b.Fatal("a reopen from a read cache that was removed")
+			}
+		})
 	}
 }
 
