@@ -29,28 +29,40 @@ func benchSizes(b *testing.B, fn func(b *testing.B, n int)) {
 	}
 }
 
-// generate is outlinegen.Generate(n, 1), with its record count reported.
-func generate(b *testing.B, n int) []store.Record {
+// extras are metrics a benchmark reports after its loop (the first call
+// of b.Loop clears those reported before it): defer x.report(b).
+type extras map[string]float64
+
+func (x extras) report(b *testing.B) {
+	for k, v := range x {
+		b.ReportMetric(v, k)
+	}
+}
+
+// generate is outlinegen.Generate(n, 1), its record count kept in x.
+func generate(x extras, n int) []store.Record {
 	recs := outlinegen.Generate(n, 1)
-	b.ReportMetric(float64(len(recs)), "records")
+	x["records"] = float64(len(recs))
 	return recs
 }
 
-// first times fn, the first call, and reports it as first-ms.
-func first(b *testing.B, fn func()) {
+// first times fn, the first call, kept in x as first-ms.
+func first(x extras, fn func()) {
 	start := time.Now()
 	fn()
-	b.ReportMetric(float64(time.Since(start).Microseconds())/1000, "first-ms")
+	x["first-ms"] = float64(time.Since(start).Microseconds()) / 1000
 }
 
 // BenchmarkSearch: a text query on a warm index (first page of 20 hits;
 // "budget" is in about one bullet in seven).
 func BenchmarkSearch(b *testing.B) {
 	benchSizes(b, func(b *testing.B, n int) {
-		tr := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c", Records: generate(b, n)})
+		xm := extras{}
+		defer xm.report(b)
+		tr := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c", Records: generate(xm, n)})
 		x := search.New()
 		q := search.Query{Text: "budget", State: "open", Limit: 20}
-		first(b, func() { // the index built, then searched
+		first(xm, func() { // the index built, then searched
 			x.Update(tr)
 			if _, err := x.Search(tr, q); err != nil {
 				b.Fatal(err)
@@ -68,10 +80,12 @@ func BenchmarkSearch(b *testing.B) {
 // BenchmarkSearchRare: a query matching almost nothing (a full scan).
 func BenchmarkSearchRare(b *testing.B) {
 	benchSizes(b, func(b *testing.B, n int) {
-		tr := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c", Records: generate(b, n)})
+		xm := extras{}
+		defer xm.report(b)
+		tr := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c", Records: generate(xm, n)})
 		x := search.New()
 		q := search.Query{Text: "no such words here", Limit: 20}
-		first(b, func() {
+		first(xm, func() {
 			x.Update(tr)
 			if _, err := x.Search(tr, q); err != nil {
 				b.Fatal(err)
@@ -90,7 +104,9 @@ func BenchmarkSearchRare(b *testing.B) {
 // and a page deep inside a 2,000-child level by cursor.
 func BenchmarkReadPage(b *testing.B) {
 	benchSizes(b, func(b *testing.B, n int) {
-		tr := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c", Records: generate(b, n)})
+		xm := extras{}
+		defer xm.report(b)
+		tr := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c", Records: generate(xm, n)})
 		page := func() {
 			v, err := view.Read(tr, nil, view.Options{Depth: 3, Limit: 500})
 			if err != nil {
@@ -99,7 +115,7 @@ func BenchmarkReadPage(b *testing.B) {
 			v.Enrich(tr, nil)
 			_ = v.Text(false)
 		}
-		first(b, page)
+		first(xm, page)
 		b.ResetTimer()
 		for b.Loop() {
 			page()
@@ -111,7 +127,9 @@ func BenchmarkReadPage(b *testing.B) {
 // engine.
 func BenchmarkPlanInsert(b *testing.B) {
 	benchSizes(b, func(b *testing.B, n int) {
-		e := outline.New(outlinegen.NewMemory(generate(b, n)))
+		xm := extras{}
+		defer xm.report(b)
+		e := outline.New(outlinegen.NewMemory(generate(xm, n)))
 		ctx := context.Background()
 		tr, _ := e.Tree(ctx)
 		parent := tr.Roots[3].Key()
@@ -122,7 +140,7 @@ func BenchmarkPlanInsert(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		first(b, plan) // after the tree's read: what the first write plans besides
+		first(xm, plan) // after the tree's read: what the first write plans besides
 		b.ResetTimer()
 		for b.Loop() {
 			plan()
@@ -134,14 +152,16 @@ func BenchmarkPlanInsert(b *testing.B) {
 // bullet (the tree brought forward as the engine does, Tree.Next).
 func BenchmarkIndexUpdate(b *testing.B) {
 	benchSizes(b, func(b *testing.B, n int) {
-		recs := generate(b, n)
+		xm := extras{}
+		defer xm.report(b)
+		recs := generate(xm, n)
 		t1 := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c1", Records: recs})
 		r := t1.Roots[3].Children[0].Rec
 		v := outline.Copy(r.Value)
 		v["text"] = "changed budget review"
 		t2 := t1.Next("c2", "c2", []store.Record{{Collection: r.Collection, RKey: r.RKey, CID: "changed", Value: v}})
 		x := search.New()
-		first(b, func() { x.Update(t1) }) // the index built
+		first(xm, func() { x.Update(t1) }) // the index built
 		b.ResetTimer()
 		i := 0
 		for b.Loop() {
@@ -159,7 +179,9 @@ func BenchmarkIndexUpdate(b *testing.B) {
 // one bullet (what every write paid before incremental trees).
 func BenchmarkRebuildOneChanged(b *testing.B) {
 	benchSizes(b, func(b *testing.B, n int) {
-		recs := generate(b, n)
+		xm := extras{}
+		defer xm.report(b)
+		recs := generate(xm, n)
 		tr := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c", Records: recs})
 		b.ResetTimer()
 		for b.Loop() {
@@ -183,9 +205,11 @@ func BenchmarkDryRunDeleteSubtree(b *testing.B) {
 }
 
 func dryRunDeleteSubtree(b *testing.B, n int) {
+	xm := extras{}
+	defer xm.report(b)
 	{
 		ctx := context.Background()
-		e := outline.New(outlinegen.NewMemory(generate(b, n)))
+		e := outline.New(outlinegen.NewMemory(generate(xm, n)))
 		out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
 			return p.Insert(outline.Position{}, []outline.NewNode{{Text: "root"}})
 		})
@@ -208,7 +232,7 @@ func dryRunDeleteSubtree(b *testing.B, n int) {
 				b.Fatal(err)
 			}
 		}
-		first(b, dry)
+		first(xm, dry)
 		b.ResetTimer()
 		for b.Loop() {
 			dry()
