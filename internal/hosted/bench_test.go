@@ -428,10 +428,10 @@ func BenchmarkHostedSim(b *testing.B) {
 		b.ReportMetric(float64(hwm)/1e6, "rss-peak-MB")
 		b.ReportMetric(float64(mem.goMem)/1e6, "peak-go-MB")
 		b.ReportMetric(float64(mem.nonGo)/1e6, "non-go-MB")
-		b.Logf("%d calls by %d users (%d distinct): p50 %v p99 %v (warm: p50 %v p99 %v, %d calls); opens %d (%d first, the rest reopens), evicted %d by size; users' bytes peak %s of a users' budget %s; Go heap peak %s, the Go runtime's memory peak %s (limit %s); RSS %s, peak %s, budget %s (outside the Go runtime: up to %s); oversize notices %d",
+		b.Logf("%d calls by %d users (%d distinct): p50 %v p99 %v (warm: p50 %v p99 %v, %d calls); opens %d (%d first, the rest reopens), evicted %d by size; users' bytes peak %s of a users' budget %s; Go heap peak %s, the Go runtime's memory peak %s (limit %s); RSS %s, peak %s, budget %s (outside the Go runtime: up to %s); oversize notices %d; reads that waited %v for the one before and went on beside it: %d",
 			calls, users, countDistinct(jobs, func(j job) string { return j.did }), pct(all, 0.5), pct(all, 0.99), pct(warm, 0.5), pct(warm, 0.99), len(warm),
 			st.Opens, countDistinct(jobs, func(j job) string { return j.did }), st.EvictedSize, FormatBytes(peakUsers), FormatBytes(st.Budget),
-			FormatBytes(peakHeap), FormatBytes(mem.goMem), FormatBytes(debug.SetMemoryLimit(-1)), FormatBytes(rss), FormatBytes(hwm), FormatBytes(budget), FormatBytes(mem.nonGo), len(logs))
+			FormatBytes(peakHeap), FormatBytes(mem.goMem), FormatBytes(debug.SetMemoryLimit(-1)), FormatBytes(rss), FormatBytes(hwm), FormatBytes(budget), FormatBytes(mem.nonGo), len(logs), loadWait, st.LoadsBeside)
 		if hwm > budget {
 			b.Errorf("RSS peaked at %s, over the budget %s", FormatBytes(hwm), FormatBytes(budget))
 		}

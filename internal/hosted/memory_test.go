@@ -390,7 +390,7 @@ func TestGoMemoryLimit(t *testing.T) {
 	if want := int64(2<<30 - nonGoReserve); limit != want || debug.SetMemoryLimit(-1) != want {
 		t.Errorf("2 GiB budget: limit %d (in force %d), want %d", limit, debug.SetMemoryLimit(-1), want)
 	}
-	if !strings.Contains(say, "Go soft memory limit 1.97 GiB") || !strings.Contains(say, "budget 2.00 GiB") {
+	if !strings.Contains(say, "Go soft memory limit 1.95 GiB") || !strings.Contains(say, "budget 2.00 GiB") {
 		t.Errorf("2 GiB budget says %q", say)
 	}
 	// a small budget keeps three quarters
