@@ -125,8 +125,9 @@ type Server struct {
 // budget, Config.Memory).
 const maxUsers = 2000
 
-// loadWait is how long a user's read waits for the one before it.
-const loadWait = 5 * time.Second
+// loadWait is how long a user's read waits for the one before it (a
+// variable for tests).
+var loadWait = 5 * time.Second
 
 // New returns a hosted server instance (the database already migrated:
 // OpenDB does that).

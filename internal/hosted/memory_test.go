@@ -492,3 +492,71 @@ func TestDropForgetsSnapshots(t *testing.T) {
 		t.Errorf("%d snapshots kept after the user was dropped", n)
 	}
 }
+
+// TestOneReadAtATime: a second user's read waits for the first one's, and
+// goes on beside it once loadWait has passed (a slow PDS does not stall
+// every first call); it is counted.
+func TestOneReadAtATime(t *testing.T) {
+	m := newMemInstance(t, 0, map[string]int{didA: 100, didB: 100, didC: 100})
+	open := m.Server.open
+	stuck, release := make(chan struct{}), make(chan struct{})
+	var readsMu sync.Mutex
+	var reads []string
+	m.Server.open = func(ctx context.Context, did string) (*user, error) {
+		readsMu.Lock()
+		reads = append(reads, did)
+		readsMu.Unlock()
+		if did == didA {
+			close(stuck)
+			<-release
+		}
+		return open(ctx, did)
+	}
+	old := loadWait
+	loadWait = time.Hour
+	aDone := make(chan struct{})
+	go func() { defer close(aDone); m.callOnce(t, didA) }()
+	<-stuck
+	bDone := make(chan struct{})
+	go func() { defer close(bDone); m.callOnce(t, didB) }()
+	select {
+	case <-bDone:
+		t.Fatal("B was read while A's read was under way")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	<-aDone
+	<-bDone
+	readsMu.Lock()
+	if got := strings.Join(reads, " "); got != didA+" "+didB {
+		t.Errorf("reads in the order %s; want A then B", got)
+	}
+	readsMu.Unlock()
+	if st := m.Memory(); st.LoadsBeside != 0 {
+		t.Errorf("%d reads went on beside another; want 0", st.LoadsBeside)
+	}
+
+	// a read stuck longer than loadWait: the next one goes on beside it
+	stuck, release = make(chan struct{}), make(chan struct{})
+	m.Server.open = func(ctx context.Context, did string) (*user, error) {
+		if did == didC {
+			close(stuck)
+			<-release
+		}
+		return open(ctx, did)
+	}
+	loadWait = 10 * time.Millisecond
+	t.Cleanup(func() { loadWait = old })
+	m.Server.mu.Lock()
+	m.drop(m.users[didA])
+	m.Server.mu.Unlock()
+	cDone := make(chan struct{})
+	go func() { defer close(cDone); m.callOnce(t, didC) }()
+	<-stuck
+	m.callOnce(t, didA) // returns while C's read is stuck
+	if st := m.Memory(); st.LoadsBeside != 1 {
+		t.Errorf("%d reads went on beside another; want 1", st.LoadsBeside)
+	}
+	close(release)
+	<-cDone
+}
