@@ -29,6 +29,12 @@ import (
 // brought current by getRepo?since; their operations journal is in
 // Postgres, so nothing is lost. The most recently used user is kept even
 // when alone bigger than the whole budget (said once on the log).
+//
+// The process as a whole is held to the budget: the Go runtime's soft
+// limit is set from it (GoMemoryLimit), the users get half of it, users
+// are read one at a time (Server.get), measured before their call goes
+// on, with room made first for a size measured before, and a dropped
+// user's paging snapshots go with them.
 
 // Shares of the budget: the users' engines get UsersShare of it (less the
 // snapshots' bound); the rest is headroom for calls in flight (a CAR being
