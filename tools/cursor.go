@@ -156,6 +156,31 @@ func (s *Snapshots) get(did, rev string, cur *outline.Tree) (*outline.Tree, int)
 	return nil, 0
 }
 
+// Len is how many trees are kept.
+func (s *Snapshots) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.kept)
+}
+
+// Drop forgets the kept trees of repository did. The hosted instance calls
+// it when it closes a user's engine: their trees would each hold a whole
+// outline then, while MaxBytes counts only what they do not share with
+// the current tree. A cursor of a dropped tree says that its revision is
+// no longer kept.
+func (s *Snapshots) Drop(did string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.kept[:0]
+	for _, k := range s.kept {
+		if k.t.DID.String() != did {
+			out = append(out, k)
+		}
+	}
+	clear(s.kept[len(out):])
+	s.kept = out
+}
+
 // trim drops trees unused for MaxAge, then the least recently used beyond
 // MaxTrees or MaxBytes. The sizes of cur's repository's trees are measured
 // against cur.

@@ -63,3 +63,19 @@ func TestSnapshotBytes(t *testing.T) {
 		t.Fatal("a full copy was kept past the byte bound")
 	}
 }
+
+// Drop forgets a repository's kept trees, and only its.
+func TestSnapshotsDrop(t *testing.T) {
+	a := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c0", Rev: "r0", Records: outlinegen.Generate(100, 1)})
+	other := outline.Build(&store.Snapshot{DID: "did:plc:other", Commit: "c0", Rev: "r0"})
+	s := &Snapshots{}
+	s.keep(a, a)
+	s.keep(other, other)
+	s.Drop(outlinegen.DID)
+	if got, _ := s.get(outlinegen.DID, "r0", a); got != nil {
+		t.Error("a dropped repository's tree is still kept")
+	}
+	if got, _ := s.get("did:plc:other", "r0", other); got != other {
+		t.Error("another repository's tree was dropped")
+	}
+}

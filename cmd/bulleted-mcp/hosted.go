@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -104,15 +103,10 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 	fmt.Fprintf(stderr, "bulleted-mcp: hosted on %s (listening on %s), resource %s\n", f.publicURL, ln.Addr(), s.Resource())
 	fmt.Fprintf(stderr, "bulleted-mcp: rate limits per client address: %s (%s)\n", f.limits, clientAddrSource(f.proxies))
 	fmt.Fprintf(stderr, "bulleted-mcp: memory budget %s (from %s): %s\n", budgetText(memory), from, s.MemoryBudget())
-	if memory > 0 {
-		// the Go heap is held to the budget too (unless GOMEMLIMIT says
-		// otherwise): the collector works harder as it nears it
-		if os.Getenv("GOMEMLIMIT") == "" {
-			debug.SetMemoryLimit(memory)
-		} else {
-			fmt.Fprintf(stderr, "bulleted-mcp: GOMEMLIMIT=%s set: the Go heap's soft limit is that, not the budget\n", os.Getenv("GOMEMLIMIT"))
-		}
-	}
+	// the process as a whole is held to the budget: the Go runtime's soft
+	// limit from it, unless the operator's GOMEMLIMIT says otherwise
+	_, say := hosted.GoMemoryLimit(memory, os.Getenv)
+	fmt.Fprintf(stderr, "bulleted-mcp: %s\n", say)
 	go s.RunJanitor(ctx, 0)
 	// expired authorization requests, codes and tokens: pruned by every
 	// instance (in batches the others skip)

@@ -113,6 +113,8 @@ type Server struct {
 	mu    sync.Mutex
 	users map[string]*user
 	mem   memState
+	// loading admits one user's read at a time (memory.go)
+	loading chan struct{}
 
 	// open makes a user's engine (openPDS; the hosted simulation opens
 	// generated outlines in memory instead)
@@ -122,6 +124,10 @@ type Server struct {
 // maxUsers bounds the users kept open on one instance (besides the byte
 // budget, Config.Memory).
 const maxUsers = 2000
+
+// loadWait is how long a user's read waits for the one before it (a
+// variable for tests).
+var loadWait = 5 * time.Second
 
 // New returns a hosted server instance (the database already migrated:
 // OpenDB does that).
@@ -145,6 +151,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, db: cfg.DB, sealer: cfg.Sealer, public: u.Scheme + "://" + u.Host, users: map[string]*user{}, search: search.NewCache(0),
 		snapshots: &tools.Snapshots{MaxTrees: 32, MaxBytes: 64 << 20}}
 	s.open = s.openPDS
+	s.loading = make(chan struct{}, 1)
 	s.initMemory()
 	s.resource = s.public + "/mcp"
 	s.origin = strings.ToLower(s.public)
@@ -217,15 +224,57 @@ func (s *Server) get(ctx context.Context, did string, held bool) (*user, error) 
 		return u, nil
 	}
 	s.mu.Unlock()
+	// one user is read at a time on an instance: what a read holds
+	// before it is measured (the repository decoded, the tree built) is
+	// then bounded by one user, besides the budget. A read waits at most
+	// loadWait for the one before it (a slow PDS must not stall everyone's
+	// first call), then goes on beside it.
+	wait := time.NewTimer(loadWait)
+	select {
+	case s.loading <- struct{}{}:
+		defer func() { <-s.loading }()
+	case <-wait.C:
+		s.mu.Lock()
+		s.mem.stats.LoadsBeside++
+		s.mu.Unlock()
+	case <-ctx.Done():
+		wait.Stop()
+		return nil, ctx.Err()
+	}
+	wait.Stop()
+	s.mu.Lock()
+	if u, ok := s.users[did]; ok { // opened while this call waited
+		u.used = s.now()
+		if held {
+			s.hold(u)
+		}
+		s.mu.Unlock()
+		return u, nil
+	}
+	// room is made for a user measured before (on this instance) before
+	// they are read
+	reserve := s.mem.known[did]
+	s.mem.reserved += reserve
+	s.fit()
+	s.mu.Unlock()
 	u, err := s.open(ctx, did)
 	if err != nil {
+		s.mu.Lock()
+		s.mem.reserved -= reserve
+		s.mu.Unlock()
 		return nil, err
 	}
-	// measured before it is counted (a user's engine reads its repository
-	// on its first call: 0 until then, besides the overhead)
+	if held {
+		// a call's user is read now, before they are counted: their bytes
+		// are known when they join, and others are dropped to fit them
+		// before the call goes on (a read that fails here is made again by
+		// the call, which reports it)
+		_, _ = u.env.Engine.Tree(ctx)
+	}
 	u.size = s.measure(u)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.mem.reserved -= reserve
 	if prev, ok := s.users[did]; ok {
 		prev.used = s.now()
 		if held {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -374,4 +375,200 @@ func TestEvictedUserReopens(t *testing.T) {
 	if got := strings.Join(nodesOf(t, p, acct), "|"); got != "kept|written meanwhile" {
 		t.Fatalf("the PDS holds %q after the undo; want kept|written meanwhile", got)
 	}
+}
+
+// TestGoMemoryLimit: the Go runtime's soft limit is the budget less the
+// reserve for memory outside it, and the sentence for stderr says so; a
+// GOMEMLIMIT the operator set is kept and named (and flagged when above
+// the budget); no budget sets nothing.
+func TestGoMemoryLimit(t *testing.T) {
+	old := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(old) })
+	none := func(string) string { return "" }
+
+	limit, say := GoMemoryLimit(2<<30, none)
+	if want := int64(2<<30 - nonGoReserve); limit != want || debug.SetMemoryLimit(-1) != want {
+		t.Errorf("2 GiB budget: limit %d (in force %d), want %d", limit, debug.SetMemoryLimit(-1), want)
+	}
+	if !strings.Contains(say, "Go soft memory limit 1.95 GiB") || !strings.Contains(say, "budget 2.00 GiB") {
+		t.Errorf("2 GiB budget says %q", say)
+	}
+	// a small budget keeps three quarters
+	if limit, _ := GoMemoryLimit(64<<20, none); limit != 48<<20 {
+		t.Errorf("64 MiB budget: limit %d, want %d", limit, 48<<20)
+	}
+
+	debug.SetMemoryLimit(1 << 30) // as the runtime does from GOMEMLIMIT=1GiB
+	env := func(k string) string {
+		if k == "GOMEMLIMIT" {
+			return "1GiB"
+		}
+		return ""
+	}
+	limit, say = GoMemoryLimit(2<<30, env)
+	if limit != 1<<30 || debug.SetMemoryLimit(-1) != 1<<30 {
+		t.Errorf("GOMEMLIMIT=1GiB: limit %d (in force %d), want it kept", limit, debug.SetMemoryLimit(-1))
+	}
+	if !strings.Contains(say, "GOMEMLIMIT=1GiB") || strings.Contains(say, "ABOVE") {
+		t.Errorf("GOMEMLIMIT under the budget says %q", say)
+	}
+	if _, say = GoMemoryLimit(512<<20, env); !strings.Contains(say, "ABOVE the memory budget 512.0 MiB") {
+		t.Errorf("GOMEMLIMIT above the budget says %q", say)
+	}
+
+	debug.SetMemoryLimit(old)
+	limit, say = GoMemoryLimit(0, none)
+	if debug.SetMemoryLimit(-1) != old || !strings.Contains(say, "no Go soft memory limit") {
+		t.Errorf("no budget: limit in force %d (was %d), says %q", debug.SetMemoryLimit(-1), old, say)
+	}
+	_ = limit
+}
+
+// TestReopenMakesRoomFirst: a user measured before is made room for
+// before they are read again (others dropped first), and a call's user is
+// read and measured before they join, so the budget holds while the
+// call runs, not only after it.
+func TestReopenMakesRoomFirst(t *testing.T) {
+	m := newMemInstance(t, 0, map[string]int{didA: 3000, didB: 3000})
+	m.callOnce(t, didA)
+	one := m.sizeOf(didA)
+	m.setBudget(one * 3 / 2) // room for one
+	open := m.Server.open
+	var bOpenWhenAReads []bool
+	m.Server.open = func(ctx context.Context, did string) (*user, error) {
+		if did == didA {
+			bOpenWhenAReads = append(bOpenWhenAReads, m.open(didB))
+		}
+		return open(ctx, did)
+	}
+	m.advance(time.Second)
+	endB := m.begin(t, didB) // A dropped once B is measured
+	if m.open(didA) {
+		t.Fatal("A still open beside B with room for one")
+	}
+	if got := m.Memory(); got.Bytes <= one/2 {
+		t.Fatalf("B in flight counts %d bytes: want it read and measured when it joined (A holds %d)", got.Bytes, one)
+	}
+	endB()
+	m.advance(time.Second)
+	m.callOnce(t, didA)
+	if len(bOpenWhenAReads) != 1 || bOpenWhenAReads[0] {
+		t.Fatalf("when A was read again, B open: %v; want B dropped first (A's size is known)", bOpenWhenAReads)
+	}
+	m.checkWithin(t, "A again")
+	if st := m.Memory(); st.Reserved != 0 {
+		t.Errorf("%d bytes still reserved after the reopen", st.Reserved)
+	}
+}
+
+// TestDropForgetsSnapshots: a dropped user's paging snapshots go with
+// their engine (each would hold a whole tree the budget no longer counts).
+func TestDropForgetsSnapshots(t *testing.T) {
+	// the user's DID is their generated repository's
+	m := newMemInstance(t, 0, map[string]int{outlinegen.DID: 3000})
+	ctx := context.WithValue(context.Background(), identityKey{}, principal{DID: outlinegen.DID})
+	env, done, err := m.envFor(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, _ := tools.Find("read_outline")
+	a, err := read.Check(tools.Args(map[string]any{"limit": 50.0}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := read.Handle(ctx, env, a)
+	done()
+	if err != nil || res.IsError {
+		t.Fatalf("read: %v %v", err, res)
+	}
+	kept := m.snapshots.Len
+	if kept() == 0 {
+		t.Fatal("a paged read kept no snapshot")
+	}
+	m.Server.mu.Lock()
+	m.drop(m.users[outlinegen.DID])
+	m.Server.mu.Unlock()
+	if n := kept(); n != 0 {
+		t.Errorf("%d snapshots kept after the user was dropped", n)
+	}
+}
+
+// TestOneReadAtATime: a second user's read waits for the first one's, and
+// goes on beside it once loadWait has passed (a slow PDS does not stall
+// every first call); it is counted.
+func TestOneReadAtATime(t *testing.T) {
+	m := newMemInstance(t, 0, map[string]int{didA: 100, didB: 100, didC: 100})
+	open := m.Server.open
+	stuck, release := make(chan struct{}), make(chan struct{})
+	var readsMu sync.Mutex
+	var reads []string
+	m.Server.open = func(ctx context.Context, did string) (*user, error) {
+		readsMu.Lock()
+		reads = append(reads, did)
+		readsMu.Unlock()
+		if did == didA {
+			close(stuck)
+			<-release
+		}
+		return open(ctx, did)
+	}
+	old := loadWait
+	loadWait = time.Hour
+	// a call from another goroutine (t.Fatal is for the test's own)
+	call := func(did string) {
+		ctx := context.WithValue(context.Background(), identityKey{}, principal{DID: did})
+		env, done, err := m.envFor(ctx)
+		if err == nil {
+			_, err = env.Engine.Tree(ctx)
+			done()
+		}
+		if err != nil {
+			t.Errorf("call of %s: %v", did, err)
+		}
+	}
+	aDone := make(chan struct{})
+	go func() { defer close(aDone); call(didA) }()
+	<-stuck
+	bDone := make(chan struct{})
+	go func() { defer close(bDone); call(didB) }()
+	select {
+	case <-bDone:
+		t.Fatal("B was read while A's read was under way")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	<-aDone
+	<-bDone
+	readsMu.Lock()
+	if got := strings.Join(reads, " "); got != didA+" "+didB {
+		t.Errorf("reads in the order %s; want A then B", got)
+	}
+	readsMu.Unlock()
+	if st := m.Memory(); st.LoadsBeside != 0 {
+		t.Errorf("%d reads went on beside another; want 0", st.LoadsBeside)
+	}
+
+	// a read stuck longer than loadWait: the next one goes on beside it
+	stuck, release = make(chan struct{}), make(chan struct{})
+	m.Server.open = func(ctx context.Context, did string) (*user, error) {
+		if did == didC {
+			close(stuck)
+			<-release
+		}
+		return open(ctx, did)
+	}
+	loadWait = 10 * time.Millisecond
+	t.Cleanup(func() { loadWait = old })
+	m.Server.mu.Lock()
+	m.drop(m.users[didA])
+	m.Server.mu.Unlock()
+	cDone := make(chan struct{})
+	go func() { defer close(cDone); call(didC) }()
+	<-stuck
+	m.callOnce(t, didA) // returns while C's read is stuck
+	if st := m.Memory(); st.LoadsBeside != 1 {
+		t.Errorf("%d reads went on beside another; want 1", st.LoadsBeside)
+	}
+	close(release)
+	<-cDone
 }
