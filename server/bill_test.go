@@ -601,6 +601,7 @@ func BenchmarkAgentBill(b *testing.B) {
 	// printed, not logged: a benchmark's log is cut to its first lines
 	fmt.Println(billTable(n, tasks, with, without))
 	fmt.Printf("tools/list without output schemas and _meta (what a model is shown): %.1f KB\n", float64(model)/1000)
+	fmt.Println(h.floor(b))
 	for _, t := range tasks {
 		m := metricName(t.name)
 		b.ReportMetric(float64(len(t.calls)), m+"-calls")
@@ -662,4 +663,86 @@ func TestBillNextCursor(t *testing.T) {
 			t.Errorf("%v: cursor %q, want %q", c.res, got, c.want)
 		}
 	}
+}
+
+// billFloor is the least any complete answer to the 11 searches could
+// weigh: each hit's record key (13 bytes) and its own text, nothing else (no
+// separator, no path, no state, no cursor), for every hit and for the hits
+// a first page of limit=200 holds (the first 200 in the outline's order).
+// parents counts the distinct parents of the first pages' hits, and
+// pathB the bytes of their paths as the server gives them (each ancestor
+// clipped at 32 characters, joined by " › "), once per parent.
+type billFloor struct {
+	hits, textB, firstHits, firstTextB, firstParents, firstPathB int
+}
+
+func (f billFloor) all() int   { return f.hits*13 + f.textB }
+func (f billFloor) first() int { return f.firstHits*13 + f.firstTextB }
+
+func (h *billHarness) floor(tb testing.TB) billFloor {
+	tb.Helper()
+	tr, err := h.engine.Tree(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// the outline's order, and each bullet's path
+	order := map[string]int{}
+	path := map[string]string{}
+	var walk func(it *outline.Item, crumbs []string)
+	walk = func(it *outline.Item, crumbs []string) {
+		if it.Mirror {
+			return
+		}
+		order[it.Key()] = len(order)
+		path[it.Key()] = strings.Join(crumbs, " › ")
+		crumbs = append(crumbs[:len(crumbs):len(crumbs)], clipRunes(strings.ReplaceAll(it.Str("text"), "\n", " "), 32))
+		for _, c := range it.Children {
+			walk(c, crumbs)
+		}
+	}
+	for _, it := range tr.Roots {
+		walk(it, nil)
+	}
+	text := map[string]string{}
+	for _, r := range h.recs {
+		if r.Collection == "app.bulleted.node" {
+			text[r.RKey], _ = r.Value["text"].(string)
+		}
+	}
+	var f billFloor
+	for _, q := range billSearches {
+		var keys []string
+		for k := range expectedHits(h.recs, q) {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, func(a, b string) int { return order[a] - order[b] })
+		parents := map[string]bool{}
+		for i, k := range keys {
+			f.hits++
+			f.textB += len(text[k])
+			if i < 200 {
+				f.firstHits++
+				f.firstTextB += len(text[k])
+				if p := path[k]; !parents[p] {
+					parents[p] = true
+					f.firstParents++
+					f.firstPathB += len(p)
+				}
+			}
+		}
+	}
+	return f
+}
+
+func clipRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+func (f billFloor) String() string {
+	return fmt.Sprintf("The floor of the 11 searches (each hit's 13-byte key and its own text, nothing else): every hit %d hits, %s (texts %s); first pages (≤ 200 hits each) %d hits, %s (texts %s); their %d distinct paths weigh %s more, once each.",
+		f.hits, kb(f.all()), kb(f.textB), f.firstHits, kb(f.first()), kb(f.firstTextB), f.firstParents, kb(f.firstPathB))
 }
