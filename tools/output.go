@@ -84,7 +84,9 @@ var (
 		"cursor": tString, "next": tString, "nodes": tObjs, "root": tObject, "text": tString, "markdown": tString, "opml": tString,
 	}, []string{"did"})
 
-	searchOutput = outSchema(map[string]any{"did": tString, "uriPrefix": tString, "hits": tObjs, "paths": tObject, "cursor": tString}, []string{"did", "hits", "paths"})
+	// hits: the compact tree (entries: a hit {rkey, text, state, layout,
+	// note, author}, or an ancestor {in, hits}); fields=full: flat hits
+	searchOutput = outSchema(map[string]any{"did": tString, "uriPrefix": tString, "hits": tObjs, "cursor": tString}, []string{"did", "uriPrefix", "hits"})
 
 	detachedOutput = outSchema(map[string]any{"detached": tObjs, "detachedTotal": tInt, "contributions": tObjs}, []string{"detached"})
 
