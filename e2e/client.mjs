@@ -149,8 +149,8 @@ for (let s = 0; s < 20; s++) {
 }
 const found = await call('search', { text: 'budget review' })
 bytes += JSON.stringify(found.content).length + JSON.stringify(found.structuredContent).length
-// the compact hits: the outline's subtree that holds them (an entry is a hit, or an ancestor {in, hits})
-const flatHits = (entries) => entries.flatMap((h) => (typeof h.in === 'string' ? flatHits(h.hits) : [h]))
+// the compact hits: the outline's subtree that holds them (an entry is a hit, or an ancestor [text, entries...])
+const flatHits = (entries) => entries.flatMap((h) => (Array.isArray(h) ? flatHits(h.slice(1)) : [h]))
 const hits = flatHits(found.structuredContent.hits)
 const hit = hits[0]
 check(hits.length === 1 && hit.text.includes('budget review'), `search: ${JSON.stringify(found.structuredContent)}`)

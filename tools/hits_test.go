@@ -11,19 +11,18 @@ import (
 )
 
 // flatHits is a search result's hits in order (the compact tree walked, or
-// fields=full's flat list), each with "path": the texts of the groups
-// around it, joined by " › ".
+// fields=full's flat list), each with "path": the texts of the ancestors
+// ([text, entries...]) around it, joined by " › ".
 func flatHits(sc map[string]any) []map[string]any {
 	var out []map[string]any
 	var walk func(entries []any, path []string)
 	walk = func(entries []any, path []string) {
 		for _, e := range entries {
-			m := e.(map[string]any)
-			if in, ok := m["in"].(string); ok {
-				sub, _ := m["hits"].([]any)
-				walk(sub, append(path[:len(path):len(path)], in))
+			if g, ok := e.([]any); ok {
+				walk(g[1:], append(path[:len(path):len(path)], g[0].(string)))
 				continue
 			}
+			m := e.(map[string]any)
 			m["path"] = strings.Join(path, " › ")
 			out = append(out, m)
 		}
@@ -42,8 +41,8 @@ func TestSearchTextGroupsByPlace(t *testing.T) {
 	e := outline.New(l)
 	out, err := e.Do(context.Background(), intent.Insert{Nodes: []outline.NewNode{
 		{Text: "Garden", Children: []outline.NewNode{{Text: "water the roses"}, {Text: "water the figs"}, {Text: "water the beans"}}},
-		{Text: "water bill"},
-		{Text: "Garden", Children: []outline.NewNode{{Text: "Shed", Children: []outline.NewNode{{Text: "water can"}}}}}}}, false)
+		{Text: "Garden", Children: []outline.NewNode{{Text: "Shed", Children: []outline.NewNode{{Text: "water can"}}}}},
+		{Text: "water bill"}}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,21 +54,21 @@ func TestSearchTextGroupsByPlace(t *testing.T) {
 		k[cr.Text] = cr.RKey
 	}
 	want := "Garden:\n  - water the roses ·" + k["water the roses"] + "\n  - water the figs ·" + k["water the figs"] +
-		"\n  - water the beans ·" + k["water the beans"] + "\n- water bill ·" + k["water bill"] +
-		"\nGarden:\n  Shed:\n    - water can ·" + k["water can"] + "\n"
+		"\n  - water the beans ·" + k["water the beans"] + "\nGarden:\n  Shed:\n    - water can ·" + k["water can"] +
+		"\n- water bill ·" + k["water bill"] + "\n"
 	if txt != want {
 		t.Fatalf("text:\n%s\nwant:\n%s", txt, want)
 	}
 	// the structured part: the same tree
 	hs, _ := sc["hits"].([]any)
-	if len(hs) != 3 || hs[0].(map[string]any)["in"] != "Garden" || len(hs[0].(map[string]any)["hits"].([]any)) != 3 || hs[1].(map[string]any)["rkey"] != k["water bill"] {
+	if len(hs) != 3 || hs[0].([]any)[0] != "Garden" || len(hs[0].([]any)) != 4 || hs[2].(map[string]any)["rkey"] != k["water bill"] {
 		t.Fatalf("structured hits: %v", sc["hits"])
 	}
 	var got []string
 	for _, h := range flatHits(sc) {
 		got = append(got, h["path"].(string)+"|"+h["text"].(string))
 	}
-	if w := "Garden|water the roses Garden|water the figs Garden|water the beans |water bill Garden › Shed|water can"; strings.Join(got, " ") != w {
+	if w := "Garden|water the roses Garden|water the figs Garden|water the beans Garden › Shed|water can |water bill"; strings.Join(got, " ") != w {
 		t.Fatalf("hits in order:\n%s\nwant:\n%s", strings.Join(got, " "), w)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -136,16 +137,32 @@ type hit struct {
 	Author string `json:"author,omitempty"`
 }
 
-// hitGroup is an ancestor of the hits in it (its text clipped at 32
-// characters): a search result's hits are the outline's subtree that holds
-// them, each ancestor given once for a run of hits under it, not on every
-// hit (hits come in the outline's order).
+// hitGroup is an ancestor of the hits in it: a search result's hits are
+// the outline's subtree that holds them, each ancestor given once for a run
+// of hits under it, not on every hit (hits come in the outline's order). It
+// is sent as an array, [text, entries...], its text clipped (crumbRunes).
 type hitGroup struct {
-	In   string `json:"in"`
-	Hits []any  `json:"hits"`
+	In   string
+	Hits []any
 }
 
-// hitTree is r's hits under their ancestors, as structured content (entries:
+func (g *hitGroup) MarshalJSON() ([]byte, error) {
+	return json.Marshal(append([]any{g.In}, g.Hits...))
+}
+
+// crumbRunes is how many characters of an ancestor's text a search result
+// shows (in both parts).
+const crumbRunes = 24
+
+func crumb(s string) string {
+	r := []rune(s)
+	if len(r) <= crumbRunes {
+		return s
+	}
+	return string(r[:crumbRunes-1]) + "…"
+}
+
+// hitTree is hits under their ancestors, as structured content (entries:
 // hit or *hitGroup) and as text (an ancestor's line "text:", a hit's line
 // "- [ ] text ·rkey", indented two spaces a level).
 func hitTree(t *outline.Tree, hits []search.Hit) ([]any, string) {
@@ -166,14 +183,14 @@ func hitTree(t *outline.Tree, hits []search.Hit) ([]any, string) {
 		}
 		stack = stack[:k]
 		for i := k; i < len(ids); i++ {
-			g := &hitGroup{In: h.Breadcrumb[i], Hits: []any{}}
+			g := &hitGroup{In: crumb(h.Breadcrumb[i])}
 			if i == 0 {
 				root = append(root, g)
 			} else {
 				stack[i-1].g.Hits = append(stack[i-1].g.Hits, g)
 			}
 			stack = append(stack, open{ids[i], g})
-			fmt.Fprintf(&b, "%s%s:\n", strings.Repeat("  ", i), h.Breadcrumb[i])
+			fmt.Fprintf(&b, "%s%s:\n", strings.Repeat("  ", i), g.In)
 		}
 		c := hit{RKey: h.RKey, Text: h.Text, Layout: h.Layout, Note: h.Note, Author: h.Author}
 		mark := ""

@@ -81,7 +81,12 @@ func TestSearchFindsContributions(t *testing.T) {
 			p, _ := f["parent"].(string)
 			var crumbs []string
 			for _, x := range f["breadcrumb"].([]any) {
-				crumbs = append(crumbs, x.(string))
+				// the compact form clips each ancestor at 24 characters
+				r := []rune(x.(string))
+				if len(r) > 24 {
+					r = append(r[:23], '…')
+				}
+				crumbs = append(crumbs, string(r))
 			}
 			if strings.Join(crumbs, " › ") != h["path"] || f["rkey"] != h["rkey"] {
 				t.Fatalf("compact hit %v, full %v", h, f)
@@ -97,7 +102,7 @@ func TestSearchFindsContributions(t *testing.T) {
 	want := []hit{
 		{"3kown11111111", "", "", ""},
 		{"3kbob11111111", contributor, "Shared plan", "3kshared22222"},
-		{"3kbob22222222", contributor, "Shared plan › Budget Review notes from Bob", "3kbob11111111"},
+		{"3kbob22222222", contributor, "Shared plan › Budget Review notes fro…", "3kbob11111111"},
 	}
 	all, cur, txt := page(map[string]any{"text": "budget review"})
 	if cur != "" || len(all) != len(want) {

@@ -81,7 +81,7 @@ const resultText = (res) => ((res && res.content) || []).filter((c) => c.type ==
 // children, childCount, comments, invalid, detached}.
 const normRow = (r) => {
   const o = Object.assign({}, r);
-  if (!o.state && o.layout === 'todo') o.state = o.completedAt ? 'done' : 'open';
+  if (!o.state && o.layout === 'todo') o.state = o.completedAt || o.done ? 'done' : 'open'; // done: a full search hit
   if (o.state && !o.layout) o.layout = 'todo'; // a compact search hit: state says it is a todo
   o.hasNote = !!(o.hasNote || o.note);
   o.children = (o.children || []).map(normRow);
@@ -125,12 +125,12 @@ const parseText = (txt) => {
 };
 
 // searchRows flattens a search result's hits: the compact tree (an entry is
-// a hit, or an ancestor {in, hits}) or fields=full's flat list (breadcrumb);
-// each row gets its path.
+// a hit, or an ancestor [text, entries...]) or fields=full's flat list
+// (breadcrumb); each row gets its path.
 const searchRows = (entries, path) => {
   const rows = [];
   for (const h of entries || []) {
-    if (typeof h.in === 'string') { rows.push(...searchRows(h.hits, path.concat([h.in]))); continue; }
+    if (Array.isArray(h)) { rows.push(...searchRows(h.slice(1), path.concat([String(h[0])]))); continue; }
     const p = Array.isArray(h.breadcrumb) ? h.breadcrumb : path;
     rows.push(normRow(Object.assign({ path: p.join(' › ') }, h)));
   }
