@@ -50,6 +50,18 @@ type billCall struct {
 
 func (c billCall) bytes() int { return c.text + c.sc }
 
+// shownText is what a client that shows the model the text content sees
+// (Claude Desktop, claude.ai); shownSC what one that shows only the
+// structured content when there is some sees (Claude Code, Codex, VS
+// Code), else the text.
+func (c billCall) shownText() int { return c.text }
+func (c billCall) shownSC() int {
+	if c.sc > 0 {
+		return c.sc
+	}
+	return c.text
+}
+
 // billTask is one task's calls and what they showed.
 type billTask struct {
 	name          string
@@ -518,8 +530,8 @@ func kb(n int) string {
 // billTable renders the bill as a markdown table, with its findings.
 func billTable(n int, tasks []*billTask, with, without int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nThe agent's bill on a generated %d-bullet outline (bytes = text + structured content as JSON):\n\n", n)
-	b.WriteString("| task | calls | bytes | largest result | text / structured | results > 60 KB | structured replaced / missing | text cut | shown |\n|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "\nThe agent's bill on a generated %d-bullet outline (wire bytes = text + structured content as JSON; a model is shown one part: the text under Claude Desktop, only the structured content under Claude Code, Codex, VS Code):\n\n", n)
+	b.WriteString("| task | calls | wire bytes | largest result | text / structured | model shown: text clients | model shown: structured clients | results > 60 KB | structured replaced / missing | text cut | shown |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	total, largest, over, replaced := 0, 0, 0, 0
 	for _, t := range tasks {
 		shown := ""
@@ -534,8 +546,9 @@ func billTable(n int, tasks []*billTask, with, without int) string {
 		}
 		o := t.count(func(c billCall) bool { return c.bytes() > billLimit })
 		r := t.count(func(c billCall) bool { return c.scReplaced })
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s / %s | %d | %d / %d | %d | %s |\n", t.name, len(t.calls), kb(t.sum(billCall.bytes)), kb(t.largest()),
-			kb(t.sum(func(c billCall) int { return c.text })), kb(t.sum(func(c billCall) int { return c.sc })), o, r,
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s / %s | %s | %s | %d | %d / %d | %d | %s |\n", t.name, len(t.calls), kb(t.sum(billCall.bytes)), kb(t.largest()),
+			kb(t.sum(func(c billCall) int { return c.text })), kb(t.sum(func(c billCall) int { return c.sc })),
+			kb(t.sum(billCall.shownText)), kb(t.sum(billCall.shownSC)), o, r,
 			t.count(func(c billCall) bool { return c.scMissing }), t.count(func(c billCall) bool { return c.textCut }), shown)
 		total += t.sum(billCall.bytes)
 		largest = max(largest, t.largest())
@@ -607,6 +620,8 @@ func BenchmarkAgentBill(b *testing.B) {
 		b.ReportMetric(float64(len(t.calls)), m+"-calls")
 		b.ReportMetric(float64(t.sum(billCall.bytes)), m+"-B")
 		b.ReportMetric(float64(t.largest()), m+"-maxB")
+		b.ReportMetric(float64(t.sum(billCall.shownText)), m+"-shownText-B")
+		b.ReportMetric(float64(t.sum(billCall.shownSC)), m+"-shownSC-B")
 	}
 	over, replaced := 0, 0
 	for _, t := range tasks {
@@ -620,15 +635,32 @@ func BenchmarkAgentBill(b *testing.B) {
 	b.ReportMetric(float64(model), "tools/list-model-B")
 }
 
-// TestAgentBillHarness: the harness itself, on a small outline: it follows
-// the cursors to the end (every child of the big level shown, in text and
-// in json; every search's expected hits), and the last task completes the
-// "budget review" todo as the repository reads back.
+// TestAgentBillHarness: the harness itself, and issue #25's targets as a
+// model is shown each result (one part: the text, or the structured
+// content), so that a regression fails here. On the issue's 20,000-bullet
+// outline (-short: 1,500, with the targets scaled: reads by the big level's
+// children, searches by the floor of their hits) it follows the cursors to
+// the end (every child of the big level shown, in text and in json; every
+// search's expected hits), and the last task completes the "budget review"
+// todo as the repository reads back. Checked:
+//   - read every child of the big level: ≤ 150 KB in text, ≤ 300 KB in json
+//     (per 2,000 children), in the part each client shows;
+//   - the 11 searches' first pages: ≤ 200 KB in the text, ≤ 200 KB in the
+//     structured content (-short: ≤ 2.7 × the floor of their hits);
+//   - find and complete: ≤ 2 calls, ≤ 2 KB on the wire;
+//   - no result over 60 KB, structured content on every result, never
+//     replaced;
+//   - tools/list ≤ 12 KB as a model is shown it.
 func TestAgentBillHarness(t *testing.T) {
-	h := newBillHarness(t, 1_500)
+	n := 20_000
+	if testing.Short() {
+		n = 1_500
+	}
+	h := newBillHarness(t, n)
 	tasks := h.run(t)
 	with, without, model := h.toolsList(t)
-	t.Log(billTable(1_500, tasks, with, without))
+	floor := h.floor(t)
+	t.Log(billTable(n, tasks, with, without), "\n", floor)
 	if model >= 12*1024 {
 		t.Errorf("tools/list as a model is shown it (no output schemas, no _meta): %d bytes, over 12 KB", model)
 	}
@@ -636,12 +668,39 @@ func TestAgentBillHarness(t *testing.T) {
 		if tk.stopped != "" || tk.want != tk.found || tk.twice != 0 || len(tk.calls) == 0 {
 			t.Errorf("%s: %d calls, shown %d of %d; %s", tk.name, len(tk.calls), tk.found, tk.want, tk.stopped)
 		}
+		for i, c := range tk.calls {
+			if c.bytes() > billLimit || c.scReplaced || c.scMissing || c.textCut {
+				t.Errorf("%s, call %d: %d bytes (text %d, structured %d), structured replaced %v, missing %v, text cut %v", tk.name, i+1, c.bytes(), c.text, c.sc, c.scReplaced, c.scMissing, c.textCut)
+			}
+		}
 	}
-	if tasks[4].rows < 1_500 {
-		t.Errorf("the export showed %d markdown rows of 1,500 bullets", tasks[4].rows)
+	if tasks[4].rows < n {
+		t.Errorf("the export showed %d markdown rows of %d bullets", tasks[4].rows, n)
 	}
 	if with <= without || without < 1000 {
 		t.Errorf("tools/list %d bytes with output schemas, %d without", with, without)
+	}
+	// per part, as a model is shown it
+	part := func(name string, got, limit int) {
+		t.Helper()
+		if got > limit {
+			t.Errorf("%s: %s, over the target %s", name, kb(got), kb(limit))
+		} else {
+			t.Logf("%s: %s (target %s)", name, kb(got), kb(limit))
+		}
+	}
+	kids := len(h.kids)
+	part("read big level, text, shown by text clients", tasks[0].sum(billCall.shownText), 150_000*kids/2000)
+	part("read big level, json, shown by text clients", tasks[1].sum(billCall.shownText), 300_000*kids/2000)
+	part("read big level, json, shown by structured clients", tasks[1].sum(billCall.shownSC), 300_000*kids/2000)
+	search := 200_000
+	if n != 20_000 {
+		search = floor.first() * 27 / 10
+	}
+	part("11 searches' first pages, shown by text clients", tasks[3].sum(billCall.shownText), search)
+	part("11 searches' first pages, shown by structured clients", tasks[3].sum(billCall.shownSC), search)
+	if fc := tasks[5]; len(fc.calls) > 2 || fc.sum(billCall.bytes) > 2048 {
+		t.Errorf("find and complete: %d calls, %d bytes on the wire; want ≤ 2 and ≤ 2 KB", len(fc.calls), fc.sum(billCall.bytes))
 	}
 }
 
