@@ -106,6 +106,20 @@ func TestCommentThreadInText(t *testing.T) {
 			}
 		}
 	}
+	// markdown and OPML: as comments, which import_outline skips
+	for _, f := range []string{"markdown", "opml"} {
+		res, _ := call(t, r.c, "read_outline", map[string]any{"format": f})
+		out := text(res)
+		i, j := strings.Index(out, "<!-- "+strings.TrimSuffix(want, "\n")+" -->"), strings.Index(out, "<!-- "+strings.TrimSuffix(want2, "\n")+" -->")
+		if i < 0 || j < i {
+			t.Fatalf("read format=%s: the thread (in order) is not shown:\n%s", f, out)
+		}
+		// read back: the bullets, and the thread skipped with a word
+		ires, isc := call(t, r.c, "import_outline", map[string]any{"format": f, "content": out, "parent": r.key("Groceries for @friend.test"), "dry_run": true})
+		if created, _ := isc["created"].([]any); ires.IsError || len(created) != 2 || !strings.Contains(text(ires), "skipped 2") {
+			t.Fatalf("import_outline format=%s of the export: %v\n%s", f, isc["created"], text(ires))
+		}
+	}
 	_, sc := call(t, r.c, "read_outline", map[string]any{"node": r.key("Eggs"), "format": "json"})
 	root, _ := sc["root"].(map[string]any)
 	cs, _ := root["comments"].([]any)
