@@ -307,7 +307,7 @@ func searchPage(ctx context.Context, env *Env, tr *outline.Tree, q search.Query,
 	problems = append(append([]string(nil), r.Notices...), problems...)
 	var hits any = tree
 	if pg.full {
-		hits = r.Hits
+		hits = append([]search.Hit{}, r.Hits...) // [] rather than null when none
 	}
 	sc := map[string]any{"did": tr.DID.String(), "uriPrefix": "at://" + tr.DID.String() + "/" + lexicon.Node + "/", "hits": hits}
 	if r.Cursor != "" {
