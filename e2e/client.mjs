@@ -149,8 +149,11 @@ for (let s = 0; s < 20; s++) {
 }
 const found = await call('search', { text: 'budget review' })
 bytes += JSON.stringify(found.content).length + JSON.stringify(found.structuredContent).length
-const hit = found.structuredContent.hits[0]
-check(found.structuredContent.hits.length === 1 && hit.text.includes('budget review'), `search: ${JSON.stringify(found.structuredContent)}`)
+// the compact hits: the outline's subtree that holds them (an entry is a hit, or an ancestor [text, entries...])
+const flatHits = (entries) => entries.flatMap((h) => (Array.isArray(h) ? flatHits(h.slice(1)) : [h]))
+const hits = flatHits(found.structuredContent.hits)
+const hit = hits[0]
+check(hits.length === 1 && hit.text.includes('budget review'), `search: ${JSON.stringify(found.structuredContent)}`)
 const done = await call('complete_todo', { node: hit.rkey })
 bytes += JSON.stringify(done.content).length + JSON.stringify(done.structuredContent).length
 check(bytes <= 2048, `find and complete took ${bytes} bytes`)

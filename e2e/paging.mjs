@@ -33,7 +33,9 @@ const call = async (name, args) => {
 const textOf = (res) => res.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n')
 // text lines end with ·RKEY
 const lineKeys = (res) => textOf(res).split('\n').map((l) => l.match(/·(\S+)$/)?.[1]).filter((k) => k && k !== want.big)
-const hitKeys = (res) => res.structuredContent.hits.map((h) => h.rkey).filter((k) => k !== want.big)
+// search hits: the compact tree (an entry is a hit, or an ancestor [text, entries...])
+const flatHits = (entries) => entries.flatMap((h) => (Array.isArray(h) ? flatHits(h.slice(1)) : [h]))
+const hitKeys = (res) => flatHits(res.structuredContent.hits).map((h) => h.rkey).filter((k) => k !== want.big)
 
 const isChild = new Set(want.children)
 

@@ -32,12 +32,12 @@ func TestImportSearchAndPageTools(t *testing.T) {
 		t.Fatalf("created %v", created)
 	}
 	res, sc = call(t, c, "search", map[string]any{"text": "budget REVIEW", "state": "open"})
-	hits, _ := sc["hits"].([]any)
+	hits := flatHits(sc)
 	if res.IsError || len(hits) != 1 {
 		t.Fatalf("search: %s", text(res))
 	}
-	h := hits[0].(map[string]any)
-	if path, _ := sc["paths"].(map[string]any)[h["parent"].(string)].(string); h["rkey"] != byLine[2] || h["text"] != "Budget review" || !strings.HasPrefix(path, "Plan") {
+	h := hits[0]
+	if path, _ := h["path"].(string); h["rkey"] != byLine[2] || h["text"] != "Budget review" || h["state"] != "open" || !strings.HasPrefix(path, "Plan") {
 		t.Fatalf("hit %v", h)
 	}
 	// the note was read back from the repository

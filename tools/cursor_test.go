@@ -95,8 +95,8 @@ func pagingMoves(t *testing.T, c *client.Client, tool, big string, kids []string
 		}
 		txt := text(res)
 		if tool == "search" {
-			for _, h := range sc["hits"].([]any) {
-				seen[h.(map[string]any)["rkey"].(string)]++
+			for _, h := range flatHits(sc) {
+				seen[h["rkey"].(string)]++
 			}
 		} else {
 			for _, k := range pageKeys(txt, big) {

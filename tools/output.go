@@ -84,7 +84,12 @@ var (
 		"cursor": tString, "next": tString, "nodes": tObjs, "root": tObject, "text": tString, "markdown": tString, "opml": tString,
 	}, []string{"did"})
 
-	searchOutput = outSchema(map[string]any{"did": tString, "uriPrefix": tString, "hits": tObjs, "paths": tObject, "cursor": tString}, []string{"did", "hits", "paths"})
+	// hits: the compact tree (an entry is a hit {rkey, text, state, layout,
+	// note, author}, or an ancestor [text, entries...]); fields=full: flat
+	// hits
+	searchOutput = outSchema(map[string]any{"did": tString, "uriPrefix": tString, "hits": hitsSchema, "cursor": tString}, []string{"did", "uriPrefix", "hits"})
+
+	hitsSchema = map[string]any{"type": "array", "items": map[string]any{"type": []string{"object", "array"}}}
 
 	detachedOutput = outSchema(map[string]any{"detached": tObjs, "detachedTotal": tInt, "contributions": tObjs}, []string{"detached"})
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -47,6 +48,7 @@ func searchTool() Tool {
 			"repo":           pRepo,
 			"limit":          map[string]any{"type": "integer", "maximum": 200},
 			"cursor":         pCursor,
+			"fields":         enum("full: flat hits with uri, parent, breadcrumb, childCount.", "compact", "full"),
 		})}
 	t.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
 		limit, err := a.Int("limit", 20)
@@ -103,7 +105,7 @@ func searchTool() Tool {
 		}
 		// a page must fit in one result: fewer hits rather than a cut answer
 		asked := q.Limit
-		pg := searchPaging{cur: cur, contribCur: contribCur, change: change}
+		pg := searchPaging{cur: cur, contribCur: contribCur, change: change, full: a.Str("fields") == "full"}
 		for {
 			res, n, err := searchPage(ctx, env, tr, q, skip, inContrib, fp, asked, &pg)
 			if err != nil || res.IsError {
@@ -120,18 +122,130 @@ func searchTool() Tool {
 	return t
 }
 
-// hit is a search hit in the compact form: the URI is the result's
-// uriPrefix + rkey (a contributor's: at://AUTHOR/app.bulleted.node/ + rkey).
+// hit is a search hit in the compact form: what the agent cannot derive.
+// Its URI is the result's uriPrefix + rkey (a contributor's, Author set:
+// at://AUTHOR/app.bulleted.node/ + rkey); state is set on todos only (so a
+// todo's layout is not repeated), layout when it is neither bullet nor todo,
+// note (the matching excerpt) when the match is in the note. Where it is:
+// the hitGroup entries around it. fields=full gives search.Hit instead.
 type hit struct {
-	RKey       string `json:"rkey"`
-	Text       string `json:"text"`
-	InNote     bool   `json:"inNote,omitempty"`
-	Note       string `json:"note,omitempty"`
-	Parent     string `json:"parent,omitempty"`
-	Layout     string `json:"layout,omitempty"`
-	State      string `json:"state,omitempty"`
-	ChildCount int    `json:"childCount,omitempty"`
-	Author     string `json:"author,omitempty"`
+	RKey   string `json:"rkey"`
+	Text   string `json:"text"`
+	State  string `json:"state,omitempty"`
+	Layout string `json:"layout,omitempty"`
+	Note   string `json:"note,omitempty"`
+	Author string `json:"author,omitempty"`
+}
+
+// hitGroup is an ancestor of the hits in it: a search result's hits are
+// the outline's subtree that holds them, each ancestor given once for a run
+// of hits under it, not on every hit (hits come in the outline's order). It
+// is sent as an array, [text, entries...], its text clipped (crumbRunes).
+type hitGroup struct {
+	In   string
+	Hits []any
+}
+
+func (g *hitGroup) MarshalJSON() ([]byte, error) {
+	return json.Marshal(append([]any{g.In}, g.Hits...))
+}
+
+// crumbRunes is how many characters of an ancestor's text a search result
+// shows (in both parts).
+const crumbRunes = 24
+
+func crumb(s string) string {
+	r := []rune(s)
+	if len(r) <= crumbRunes {
+		return s
+	}
+	return string(r[:crumbRunes-1]) + "…"
+}
+
+// hitTree is hits under their ancestors, as structured content (entries:
+// hit or *hitGroup) and as text (an ancestor's line "text:", a hit's line
+// "- [ ] text ·rkey", indented two spaces a level).
+func hitTree(t *outline.Tree, hits []search.Hit) ([]any, string) {
+	type open struct {
+		id string
+		g  *hitGroup
+	}
+	var (
+		stack []open
+		root  = []any{}
+		b     strings.Builder
+	)
+	for _, h := range hits {
+		ids := ancestorIDs(t, h)
+		k := 0
+		for k < len(stack) && k < len(ids) && stack[k].id == ids[k] {
+			k++
+		}
+		stack = stack[:k]
+		for i := k; i < len(ids); i++ {
+			g := &hitGroup{In: crumb(h.Breadcrumb[i])}
+			if i == 0 {
+				root = append(root, g)
+			} else {
+				stack[i-1].g.Hits = append(stack[i-1].g.Hits, g)
+			}
+			stack = append(stack, open{ids[i], g})
+			fmt.Fprintf(&b, "%s%s:\n", strings.Repeat("  ", i), g.In)
+		}
+		c := hit{RKey: h.RKey, Text: h.Text, Layout: h.Layout, Note: h.Note, Author: h.Author}
+		mark := ""
+		switch {
+		case h.Done:
+			c.State, c.Layout, mark = "done", "", "[x] "
+		case h.Layout == "todo":
+			c.State, c.Layout, mark = "open", "", "[ ] "
+		case h.Layout == "bullet":
+			c.Layout = ""
+		}
+		if len(stack) == 0 {
+			root = append(root, c)
+		} else {
+			stack[len(stack)-1].g.Hits = append(stack[len(stack)-1].g.Hits, c)
+		}
+		note := ""
+		if h.InNote {
+			note = fmt.Sprintf(" (match in its note: %q)", h.Note)
+		}
+		by := ""
+		if h.Author != "" {
+			by = " (by " + h.Author + ", a contributor)"
+		}
+		fmt.Fprintf(&b, "%s- %s%s%s ·%s%s\n", strings.Repeat("  ", len(ids)), mark, h.Text, note, h.RKey, by)
+	}
+	return root, b.String()
+}
+
+// ancestorIDs names each of h's ancestors (one per breadcrumb entry), so
+// that two ancestors with the same clipped text are not taken for one: the
+// record keys of the outline's own bullets; for a contributor's bullet (or
+// a tree that disagrees with the breadcrumb) the breadcrumb's texts, the
+// last one named by the hit's author and parent.
+func ancestorIDs(t *outline.Tree, h search.Hit) []string {
+	n := len(h.Breadcrumb)
+	ids := make([]string, n)
+	if h.Author == "" {
+		it := t.Nodes.Get(h.Parent)
+		i := n - 1
+		for ; i >= 0 && it != nil; i-- {
+			ids[i] = it.Key()
+			it = t.Parent(it)
+		}
+		if i < 0 && it == nil {
+			return ids
+		}
+	}
+	for i, c := range h.Breadcrumb {
+		ids[i] = "\x00" + c
+	}
+	if n > 0 {
+		ids[n-1] = "\x00" + h.Author + "/" + h.Parent
+	}
+	return ids
 }
 
 // searchPage runs q (the outline's own hits, then contributors' bullets
@@ -146,6 +260,9 @@ type searchPaging struct {
 	cursor     string
 	// contribSeen: the contributors' change was worked out (once a call)
 	contribSeen bool
+	// full: fields=full, every hit as search.Hit (flat, with its URI,
+	// parent, breadcrumb and child count) instead of the compact tree
+	full bool
 }
 
 func searchPage(ctx context.Context, env *Env, tr *outline.Tree, q search.Query, skip int, inContrib bool, fp string, asked int, pg *searchPaging) (*mcp.CallToolResult, int, error) {
@@ -182,26 +299,17 @@ func searchPage(ctx context.Context, env *Env, tr *outline.Tree, q search.Query,
 	if q.Limit < asked && r.Cursor != "" {
 		problems = append(problems, fmt.Sprintf("this page holds %d hit(s), fewer than limit=%d, to fit one result (%d KB); the cursor continues after them", len(r.Hits), asked, MaxResult/1000))
 	}
-	text := hitsText(tr, r) // says the search's own notices (r.Notices)
+	tree, lines := hitTree(tr, r.Hits)
+	text := hitsText(r, lines) // says the search's own notices (r.Notices)
 	for _, p := range problems {
 		text += "\nnote: " + p
 	}
 	problems = append(append([]string(nil), r.Notices...), problems...)
-	// each hit names its parent; the path to each parent is given once
-	// (paths), not on every hit under it
-	hits := make([]hit, len(r.Hits))
-	paths := map[string]string{}
-	for i, h := range r.Hits {
-		hits[i] = hit{RKey: h.RKey, Text: h.Text, InNote: h.InNote, Note: h.Note, Parent: h.Parent, Layout: h.Layout, ChildCount: h.ChildCount, Author: h.Author}
-		paths[h.Parent] = strings.Join(h.Breadcrumb, " › ")
-		switch {
-		case h.Done:
-			hits[i].State = "done"
-		case h.Layout == "todo":
-			hits[i].State = "open"
-		}
+	var hits any = tree
+	if pg.full {
+		hits = append([]search.Hit{}, r.Hits...) // [] rather than null when none
 	}
-	sc := map[string]any{"did": tr.DID.String(), "uriPrefix": "at://" + tr.DID.String() + "/" + lexicon.Node + "/", "hits": hits, "paths": paths}
+	sc := map[string]any{"did": tr.DID.String(), "uriPrefix": "at://" + tr.DID.String() + "/" + lexicon.Node + "/", "hits": hits}
 	if r.Cursor != "" {
 		sc["cursor"] = r.Cursor
 	}
@@ -212,7 +320,9 @@ func searchPage(ctx context.Context, env *Env, tr *outline.Tree, q search.Query,
 	return mcp.NewToolResultStructured(sc, text), len(r.Hits), nil
 }
 
-func hitsText(t *outline.Tree, r *search.Result) string {
+// hitsText is a search page's text: the search's notices, the hits' lines
+// (hitTree) and the cursor.
+func hitsText(r *search.Result, lines string) string {
 	var b strings.Builder
 	for _, n := range r.Notices {
 		b.WriteString("Note: " + n + "\n")
@@ -221,35 +331,9 @@ func hitsText(t *outline.Tree, r *search.Result) string {
 		b.WriteString("No bullets match.")
 		return b.String()
 	}
-	// hits come in the outline's order: those under one parent share one
-	// "in …:" line instead of repeating the path on each
-	prev := "\x00"
-	for _, h := range r.Hits {
-		mark := ""
-		switch {
-		case h.Layout == "todo" && h.Done:
-			mark = "[x] "
-		case h.Layout == "todo":
-			mark = "[ ] "
-		}
-		where := strings.Join(h.Breadcrumb, " › ")
-		if where == "" {
-			where = "the top level"
-		}
-		if where != prev {
-			fmt.Fprintf(&b, "in %s:\n", where)
-			prev = where
-		}
-		note := ""
-		if h.InNote {
-			note = fmt.Sprintf(" (match in its note: %q)", h.Note)
-		}
-		by := ""
-		if h.Author != "" {
-			by = " (by " + h.Author + ", a contributor)"
-		}
-		fmt.Fprintf(&b, "- %s%s%s ·%s%s\n", mark, h.Text, note, h.RKey, by)
-	}
+	// hits come in the outline's order: each ancestor is said once for the
+	// run of hits under it, indented like the outline
+	b.WriteString(lines)
 	if r.Cursor != "" {
 		fmt.Fprintf(&b, "(more matches: call search again with the same filters and cursor=%q)\n", r.Cursor)
 	}

@@ -60,20 +60,41 @@ func TestSearchFindsContributions(t *testing.T) {
 	})
 	c := inProcess(t, env)
 	type hit struct{ rkey, author, crumbs, parent string }
+	// each page is asked twice: compact (key, author, path) and
+	// fields=full (parent, breadcrumb); both must agree
 	page := func(args map[string]any) ([]hit, string, string) {
 		t.Helper()
 		res, sc := call(t, c, "search", args)
 		if res.IsError {
 			t.Fatalf("search %v: %s", args, text(res))
 		}
+		fa := map[string]any{"fields": "full"}
+		for k, v := range args {
+			fa[k] = v
+		}
+		_, full := call(t, c, "search", fa)
+		fhs, _ := full["hits"].([]any)
 		var out []hit
-		hs, _ := sc["hits"].([]any)
-		for _, x := range hs {
-			h := x.(map[string]any)
+		for i, h := range flatHits(sc) {
 			a, _ := h["author"].(string)
-			p, _ := h["parent"].(string)
-			crumbs, _ := sc["paths"].(map[string]any)[p].(string)
-			out = append(out, hit{h["rkey"].(string), a, crumbs, p})
+			f := fhs[i].(map[string]any)
+			p, _ := f["parent"].(string)
+			var crumbs []string
+			for _, x := range f["breadcrumb"].([]any) {
+				// the compact form clips each ancestor at 24 characters
+				r := []rune(x.(string))
+				if len(r) > 24 {
+					r = append(r[:23], '…')
+				}
+				crumbs = append(crumbs, string(r))
+			}
+			if strings.Join(crumbs, " › ") != h["path"] || f["rkey"] != h["rkey"] {
+				t.Fatalf("compact hit %v, full %v", h, f)
+			}
+			out = append(out, hit{h["rkey"].(string), a, h["path"].(string), p})
+		}
+		if len(fhs) != len(out) {
+			t.Fatalf("%d compact hits, %d full", len(out), len(fhs))
 		}
 		cur, _ := sc["cursor"].(string)
 		return out, cur, text(res)
@@ -81,7 +102,7 @@ func TestSearchFindsContributions(t *testing.T) {
 	want := []hit{
 		{"3kown11111111", "", "", ""},
 		{"3kbob11111111", contributor, "Shared plan", "3kshared22222"},
-		{"3kbob22222222", contributor, "Shared plan › Budget Review notes from Bob", "3kbob11111111"},
+		{"3kbob22222222", contributor, "Shared plan › Budget Review notes fro…", "3kbob11111111"},
 	}
 	all, cur, txt := page(map[string]any{"text": "budget review"})
 	if cur != "" || len(all) != len(want) {

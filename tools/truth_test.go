@@ -106,6 +106,20 @@ func TestCommentThreadInText(t *testing.T) {
 			}
 		}
 	}
+	// markdown and OPML: as comments, which import_outline skips
+	for _, f := range []string{"markdown", "opml"} {
+		res, _ := call(t, r.c, "read_outline", map[string]any{"format": f})
+		out := text(res)
+		i, j := strings.Index(out, "<!-- "+strings.TrimSuffix(want, "\n")+" -->"), strings.Index(out, "<!-- "+strings.TrimSuffix(want2, "\n")+" -->")
+		if i < 0 || j < i {
+			t.Fatalf("read format=%s: the thread (in order) is not shown:\n%s", f, out)
+		}
+		// read back: the bullets, and the thread skipped with a word
+		ires, isc := call(t, r.c, "import_outline", map[string]any{"format": f, "content": out, "parent": r.key("Groceries for @friend.test"), "dry_run": true})
+		if created, _ := isc["created"].([]any); ires.IsError || len(created) != 2 || !strings.Contains(text(ires), "skipped 2") {
+			t.Fatalf("import_outline format=%s of the export: %v\n%s", f, isc["created"], text(ires))
+		}
+	}
 	_, sc := call(t, r.c, "read_outline", map[string]any{"node": r.key("Eggs"), "format": "json"})
 	root, _ := sc["root"].(map[string]any)
 	cs, _ := root["comments"].([]any)
@@ -123,13 +137,13 @@ func TestNoteHitShowsBulletText(t *testing.T) {
 	long := strings.Repeat("background and context, ", 6)
 	r.ok("insert_after", map[string]any{"text": "Quarterly plan", "note": long + "remember the budget spreadsheet in the shared drive"})
 	res, sc := call(t, r.c, "search", map[string]any{"text": "spreadsheet"})
-	hits, _ := sc["hits"].([]any)
+	hits := flatHits(sc)
 	if len(hits) != 1 {
 		t.Fatalf("hits: %v", sc["hits"])
 	}
-	h := hits[0].(map[string]any)
-	if h["text"] != "Quarterly plan" || h["inNote"] != true {
-		t.Fatalf("structured hit: text %q (want the bullet's), inNote %v", h["text"], h["inNote"])
+	h := hits[0]
+	if h["text"] != "Quarterly plan" {
+		t.Fatalf("structured hit: text %q (want the bullet's)", h["text"])
 	}
 	note, _ := h["note"].(string)
 	if !strings.Contains(note, "budget spreadsheet in the shared drive") || !strings.HasPrefix(note, "…") {
@@ -283,7 +297,7 @@ func TestSearchUnknownLayoutSaysWhatExists(t *testing.T) {
 		}
 	}
 	res, sc = call(t, r.c, "search", map[string]any{"layout": "checkbox"})
-	if hits, _ := sc["hits"].([]any); len(hits) != 1 || !strings.Contains(text(res), `layout "checkbox" is not one Bulleted renders`) || !strings.Contains(text(res), "did you mean todo?") {
+	if hits := flatHits(sc); len(hits) != 1 || !strings.Contains(text(res), `layout "checkbox" is not one Bulleted renders`) || !strings.Contains(text(res), "did you mean todo?") {
 		t.Fatalf("checkbox: %v\n%s", sc["hits"], text(res))
 	}
 	res, sc = call(t, r.c, "search", map[string]any{"layout": "h1"})

@@ -419,6 +419,11 @@ func mdRow(b *strings.Builder, r *Row, d int) {
 			fmt.Fprintf(b, "%s%s\n", cont, l)
 		}
 	}
+	// the comment thread, where the policy lets it render: HTML comments,
+	// which import_outline skips (and counts)
+	for _, c := range r.Comments {
+		fmt.Fprintf(b, "%s<!-- %s -->\n", cont, strings.ReplaceAll(c.Line(), "--", "- -"))
+	}
 }
 
 // OPML renders the view as OPML 2.0: text, _note, _complete, and the
@@ -490,6 +495,13 @@ func (v *View) OPML() string {
 				b.WriteString(` _readOnly="true"`)
 			}
 			b.WriteString(">")
+			// the comment thread, where the policy lets it render: XML
+			// comments, which the importer skips (and counts)
+			for _, c := range r.Comments {
+				b.WriteString("<!-- ")
+				esc(strings.ReplaceAll(c.Line(), "--", "- -"))
+				b.WriteString(" -->")
+			}
 			if r.Mirror != nil {
 				walk(r.Mirror.Rows)
 				if r.Mirror.Cut != "" {

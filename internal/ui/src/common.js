@@ -81,7 +81,8 @@ const resultText = (res) => ((res && res.content) || []).filter((c) => c.type ==
 // children, childCount, comments, invalid, detached}.
 const normRow = (r) => {
   const o = Object.assign({}, r);
-  if (!o.state && o.layout === 'todo') o.state = o.completedAt ? 'done' : 'open';
+  if (!o.state && o.layout === 'todo') o.state = o.completedAt || o.done ? 'done' : 'open'; // done: a full search hit
+  if (o.state && !o.layout) o.layout = 'todo'; // a compact search hit: state says it is a todo
   o.hasNote = !!(o.hasNote || o.note);
   o.children = (o.children || []).map(normRow);
   if (o.mirror) { o.mirror = Object.assign({}, o.mirror); o.mirror.rows = (o.mirror.rows || o.mirror.Rows || []).map(normRow); }
@@ -123,6 +124,19 @@ const parseText = (txt) => {
   return { title, roots, extra };
 };
 
+// searchRows flattens a search result's hits: the compact tree (an entry is
+// a hit, or an ancestor [text, entries...]) or fields=full's flat list
+// (breadcrumb); each row gets its path.
+const searchRows = (entries, path) => {
+  const rows = [];
+  for (const h of entries || []) {
+    if (Array.isArray(h)) { rows.push(...searchRows(h.slice(1), path.concat([String(h[0])]))); continue; }
+    const p = Array.isArray(h.breadcrumb) ? h.breadcrumb : path;
+    rows.push(normRow(Object.assign({ path: p.join(' › ') }, h)));
+  }
+  return rows;
+};
+
 // toRows gives {title, root, rows, notices, truncated, next} for a read or
 // search result.
 const toRows = (sc, text) => {
@@ -134,7 +148,7 @@ const toRows = (sc, text) => {
   if (sc.outline && sc.outline.title) out.title = sc.outline.title;
   if (Array.isArray(sc.hits)) {
     out.search = true;
-    out.rows = sc.hits.map((h) => normRow(Object.assign({ path: (sc.paths || {})[h.parent] }, h)));
+    out.rows = searchRows(sc.hits, []);
     return out;
   }
   if (Array.isArray(sc.nodes)) {
