@@ -76,7 +76,7 @@ func (r *Repo) jetstreamOnce(ctx context.Context, u string, changed func(), errs
 	did := r.did.String()
 	return r.listen(ctx, addr, false, changed, errs, func(mt int, rd io.Reader) error {
 		if mt != websocket.TextMessage && mt != websocket.BinaryMessage {
-			return fmt.Errorf("Jetstream sent an unexpected message")
+			return fmt.Errorf("the Jetstream instance sent an unexpected message")
 		}
 		var ev jetEvent
 		if err := json.NewDecoder(rd).Decode(&ev); err != nil {
