@@ -14,3 +14,14 @@ func PathBuilds() int64 { return pathBuilds.Load() }
 
 // OnPathBuild runs fn at the start of each such build (nil: none).
 func OnPathBuild(fn func()) { pathBuildHook = fn }
+
+// CompactDecode and Interned expose the compact decode to its tests.
+var CompactDecode = compactDecode
+
+func Interned(s string) (string, bool) {
+	v, ok := interned[s]
+	if !ok {
+		return "", false
+	}
+	return v.(string), true
+}
