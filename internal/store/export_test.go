@@ -25,3 +25,6 @@ func Interned(s string) (string, bool) {
 	}
 	return v.(string), true
 }
+
+// PathOf exposes pathOf to its test.
+func PathOf(r Record) string { return pathOf(&r) }
