@@ -134,11 +134,11 @@ type Local struct {
 	bs        *memBlocks
 	root      cid.Cid
 	rev       string
-	records   map[string]Record // "collection/rkey"
-	snap      *Snapshot         // sorted snapshot of the current commit, built on demand
-	paths     *pathBuild        // records being made from snap ahead of the first write (prepare.go)
-	history   []transition      // the last commits' changes, oldest first (Changes)
-	reachable int               // blocks the commit at root uses (at its load)
+	records   map[string]*Record // "collection/rkey"; records never change once made (a snapshot's may be among them)
+	snap      *Snapshot          // sorted snapshot of the current commit, built on demand
+	paths     *pathBuild         // records being made from snap ahead of the first write (prepare.go)
+	history   []transition       // the last commits' changes, oldest first (Changes)
+	reachable int                // blocks the commit at root uses (at its load)
 	log       *os.File
 	logOff    int64    // how much of the log has been read (and is whole)
 	lock      *os.File // flock'd while the files are read or written
@@ -543,7 +543,7 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 			return nil
 		}
 		if old, ok := prev[k]; ok && old.CID == v.String() {
-			recs = append(recs, old)
+			recs = append(recs, *old)
 			return nil
 		}
 		recs = append(recs, Record{}) // decoded below
@@ -599,7 +599,7 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 // it (a map of 250,000 paths is a tenth of a second): it is made from the
 // snapshot the first time a write or a reload needs it. Either l.records or
 // l.snap is always current.
-func (l *Local) recordMap() map[string]Record {
+func (l *Local) recordMap() map[string]*Record {
 	if l.records == nil {
 		l.records = l.pathsOf(l.snap).get() // Prepare's build, waited for, or made here
 		l.paths = nil
@@ -607,10 +607,12 @@ func (l *Local) recordMap() map[string]Record {
 	return l.records
 }
 
-func recordMap(recs []Record) map[string]Record {
-	m := make(map[string]Record, len(recs))
-	for _, r := range recs {
-		m[pathOf(&r)] = r
+// recordMap points into recs (a snapshot's records, never changed): a
+// pointer a record, not a second copy of each record's header.
+func recordMap(recs []Record) map[string]*Record {
+	m := make(map[string]*Record, len(recs))
+	for i := range recs {
+		m[pathOf(&recs[i])] = &recs[i]
 	}
 	return m
 }
@@ -894,7 +896,7 @@ func (l *Local) Snapshot(ctx context.Context) (*Snapshot, error) {
 	// l.records is current when the snapshot is not
 	s := &Snapshot{DID: l.did, Commit: l.root.String(), Rev: l.rev, Records: make([]Record, 0, len(l.records))}
 	for _, r := range l.records {
-		s.Records = append(s.Records, r)
+		s.Records = append(s.Records, *r)
 	}
 	sort.Slice(s.Records, func(i, j int) bool {
 		a, b := s.Records[i], s.Records[j]
@@ -1013,7 +1015,7 @@ func (l *Local) apply(ctx context.Context, swapCommit string, writes []Write) (*
 		if ch.rec == nil {
 			delete(l.records, ch.path)
 		} else {
-			l.records[ch.path] = *ch.rec
+			l.records[ch.path] = ch.rec
 		}
 		if strings.HasPrefix(ch.path, Prefix) {
 			if ch.rec != nil {
