@@ -151,7 +151,7 @@ func (d *cdec) text(arg uint64) ([]byte, bool) {
 	}
 	s := d.b[d.off : d.off+int(arg)]
 	d.off += int(arg)
-	return s, utf8.Valid(s)
+	return s, d.build || utf8.Valid(s) // the first pass checked it
 }
 
 // str is a text string's value: shared when interned, else in the arena.
@@ -262,7 +262,7 @@ func (d *cdec) object(n uint64, depth int) (any, bool) {
 		}
 		// DAG-CBOR orders keys by length, then bytes: a key not after the
 		// one before is a duplicate or out of order (left to the others)
-		if prev != nil && (len(k) < len(prev) || len(k) == len(prev) && string(k) <= string(prev)) {
+		if !d.build && prev != nil && (len(k) < len(prev) || len(k) == len(prev) && string(k) <= string(prev)) {
 			return nil, false
 		}
 		prev = k

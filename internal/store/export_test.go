@@ -28,3 +28,9 @@ func Interned(s string) (string, bool) {
 
 // PathOf exposes pathOf to its test.
 func PathOf(r Record) string { return pathOf(&r) }
+
+// PlainDecode is the reflection decoder's fast path alone (benchmarks).
+func PlainDecode(b []byte) bool {
+	var v map[string]any
+	return plainCBOR.Unmarshal(b, &v) == nil && v != nil && plainMap(v)
+}
