@@ -17,21 +17,23 @@ import (
 // Item is a node or a mirror in the tree.
 type Item struct {
 	Rec      store.Record
-	Mirror   bool
 	Children []*Item // in sibling order; never modified once the tree is built
 	Note     *store.Record
 	Detached string // why the item does not hang in the tree ("" if it does)
 
-	did     syntax.DID  // the repository, for the record's own URI
-	check   sync.Once   // validation runs on first use of Invalid
-	problem string      // validation problem ("" if valid)
-	done    atomic.Bool // problem is set
-	sortKey string      // cached: the record's sortKey
-	mark    uint8       // cycle detection state while building
-	parent  *Item       // while building (Tree.Parent afterwards)
-	pkey    string      // parent's record key when the parent field names a node of this repo
-	pwhy    string      // why the parent field cannot hang here ("" if it can)
-	parsed  bool        // pkey and pwhy are set
+	did     syntax.DID // the repository, for the record's own URI
+	problem string     // validation problem ("" if valid)
+	sortKey string     // cached: the record's sortKey
+	parent  *Item      // while building (Tree.Parent afterwards)
+	pkey    string     // parent's record key when the parent field names a node of this repo
+	pwhy    string     // why the parent field cannot hang here ("" if it can)
+	// the small fields together, with no padding between them (an item is
+	// 216 bytes, not 240: one a bullet)
+	check  sync.Once   // validation runs on first use of Invalid
+	done   atomic.Bool // problem is set
+	Mirror bool
+	mark   uint8 // cycle detection state while building
+	parsed bool  // pkey and pwhy are set
 }
 
 // parentKey reads a parent field: the record key of a node of this

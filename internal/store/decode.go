@@ -40,6 +40,9 @@ var plainCBOR = func() cbor.DecMode {
 // atdata's.
 func DecodeRecord(b []byte) (map[string]any, error) {
 	if len(b) <= atdata.MAX_CBOR_RECORD_SIZE {
+		if v, ok := compactDecode(b); ok {
+			return v, nil
+		}
 		var v map[string]any
 		if plainCBOR.Unmarshal(b, &v) == nil && v != nil && plainMap(v) {
 			return v, nil

@@ -14,3 +14,23 @@ func PathBuilds() int64 { return pathBuilds.Load() }
 
 // OnPathBuild runs fn at the start of each such build (nil: none).
 func OnPathBuild(fn func()) { pathBuildHook = fn }
+
+// CompactDecode and Interned expose the compact decode to its tests.
+var CompactDecode = compactDecode
+
+func Interned(s string) (string, bool) {
+	v, ok := interned[s]
+	if !ok {
+		return "", false
+	}
+	return v.(string), true
+}
+
+// PathOf exposes pathOf to its test.
+func PathOf(r Record) string { return pathOf(&r) }
+
+// PlainDecode is the reflection decoder's fast path alone (benchmarks).
+func PlainDecode(b []byte) bool {
+	var v map[string]any
+	return plainCBOR.Unmarshal(b, &v) == nil && v != nil && plainMap(v)
+}

@@ -13,7 +13,7 @@ import (
 type pathBuild struct {
 	snap *Snapshot
 	once sync.Once
-	m    map[string]Record
+	m    map[string]*Record
 	done atomic.Bool // m is made
 }
 
@@ -24,7 +24,7 @@ var pathBuilds atomic.Int64
 // arriving while Prepare's build is under way).
 var pathBuildHook func()
 
-func (p *pathBuild) get() map[string]Record {
+func (p *pathBuild) get() map[string]*Record {
 	p.once.Do(func() {
 		if pathBuildHook != nil {
 			pathBuildHook()
