@@ -326,10 +326,16 @@ func addNotices(res *mcp.CallToolResult, notes []string) {
 // shortened at a line end with a marker saying so, also in the structured
 // content's notices.
 func bound(res *mcp.CallToolResult, room int, mode tools.Payload) *mcp.CallToolResult {
-	if mode == tools.PayloadText && res != nil {
-		res.StructuredContent = nil // not sent: not counted
+	size := func() int {
+		if mode == tools.PayloadText && res != nil {
+			// the structured content is not sent (tools.Shape): not counted
+			c := *res
+			c.StructuredContent = nil
+			return tools.ResultSize(&c)
+		}
+		return tools.ResultSize(res)
 	}
-	over := tools.ResultSize(res) - MaxResultBytes + room
+	over := size() - MaxResultBytes + room
 	if res == nil || over <= 0 {
 		return res
 	}
@@ -351,8 +357,10 @@ func bound(res *mcp.CallToolResult, room int, mode tools.Payload) *mcp.CallToolR
 		}
 		tc.Text = tc.Text[:keep] + "\n[" + msg + "]"
 		res.Content[i] = tc
-		over = tools.ResultSize(res) - MaxResultBytes + room
-		addNotices(res, []string{msg})
+		over = size() - MaxResultBytes + room
+		if mode != tools.PayloadText {
+			addNotices(res, []string{msg})
+		}
 	}
 	return res
 }
