@@ -288,3 +288,35 @@ func TestPayloadAuto(t *testing.T) {
 		t.Error("an unknown payload mode was accepted")
 	}
 }
+
+// TestPayloadStructuredNotices: in structured mode a page's own notice (a
+// read continued after the outline changed) is in the short text and in
+// the structured content, with the cursor.
+func TestPayloadStructuredNotices(t *testing.T) {
+	l := payloadRepo(t, 300)
+	st, _ := payloadClient(t, l, server.Options{Payload: tools.PayloadStructured}, "claude-code")
+	first := payCall(t, st, "read_outline", map[string]any{"depth": 3, "limit": 10})
+	cur := nextCursor(first)
+	if cur == "" {
+		t.Fatalf("no cursor: %s", scJSON(first))
+	}
+	if w := payCall(t, st, "insert_after", map[string]any{"text": "a new top bullet"}); w.IsError {
+		t.Fatalf("insert: %s", resultText(w))
+	}
+	next := payCall(t, st, "read_outline", map[string]any{"depth": 3, "limit": 10, "cursor": cur})
+	var page struct {
+		ChangedSince *struct {
+			Message string `json:"message"`
+		} `json:"changedSince"`
+		Cursor string `json:"cursor"`
+	}
+	_ = json.Unmarshal([]byte(scJSON(next)), &page)
+	if page.ChangedSince == nil || page.ChangedSince.Message == "" {
+		t.Fatalf("the page after a write says no change: %s", scJSON(next))
+	}
+	text := resultText(next)
+	if !strings.Contains(text, tools.ShortMarker) || !strings.Contains(text, page.ChangedSince.Message) || !strings.Contains(text, page.Cursor) {
+		t.Errorf("the short text lacks the marker, the change (%q) or the cursor:\n%s", page.ChangedSince.Message, text)
+	}
+	t.Logf("%d bytes:\n%s", len(text), text)
+}
