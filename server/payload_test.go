@@ -130,10 +130,11 @@ func scJSON(res *mcp.CallToolResult) string {
 
 func scNotices(res *mcp.CallToolResult) []string {
 	var m struct {
-		Notices []string `json:"notices"`
+		Notices     []string `json:"notices"`
+		Diagnostics []string `json:"diagnostics"`
 	}
 	_ = json.Unmarshal([]byte(scJSON(res)), &m)
-	return m.Notices
+	return append(m.Diagnostics, m.Notices...)
 }
 
 // payloadCalls are the calls each mode is checked on: a search page with
@@ -319,4 +320,46 @@ func TestPayloadStructuredNotices(t *testing.T) {
 		t.Errorf("the short text lacks the marker, the change (%q) or the cursor:\n%s", page.ChangedSince.Message, text)
 	}
 	t.Logf("%d bytes:\n%s", len(text), text)
+}
+
+// TestPayloadStructuredWrite: a write's result in structured mode: the
+// structured content complete (every created key), the text its summary,
+// counts and every notice (a layout Bulleted does not render).
+func TestPayloadStructuredWrite(t *testing.T) {
+	l := payloadRepo(t, 50)
+	st, _ := payloadClient(t, l, server.Options{Payload: tools.PayloadStructured}, "codex-mcp-client")
+	nodes := make([]any, 40)
+	for i := range nodes {
+		nodes[i] = map[string]any{"text": fmt.Sprintf("tick box %d", i), "layout": "checkbox"}
+	}
+	res := payCall(t, st, "insert_after", map[string]any{"nodes": nodes})
+	if res.IsError {
+		t.Fatalf("insert: %s", resultText(res))
+	}
+	var sc struct {
+		Summary string `json:"summary"`
+		Created []struct {
+			RKey string `json:"rkey"`
+		} `json:"created"`
+		Keys        []string `json:"keys"`
+		Notices     []string `json:"notices"`
+		Diagnostics []string `json:"diagnostics"`
+	}
+	if err := json.Unmarshal([]byte(scJSON(res)), &sc); err != nil {
+		t.Fatal(err)
+	}
+	sc.Notices = append(sc.Notices, sc.Diagnostics...)
+	if len(sc.Created)+len(sc.Keys) < 40 || sc.Summary == "" || len(sc.Notices) == 0 {
+		t.Fatalf("the structured content is not complete (40 keys, a summary, the layout notice): %s", scJSON(res))
+	}
+	text := resultText(res)
+	if !strings.Contains(text, tools.ShortMarker) || !strings.HasPrefix(text, strings.TrimSpace(sc.Summary)) {
+		t.Errorf("the text is not the short rendering starting with the summary:\n%s", text)
+	}
+	for _, n := range sc.Notices {
+		if !strings.Contains(text, n) {
+			t.Errorf("the text lacks the notice %q:\n%s", n, text)
+		}
+	}
+	t.Logf("text %d bytes, structured %d:\n%s", len(text), len(scJSON(res)), text)
 }

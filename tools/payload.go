@@ -126,16 +126,20 @@ func scMap(res *mcp.CallToolResult) map[string]any {
 }
 
 // noticesOf lists what a result's structured content tells beside its
-// data: its notices, and a page's changedSince message.
+// data: a write's diagnostics, its notices, and a page's changedSince
+// message.
 func noticesOf(sc map[string]any) []string {
 	var out []string
-	switch ns := sc["notices"].(type) {
-	case []string:
-		out = append(out, ns...)
-	case []any:
-		for _, n := range ns {
-			if s, ok := n.(string); ok {
-				out = append(out, s)
+	// a write's diagnostics are its notices
+	for _, k := range []string{"diagnostics", "notices"} {
+		switch ns := sc[k].(type) {
+		case []string:
+			out = append(out, ns...)
+		case []any:
+			for _, n := range ns {
+				if s, ok := n.(string); ok {
+					out = append(out, s)
+				}
 			}
 		}
 	}
@@ -177,7 +181,7 @@ func shortText(sc map[string]any, tool string) string {
 	}
 	var parts []string
 	for _, k := range slices.Sorted(mapsKeys(sc)) {
-		if k == "notices" || k == "error" {
+		if k == "notices" || k == "diagnostics" || k == "error" {
 			continue
 		}
 		if k == "hits" {
@@ -204,6 +208,12 @@ func shortText(sc map[string]any, tool string) string {
 	}
 	if v, ok := sc["valid"].(bool); ok {
 		parts = append(parts, fmt.Sprintf("valid %v", v))
+	}
+	// what the next call may name: a write's operation (undo), a dry run's plan
+	for _, k := range []string{"operation", "plan"} {
+		if s, _ := sc[k].(string); s != "" {
+			parts = append(parts, k+" "+s)
+		}
 	}
 	if s, _ := sc["stop"].(string); s != "" {
 		parts = append(parts, "stopped: "+s)
