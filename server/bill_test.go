@@ -33,6 +33,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outlinegen"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/server"
+	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
 
 // billLimit is the result size the issue asks every result to fit in.
@@ -152,11 +153,23 @@ func newBillHarness(tb testing.TB, n int) *billHarness {
 		tb.Fatal("the outline has no budget review bullet")
 	}
 	h.engine = outline.New(l)
-	h.srv = server.New(h.engine, false)
+	h.connect(tb, server.Options{})
+	return h
+}
+
+// connect gives h a server over its engine with options o, and an
+// in-process client of it (named "bill": auto gives it both parts).
+func (h *billHarness) connect(tb testing.TB, o server.Options) {
+	tb.Helper()
+	var err error
+	if h.srv, err = server.NewWithOptions(&tools.Env{Engine: h.engine}, o); err != nil {
+		tb.Fatal(err)
+	}
 	if h.c, err = client.NewInProcessClient(h.srv); err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { h.c.Close() })
+	c := h.c
+	tb.Cleanup(func() { c.Close() })
 	ctx := context.Background()
 	if err := h.c.Start(ctx); err != nil {
 		tb.Fatal(err)
@@ -167,7 +180,49 @@ func newBillHarness(tb testing.TB, n int) *billHarness {
 	if _, err := h.c.Initialize(ctx, init); err != nil {
 		tb.Fatal(err)
 	}
-	return h
+}
+
+// modeBill is one payload mode's bill (serve --payload): the wire bytes of
+// reading every child of the big level (text, and json flat) and of the
+// 11 searches' first pages, on a server in that mode over h's outline.
+type modeBill struct {
+	mode                     tools.Payload
+	readText, readJSON, firs *billTask
+}
+
+func (h *billHarness) payloadBills(tb testing.TB) []modeBill {
+	tb.Helper()
+	var out []modeBill
+	for _, mode := range []tools.Payload{tools.PayloadBoth, tools.PayloadStructured, tools.PayloadText} {
+		m := &billHarness{engine: h.engine, recs: h.recs, big: h.big, kids: h.kids, review: h.review}
+		m.connect(tb, server.Options{Payload: mode})
+		b := modeBill{mode: mode, readText: &billTask{name: "read big level, text"}, readJSON: &billTask{name: "read big level, json"}, firs: &billTask{name: "11 searches, first page each"}}
+		m.drain(tb, b.readText, "read_outline", map[string]any{"node": h.big, "depth": 1}, nil, nil)
+		m.drain(tb, b.readJSON, "read_outline", map[string]any{"node": h.big, "depth": 1, "format": "json", "flat": true, "limit": 5000}, nil, nil)
+		for _, q := range billSearches {
+			args := map[string]any{"limit": 200}
+			for k, v := range q {
+				args[k] = v
+			}
+			_, c := m.call(tb, "search", args)
+			b.firs.calls = append(b.firs.calls, c)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// payloadTable renders the bills per mode.
+func payloadTable(bills []modeBill) string {
+	var b strings.Builder
+	b.WriteString("\nWire bytes per payload mode (serve --payload; text + structured content as JSON):\n\n| mode | read big level, text | read big level, json | 11 searches' first pages |\n|---|---|---|---|\n")
+	cell := func(t *billTask) string {
+		return fmt.Sprintf("%d calls, %s (text %s / structured %s)", len(t.calls), kb(t.sum(billCall.bytes)), kb(t.sum(func(c billCall) int { return c.text })), kb(t.sum(func(c billCall) int { return c.sc })))
+	}
+	for _, m := range bills {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", m.mode, cell(m.readText), cell(m.readJSON), cell(m.firs))
+	}
+	return b.String()
 }
 
 // call makes one tool call and measures its result.
@@ -615,6 +670,13 @@ func BenchmarkAgentBill(b *testing.B) {
 	fmt.Println(billTable(n, tasks, with, without))
 	fmt.Printf("tools/list without output schemas and _meta (what a model is shown): %.1f KB\n", float64(model)/1000)
 	fmt.Println(h.floor(b))
+	bills := h.payloadBills(b)
+	fmt.Println(payloadTable(bills))
+	for _, m := range bills {
+		b.ReportMetric(float64(m.readText.sum(billCall.bytes)), "payload-"+string(m.mode)+"-read-text-B")
+		b.ReportMetric(float64(m.readJSON.sum(billCall.bytes)), "payload-"+string(m.mode)+"-read-json-B")
+		b.ReportMetric(float64(m.firs.sum(billCall.bytes)), "payload-"+string(m.mode)+"-first-pages-B")
+	}
 	for _, t := range tasks {
 		m := metricName(t.name)
 		b.ReportMetric(float64(len(t.calls)), m+"-calls")
@@ -701,6 +763,22 @@ func TestAgentBillHarness(t *testing.T) {
 	part("11 searches' first pages, shown by structured clients", tasks[3].sum(billCall.shownSC), search)
 	if fc := tasks[5]; len(fc.calls) > 2 || fc.sum(billCall.bytes) > 2048 {
 		t.Errorf("find and complete: %d calls, %d bytes on the wire; want ≤ 2 and ≤ 2 KB", len(fc.calls), fc.sum(billCall.bytes))
+	}
+	// per payload mode: structured sends the structured content in full
+	// and a short text, so the 11 first pages fit the target on the wire
+	bills := h.payloadBills(t)
+	t.Log(payloadTable(bills))
+	for _, m := range bills {
+		for _, tk := range []*billTask{m.readText, m.readJSON, m.firs} {
+			for i, c := range tk.calls {
+				if c.isError || c.bytes() > billLimit || (m.mode == tools.PayloadText) != (c.sc == 0) {
+					t.Errorf("payload %s, %s, call %d: error %v, %d bytes, structured %d bytes", m.mode, tk.name, i+1, c.isError, c.bytes(), c.sc)
+				}
+			}
+		}
+		if m.mode == tools.PayloadStructured {
+			part("11 searches' first pages, payload structured, on the wire", m.firs.sum(billCall.bytes), search)
+		}
 	}
 }
 

@@ -21,7 +21,7 @@ func TestBoundKeepsStructuredContent(t *testing.T) {
 	sc := map[string]any{"did": "did:plc:x", "nodes": rows, "cursor": "c1"}
 	want, _ := json.Marshal(sc)
 	res := mcp.NewToolResultStructured(sc, strings.Repeat("- a line of the page ·3kabcdefghi22\n", 2000))
-	res = bound(res, 0)
+	res = bound(res, 0, tools.PayloadBoth)
 	got, _ := json.Marshal(res.StructuredContent)
 	var back map[string]any
 	json.Unmarshal(got, &back)

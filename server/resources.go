@@ -175,9 +175,9 @@ func newResources(env *tools.Env, o Options) *resources {
 
 // options are the server options resources need: the capabilities
 // (resources with subscribe, completions), the completion provider, and
-// the hooks that list the top-level bullets and keep subscriptions.
-func (r *resources) options() []mcpserver.ServerOption {
-	hooks := &mcpserver.Hooks{}
+// the hooks (added to hooks, which the server is given) that list the
+// top-level bullets and keep subscriptions.
+func (r *resources) options(hooks *mcpserver.Hooks) []mcpserver.ServerOption {
 	hooks.AddAfterListResources(r.listed)
 	hooks.AddAfterListResourceTemplates(func(_ context.Context, _ any, _ *mcp.ListResourceTemplatesRequest, res *mcp.ListResourceTemplatesResult) {
 		if res != nil {
@@ -215,7 +215,6 @@ func (r *resources) options() []mcpserver.ServerOption {
 		mcpserver.WithResourceCapabilities(true, false),
 		mcpserver.WithCompletions(),
 		mcpserver.WithResourceCompletionProvider(r),
-		mcpserver.WithHooks(hooks),
 	}
 }
 

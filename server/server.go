@@ -60,6 +60,12 @@ type Options struct {
 	// caller can pass it commits it sees: Subscriptions.CommitSeen); nil:
 	// the server makes its own.
 	Subscriptions *Subscriptions
+	// Payload is which part of a tool result carries it in full (serve
+	// --payload, payload.go); "" is auto.
+	Payload tools.Payload
+	// Logf, if set, is told once per session the payload mode its client
+	// gets (the CLI: stderr).
+	Logf func(format string, args ...any)
 }
 
 // ListTTL is the caching hint on tools/list, prompts/list and
@@ -79,16 +85,25 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Payload != "" {
+		if _, err := tools.ParsePayload(string(o.Payload)); err != nil {
+			return nil, err
+		}
+	}
+	pl := newPayloads(o.Payload, o.Logf)
+	hooks := &mcpserver.Hooks{}
+	pl.hooks(hooks)
 	opts := []mcpserver.ServerOption{
 		mcpserver.WithToolCapabilities(false),
 		mcpserver.WithInstructions(Instructions),
 		mcpserver.WithRecovery(),
+		mcpserver.WithHooks(hooks),
 	}
 	// the outline as resources, with the read tools (resources.go)
 	var rs *resources
 	if slices.ContainsFunc(list, func(t tools.Tool) bool { return t.Name == "read_outline" }) {
 		rs = newResources(env, o)
-		opts = append(opts, rs.options()...)
+		opts = append(opts, rs.options(hooks)...)
 	}
 	// the tasks agents are asked most, as prompts (prompts.go)
 	ps := newPrompts(env, o, list)
@@ -119,7 +134,19 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 	registerApps(s)
 	for _, t := range list {
 		t := t
-		s.AddTool(withApp(t), func(ctx context.Context, req mcp.CallToolRequest) (res *mcp.CallToolResult, _ error) {
+		m := withApp(t)
+		if pl.mode == tools.PayloadText {
+			m.RawOutputSchema = nil // no structured content: no output schema
+		}
+		s.AddTool(m, func(ctx context.Context, req mcp.CallToolRequest) (res *mcp.CallToolResult, _ error) {
+			mode := pl.of(ctx)
+			defer func() {
+				// last (after the recovery below): text mode sends no
+				// structured content, also on errors
+				if mode == tools.PayloadText {
+					res = tools.Shape(res, mode, t.Name)
+				}
+			}()
 			defer func() {
 				// a bug must still answer as a tool result, not a protocol error
 				if p := recover(); p != nil {
@@ -167,13 +194,16 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 				// on, never protocol errors
 				res = tools.ErrorResult(err)
 			}
+			if mode == tools.PayloadStructured {
+				res = tools.Shape(res, mode, t.Name) // the text a short rendering
+			}
 			rs.seen(ctx, env) // subscribed sessions hear of a commit
 			if t.Name != "operations" && t.Name != "undo" {
-				noteIncomplete(env, res)
+				noteIncomplete(env, res, mode)
 			}
 			// the notices go at the head, never cut: the rest is bound to
 			// leave them room
-			return noteStore(env, res, seen.take(sid, env)), nil
+			return noteStore(env, res, seen.take(sid, env), mode), nil
 		})
 	}
 	return s, nil
@@ -181,7 +211,7 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 
 // noteIncomplete tells the agent, on every result, about operations that
 // stopped part-way (also those of a server that was killed).
-func noteIncomplete(env *tools.Env, res *mcp.CallToolResult) {
+func noteIncomplete(env *tools.Env, res *mcp.CallToolResult, mode tools.Payload) {
 	inc := env.Engine.Incomplete()
 	if len(inc) == 0 || res == nil {
 		return
@@ -190,7 +220,11 @@ func noteIncomplete(env *tools.Env, res *mcp.CallToolResult) {
 	for _, op := range inc {
 		ids = append(ids, op.ID+" ("+op.Summary+")")
 	}
-	res.Content = append(res.Content, mcp.NewTextContent(fmt.Sprintf("Note: %d incomplete operation(s): %s; call operations, then operations resume=ID or undo operation=ID.", len(inc), strings.Join(ids, "; "))))
+	note := fmt.Sprintf("%d incomplete operation(s): %s; call operations, then operations resume=ID or undo operation=ID.", len(inc), strings.Join(ids, "; "))
+	res.Content = append(res.Content, mcp.NewTextContent("Note: "+note))
+	if mode != tools.PayloadText {
+		addNotices(res, []string{note}) // in both parts: never silent
+	}
 }
 
 // seenOf finds the sessions' told revisions of a server (for the HTTP
@@ -204,9 +238,9 @@ var seenOf sync.Map // weak.Pointer[mcpserver.MCPServer] → *seenRevs (dropped 
 // (changed; nil: nothing): at the head of the text and as "notices" (and
 // "changedByOthers") in the structured content. res is bound (bound) to
 // leave them room within MaxResultBytes.
-func noteStore(env *tools.Env, res *mcp.CallToolResult, changed *outline.Changed) *mcp.CallToolResult {
+func noteStore(env *tools.Env, res *mcp.CallToolResult, changed *outline.Changed, mode tools.Payload) *mcp.CallToolResult {
 	if res == nil || env == nil {
-		return bound(res, 0)
+		return bound(res, 0, mode)
 	}
 	var notes []string
 	if env.Engine != nil {
@@ -225,11 +259,11 @@ func noteStore(env *tools.Env, res *mcp.CallToolResult, changed *outline.Changed
 		notes, obj = append(notes, notice), o
 	}
 	if len(notes) == 0 {
-		return bound(res, 0)
+		return bound(res, 0, mode)
 	}
 	text := "Notice: " + strings.Join(heads, "\nNotice: ")
 	room, _ := json.Marshal(map[string]any{"t": text, "n": notes, "o": obj})
-	res = bound(res, len(room)+64)
+	res = bound(res, len(room)+64, mode)
 	placed := false
 	for i, c := range res.Content {
 		if tc, ok := c.(mcp.TextContent); ok {
@@ -241,6 +275,9 @@ func noteStore(env *tools.Env, res *mcp.CallToolResult, changed *outline.Changed
 	}
 	if !placed {
 		res.Content = append([]mcp.Content{mcp.NewTextContent(text)}, res.Content...)
+	}
+	if mode == tools.PayloadText {
+		return res // the text says them; no structured content
 	}
 	addNotices(res, notes)
 	if obj != nil {
@@ -288,8 +325,17 @@ func addNotices(res *mcp.CallToolResult, notes []string) {
 // structured content is kept whole, never replaced or cut, and the text is
 // shortened at a line end with a marker saying so, also in the structured
 // content's notices.
-func bound(res *mcp.CallToolResult, room int) *mcp.CallToolResult {
-	over := tools.ResultSize(res) - MaxResultBytes + room
+func bound(res *mcp.CallToolResult, room int, mode tools.Payload) *mcp.CallToolResult {
+	size := func() int {
+		if mode == tools.PayloadText && res != nil {
+			// the structured content is not sent (tools.Shape): not counted
+			c := *res
+			c.StructuredContent = nil
+			return tools.ResultSize(&c)
+		}
+		return tools.ResultSize(res)
+	}
+	over := size() - MaxResultBytes + room
 	if res == nil || over <= 0 {
 		return res
 	}
@@ -306,10 +352,15 @@ func bound(res *mcp.CallToolResult, room int) *mcp.CallToolResult {
 			keep--
 		}
 		msg := fmt.Sprintf("the text was cut after %d bytes (%d more not shown) to fit one result; the structured content is complete", keep, len(tc.Text)-keep)
+		if mode == tools.PayloadText {
+			msg = fmt.Sprintf("the text was cut after %d bytes (%d more not shown) to fit one result; ask for less (a smaller limit or depth)", keep, len(tc.Text)-keep)
+		}
 		tc.Text = tc.Text[:keep] + "\n[" + msg + "]"
 		res.Content[i] = tc
-		over = tools.ResultSize(res) - MaxResultBytes + room
-		addNotices(res, []string{msg})
+		over = size() - MaxResultBytes + room
+		if mode != tools.PayloadText {
+			addNotices(res, []string{msg})
+		}
 	}
 	return res
 }

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -133,6 +134,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	families := fs.String("tools", "all", "tool families to expose, comma-separated: "+strings.Join(tools.Families, ", ")+" (default all)")
 	publicURL := fs.String("public-url", os.Getenv("BULLETED_MCP_PUBLIC_URL"), "hosted mode (with --database): the https URL clients reach this server at (env BULLETED_MCP_PUBLIC_URL)")
 	database := fs.String("database", os.Getenv("BULLETED_MCP_DATABASE"), "hosted mode: a postgres:// URL; many users sign in with OAuth, all state in Postgres (env BULLETED_MCP_DATABASE; needs --http, --public-url and "+hosted.SealKeyEnv+")")
+	payload := fs.String("payload", os.Getenv("BULLETED_PAYLOAD"), "which part of a tool result carries it in full: auto (structured for clients known to show the model only the structured content: Claude Code, Codex, VS Code; both for the others), both, structured (the text a short rendering) or text (no structured content, no output schemas); default auto (env BULLETED_PAYLOAD)")
 	confirmDeletes := fs.Int("confirm-deletes", tools.DefaultConfirm.Deletes, "when the client can ask the person (elicitation), a write deleting more than this many bullets asks first; 0: never")
 	confirmMoves := fs.Int("confirm-moves", tools.DefaultConfirm.Moves, "likewise for a write moving more than this many bullets; 0: never")
 	var proxies prefixList
@@ -143,11 +145,23 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
+	mode, err := tools.ParsePayload(*payload)
+	if err != nil {
+		fmt.Fprintf(stderr, "bulleted-mcp: --payload: %v\n", err)
+		return 2
+	}
+	// the mode each session gets, said once at its start
+	var logMu sync.Mutex
+	logf := func(format string, args ...any) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		fmt.Fprintf(stderr, format+"\n", args...)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *database != "" {
 		return serveHosted(ctx, stderr, hostedFlags{addr: *httpAddr, publicURL: *publicURL, database: *database, dir: *dir,
-			plc: *rf.plc, origins: origins, proxies: proxies, limits: limits, mem: mem, opts: server.Options{ReadOnly: *readOnly, Families: strings.Split(*families, ",")},
+			plc: *rf.plc, origins: origins, proxies: proxies, limits: limits, mem: mem, opts: server.Options{ReadOnly: *readOnly, Families: strings.Split(*families, ","), Payload: mode, Logf: logf},
 			confirm: &tools.ConfirmRules{Deletes: max(*confirmDeletes, 0), Moves: max(*confirmMoves, 0)}})
 	}
 	be, err := openBackend(ctx, *dir, rf)
@@ -176,7 +190,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		server.ConfirmTimeout = d // how long a confirmation waits for the person (tests)
 	}
 	subs := server.NewSubscriptions()
-	s, err := server.NewWithOptions(be.env, server.Options{ReadOnly: *readOnly, Families: strings.Split(*families, ","), Subscriptions: subs})
+	s, err := server.NewWithOptions(be.env, server.Options{ReadOnly: *readOnly, Families: strings.Split(*families, ","), Subscriptions: subs, Payload: mode, Logf: logf})
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 2
