@@ -130,7 +130,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&origins, "allow-origin", "with --http, also accept browser requests from this origin (scheme://host[:port]; repeatable or comma-separated)")
 	readOnly := fs.Bool("read-only", false, "expose only the read-only tools")
 	follow := fs.Bool("follow", true, "with --pds: follow the PDS's commit stream (verified commits taken in as they come): reads cost no request while it is live, and subscribed clients hear of others' edits without a call")
-	jetstream := fs.String("jetstream", os.Getenv("BULLETED_JETSTREAM"), "with --pds and --follow: listen to this Jetstream /subscribe address (filtered to your repository and app.bulleted.*) instead of the PDS's own stream; each commit it announces is then read from the PDS")
+	jetstream := fs.String("jetstream", os.Getenv("BULLETED_JETSTREAM"), "with --pds and --follow: listen to this Jetstream /subscribe address (filtered to your repository and app.bulleted.*) instead of the PDS's own stream; each commit it announces is then read from the PDS (env BULLETED_JETSTREAM)")
 	families := fs.String("tools", "all", "tool families to expose, comma-separated: "+strings.Join(tools.Families, ", ")+" (default all)")
 	publicURL := fs.String("public-url", os.Getenv("BULLETED_MCP_PUBLIC_URL"), "hosted mode (with --database): the https URL clients reach this server at (env BULLETED_MCP_PUBLIC_URL)")
 	database := fs.String("database", os.Getenv("BULLETED_MCP_DATABASE"), "hosted mode: a postgres:// URL; many users sign in with OAuth, all state in Postgres (env BULLETED_MCP_DATABASE; needs --http, --public-url and "+hosted.SealKeyEnv+")")
