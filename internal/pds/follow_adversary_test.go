@@ -1,0 +1,189 @@
+package pds_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"testing"
+
+	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+)
+
+// An adversarial second read of following (issue 27): the promise is that
+// following only makes reads cheaper, never staler and never wrong.
+
+// byPath is a snapshot's app.bulleted records by path, as "CID text".
+func byPath(rs []store.Record) map[string]string {
+	out := map[string]string{}
+	for _, r := range rs {
+		out[r.Collection+"/"+r.RKey] = fmt.Sprintf("%s %v", r.CID, r.Value["text"])
+	}
+	return out
+}
+
+// caughtUp waits until r's kept repository is at the PDS's head.
+func (g *followRig) caughtUp(t *testing.T, ctx context.Context, r *pds.Repo) {
+	t.Helper()
+	_, rev, err := g.login().Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until(t, "caught up with the PDS's head "+rev, func() bool { return pds.KeptRev(r) >= rev })
+}
+
+// node is a bullet record.
+func node(text string) map[string]any {
+	return map[string]any{"$type": "app.bulleted.node", "text": text, "sortKey": "k", "createdAt": "2026-12-04T10:00:00.000Z"}
+}
+
+// TestFollowInterleavedWriters: the engine's own commits (swapCommit on the
+// head it knows, so pending ones on top of the kept repository), the app's
+// commits straight to the PDS, and a reader following Changes from commit to
+// commit, all at once and quickly, while following. After each burst the
+// followed repository equals a fresh read, and what the reader composed from
+// Changes does too.
+func TestFollowInterleavedWriters(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	r := g.login()
+	errs, _ := follow(t, ctx, r)
+	until(t, "live", r.Live)
+	s0, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, since := byPath(s0.Records), s0.Commit
+	var seenMu sync.Mutex
+	for round := range 4 {
+		var wg sync.WaitGroup
+		var appMu sync.Mutex
+		wg.Go(func() { // the app
+			for range 12 {
+				appMu.Lock()
+				g.edit(t, ctx)
+				appMu.Unlock()
+			}
+		})
+		wg.Go(func() { // the engine: its own commits, swapped on what it read
+			for i := 0; i < 12; i++ {
+				s, err := r.Snapshot(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				rkey := syntax.NewTIDNow(uint(700 + round)).String()
+				_, err = r.Apply(ctx, s.Commit, []store.Write{{Op: store.Create, Collection: "app.bulleted.node", RKey: rkey, Value: node(fmt.Sprintf("engine %d.%d", round, i))}})
+				if errors.Is(err, store.ErrConflict) {
+					continue // the app got there first: read and try again
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+		wg.Go(func() { // a reader following Changes
+			for range 40 {
+				seenMu.Lock()
+				c, _, ch, ok, err := r.Changes(ctx, since)
+				if err != nil {
+					seenMu.Unlock()
+					t.Error(err)
+					return
+				}
+				if !ok {
+					s, err := r.Snapshot(ctx)
+					if err != nil {
+						seenMu.Unlock()
+						t.Error(err)
+						return
+					}
+					seen, since = byPath(s.Records), s.Commit
+				} else {
+					for _, rec := range ch {
+						k := rec.Collection + "/" + rec.RKey
+						if rec.Value == nil {
+							delete(seen, k)
+						} else {
+							seen[k] = fmt.Sprintf("%s %v", rec.CID, rec.Value["text"])
+						}
+					}
+					since = c
+				}
+				seenMu.Unlock()
+			}
+		})
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+		g.caughtUp(t, ctx, r)
+		s, err := r.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.sameAsFresh(t, ctx, s)
+		c, _, ch, ok, err := r.Changes(ctx, since)
+		if err != nil || !ok {
+			t.Fatalf("round %d: Changes since %s: ok %v, %v", round, since, ok, err)
+		}
+		for _, rec := range ch {
+			k := rec.Collection + "/" + rec.RKey
+			if rec.Value == nil {
+				delete(seen, k)
+			} else {
+				seen[k] = fmt.Sprintf("%s %v", rec.CID, rec.Value["text"])
+			}
+		}
+		since = c
+		if c != s.Commit || !maps.Equal(seen, byPath(s.Records)) {
+			t.Fatalf("round %d: what Changes composed (at %s) is not the repository (at %s):\ncomposed %v\nkept     %v", round, c, s.Commit, seen, byPath(s.Records))
+		}
+	}
+	t.Logf("streamed %d, gaps %d, said %q", r.Stats.Streamed.Load(), r.Stats.StreamGaps.Load(), errs())
+}
+
+// TestFollowJetstreamOtherCollection: Jetstream is filtered to the
+// app.bulleted collections, so a commit of another collection of the same
+// repository (the person posting on Bluesky) rings no bell. The bullets are
+// the same, but the kept commit is no longer the head: the engine's next
+// write, swapped on it, must still go through (a read after the conflict
+// asks the PDS) rather than conflict until the retries run out.
+func TestFollowJetstreamOtherCollection(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	js := newFakeJetstream(t)
+	r := g.login()
+	r.Jetstream = js.URL
+	follow(t, ctx, r)
+	until(t, "live", r.Live)
+	e, err := outline.Open(r, outline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Tree(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := g.app.Post(ctx, "com.atproto.repo.createRecord", map[string]any{"repo": g.acct.DID.String(), "collection": "app.bsky.feed.post",
+		"record": map[string]any{"$type": "app.bsky.feed.post", "text": "hello", "createdAt": "2026-12-04T10:00:00.000Z"}}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: "after the person's post"}}}, false); err != nil {
+		t.Fatalf("a write after a commit Jetstream does not announce: %v (writes %d)", err, r.Stats.Writes.Load())
+	}
+	s, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.sameAsFresh(t, ctx, s)
+}
