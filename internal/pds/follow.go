@@ -75,6 +75,11 @@ type streamState struct {
 	target string       // while replaying: the rev that makes the stream live
 	// cursorTried: the kept position was used (by the first connection)
 	cursorTried bool
+	// swapped: a write was refused because the PDS's head is not the one
+	// known (a commit the stream did not bring, as Jetstream's filter
+	// leaves out other collections' commits): reads ask the PDS until one
+	// has (advance, keep)
+	swapped bool
 	// drop, tests: events (by sequence number) to lose
 	drop func(seq int64) bool
 }
@@ -82,7 +87,7 @@ type streamState struct {
 // fresh reports whether reads may answer from the kept repository without
 // asking the PDS. r.mu is held.
 func (r *Repo) fresh() bool {
-	return r.stream.live && r.car != nil && time.Since(time.Unix(0, r.stream.life.Load())) < freshFor
+	return r.stream.live && !r.stream.swapped && r.car != nil && time.Since(time.Unix(0, r.stream.life.Load())) < freshFor
 }
 
 // Live reports whether reads answer from the followed stream.
@@ -90,6 +95,14 @@ func (r *Repo) Live() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.fresh()
+}
+
+// swapRefused notes that a write swapped on the head known was refused:
+// the next read asks the PDS, live or not.
+func (r *Repo) swapRefused() {
+	r.mu.Lock()
+	r.stream.swapped = true
+	r.mu.Unlock()
 }
 
 func (r *Repo) setLive(on bool) {
