@@ -5,8 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
@@ -186,4 +192,93 @@ func TestFollowJetstreamOtherCollection(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.sameAsFresh(t, ctx, s)
+}
+
+// gate holds the requests whose path contains hold while armed.
+type gate struct {
+	hold  string
+	armed atomic.Bool
+	held  chan struct{} // a request is held
+	open  chan struct{} // closed: held requests go on
+}
+
+func (g *gate) RoundTrip(req *http.Request) (*http.Response, error) {
+	if g.armed.Load() && strings.Contains(req.URL.Path, g.hold) {
+		select {
+		case g.held <- struct{}{}:
+		default:
+		}
+		// held past the request's cancellation: as an answer already on
+		// its way when the caller gave up
+		<-g.open
+		req = req.WithContext(context.WithoutCancel(req.Context()))
+	}
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// TestFollowStuckReplayReadOutlivesConnection: a replay from the kept
+// position that does not get there is read instead after replayWait (in a
+// goroutine of its own); if the connection ends while that read's answer is
+// on its way, the stream is down and must stay so: reads ask the PDS again
+// (an edit made meanwhile is read), not answer from the kept repository as
+// if live.
+func TestFollowStuckReplayReadOutlivesConnection(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	dir := t.TempDir()
+	u, _ := url.Parse(g.srv.URL)
+	cut := newCutter(t, u.Host)
+	r1 := g.login()
+	r1.Cache, r1.Cursor = filepath.Join(dir, "repo.car"), filepath.Join(dir, "stream.json")
+	r1.StreamHost = "http://" + cut.ln.Addr().String()
+	ctx1, stop := context.WithCancel(ctx)
+	_, done := follow(t, ctx1, r1)
+	until(t, "live", r1.Live)
+	rev := g.edit(t, ctx)
+	until(t, "taken in", func() bool { return pds.KeptRev(r1) >= rev })
+	stop()
+	<-done
+	missed := g.edit(t, ctx) // while down: the replay has this to bring
+
+	gt := &gate{hold: "com.atproto.sync.getRepo", held: make(chan struct{}, 1), open: make(chan struct{})}
+	r2 := login(t, g.srv, g.acct, t.TempDir(), &http.Client{Transport: gt, Timeout: time.Minute})
+	r2.Directory = pds.Directory(g.srv.PLCURL)
+	r2.Cache, r2.Cursor = r1.Cache, r1.Cursor
+	r2.StreamHost = r1.StreamHost
+	pds.DropStreamEvents(r2, func(seq int64) bool { return true }) // the replay brings nothing
+	gt.armed.Store(true)
+	errs, _ := follow(t, ctx, r2)
+	select { // the stuck replay is read instead (after 10 s), and that read is held
+	case <-gt.held:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the stuck replay was not read instead; said %q", errs())
+	}
+	if said := errs(); len(said) != 1 || !strings.Contains(said[0], "did not reach") {
+		t.Fatalf("not a replay from the kept position: said %q", errs())
+	}
+	cut.down.Store(true)
+	cut.cut()
+	until(t, "the connection's end said", func() bool {
+		for _, e := range errs() {
+			if strings.Contains(e, "the commit stream is down") {
+				return true
+			}
+		}
+		return false
+	})
+	gt.armed.Store(false)
+	close(gt.open) // the read completes after the connection ended
+	until(t, "the read done", func() bool { return pds.KeptRev(r2) >= missed })
+	if r2.Live() {
+		t.Fatal("live with the stream's connection down")
+	}
+	rev = g.edit(t, ctx)
+	s, err := r2.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Rev != rev {
+		t.Fatalf("a read with the stream down is at %s, the app's edit at %s: staler than without following", s.Rev, rev)
+	}
 }
