@@ -107,12 +107,26 @@ func (r *Repo) swapRefused() {
 
 func (r *Repo) setLive(on bool) {
 	r.mu.Lock()
+	r.setLiveLocked(on)
+	r.mu.Unlock()
+}
+
+// liveIn makes the stream live unless ctx (its connection's) ended: a read
+// that comes back after the connection ended must not make it live.
+func (r *Repo) liveIn(ctx context.Context) {
+	r.mu.Lock()
+	if ctx.Err() == nil {
+		r.setLiveLocked(true)
+	}
+	r.mu.Unlock()
+}
+
+func (r *Repo) setLiveLocked(on bool) {
 	r.stream.live = on
 	if on {
 		r.stream.target = ""
 		r.stream.carSeq = max(r.stream.carSeq, r.stream.seq)
 	}
-	r.mu.Unlock()
 }
 
 // Follow keeps the repository current from the PDS's commit stream until
@@ -203,10 +217,12 @@ func (r *Repo) listen(ctx context.Context, addr string, replaying bool, changed 
 		}
 		return fmt.Errorf("connecting to %s: %w", addr, err)
 	}
+	// not live once it returns, the connection's context ended first
+	// (liveIn)
+	defer r.setLive(false)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer con.Close()
-	defer r.setLive(false)
 	con.SetReadLimit(followLimit)
 	alive := func() {
 		r.stream.life.Store(time.Now().UnixNano())
@@ -280,7 +296,7 @@ func (r *Repo) catchUp(ctx context.Context, replaying bool, errs func(error)) er
 	if _, err := r.Snapshot(ctx); err != nil {
 		return err
 	}
-	r.setLive(true)
+	r.liveIn(ctx)
 	return nil
 }
 
@@ -415,7 +431,7 @@ func (r *Repo) resync(ctx context.Context, errs func(error)) {
 		}
 		return
 	}
-	r.setLive(true)
+	r.liveIn(ctx)
 }
 
 // data is the MST root of the kept commit ("" if it cannot be read).
