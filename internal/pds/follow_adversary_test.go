@@ -282,3 +282,97 @@ func TestFollowStuckReplayReadOutlivesConnection(t *testing.T) {
 		t.Fatalf("a read with the stream down is at %s, the app's edit at %s: staler than without following", s.Rev, rev)
 	}
 }
+
+// TestFollowAwkwardCommits: commits that stress the difference taken from
+// the stream: a batch of store.MaxBatch creates by the engine, then its
+// deletion in one batch; a record deleted and created again with the same
+// value (its block and MST nodes restored, not new); a record of another
+// collection (app.bsky.feed.post) in the same repository. After each, the
+// followed repository equals a fresh read, and a reader following Changes
+// from the start composes the same records.
+func TestFollowAwkwardCommits(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	r := g.login()
+	errs, _ := follow(t, ctx, r)
+	until(t, "live", r.Live)
+	s0, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, since := byPath(s0.Records), s0.Commit
+	did := g.acct.DID.String()
+	check := func(what string) {
+		t.Helper()
+		g.caughtUp(t, ctx, r)
+		s, err := r.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.sameAsFresh(t, ctx, s)
+		c, _, ch, ok, err := r.Changes(ctx, since)
+		if err != nil || !ok {
+			t.Fatalf("%s: Changes since %s: ok %v, %v", what, since, ok, err)
+		}
+		for _, rec := range ch {
+			k := rec.Collection + "/" + rec.RKey
+			if rec.Value == nil {
+				delete(seen, k)
+			} else {
+				seen[k] = fmt.Sprintf("%s %v", rec.CID, rec.Value["text"])
+			}
+		}
+		since = c
+		if c != s.Commit || !maps.Equal(seen, byPath(s.Records)) {
+			t.Fatalf("%s: what Changes composed (at %s) is not the repository (at %s)", what, c, s.Commit)
+		}
+		t.Logf("%s: streamed %d, gaps %d", what, r.Stats.Streamed.Load(), r.Stats.StreamGaps.Load())
+	}
+	// a batch of the largest size, by the engine (swapped on its read)
+	var batch []store.Write
+	for i := range store.MaxBatch {
+		batch = append(batch, store.Write{Op: store.Create, Collection: "app.bulleted.node", RKey: syntax.NewTIDNow(uint(i)).String(), Value: node(fmt.Sprintf("batch %d", i))})
+	}
+	res, err := r.Apply(ctx, s0.Commit, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("a batch of 200 creates")
+	// deleted and created again, same value, by the app
+	post := func(method string, body map[string]any) {
+		t.Helper()
+		var out map[string]any
+		if err := g.app.Post(ctx, syntax.NSID(method), body, &out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rkey := batch[7].RKey
+	post("com.atproto.repo.deleteRecord", map[string]any{"repo": did, "collection": "app.bulleted.node", "rkey": rkey})
+	check("a delete")
+	post("com.atproto.repo.createRecord", map[string]any{"repo": did, "collection": "app.bulleted.node", "rkey": rkey, "record": batch[7].Value})
+	check("the same record created again")
+	post("com.atproto.repo.putRecord", map[string]any{"repo": did, "collection": "app.bulleted.node", "rkey": rkey, "record": node("changed")})
+	post("com.atproto.repo.putRecord", map[string]any{"repo": did, "collection": "app.bulleted.node", "rkey": rkey, "record": batch[7].Value})
+	check("changed and changed back")
+	// another collection of the same repository
+	post("com.atproto.repo.createRecord", map[string]any{"repo": did, "collection": "app.bsky.feed.post",
+		"record": map[string]any{"$type": "app.bsky.feed.post", "text": "hello", "createdAt": "2026-12-04T10:00:00.000Z"}})
+	check("a post")
+	// the engine deletes the batch in one commit, swapped on the head
+	s, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var del []store.Write
+	for _, w := range batch {
+		del = append(del, store.Write{Op: store.Delete, Collection: w.Collection, RKey: w.RKey})
+	}
+	if _, err := r.Apply(ctx, s.Commit, del); err != nil {
+		t.Fatalf("deleting the batch swapped on %s (the batch's commit %s): %v", s.Commit, res.Commit, err)
+	}
+	check("the batch deleted")
+	if n := r.Stats.StreamGaps.Load(); n != 0 {
+		t.Logf("gaps: %d (read instead), said %q", n, errs())
+	}
+}
