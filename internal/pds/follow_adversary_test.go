@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	comatproto "github.com/bluesky-social/indigo/api/atproto"
 	"github.com/bluesky-social/indigo/atproto/syntax"
+	"github.com/bluesky-social/indigo/events"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
@@ -434,4 +436,37 @@ func TestFollowReplayCrossesOwnCommits(t *testing.T) {
 	}
 	g.sameAsFresh(t, ctx, s)
 	t.Logf("streamed %d, gaps %d, reads %d+%d, said %q", r2.Stats.Streamed.Load(), r2.Stats.StreamGaps.Load(), r2.Stats.Diffs.Load(), r2.Stats.CARs.Load(), errs())
+}
+
+// TestFollowAccountReactivated: a #account event of this repository that
+// says it is inactive makes reads ask the PDS (which says what is wrong);
+// one that says it is active again makes the stream live again, with the
+// kept repository read up to date, rather than leave reads asking until the
+// connection happens to end.
+func TestFollowAccountReactivated(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	r := g.login()
+	follow(t, ctx, r)
+	until(t, "live", r.Live)
+	did := g.acct.DID.String()
+	noErr := func(err error) { t.Errorf("said: %v", err) }
+	pds.InjectEvent(ctx, r, &events.XRPCStreamEvent{RepoAccount: &comatproto.SyncSubscribeRepos_Account{Did: did, Active: false}}, noErr)
+	if r.Live() {
+		t.Fatal("live after #account inactive")
+	}
+	rev := g.edit(t, ctx) // taken in, or read
+	pds.InjectEvent(ctx, r, &events.XRPCStreamEvent{RepoAccount: &comatproto.SyncSubscribeRepos_Account{Did: did, Active: true}}, noErr)
+	until(t, "live again after #account active", r.Live)
+	g.caughtUp(t, ctx, r)
+	before := requests(r)
+	s, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := requests(r) - before; n != 0 || s.Rev < rev {
+		t.Fatalf("a read after reactivation made %d request(s) and is at %s (the edit %s)", n, s.Rev, rev)
+	}
+	g.sameAsFresh(t, ctx, s)
 }
