@@ -351,6 +351,10 @@ func (r *Repo) event(ctx context.Context, ev *events.XRPCStreamEvent, changed fu
 			if !ev.RepoAccount.Active {
 				// reads ask the PDS, which says what is wrong
 				r.setLive(false)
+			} else if !r.Live() {
+				// active again: read what the stream may not have
+				// brought meanwhile, and go on from there
+				r.resync(ctx, errs)
 			}
 			changed()
 		}
