@@ -470,3 +470,90 @@ func TestFollowAccountReactivated(t *testing.T) {
 	}
 	g.sameAsFresh(t, ctx, s)
 }
+
+// TestFollowListOnly: a repository read by listRecords (no CAR kept) is
+// never answered from the stream: each read asks the PDS, and is current.
+func TestFollowListOnly(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	r := g.login()
+	r.ListOnly = true
+	errs, _ := follow(t, ctx, r)
+	until(t, "connected", func() bool { return r.Stats.ListPages.Load() > 0 })
+	for i := range 5 {
+		rev := g.edit(t, ctx)
+		before := requests(r)
+		s, err := r.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if requests(r) == before || s.Rev != rev {
+			t.Fatalf("edit %d: a listRecords read made no request or is at %s, not %s", i, s.Rev, rev)
+		}
+		g.sameAsFresh(t, ctx, s)
+		if _, _, _, ok, _ := r.Changes(ctx, s.Commit); ok {
+			t.Fatal("Changes answered for a listRecords repository")
+		}
+	}
+	t.Logf("list pages %d, gaps %d, said %q", r.Stats.ListPages.Load(), r.Stats.StreamGaps.Load(), errs())
+}
+
+// TestFollowTwoProcessesShareCache: two servers on one data directory
+// follow at once, each writing the cache file and the stream's position
+// (with their own commits and the app's interleaved); a third started
+// after both stop resumes from whatever pair of files they left, and is
+// right.
+func TestFollowTwoProcessesShareCache(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	dir := t.TempDir()
+	open := func() *pds.Repo {
+		r := g.login()
+		r.Cache, r.Cursor = filepath.Join(dir, "repo.car"), filepath.Join(dir, "stream.json")
+		return r
+	}
+	ctx1, stop := context.WithCancel(ctx)
+	a, b := open(), open()
+	_, doneA := follow(t, ctx1, a)
+	_, doneB := follow(t, ctx1, b)
+	until(t, "live", func() bool { return a.Live() && b.Live() })
+	for i := range 30 {
+		g.edit(t, ctx)
+		r := a
+		if i%2 == 1 {
+			r = b
+		}
+		s, err := r.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// many blocks each, so that the cache is written often
+		var ws []store.Write
+		for j := range 20 {
+			ws = append(ws, store.Write{Op: store.Create, Collection: "app.bulleted.node", RKey: syntax.NewTIDNow(uint(j)).String(), Value: node(fmt.Sprintf("by %d.%d", i, j))})
+		}
+		if _, err := r.Apply(ctx, s.Commit, ws); err != nil && !errors.Is(err, store.ErrConflict) {
+			t.Fatal(err)
+		}
+	}
+	g.caughtUp(t, ctx, a)
+	g.caughtUp(t, ctx, b)
+	stop()
+	<-doneA
+	<-doneB
+	g.edit(t, ctx)
+	c := open()
+	ctx3, stop3 := context.WithCancel(ctx)
+	errs, done := follow(t, ctx3, c)
+	defer func() { stop3(); <-done }() // its last writes before the directory goes
+	until(t, "live", c.Live)
+	g.caughtUp(t, ctx, c)
+	s, err := c.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.sameAsFresh(t, ctx, s)
+	t.Logf("the third: streamed %d, reads %d+%d, cache loads %d, said %q", c.Stats.Streamed.Load(), c.Stats.Diffs.Load(), c.Stats.CARs.Load(), c.Stats.CacheLoads.Load(), errs())
+}
