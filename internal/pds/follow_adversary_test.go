@@ -557,3 +557,75 @@ func TestFollowTwoProcessesShareCache(t *testing.T) {
 	g.sameAsFresh(t, ctx, s)
 	t.Logf("the third: streamed %d, reads %d+%d, cache loads %d, said %q", c.Stats.Streamed.Load(), c.Stats.Diffs.Load(), c.Stats.CARs.Load(), c.Stats.CacheLoads.Load(), errs())
 }
+
+// answerGate holds the answer to the first request whose path contains
+// hold (made, answered by the PDS, then held) while armed.
+type answerGate struct {
+	hold  string
+	armed atomic.Bool
+	held  chan struct{}
+	open  chan struct{}
+}
+
+func (g *answerGate) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if strings.Contains(req.URL.Path, g.hold) && g.armed.CompareAndSwap(true, false) {
+		g.held <- struct{}{}
+		<-g.open
+	}
+	return resp, err
+}
+
+// TestFollowReplayOvertakenByRead: a restarted server replays the stream
+// from the kept position, and the client's first call reads the repository
+// meanwhile, past the commit the replay was to reach: the replay then
+// brings only commits already in. The stream is live once the replay has
+// passed them, not after replayWait with a "stuck replay" said.
+func TestFollowReplayOvertakenByRead(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	dir := t.TempDir()
+	r1 := g.login()
+	r1.Cache, r1.Cursor = filepath.Join(dir, "repo.car"), filepath.Join(dir, "stream.json")
+	ctx1, stop := context.WithCancel(ctx)
+	_, done := follow(t, ctx1, r1)
+	until(t, "live", r1.Live)
+	rev := g.edit(t, ctx)
+	until(t, "taken in", func() bool { return pds.KeptRev(r1) >= rev })
+	stop()
+	<-done
+	g.edit(t, ctx) // while down: the replay's target
+
+	gt := &answerGate{hold: "com.atproto.sync.getLatestCommit", held: make(chan struct{}, 1), open: make(chan struct{})}
+	gt.armed.Store(true)
+	r2 := login(t, g.srv, g.acct, t.TempDir(), &http.Client{Transport: gt, Timeout: time.Minute})
+	r2.Directory = pds.Directory(g.srv.PLCURL)
+	r2.Cache, r2.Cursor = r1.Cache, r1.Cursor
+	errs, _ := follow(t, ctx, r2)
+	select { // the replay's head, answered and held
+	case <-gt.held:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no replay: said %q", errs())
+	}
+	last := g.edit(t, ctx)
+	if _, err := r2.Snapshot(ctx); err != nil { // the client's first call
+		t.Fatal(err)
+	}
+	if pds.KeptRev(r2) != last {
+		t.Fatalf("the call read %s, not %s", pds.KeptRev(r2), last)
+	}
+	close(gt.open)
+	start := time.Now()
+	until(t, "live", r2.Live)
+	for _, e := range errs() {
+		if strings.Contains(e, "did not reach") {
+			t.Fatalf("live after %v, with a stuck replay said: %q", time.Since(start).Round(time.Millisecond), errs())
+		}
+	}
+	s, err := r2.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.sameAsFresh(t, ctx, s)
+}
