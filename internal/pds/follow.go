@@ -381,7 +381,14 @@ func (r *Repo) takeIn(ctx context.Context, e *comatproto.SyncSubscribeRepos_Comm
 		return fmt.Errorf("%w: nothing is kept yet", errGap)
 	}
 	if e.Rev <= rev {
-		return nil // already in: a read went past it
+		// already in: a read went past it (past the replay's target too,
+		// if it was reached so: the commits after come next)
+		r.mu.Lock()
+		if r.stream.target != "" && r.car == c && c.rev >= r.stream.target {
+			r.stream.live, r.stream.target = true, ""
+		}
+		r.mu.Unlock()
+		return nil
 	}
 	if e.Since == nil || *e.Since != rev || e.PrevData != nil && data != "" && e.PrevData.String() != data {
 		return fmt.Errorf("%w: commit %s does not follow the kept %s", errGap, e.Rev, rev)
