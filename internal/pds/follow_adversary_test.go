@@ -629,3 +629,54 @@ func TestFollowReplayOvertakenByRead(t *testing.T) {
 	}
 	g.sameAsFresh(t, ctx, s)
 }
+
+// TestFollowCutsInABurst: the app edits without pause while the stream's
+// connection is killed twice; while it is down a read is at least at the
+// app's last edit (never staler), and once it is back the repository
+// follows again and ends equal to a fresh read.
+func TestFollowCutsInABurst(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	r := g.login()
+	u, _ := url.Parse(g.srv.URL)
+	cut := newCutter(t, u.Host)
+	r.StreamHost = "http://" + cut.ln.Addr().String()
+	follow(t, ctx, r)
+	until(t, "live", r.Live)
+	var last atomic.Value
+	last.Store("")
+	burst, stopBurst := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for burst.Err() == nil {
+			last.Store(g.edit(t, ctx))
+		}
+	})
+	for range 2 {
+		time.Sleep(300 * time.Millisecond)
+		cut.down.Store(true)
+		cut.cut()
+		until(t, "not live once killed", func() bool { return !r.Live() })
+		want := last.Load().(string)
+		s, err := r.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Rev < want {
+			t.Fatalf("a read with the stream down is at %s, the app's last edit at %s", s.Rev, want)
+		}
+		cut.down.Store(false)
+		until(t, "live again", r.Live)
+	}
+	time.Sleep(300 * time.Millisecond)
+	stopBurst()
+	wg.Wait()
+	g.caughtUp(t, ctx, r)
+	s, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.sameAsFresh(t, ctx, s)
+	t.Logf("%d edits; streamed %d, gaps %d", g.n, r.Stats.Streamed.Load(), r.Stats.StreamGaps.Load())
+}
