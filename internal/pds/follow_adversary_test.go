@@ -680,3 +680,51 @@ func TestFollowCutsInABurst(t *testing.T) {
 	g.sameAsFresh(t, ctx, s)
 	t.Logf("%d edits; streamed %d, gaps %d", g.n, r.Stats.Streamed.Load(), r.Stats.StreamGaps.Load())
 }
+
+// TestFollowEngineAmidTheAppsBurst: the engine inserts while the app edits
+// without pause; every insert lands (conflicts re-planned on a current
+// read), and the engine's tree ends equal to a fresh read.
+func TestFollowEngineAmidTheAppsBurst(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	r := g.login()
+	follow(t, ctx, r)
+	until(t, "live", r.Live)
+	e, err := outline.Open(r, outline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	burst, stopBurst := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { // a quick person: an edit every 100 ms (without pause, the
+		// engine's read-plan-write loses every race, following or not)
+		for burst.Err() == nil {
+			g.edit(t, ctx)
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	for i := range 10 {
+		if _, err := e.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: fmt.Sprintf("agent %d", i)}}}, false); err != nil {
+			stopBurst()
+			wg.Wait()
+			t.Fatalf("insert %d amid the app's edits: %v", i, err)
+		}
+	}
+	stopBurst()
+	wg.Wait()
+	g.caughtUp(t, ctx, r)
+	tr, err := e.Tree(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.sameAsFresh(t, ctx, s)
+	if tr.Commit != s.Commit || len(tr.Records()) != len(s.Records) {
+		t.Fatalf("the engine's tree (%s, %d records) is not the repository (%s, %d)", tr.Commit, len(tr.Records()), s.Commit, len(s.Records))
+	}
+	t.Logf("%d app edits; streamed %d, gaps %d, writes %d", g.n, r.Stats.Streamed.Load(), r.Stats.StreamGaps.Load(), r.Stats.Writes.Load())
+}
