@@ -728,3 +728,22 @@ func TestFollowEngineAmidTheAppsBurst(t *testing.T) {
 	}
 	t.Logf("%d app edits; streamed %d, gaps %d, writes %d", g.n, r.Stats.Streamed.Load(), r.Stats.StreamGaps.Load(), r.Stats.Writes.Load())
 }
+
+// TestFollowJetstreamAccountReactivated: Jetstream's account events, as
+// the PDS stream's: inactive makes reads ask, active again makes the
+// stream live again.
+func TestFollowJetstreamAccountReactivated(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	js := newFakeJetstream(t)
+	r := g.login()
+	r.Jetstream = js.URL
+	follow(t, ctx, r)
+	until(t, "live", r.Live)
+	did := g.acct.DID.String()
+	js.send <- map[string]any{"did": did, "time_us": time.Now().UnixMicro(), "kind": "account", "account": map[string]any{"active": false, "did": did}}
+	until(t, "not live after account inactive", func() bool { return !r.Live() })
+	js.send <- map[string]any{"did": did, "time_us": time.Now().UnixMicro(), "kind": "account", "account": map[string]any{"active": true, "did": did}}
+	until(t, "live after account active", r.Live)
+}
