@@ -52,6 +52,7 @@ func (r *Repo) keep(c *carRepo) {
 	r.car, r.list = c, nil
 	r.head, r.headRev = c.commit.String(), c.rev
 	r.history, r.pending = nil, 0
+	r.stream.swapped = false
 }
 
 // push appends t to the history (which starts again if t does not follow
@@ -215,6 +216,7 @@ func (r *Repo) advance(ctx context.Context) error {
 			return nil // others keep bringing it forward
 		}
 		if f.root == from {
+			r.stream.swapped = false // the PDS was asked (follow.go)
 			if since != "" && f.received > size/2 {
 				r.noSince = true // the whole repository again: this PDS ignores since
 			}
@@ -227,6 +229,7 @@ func (r *Repo) advance(ctx context.Context) error {
 			return err
 		}
 		r.follow(st)
+		r.stream.swapped = false
 		r.mu.Unlock()
 		r.saveCache(f.received, false)
 		return nil

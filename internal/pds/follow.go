@@ -75,6 +75,11 @@ type streamState struct {
 	target string       // while replaying: the rev that makes the stream live
 	// cursorTried: the kept position was used (by the first connection)
 	cursorTried bool
+	// swapped: a write was refused because the PDS's head is not the one
+	// known (a commit the stream did not bring, as Jetstream's filter
+	// leaves out other collections' commits): reads ask the PDS until one
+	// has (advance, keep)
+	swapped bool
 	// drop, tests: events (by sequence number) to lose
 	drop func(seq int64) bool
 }
@@ -82,7 +87,7 @@ type streamState struct {
 // fresh reports whether reads may answer from the kept repository without
 // asking the PDS. r.mu is held.
 func (r *Repo) fresh() bool {
-	return r.stream.live && r.car != nil && time.Since(time.Unix(0, r.stream.life.Load())) < freshFor
+	return r.stream.live && !r.stream.swapped && r.car != nil && time.Since(time.Unix(0, r.stream.life.Load())) < freshFor
 }
 
 // Live reports whether reads answer from the followed stream.
@@ -92,14 +97,36 @@ func (r *Repo) Live() bool {
 	return r.fresh()
 }
 
+// swapRefused notes that a write swapped on the head known was refused:
+// the next read asks the PDS, live or not.
+func (r *Repo) swapRefused() {
+	r.mu.Lock()
+	r.stream.swapped = true
+	r.mu.Unlock()
+}
+
 func (r *Repo) setLive(on bool) {
 	r.mu.Lock()
+	r.setLiveLocked(on)
+	r.mu.Unlock()
+}
+
+// liveIn makes the stream live unless ctx (its connection's) ended: a read
+// that comes back after the connection ended must not make it live.
+func (r *Repo) liveIn(ctx context.Context) {
+	r.mu.Lock()
+	if ctx.Err() == nil {
+		r.setLiveLocked(true)
+	}
+	r.mu.Unlock()
+}
+
+func (r *Repo) setLiveLocked(on bool) {
 	r.stream.live = on
 	if on {
 		r.stream.target = ""
 		r.stream.carSeq = max(r.stream.carSeq, r.stream.seq)
 	}
-	r.mu.Unlock()
 }
 
 // Follow keeps the repository current from the PDS's commit stream until
@@ -190,10 +217,12 @@ func (r *Repo) listen(ctx context.Context, addr string, replaying bool, changed 
 		}
 		return fmt.Errorf("connecting to %s: %w", addr, err)
 	}
+	// not live once it returns, the connection's context ended first
+	// (liveIn)
+	defer r.setLive(false)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer con.Close()
-	defer r.setLive(false)
 	con.SetReadLimit(followLimit)
 	alive := func() {
 		r.stream.life.Store(time.Now().UnixNano())
@@ -267,7 +296,7 @@ func (r *Repo) catchUp(ctx context.Context, replaying bool, errs func(error)) er
 	if _, err := r.Snapshot(ctx); err != nil {
 		return err
 	}
-	r.setLive(true)
+	r.liveIn(ctx)
 	return nil
 }
 
@@ -322,6 +351,10 @@ func (r *Repo) event(ctx context.Context, ev *events.XRPCStreamEvent, changed fu
 			if !ev.RepoAccount.Active {
 				// reads ask the PDS, which says what is wrong
 				r.setLive(false)
+			} else if !r.Live() {
+				// active again: read what the stream may not have
+				// brought meanwhile, and go on from there
+				r.resync(ctx, errs)
 			}
 			changed()
 		}
@@ -348,7 +381,14 @@ func (r *Repo) takeIn(ctx context.Context, e *comatproto.SyncSubscribeRepos_Comm
 		return fmt.Errorf("%w: nothing is kept yet", errGap)
 	}
 	if e.Rev <= rev {
-		return nil // already in: a read went past it
+		// already in: a read went past it (past the replay's target too,
+		// if it was reached so: the commits after come next)
+		r.mu.Lock()
+		if r.stream.target != "" && r.car == c && c.rev >= r.stream.target {
+			r.stream.live, r.stream.target = true, ""
+		}
+		r.mu.Unlock()
+		return nil
 	}
 	if e.Since == nil || *e.Since != rev || e.PrevData != nil && data != "" && e.PrevData.String() != data {
 		return fmt.Errorf("%w: commit %s does not follow the kept %s", errGap, e.Rev, rev)
@@ -402,7 +442,7 @@ func (r *Repo) resync(ctx context.Context, errs func(error)) {
 		}
 		return
 	}
-	r.setLive(true)
+	r.liveIn(ctx)
 }
 
 // data is the MST root of the kept commit ("" if it cannot be read).

@@ -99,6 +99,8 @@ func (r *Repo) jetstreamOnce(ctx context.Context, u string, changed func(), errs
 		case "account":
 			if ev.Account != nil && !ev.Account.Active {
 				r.setLive(false)
+			} else if !r.Live() {
+				r.resync(ctx, errs) // active again (follow.go)
 			}
 			changed()
 		}

@@ -373,6 +373,7 @@ func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Writ
 			return r.committed(out.Commit.CID, out.Commit.Rev, out.Results)
 		}
 		if isErrorName(err, http.StatusBadRequest, "InvalidSwap") {
+			r.swapRefused()
 			refund()
 			return nil, fmt.Errorf("%w: %v", store.ErrConflict, err)
 		}
