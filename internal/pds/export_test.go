@@ -49,3 +49,10 @@ func DropStreamEvents(r *Repo, drop func(seq int64) bool) {
 func InjectEvent(ctx context.Context, r *Repo, ev *events.XRPCStreamEvent, errs func(error)) {
 	r.event(ctx, ev, func() {}, errs)
 }
+
+// LastGap is why r's last stream commit was not taken in ("" if none was).
+func LastGap(r *Repo) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stream.lastGap
+}

@@ -68,11 +68,12 @@ var errGap = errors.New("a gap in the commit stream")
 
 // streamState is what Follow knows; r.mu guards all but life.
 type streamState struct {
-	live   bool         // connected, caught up, every commit since taken in
-	life   atomic.Int64 // unix nanoseconds of the connection's last sign of life
-	seq    int64        // the last event's sequence number
-	carSeq int64        // the last event taken into the kept repository (or passed by a read)
-	target string       // while replaying: the rev that makes the stream live
+	live    bool         // connected, caught up, every commit since taken in
+	life    atomic.Int64 // unix nanoseconds of the connection's last sign of life
+	seq     int64        // the last event's sequence number
+	carSeq  int64        // the last event taken into the kept repository (or passed by a read)
+	target  string       // while replaying: the rev that makes the stream live
+	lastGap string       // why the last commit of the stream was not taken in (tests)
 	// cursorTried: the kept position was used (by the first connection)
 	cursorTried bool
 	// swapped: a write was refused because the PDS's head is not the one
@@ -319,6 +320,9 @@ func (r *Repo) event(ctx context.Context, ev *events.XRPCStreamEvent, changed fu
 		}
 		if err := r.takeIn(ctx, e); err != nil {
 			r.Stats.StreamGaps.Add(1)
+			r.mu.Lock()
+			r.stream.lastGap = err.Error()
+			r.mu.Unlock()
 			if !errors.Is(err, errGap) {
 				errs(err)
 			}
