@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strings"
@@ -41,15 +45,7 @@ func BenchmarkHeapPDS(b *testing.B) {
 		b.Skip("starts the reference PDS")
 	}
 	srv := pdstest.Start(b, pdstest.Options{})
-	sizes := []int{10_000}
-	switch os.Getenv("BULLETED_SCALE") {
-	case "":
-	case "2":
-		sizes = append(sizes, 100_000, 249_000)
-	default:
-		sizes = append(sizes, 100_000)
-	}
-	for _, n := range sizes {
+	for _, n := range pdsHeapSizes() {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			a, recs := seedPDS(b, srv, n)
 			var read, search, writes int64
@@ -174,4 +170,107 @@ func heapRowsWith(b *testing.B, open func() (*tools.Env, string)) (read, search,
 	}
 	runtime.KeepAlive(env)
 	return read, search, writes
+}
+
+// BenchmarkServeRSS is the resident memory of a `bulleted-mcp serve`
+// process (stdio, defaults: the PDS backend follows the PDS's commit
+// stream), on the embedded store and on the PDS backend (the reference
+// PDS, a fresh --store directory: a cold getRepo), of the same generated
+// outline of about n records: right after its first read_outline answer
+// (RSS-read), after three searches (RSS-search), two seconds later
+// (RSS-settled), and the peak. Sizes as BenchmarkHeapPDS's.
+//
+//	BULLETED_SCALE=1 go test ./cmd/bulleted-mcp -run '^$' -bench ServeRSS -benchtime 1x
+func BenchmarkServeRSS(b *testing.B) {
+	if testing.Short() {
+		b.Skip("starts the reference PDS")
+	}
+	bin := filepath.Join(b.TempDir(), "bulleted-mcp")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	srv := pdstest.Start(b, pdstest.Options{})
+	for _, n := range pdsHeapSizes() {
+		b.Run(fmt.Sprintf("backend=embedded/n=%d", n), func(b *testing.B) {
+			dir := seedStore(b, n)
+			for b.Loop() {
+				rssRows(b, exec.Command(bin, "serve", "--store", dir))
+			}
+		})
+		b.Run(fmt.Sprintf("backend=pds/n=%d", n), func(b *testing.B) {
+			a, _ := seedPDS(b, srv, n)
+			for b.Loop() {
+				cmd := exec.Command(bin, "serve", "--store", b.TempDir(), "--pds", srv.URL, "--identifier", a.Handle, "--plc", srv.PLCURL)
+				cmd.Env = append(os.Environ(), pds.PasswordEnv+"="+a.AppPassword)
+				rssRows(b, cmd)
+			}
+		})
+	}
+}
+
+// pdsHeapSizes: about 10,000 records; 100,000 with BULLETED_SCALE=1; and
+// 249,000 with BULLETED_SCALE=2.
+func pdsHeapSizes() []int {
+	switch os.Getenv("BULLETED_SCALE") {
+	case "":
+		return []int{10_000}
+	case "2":
+		return []int{10_000, 100_000, 249_000}
+	}
+	return []int{10_000, 100_000}
+}
+
+// rssRows starts cmd (a serve over stdio), sends initialize, one
+// read_outline and three searches, and reports its resident memory after
+// the read, after the searches, two seconds later, and its peak.
+func rssRows(b *testing.B, cmd *exec.Cmd) {
+	b.StopTimer()
+	defer b.StartTimer()
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { in.Close(); cmd.Process.Kill(); cmd.Wait() }()
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	// await reads answers until the one with id; a tool error fails
+	await := func(id int) {
+		deadline := time.Now().Add(3 * time.Minute)
+		for sc.Scan() && time.Now().Before(deadline) {
+			var msg struct {
+				ID     int `json:"id"`
+				Result struct {
+					IsError bool `json:"isError"`
+				} `json:"result"`
+				Error json.RawMessage `json:"error"`
+			}
+			if json.Unmarshal(sc.Bytes(), &msg) == nil && msg.ID == id {
+				if msg.Result.IsError || msg.Error != nil {
+					b.Fatalf("call %d: %.300s", id, sc.Bytes())
+				}
+				return
+			}
+		}
+		b.Fatalf("no answer to call %d; stderr:\n%s", id, stderr.String())
+	}
+	fmt.Fprintln(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+	await(1)
+	fmt.Fprintln(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	fmt.Fprintln(in, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_outline","arguments":{}}}`)
+	await(2)
+	pid := cmd.Process.Pid
+	read := rssOf(pid, "VmRSS:")
+	for i, q := range []string{`{"text":"budget","state":"open"}`, `{"text":"review"}`, `{"tags":["plan"]}`} {
+		fmt.Fprintf(in, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"search","arguments":%s}}`+"\n", 3+i, q)
+		await(3 + i)
+	}
+	search := rssOf(pid, "VmRSS:")
+	time.Sleep(2 * time.Second)
+	b.ReportMetric(float64(read)/(1<<20), "RSS-read-MB")
+	b.ReportMetric(float64(search)/(1<<20), "RSS-search-MB")
+	b.ReportMetric(float64(rssOf(pid, "VmRSS:"))/(1<<20), "RSS-settled-MB")
+	b.ReportMetric(float64(rssOf(pid, "VmHWM:"))/(1<<20), "peak-MB")
 }
