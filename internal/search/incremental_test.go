@@ -163,7 +163,8 @@ func TestIndexFollowsCommitsInBlocks(t *testing.T) {
 		slices.Sort(all)
 		pick := func() string { return all[rng.IntN(len(all))] }
 		var fn func(p *outline.Planner) error
-		switch rng.IntN(7) {
+		kind := rng.IntN(7)
+		switch kind {
 		case 0, 1:
 			par := pick()
 			ns := make([]outline.NewNode, 1+rng.IntN(3)*rng.IntN(400))
@@ -200,6 +201,9 @@ func TestIndexFollowsCommitsInBlocks(t *testing.T) {
 		fresh := New()
 		fresh.Update(tr)
 		sameScan(t, x, fresh)
+		if (kind == 3 || kind == 6) && (x.Derived != 1 || x.relaid != 1) {
+			t.Fatalf("step %d: one bullet's text or note edited: %d entries derived, %d blocks laid out again (of %d)", step, x.Derived, x.relaid, len(x.blocks))
+		}
 		under := tr.Roots[rng.IntN(len(tr.Roots))]
 		for _, q := range []Query{{Text: "zebra", Limit: 50}, {Text: "budget", Under: under, Limit: 9}, {Text: fmt.Sprint(step)}, {State: "open", Limit: 30}} {
 			got, want := pages(t, x, tr, q), pages(t, fresh, tr, q)
