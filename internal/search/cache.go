@@ -6,15 +6,13 @@ import (
 )
 
 // Size estimates the memory the index holds, in bytes, in constant time:
-// its corpus (and about as much again for the entries' own strings), its
-// scan arrays (current and spare) and a fixed cost per entry.
+// its blocks as the last update measured them (their rows and corpus, and
+// about as much again for the entries' own strings) and a fixed cost per
+// entry.
 func (x *Index) Size() int64 {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	n := int64(2*cap(x.text.buf) + cap(x.spare.text.buf))
-	n += int64(8 * (cap(x.order) + cap(x.ents) + cap(x.end) + cap(x.text.off) + cap(x.text.note)))
-	n += int64(8 * (cap(x.spare.order) + cap(x.spare.ents) + cap(x.spare.end) + cap(x.spare.text.off) + cap(x.spare.text.note)))
-	return n + int64(len(x.entries))*entryBytes
+	return x.bytes + int64(8*cap(x.starts)) + int64(len(x.entries))*entryBytes
 }
 
 // entryBytes is an entry's fixed cost: the struct, its map slot and key,

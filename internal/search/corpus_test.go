@@ -109,8 +109,8 @@ func TestScanAgreesWithWalk(t *testing.T) {
 	t2 := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c1", Records: recs}) // same commit, another object: the walk
 	x := New()
 	x.Update(t1)
-	if len(x.order) < 2*parallelMin {
-		t.Fatalf("only %d bullets", len(x.order))
+	if x.rows() < 2*parallelMin {
+		t.Fatalf("only %d bullets", x.rows())
 	}
 	big := t1.Roots[3] // a section with a subtree worth scanning in chunks
 	queries := []Query{
@@ -211,9 +211,10 @@ func TestCorpusFollowsUpdates(t *testing.T) {
 	if x.Derived != 1 {
 		t.Fatalf("re-derived %d entries for one changed record", x.Derived)
 	}
-	if x.read != 1 {
-		t.Fatalf("the layout read %d entries from their strings, want only the changed one (the rest copied)", x.read)
+	if x.relaid > 2 || x.read > 4*blockRows {
+		t.Fatalf("the update laid out %d blocks (%d rows) again, want those of the changed and the deleted bullet", x.relaid, x.read)
 	}
+	checkCorpus(t, x)
 	if r, _ := x.Search(t2, Query{Text: t1.Nodes.Get(gone).Str("text"), Limit: 1000}); slices.Contains(keys(r), gone) {
 		t.Fatalf("deleted bullet %s still found", gone)
 	}
@@ -236,12 +237,25 @@ func firstDiff(a, b *Result) string {
 // mirror), in pre-order, and each entry is the index's entry of its bullet.
 func checkCorpus(t *testing.T, x *Index) {
 	t.Helper()
-	c := &x.text
-	if len(c.off) != len(x.order)+1 || len(c.note) != len(x.order) || c.off[len(x.order)] != len(c.buf) {
-		t.Fatalf("corpus of %d offsets, %d note offsets, end %d of %d bytes, for %d bullets", len(c.off), len(c.note), c.off[len(c.off)-1], len(c.buf), len(x.order))
+	if len(x.starts) != len(x.blocks)+1 || x.starts[0] != 0 {
+		t.Fatalf("%d block starts for %d blocks", len(x.starts), len(x.blocks))
 	}
-	for i, it := range x.order {
-		e := x.ents[i]
+	for k, bl := range x.blocks {
+		if x.starts[k+1]-x.starts[k] != len(bl.rows) || len(bl.rows) == 0 || len(bl.rows) > 2*blockRows || bl.dirty {
+			t.Fatalf("block %d: starts %d..%d, %d rows, dirty %t", k, x.starts[k], x.starts[k+1], len(bl.rows), bl.dirty)
+		}
+		checkBlock(t, x, bl)
+	}
+}
+
+func checkBlock(t *testing.T, x *Index, bl *block) {
+	t.Helper()
+	c := &bl.text
+	if len(c.off) != len(bl.rows)+1 || len(c.note) != len(bl.rows) || c.off[len(bl.rows)] != len(c.buf) {
+		t.Fatalf("corpus of %d offsets, %d note offsets, end %d of %d bytes, for %d bullets", len(c.off), len(c.note), c.off[len(c.off)-1], len(c.buf), len(bl.rows))
+	}
+	for i, r := range bl.rows {
+		it, e := r.it, r.e
 		want := ""
 		if it.Mirror {
 			if e != nil {
@@ -277,7 +291,9 @@ func TestCorpusAcrossCommits(t *testing.T) {
 	for commit := 0; commit < 40; commit++ {
 		tr := outline.Rebuild(&store.Snapshot{DID: outlinegen.DID, Commit: fmt.Sprint("c", commit), Records: recs}, prev)
 		x.Update(tr)
-		checkCorpus(t, x)
+		fresh := New()
+		fresh.Update(tr)
+		sameScan(t, x, fresh)
 		twin := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: fmt.Sprint("c", commit), Records: recs})
 		for _, q := range []string{"zebra", "budget review", "note " + fmt.Sprint(commit-1)} {
 			r1, _ := x.Search(tr, Query{Text: q, Limit: 50})

@@ -3,10 +3,12 @@
 // to a query (lower-cased text and note, tags, mentioned DIDs, dates),
 // keyed by record key and record CID; Update brings it to a new tree by
 // re-deriving only the entries whose node or note CID changed, so the index
-// follows commits incrementally and is never rebuilt per query. A substring
-// query scans one buffer of every lower-cased text and note in outline
-// order (the corpus, laid out again at each update from the entries) with
-// bytes.Index, in chunks on every core.
+// follows commits incrementally and is never rebuilt per query. The index
+// keeps the tree in pre-order, cut in blocks of about a thousand rows, each
+// with one buffer of its lower-cased texts and notes (its corpus): an update
+// changes the rows of what changed in place and lays out again only their
+// blocks, so it costs what changed, not the outline. A substring query scans
+// the corpora with bytes.Index, in chunks on every core.
 package search
 
 import (
@@ -56,36 +58,48 @@ type Index struct {
 	// Derived counts how many entries were (re)derived by the last Update.
 	Derived int
 
-	// the tree of the last update in pre-order, with each item's entry,
-	// where its subtree ends, and the corpus of their texts: a search is a
-	// loop over a slice, not a walk with a map lookup per bullet
-	tree *outline.Tree
-	flat
-	// the arrays of the update before, reused by the next (searches hold
-	// the index's lock, so nobody reads them any more)
-	spare flat
-	// read counts the entries the last update read from their strings
-	// (the rest it copied from the scan before)
-	read int
+	// the tree of the last update in pre-order, one row per item (its
+	// entry and the size of its subtree), cut in blocks of about blockRows
+	// rows, each with the corpus of its texts: a search is a loop over
+	// slices, not a walk with a map lookup per bullet; an update changes
+	// the rows of what changed in place, and lays out again only the
+	// blocks they are in
+	tree   *outline.Tree
+	blocks []*block
+	starts []int // starts[b] is block b's first row; starts[len(blocks)] the row count
+	bytes  int64 // what the blocks hold, as last measured
+	// relaid counts the blocks whose corpus the last update laid out
+	// again, read the rows in them
+	relaid, read int
 }
 
-// flat is the pre-order scan of one tree.
-type flat struct {
-	order []*outline.Item
-	ents  []*entry
-	end   []int
+// blockRows is about how many rows a block holds: between blockRows/2 and
+// 2*blockRows, unless the outline has fewer.
+const blockRows = 1024
+
+// row is one item of the pre-order scan.
+type row struct {
+	it   *outline.Item
+	e    *entry // nil for a mirror
+	size int    // rows of its subtree, its own included
+}
+
+// block is a run of the scan, with its corpus.
+type block struct {
+	rows  []row
 	text  corpus
+	dirty bool // text to lay out again
 }
 
-// corpus is the lower-cased text and note of every entry in pre-order,
-// each followed by sep, in one buffer: a substring query is one bytes.Index
-// pass over it rather than two strings.Index calls per bullet through
-// pointers to entries spread over the heap.
+// corpus is the lower-cased text and note of every entry of a block in
+// pre-order, each followed by sep, in one buffer: a substring query is one
+// bytes.Index pass over it rather than two strings.Index calls per bullet
+// through pointers to entries spread over the heap.
 type corpus struct {
 	buf []byte
-	// off[i] is where entry i's text begins (off[len(order)] is the
-	// end); note[i] where its note begins. An entry without text to search
-	// (a mirror) has off[i] == off[i+1].
+	// off[i] is where row i's text begins (off[len(rows)] is the end);
+	// note[i] where its note begins. A row without text to search (a
+	// mirror) has off[i] == off[i+1].
 	off, note []int
 }
 
@@ -94,31 +108,33 @@ type corpus struct {
 // occurs), so no match spans two fields; scanText checks that anyway.
 const sep = 0xFF
 
-// reset empties c for n entries, keeping its memory.
-func (c *corpus) reset(n int) {
-	c.buf = c.buf[:0]
-	if cap(c.off) < n+1 {
-		c.off, c.note = make([]int, 0, n+1), make([]int, 0, n+1)
+// layOut fills the block's corpus from its rows' entries.
+func (b *block) layOut() {
+	c := &b.text
+	c.buf, c.off, c.note = c.buf[:0], c.off[:0], c.note[:0]
+	for _, r := range b.rows {
+		c.off = append(c.off, len(c.buf))
+		if r.e == nil {
+			c.note = append(c.note, len(c.buf))
+			continue
+		}
+		c.buf = append(c.buf, r.e.text...)
+		c.buf = append(c.buf, sep)
+		c.note = append(c.note, len(c.buf))
+		c.buf = append(c.buf, r.e.note...)
+		c.buf = append(c.buf, sep)
 	}
-	c.off, c.note = c.off[:0], c.note[:0]
+	c.off = append(c.off, len(c.buf))
+	b.dirty = false
 }
 
-// add appends e's text and note (nothing for a nil entry).
-func (c *corpus) add(e *entry) {
-	c.off = append(c.off, len(c.buf))
-	if e == nil {
-		c.note = append(c.note, len(c.buf))
-		return
-	}
-	c.buf = append(c.buf, e.text...)
-	c.buf = append(c.buf, sep)
-	c.note = append(c.note, len(c.buf))
-	c.buf = append(c.buf, e.note...)
-	c.buf = append(c.buf, sep)
+func (b *block) bytes() int64 {
+	// the corpus, and about as much again for the entries' own strings
+	return int64(2*cap(b.text.buf) + 8*(cap(b.text.off)+cap(b.text.note)) + 24*cap(b.rows) + 64)
 }
 
 // New returns an empty index.
-func New() *Index { return &Index{entries: map[string]*entry{}} }
+func New() *Index { return &Index{entries: map[string]*entry{}, starts: []int{0}} }
 
 func derive(it *outline.Item) *entry {
 	e := &entry{cid: it.Rec.CID, text: strings.ToLower(it.Str("text")), layout: it.Str("layout")}
@@ -140,8 +156,9 @@ func derive(it *outline.Item) *entry {
 // CID changed since the last update are derived again. The same commit is
 // a no-op. After a commit of the same repository, only what changed is
 // visited: trees share every unchanged bullet (outline.Tree.Next), so an
-// unchanged subtree is one pointer, and its part of the pre-order scan is
-// copied as it was.
+// unchanged subtree is one pointer, and its rows stay where they are; the
+// rows of what changed are replaced in place, and only the blocks they are
+// in are laid out again.
 func (x *Index) Update(t *outline.Tree) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -164,30 +181,29 @@ func (x *Index) update(t *outline.Tree) {
 	if x.did == t.DID.String() && x.commit == t.Commit && t.Commit != "" && x.tree != nil {
 		return
 	}
-	x.Derived = 0
-	if x.did != t.DID.String() || x.tree == nil {
+	x.Derived, x.relaid, x.read = 0, 0, 0
+	if x.did != t.DID.String() || x.tree == nil || x.tree.DID != t.DID {
 		x.entries = map[string]*entry{}
 		x.did = t.DID.String()
-		x.order, x.ents, x.end = nil, nil, nil
+		var rows []row
+		for _, it := range t.Roots {
+			rows = x.layout(rows, it)
+		}
+		x.blocks = cut(rows)
+		x.restart()
+	} else {
+		x.sync(t.Roots, x.tree.Roots, 0)
 	}
-	x.commit = t.Commit
-	// the arrays of the update before last are reused: fresh memory for
-	// arrays of a quarter of a million entries was most of an update
-	nb := &x.spare
-	nb.order, nb.ents, nb.end = nb.order[:0], nb.ents[:0], nb.end[:0]
-	nb.text.reset(len(x.order))
-	var oldRoots []*outline.Item
-	if x.tree != nil && x.tree.DID == t.DID {
-		oldRoots = x.tree.Roots
+	x.commit, x.tree = t.Commit, t
+	x.bytes = 0
+	for _, b := range x.blocks {
+		if b.dirty {
+			b.layOut()
+			x.relaid++
+			x.read += len(b.rows)
+		}
+		x.bytes += b.bytes()
 	}
-	x.read = 0
-	x.merge(nb, t.Roots, oldRoots, 0)
-	nb.text.off = append(nb.text.off, len(nb.text.buf))
-	cur := x.flat
-	x.tree, x.flat = t, *nb
-	clear(cur.order[:cap(cur.order)]) // no hold on the old tree's items
-	clear(cur.ents[:cap(cur.ents)])
-	x.spare = cur
 	// entries of bullets no longer in the outline: swept once they are a
 	// fifth of the index
 	if len(x.entries) > t.Nodes.Len()+t.Nodes.Len()/5+64 {
@@ -217,76 +233,246 @@ func (x *Index) entry(it *outline.Item) *entry {
 	return e
 }
 
-// merge lays out items (a sibling list of the new tree) in pre-order into
-// nb. olds is the same list in the indexed tree, whose first item is at
-// position first of the old scan: an item found there unchanged (the same
-// pointer) brings its whole subtree's part of the old scan along; a new
-// version of an old item is laid out again, its children merged with the
-// old version's.
-func (x *Index) merge(nb *flat, items, olds []*outline.Item, first int) {
-	var byPtr map[*outline.Item]int
-	var byID map[string]int
-	if len(olds) > 0 {
-		byPtr = make(map[*outline.Item]int, len(olds))
-		byID = make(map[string]int, len(olds))
-		q := first
-		for _, o := range olds {
-			byPtr[o] = q
-			byID[id(o)] = q
-			q = x.end[q]
-		}
+// layout appends the rows of it's subtree in pre-order.
+func (x *Index) layout(rows []row, it *outline.Item) []row {
+	i := len(rows)
+	rows = append(rows, row{it: it, e: x.entry(it)})
+	for _, c := range it.Children {
+		rows = x.layout(rows, c)
 	}
-	oc := &x.text
-	for _, it := range items {
-		if p, ok := byPtr[it]; ok {
-			// the whole subtree as it was: its entries, and their texts
-			// (one run of the old corpus)
-			e := x.end[p]
-			delta := len(nb.order) - p
-			nb.order = append(nb.order, x.order[p:e]...)
-			nb.ents = append(nb.ents, x.ents[p:e]...)
-			for _, v := range x.end[p:e] {
-				nb.end = append(nb.end, v+delta)
-			}
-			shift := len(nb.text.buf) - oc.off[p]
-			nb.text.buf = append(nb.text.buf, oc.buf[oc.off[p]:oc.off[e]]...)
-			for k := p; k < e; k++ {
-				nb.text.off = append(nb.text.off, oc.off[k]+shift)
-				nb.text.note = append(nb.text.note, oc.note[k]+shift)
-			}
-			continue
-		}
-		i := len(nb.order)
-		en := x.entry(it)
-		nb.order = append(nb.order, it)
-		nb.ents = append(nb.ents, en)
-		nb.end = append(nb.end, 0)
-		p, old := byID[id(it)]
-		if old && x.ents[p] == en {
-			// a new version of an item whose entry did not change (a
-			// parent whose children changed): its text as it was
-			shift := len(nb.text.buf) - oc.off[p]
-			nb.text.buf = append(nb.text.buf, oc.buf[oc.off[p]:oc.off[p+1]]...)
-			nb.text.off = append(nb.text.off, oc.off[p]+shift)
-			nb.text.note = append(nb.text.note, oc.note[p]+shift)
-		} else {
-			nb.text.add(en)
-			x.read++
-		}
-		if old {
-			x.merge(nb, it.Children, x.order[p].Children, p+1)
-		} else {
-			x.merge(nb, it.Children, nil, 0)
-		}
-		nb.end[i] = len(nb.order)
+	rows[i].size = len(rows) - i
+	return rows
+}
+
+// cut makes blocks of rows (all to be laid out).
+func cut(rows []row) []*block {
+	if len(rows) == 0 {
+		return nil
+	}
+	k := 1
+	if len(rows) > 2*blockRows {
+		k = len(rows) / blockRows
+	}
+	bs := make([]*block, k)
+	for i := range k {
+		a, b := len(rows)*i/k, len(rows)*(i+1)/k
+		bs[i] = &block{rows: rows[a:b:b], dirty: true}
+	}
+	return bs
+}
+
+// restart counts the blocks' first rows again.
+func (x *Index) restart() {
+	x.starts = append(x.starts[:0], 0)
+	n := 0
+	for _, b := range x.blocks {
+		n += len(b.rows)
+		x.starts = append(x.starts, n)
 	}
 }
 
-func id(it *outline.Item) string {
-	if it.Mirror {
-		return "m/" + it.Key()
+// rows is how many rows the scan has.
+func (x *Index) rows() int { return x.starts[len(x.blocks)] }
+
+// find is the block holding row i, and i's place in it (i < rows()).
+func (x *Index) find(i int) (int, int) {
+	b := sort.Search(len(x.blocks), func(k int) bool { return x.starts[k+1] > i })
+	return b, i - x.starts[b]
+}
+
+// row is row i.
+func (x *Index) row(i int) *row {
+	b, j := x.find(i)
+	return &x.blocks[b].rows[j]
+}
+
+// walker steps over the scan a subtree at a time, from row to row within
+// a block without a search.
+type walker struct {
+	x    *Index
+	b, j int
+}
+
+func (x *Index) walk(i int) walker {
+	if i >= x.rows() {
+		return walker{x: x, b: len(x.blocks)}
 	}
-	return "n/" + it.Key()
+	b, j := x.find(i)
+	return walker{x, b, j}
+}
+
+// at is the current row (nil past the end).
+func (w *walker) at() *row {
+	if w.b >= len(w.x.blocks) {
+		return nil
+	}
+	return &w.x.blocks[w.b].rows[w.j]
+}
+
+// skip steps over the current row's subtree.
+func (w *walker) skip() {
+	w.j += w.x.blocks[w.b].rows[w.j].size
+	for w.b < len(w.x.blocks) && w.j >= len(w.x.blocks[w.b].rows) {
+		w.j -= len(w.x.blocks[w.b].rows)
+		w.b++
+	}
+}
+
+// pos is the current row's number.
+func (w *walker) pos() int {
+	if w.b >= len(w.x.blocks) {
+		return w.x.rows()
+	}
+	return w.x.starts[w.b] + w.j
+}
+
+// splice replaces rows [a, a+del) with ins: the blocks they are in are cut
+// again (with a neighbour when they would be small) and laid out.
+func (x *Index) splice(a, del int, ins []row) {
+	if del == 0 && len(ins) == 0 {
+		return
+	}
+	if len(x.blocks) == 0 {
+		x.blocks = cut(slices.Clone(ins))
+		x.restart()
+		return
+	}
+	var b0, j0 int
+	if a >= x.rows() {
+		b0 = len(x.blocks) - 1
+		j0 = len(x.blocks[b0].rows)
+	} else {
+		b0, j0 = x.find(a)
+	}
+	b1, j1 := b0, j0
+	if del > 0 {
+		b1, j1 = x.find(a + del - 1)
+		j1++
+	}
+	rows := make([]row, 0, j0+len(ins)+len(x.blocks[b1].rows)-j1+blockRows)
+	rows = append(rows, x.blocks[b0].rows[:j0]...)
+	rows = append(rows, ins...)
+	rows = append(rows, x.blocks[b1].rows[j1:]...)
+	lo, hi := b0, b1+1
+	if len(rows) < blockRows/2 {
+		if hi < len(x.blocks) {
+			rows = append(rows, x.blocks[hi].rows...)
+			hi++
+		} else if lo > 0 {
+			rows = append(slices.Clone(x.blocks[lo-1].rows), rows...)
+			lo--
+		}
+	}
+	x.blocks = slices.Replace(x.blocks, lo, hi, cut(rows)...)
+	x.restart()
+}
+
+// key tells items of a sibling list apart (a node and its mirror share a
+// record key).
+type key struct {
+	mirror bool
+	k      string
+}
+
+func keyOf(it *outline.Item) key { return key{it.Mirror, it.Key()} }
+
+// sync brings the rows from q on, the scan of sibling list olds (the
+// indexed tree's), to items, the same list in the new tree, in place, and
+// returns the change in the number of rows. What both lists begin and end
+// with (the same pointers: unchanged subtrees) is stepped over; in the
+// rest, a new version of an item keeps its row, its children synced in
+// turn, and other subtrees are taken out or laid out (a moved subtree from
+// its entries, as they were).
+func (x *Index) sync(items, olds []*outline.Item, q int) int {
+	i := 0
+	w := x.walk(q)
+	for i < len(items) && i < len(olds) && items[i] == olds[i] {
+		w.skip()
+		i++
+	}
+	ni, no := len(items), len(olds)
+	for ni > i && no > i && items[ni-1] == olds[no-1] {
+		ni--
+		no--
+	}
+	mid, omid := items[i:ni], olds[i:no]
+	if len(mid) == 0 && len(omid) == 0 {
+		return 0
+	}
+	q = w.pos()
+	inNew := make(map[key]bool, len(mid))
+	for _, it := range mid {
+		inNew[keyOf(it)] = true
+	}
+	inOld := make(map[key]bool, len(omid))
+	for _, it := range omid {
+		inOld[keyOf(it)] = true
+	}
+	delta := 0
+	// a run of rows out and rows in, spliced at once: [pa, pa+del) are
+	// the old rows (still in place), ins the new ones
+	pa, del := -1, 0
+	var ins []row
+	flush := func() {
+		if pa >= 0 {
+			x.splice(pa, del, ins)
+			delta += len(ins) - del
+			q = pa + len(ins)
+		}
+		pa, del, ins = -1, 0, nil
+	}
+	out := func() { // the old subtree at q goes
+		if pa < 0 {
+			pa = q
+		}
+		s := x.row(q).size
+		del += s
+		q += s
+	}
+	for a, b := 0, 0; a < len(mid) || b < len(omid); {
+		switch {
+		case b < len(omid) && (a == len(mid) || !inNew[keyOf(omid[b])]):
+			out()
+			b++
+		case a < len(mid) && (b == len(omid) || !inOld[keyOf(mid[a])]):
+			if pa < 0 {
+				pa = q
+			}
+			ins = x.layout(ins, mid[a])
+			a++
+		case keyOf(mid[a]) == keyOf(omid[b]):
+			flush()
+			if mid[a] != omid[b] {
+				delta += x.pair(mid[a], omid[b], q)
+			}
+			q += x.row(q).size
+			a++
+			b++
+		default: // in both lists, in another order: the old one goes, and is laid out where it is now
+			inOld[keyOf(omid[b])] = false
+			out()
+			b++
+		}
+	}
+	flush()
+	return delta
+}
+
+// pair brings row q, old's, to it, a new version of the same item, and its
+// subtree's rows; it returns the change in the number of rows.
+func (x *Index) pair(it, old *outline.Item, q int) int {
+	b, j := x.find(q)
+	r := &x.blocks[b].rows[j]
+	e := x.entry(it)
+	if r.e != e {
+		x.blocks[b].dirty = true
+	}
+	r.it, r.e = it, e
+	d := x.sync(it.Children, old.Children, q+1)
+	if d != 0 {
+		x.row(q).size += d // the blocks may have been cut again
+	}
+	return d
 }
 
 // position is it's place in the scan of tree t (false if it is not in it:
@@ -297,27 +483,29 @@ func (x *Index) position(t *outline.Tree, it *outline.Item) (int, bool) {
 	for p := it; p != nil; p = t.Parent(p) {
 		path = append(path, p)
 	}
-	items, q := t.Roots, 0
+	items, w := t.Roots, x.walk(0)
 	for i := len(path) - 1; i >= 0; i-- {
 		found := false
 		for _, s := range items {
-			if q >= len(x.order) || x.order[q] != s {
+			r := w.at()
+			if r == nil || r.it != s {
 				return 0, false
 			}
 			if s == path[i] {
 				found = true
 				break
 			}
-			q = x.end[q]
+			w.skip()
 		}
 		if !found {
 			return 0, false
 		}
 		if i > 0 {
-			items, q = path[i].Children, q+1
+			items = path[i].Children
+			w = x.walk(w.pos() + 1)
 		}
 	}
-	return q, true
+	return w.pos(), true
 }
 
 // Query is what to look for; every given filter must match.
@@ -679,13 +867,13 @@ func (x *Index) scan(t *outline.Tree, q Query, m *matcher, fp string, after []st
 	if x.tree != t {
 		return nil, false
 	}
-	start, stop := 0, len(x.order)
+	start, stop := 0, x.rows()
 	if q.Under != nil {
 		i, ok := x.position(t, q.Under)
 		if !ok {
 			return nil, false
 		}
-		start, stop = i, x.end[i]
+		start, stop = i, i+x.row(i).size
 	}
 	if len(after) > 0 {
 		items := t.Roots // a cursor's path starts at the top, or at Under
@@ -716,7 +904,7 @@ func (x *Index) scan(t *outline.Tree, q Query, m *matcher, fp string, after []st
 			full = true
 			break
 		}
-		it := x.order[i]
+		it := x.row(i).it
 		var stack []*outline.Item
 		for p := t.Parent(it); p != nil; p = t.Parent(p) {
 			stack = append(stack, p)
@@ -799,26 +987,56 @@ func (x *Index) matches(m *matcher, start, stop, limit int) []found {
 	return out
 }
 
+// blocksOf calls fn for each block holding rows of [a, b), with the
+// block's part of the range and its first row's number, until fn says
+// stop.
+func (x *Index) blocksOf(a, b int, fn func(bl *block, la, lb, base int) bool) {
+	if a >= b {
+		return
+	}
+	k, _ := x.find(a)
+	for ; k < len(x.blocks) && x.starts[k] < b; k++ {
+		base := x.starts[k]
+		if !fn(x.blocks[k], max(a-base, 0), min(b-base, len(x.blocks[k].rows)), base) {
+			return
+		}
+	}
+}
+
 // scanEntries matches entry by entry (regex and filter-only queries).
 func (x *Index) scanEntries(m *matcher, a, b, limit int) []found {
 	var out []found
-	for i := a; i < b && len(out) < limit; i++ {
-		if e := x.ents[i]; e != nil {
-			if ok, at, n, inNote := m.match(e); ok {
-				out = append(out, found{i, at, n, inNote})
+	x.blocksOf(a, b, func(bl *block, la, lb, base int) bool {
+		for i := la; i < lb && len(out) < limit; i++ {
+			if e := bl.rows[i].e; e != nil {
+				if ok, at, n, inNote := m.match(e); ok {
+					out = append(out, found{base + i, at, n, inNote})
+				}
 			}
 		}
-	}
+		return len(out) < limit
+	})
 	return out
 }
 
-// scanText finds a substring query's matches among entries [a, b) in the
-// corpus: the first occurrence in an entry's region is in its text if the
-// text has one (the text comes first), else in its note, as match finds it;
-// the other filters are checked only for entries that contain the text.
+// scanText finds a substring query's matches among rows [a, b) in the
+// blocks' corpora: the first occurrence in an entry's region is in its
+// text if the text has one (the text comes first), else in its note, as
+// match finds it; the other filters are checked only for entries that
+// contain the text.
 func (x *Index) scanText(m *matcher, a, b, limit int) []found {
 	var out []found
-	c := &x.text
+	x.blocksOf(a, b, func(bl *block, la, lb, base int) bool {
+		out = bl.scanText(m, la, lb, base, limit, out)
+		return len(out) < limit
+	})
+	return out
+}
+
+// scanText is Index.scanText within one block (rows [a, b) of it, the
+// first numbered base in the scan).
+func (bl *block) scanText(m *matcher, a, b, base, limit int, out []found) []found {
+	c := &bl.text
 	n := len(m.needle)
 	p, end := c.off[a], c.off[b]
 	i := a
@@ -842,8 +1060,8 @@ func (x *Index) scanText(m *matcher, a, b, limit int) []found {
 			p = at + 1
 			continue
 		}
-		if m.filter(x.ents[i]) {
-			out = append(out, found{i, pos, n, inNote})
+		if m.filter(bl.rows[i].e) {
+			out = append(out, found{base + i, pos, n, inNote})
 		}
 		p = c.off[i+1] // one hit per bullet
 	}

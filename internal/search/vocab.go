@@ -36,15 +36,17 @@ var layoutAliases = map[string]string{
 func (x *Index) layoutNotice(layout string) string {
 	x.mu.Lock()
 	count := map[string]int{}
-	for _, e := range x.ents {
-		if e == nil {
-			continue
+	for _, b := range x.blocks {
+		for _, r := range b.rows {
+			if r.e == nil {
+				continue
+			}
+			l := r.e.layout
+			if l == "" {
+				l = "bullet"
+			}
+			count[l]++
 		}
-		l := e.layout
-		if l == "" {
-			l = "bullet"
-		}
-		count[l]++
 	}
 	x.mu.Unlock()
 	type lc struct {
