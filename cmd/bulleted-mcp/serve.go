@@ -202,6 +202,22 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "bulleted-mcp: %v: subscribed clients hear of other processes' commits at the next call only\n", err)
 		}
 	}
+	// the PDS backend warms up too, after its first read (the follower's
+	// catch-up, or a read of its own when not following): the first search
+	// then costs what the others do, and what the download left behind goes
+	// back to the system
+	var warm sync.Once
+	warmPDS := func(ctx context.Context) {
+		warm.Do(func() {
+			go func() {
+				be.env.WarmUp(ctx, stderr)
+				debug.FreeOSMemory()
+			}()
+		})
+	}
+	if _, ok := repo.(*pds.Repo); ok && !*follow {
+		warmPDS(ctx)
+	}
 	if r, ok := repo.(*pds.Repo); ok && *follow {
 		r.Jetstream = *jetstream
 		var said atomic.Bool
@@ -223,6 +239,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				// the stream is live), and subscribed clients hear of it
 				_, _ = be.env.Engine.Tree(fctx)
 				subs.Seen(fctx, be.env.Engine)
+				warmPDS(fctx)
 			}, func(err error) {
 				if !errors.Is(err, pds.ErrStreamDown) {
 					fmt.Fprintf(stderr, "bulleted-mcp: following: %v\n", err)
