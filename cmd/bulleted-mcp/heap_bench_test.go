@@ -3,13 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
-	"runtime/pprof"
-	"strings"
 	"testing"
 
-	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
 
@@ -49,55 +45,7 @@ func liveHeap() int64 {
 }
 
 func heapRows(b *testing.B, n int) (read, search, writes int64) {
-	b.StopTimer()
-	defer b.StartTimer()
-	ctx := context.Background()
-	base := liveHeap()
-	env, parent := servedEnv(b, n, true)
-	read = liveHeap() - base
-	for _, q := range []string{`{"text":"budget","state":"open"}`, `{"text":"review"}`, `{"tags":["plan"]}`} {
-		if res, err := callTool(ctx, env, "search", q); err != nil || res.IsError {
-			b.Fatalf("%v %+v", err, res)
-		}
-	}
-	search = liveHeap() - base
-	for i := range 40 {
-		mustCall(b, env, "insert_after", fmt.Sprintf(`{"parent":%q,"position":"first","text":"mem %d"}`, parent, i))
-	}
-	tr, _ := env.Engine.Tree(ctx)
-	var edit []string
-	for _, r := range tr.Roots[1:] {
-		for _, it := range outline.Subtree(r) {
-			if len(edit) < 75 {
-				edit = append(edit, it.Key())
-			}
-		}
-	}
-	for k := range 3 {
-		var ops []string
-		for j := range 25 {
-			ops = append(ops, fmt.Sprintf(`{"tool":"insert_after","args":{"parent":%q,"position":"last","text":"batch %d %d"}}`, parent, k, j))
-			ops = append(ops, fmt.Sprintf(`{"tool":"update_node","args":{"node":%q,"text":"edited %d %d"}}`, edit[k*25+j], k, j))
-		}
-		mustCall(b, env, "apply_batch", `{"ops":[`+strings.Join(ops, ",")+`]}`)
-	}
-	var md strings.Builder
-	md.WriteString("# Imported\n")
-	for i := range 100 {
-		fmt.Fprintf(&md, "- item %d\n  - [ ] child %d\n", i, i)
-	}
-	mustCall(b, env, "import_outline", fmt.Sprintf(`{"content":%q}`, md.String()))
-	writes = liveHeap() - base
-	if f := os.Getenv("BULLETED_HEAPPROFILE"); f != "" {
-		out, err := os.Create(f)
-		if err != nil {
-			b.Fatal(err)
-		}
-		pprof.Lookup("heap").WriteTo(out, 0)
-		out.Close()
-	}
-	runtime.KeepAlive(env)
-	return read, search, writes
+	return heapRowsWith(b, func() (*tools.Env, string) { return servedEnv(b, n, true) })
 }
 
 func mustCall(b *testing.B, env *tools.Env, name, args string) {
