@@ -158,6 +158,18 @@ func (g *followRig) sameAsFresh(t *testing.T, ctx context.Context, s *store.Snap
 	}
 }
 
+// readSameAsFresh reads r (as a call would), checks it against a fresh
+// whole read, and returns what it read.
+func (g *followRig) readSameAsFresh(t *testing.T, ctx context.Context, r *pds.Repo) *store.Snapshot {
+	t.Helper()
+	s, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.sameAsFresh(t, ctx, s)
+	return s
+}
+
 func follow(t *testing.T, ctx context.Context, r *pds.Repo) (errs func() []string, done <-chan struct{}) {
 	var mu sync.Mutex
 	var seen []string
@@ -261,11 +273,7 @@ func TestFollowGap(t *testing.T) {
 	}
 	rev = g.edit(t, ctx) // and the stream goes on from there
 	until(t, "taken in", func() bool { return pds.KeptRev(r) >= rev })
-	s, err := r.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.sameAsFresh(t, ctx, s)
+	g.readSameAsFresh(t, ctx, r)
 	if r.Stats.Streamed.Load() != 1 {
 		t.Fatalf("%d commits taken in after the gap, want 1", r.Stats.Streamed.Load())
 	}
@@ -356,11 +364,7 @@ func TestFollowKilledWebsocket(t *testing.T) {
 	until(t, "live again", r.Live)
 	rev = g.edit(t, ctx)
 	until(t, "taken in after the reconnection", func() bool { return pds.KeptRev(r) >= rev })
-	s, err = r.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.sameAsFresh(t, ctx, s)
+	g.readSameAsFresh(t, ctx, r)
 	down := 0
 	for _, e := range errs() {
 		if strings.Contains(e, "the commit stream is down") {
@@ -407,11 +411,7 @@ func TestFollowRestartReplaysFromCursor(t *testing.T) {
 	if r2.Stats.Streamed.Load() != 3 {
 		t.Fatalf("%d commits replayed, want 3", r2.Stats.Streamed.Load())
 	}
-	s, err := r2.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.sameAsFresh(t, ctx, s)
+	g.readSameAsFresh(t, ctx, r2)
 }
 
 // TestFollowRefusesUnverifiedCommits: commits that do not verify against
@@ -448,11 +448,7 @@ func TestFollowRefusesUnverifiedCommits(t *testing.T) {
 	if !said {
 		t.Fatalf("the failed verification was not said: %q", errs())
 	}
-	s, err := r.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.sameAsFresh(t, ctx, s)
+	g.readSameAsFresh(t, ctx, r)
 }
 
 // TestFollowEngineReadsWithoutRequest: the engine's read after the app's
@@ -506,11 +502,7 @@ func TestFollowEngineReadsWithoutRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := r.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.sameAsFresh(t, ctx, s)
+	s := g.readSameAsFresh(t, ctx, r)
 	if tr.Commit != s.Commit || len(tr.Records()) != len(s.Records) {
 		t.Fatalf("the engine's tree (%s, %d records) is not the followed repository (%s, %d)", tr.Commit, len(tr.Records()), s.Commit, len(s.Records))
 	}
@@ -618,11 +610,7 @@ func TestFollowTooBigAndSyncAreGaps(t *testing.T) {
 	if len(said) != 1 || !strings.Contains(said[0], "#sync") {
 		t.Fatalf("a #sync without a verifiable commit was not said once: %q", said)
 	}
-	s, err := r.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.sameAsFresh(t, ctx, s)
+	g.readSameAsFresh(t, ctx, r)
 }
 
 // TestFollowUnusablePosition: a kept position the PDS cannot replay from
@@ -664,9 +652,5 @@ func TestFollowUnusablePosition(t *testing.T) {
 		t.Fatal("an unusable position was not said")
 	}
 	t.Logf("said: %q", errs())
-	s, err := r2.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.sameAsFresh(t, ctx, s)
+	g.readSameAsFresh(t, ctx, r2)
 }
