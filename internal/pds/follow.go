@@ -39,7 +39,9 @@ import (
 // in, and the connection answering pings within freshFor), reads answer
 // from the kept repository without a request; when it is not, they
 // revalidate as without following. Writes are guarded by swapCommit either
-// way. The stream's position (the sequence number of the last commit taken
+// way, and a write refused for its swapCommit makes the next read ask the
+// PDS (a commit the stream did not bring: Jetstream's filter leaves other
+// collections out). The stream's position (the sequence number of the last commit taken
 // in) is kept with the cache file (Cursor): a restarted Follow asks the PDS
 // to replay from there, so what happened while it was down is taken in
 // from the stream rather than read; a cursor the PDS no longer reaches
