@@ -337,3 +337,34 @@ func TestGuessedParamsDescribed(t *testing.T) {
 		}
 	}
 }
+
+// TestDryRunPreviewValidatesAsWritten: a dry run's after-view shows a new
+// bullet with a mention (a facet) as the written record will read, not as
+// "[invalid record]" (the planned value's Go types are not the decoded
+// record's).
+func TestDryRunPreviewValidatesAsWritten(t *testing.T) {
+	t.Parallel()
+	l := openLocal(t)
+	e, err := outline.Open(l, outline.Options{Resolver: fakeResolver{"friend.test": "did:plc:friendofthetruth"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rulesRepo{t: t, l: l, c: inProcess(t, &tools.Env{Engine: e})}
+	r.ok("insert_after", map[string]any{"text": "Groceries"})
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"insert_after", map[string]any{"parent": r.key("Groceries"), "text": "Ask @friend.test about eggs #shop", "dry_run": true}},
+		{"import_outline", map[string]any{"parent": r.key("Groceries"), "content": "- Milk for @friend.test\n  - [ ] oat #shop\n", "dry_run": true}},
+	} {
+		res, _ := call(t, r.c, tc.tool, tc.args)
+		out := text(res)
+		if res.IsError || !strings.Contains(out, "After:") {
+			t.Fatalf("%s: no after-view:\n%s", tc.tool, out)
+		}
+		if strings.Contains(out, "invalid record") {
+			t.Fatalf("%s: the dry run's after-view calls the new bullet invalid:\n%s", tc.tool, out)
+		}
+	}
+}

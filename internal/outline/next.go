@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/bluesky-social/indigo/atproto/atdata"
+
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
@@ -33,7 +35,15 @@ func WriteChanges(writes []store.Write) []store.Record {
 	for _, w := range writes {
 		r := store.Record{Collection: w.Collection, RKey: w.RKey}
 		if w.Op != store.Delete {
+			// as a read of the commit will decode it: the planned value's
+			// Go types (facets as typed slices, ints) are not what the
+			// lexicon validation of the tree expects
 			r.Value = w.Value
+			if raw, err := atdata.MarshalCBOR(w.Value); err == nil {
+				if v, err := store.DecodeRecord(raw); err == nil {
+					r.Value = v
+				}
+			}
 		}
 		out = append(out, r)
 	}
