@@ -243,8 +243,11 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}, func(err error) {
 				if !errors.Is(err, pds.ErrStreamDown) {
 					fmt.Fprintf(stderr, "bulleted-mcp: following: %v\n", err)
-				} else if !said.Swap(true) {
-					fmt.Fprintf(stderr, "bulleted-mcp: %v (retrying with backoff; until then reads ask the PDS and subscribed clients hear of others' edits at the next call; said once)\n", err)
+				} else {
+					if !said.Swap(true) {
+						fmt.Fprintf(stderr, "bulleted-mcp: %v (retrying with backoff; until then reads ask the PDS and subscribed clients hear of others' edits at the next call; said once)\n", err)
+					}
+					warmPDS(fctx) // by a read of its own, the stream being down
 				}
 			})
 		}()
