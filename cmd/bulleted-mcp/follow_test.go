@@ -90,13 +90,15 @@ func TestServeFollowSays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	posted := false
+	var posted time.Time
 	serve(func(*syncBuffer) bool {
 		if len(files("repo-*.car")) == 0 {
 			return false // the follower's first read keeps the cache
 		}
-		if !posted {
-			posted = true
+		// an edit every half second until one comes through the stream (one
+		// made before the follower connected is read, not streamed)
+		if time.Since(posted) > 500*time.Millisecond {
+			posted = time.Now()
 			if err := app.Post(ctx, "com.atproto.repo.createRecord", map[string]any{"repo": a.DID.String(), "collection": "app.bulleted.node",
 				"record": map[string]any{"$type": "app.bulleted.node", "text": "from the app", "sortKey": "z", "createdAt": "2026-12-04T10:00:00.000Z"}}, nil); err != nil {
 				t.Fatal(err)
