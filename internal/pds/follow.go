@@ -108,9 +108,10 @@ func (r *Repo) swapRefused() {
 	r.mu.Unlock()
 }
 
-func (r *Repo) setLive(on bool) {
+// notLive makes reads ask the PDS again.
+func (r *Repo) notLive() {
 	r.mu.Lock()
-	r.setLiveLocked(on)
+	r.stream.live = false
 	r.mu.Unlock()
 }
 
@@ -119,16 +120,31 @@ func (r *Repo) setLive(on bool) {
 func (r *Repo) liveIn(ctx context.Context) {
 	r.mu.Lock()
 	if ctx.Err() == nil {
-		r.setLiveLocked(true)
+		r.stream.live, r.stream.target = true, ""
+		r.stream.carSeq = max(r.stream.carSeq, r.stream.seq)
 	}
 	r.mu.Unlock()
 }
 
-func (r *Repo) setLiveLocked(on bool) {
-	r.stream.live = on
-	if on {
-		r.stream.target = ""
-		r.stream.carSeq = max(r.stream.carSeq, r.stream.seq)
+// readLive brings the kept repository forward by a read, reads asking the
+// PDS meanwhile, and then makes the stream live (unless ctx ended).
+func (r *Repo) readLive(ctx context.Context) error {
+	r.notLive()
+	if _, err := r.Snapshot(ctx); err != nil {
+		return err
+	}
+	r.liveIn(ctx)
+	return nil
+}
+
+// account takes in an #account event of this repository: inactive, reads
+// ask the PDS (which says what is wrong); active again while not live,
+// what the stream may not have brought meanwhile is read.
+func (r *Repo) account(ctx context.Context, active bool, errs func(error)) {
+	if !active {
+		r.notLive()
+	} else if !r.Live() {
+		r.resync(ctx, errs)
 	}
 }
 
@@ -222,7 +238,7 @@ func (r *Repo) listen(ctx context.Context, addr string, replaying bool, changed 
 	}
 	// not live once it returns, the connection's context ended first
 	// (liveIn)
-	defer r.setLive(false)
+	defer r.notLive()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer con.Close()
@@ -295,12 +311,7 @@ func (r *Repo) catchUp(ctx context.Context, replaying bool, errs func(error)) er
 		})
 		return nil
 	}
-	r.setLive(false)
-	if _, err := r.Snapshot(ctx); err != nil {
-		return err
-	}
-	r.liveIn(ctx)
-	return nil
+	return r.readLive(ctx)
 }
 
 // event takes in one event of the stream.
@@ -354,14 +365,7 @@ func (r *Repo) event(ctx context.Context, ev *events.XRPCStreamEvent, changed fu
 	case ev.RepoAccount != nil:
 		seen(ev.RepoAccount.Seq)
 		if ev.RepoAccount.Did == did {
-			if !ev.RepoAccount.Active {
-				// reads ask the PDS, which says what is wrong
-				r.setLive(false)
-			} else if !r.Live() {
-				// active again: read what the stream may not have
-				// brought meanwhile, and go on from there
-				r.resync(ctx, errs)
-			}
+			r.account(ctx, ev.RepoAccount.Active, errs)
 			changed()
 		}
 	case ev.RepoInfo != nil:
@@ -441,14 +445,9 @@ func (r *Repo) takeIn(ctx context.Context, e *comatproto.SyncSubscribeRepos_Comm
 
 // resync brings the kept repository forward by a read after a gap.
 func (r *Repo) resync(ctx context.Context, errs func(error)) {
-	r.setLive(false)
-	if _, err := r.Snapshot(ctx); err != nil {
-		if ctx.Err() == nil {
-			errs(fmt.Errorf("reading after a gap in the commit stream: %w", err))
-		}
-		return
+	if err := r.readLive(ctx); err != nil && ctx.Err() == nil {
+		errs(fmt.Errorf("reading after a gap in the commit stream: %w", err))
 	}
-	r.liveIn(ctx)
 }
 
 // data is the MST root of the kept commit ("" if it cannot be read).

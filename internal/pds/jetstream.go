@@ -97,11 +97,7 @@ func (r *Repo) jetstreamOnce(ctx context.Context, u string, changed func(), errs
 		case "identity":
 			changed()
 		case "account":
-			if ev.Account != nil && !ev.Account.Active {
-				r.setLive(false)
-			} else if !r.Live() {
-				r.resync(ctx, errs) // active again (follow.go)
-			}
+			r.account(ctx, ev.Account == nil || ev.Account.Active, errs)
 			changed()
 		}
 		return nil
