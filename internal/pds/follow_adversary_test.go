@@ -133,28 +133,7 @@ func TestFollowInterleavedWriters(t *testing.T) {
 		if t.Failed() {
 			t.FailNow()
 		}
-		g.caughtUp(t, ctx, r)
-		s, err := r.Snapshot(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.sameAsFresh(t, ctx, s)
-		c, _, ch, ok, err := r.Changes(ctx, since)
-		if err != nil || !ok {
-			t.Fatalf("round %d: Changes since %s: ok %v, %v", round, since, ok, err)
-		}
-		for _, rec := range ch {
-			k := rec.Collection + "/" + rec.RKey
-			if rec.Value == nil {
-				delete(seen, k)
-			} else {
-				seen[k] = fmt.Sprintf("%s %v", rec.CID, rec.Value["text"])
-			}
-		}
-		since = c
-		if c != s.Commit || !maps.Equal(seen, byPath(s.Records)) {
-			t.Fatalf("round %d: what Changes composed (at %s) is not the repository (at %s):\ncomposed %v\nkept     %v", round, c, s.Commit, seen, byPath(s.Records))
-		}
+		g.composedIsKept(t, ctx, r, fmt.Sprintf("round %d", round), seen, &since)
 	}
 	t.Logf("streamed %d, gaps %d, said %q", r.Stats.Streamed.Load(), r.Stats.StreamGaps.Load(), errs())
 }
@@ -231,16 +210,7 @@ func TestFollowStuckReplayReadOutlivesConnection(t *testing.T) {
 	dir := t.TempDir()
 	u, _ := url.Parse(g.srv.URL)
 	cut := newCutter(t, u.Host)
-	r1 := g.login()
-	r1.Cache, r1.Cursor = filepath.Join(dir, "repo.car"), filepath.Join(dir, "stream.json")
-	r1.StreamHost = "http://" + cut.ln.Addr().String()
-	ctx1, stop := context.WithCancel(ctx)
-	_, done := follow(t, ctx1, r1)
-	until(t, "live", r1.Live)
-	rev := g.edit(t, ctx)
-	until(t, "taken in", func() bool { return pds.KeptRev(r1) >= rev })
-	stop()
-	<-done
+	r1 := g.followThenStop(t, ctx, dir, "http://"+cut.ln.Addr().String(), 1)
 	missed := g.edit(t, ctx) // while down: the replay has this to bring
 
 	gt := &gate{hold: "com.atproto.sync.getRepo", held: make(chan struct{}, 1), open: make(chan struct{})}
@@ -275,7 +245,7 @@ func TestFollowStuckReplayReadOutlivesConnection(t *testing.T) {
 	if r2.Live() {
 		t.Fatal("live with the stream's connection down")
 	}
-	rev = g.edit(t, ctx)
+	rev := g.edit(t, ctx)
 	s, err := r2.Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -307,28 +277,7 @@ func TestFollowAwkwardCommits(t *testing.T) {
 	did := g.acct.DID.String()
 	check := func(what string) {
 		t.Helper()
-		g.caughtUp(t, ctx, r)
-		s, err := r.Snapshot(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.sameAsFresh(t, ctx, s)
-		c, _, ch, ok, err := r.Changes(ctx, since)
-		if err != nil || !ok {
-			t.Fatalf("%s: Changes since %s: ok %v, %v", what, since, ok, err)
-		}
-		for _, rec := range ch {
-			k := rec.Collection + "/" + rec.RKey
-			if rec.Value == nil {
-				delete(seen, k)
-			} else {
-				seen[k] = fmt.Sprintf("%s %v", rec.CID, rec.Value["text"])
-			}
-		}
-		since = c
-		if c != s.Commit || !maps.Equal(seen, byPath(s.Records)) {
-			t.Fatalf("%s: what Changes composed (at %s) is not the repository (at %s)", what, c, s.Commit)
-		}
+		g.composedIsKept(t, ctx, r, what, seen, &since)
 		t.Logf("%s: streamed %d, gaps %d", what, r.Stats.Streamed.Load(), r.Stats.StreamGaps.Load())
 	}
 	// a batch of the largest size, by the engine (swapped on its read)
@@ -586,15 +535,7 @@ func TestFollowReplayOvertakenByRead(t *testing.T) {
 	defer cancel()
 	g := newFollowRig(t, ctx)
 	dir := t.TempDir()
-	r1 := g.login()
-	r1.Cache, r1.Cursor = filepath.Join(dir, "repo.car"), filepath.Join(dir, "stream.json")
-	ctx1, stop := context.WithCancel(ctx)
-	_, done := follow(t, ctx1, r1)
-	until(t, "live", r1.Live)
-	rev := g.edit(t, ctx)
-	until(t, "taken in", func() bool { return pds.KeptRev(r1) >= rev })
-	stop()
-	<-done
+	r1 := g.followThenStop(t, ctx, dir, "", 1)
 	g.edit(t, ctx) // while down: the replay's target
 
 	gt := &answerGate{hold: "com.atproto.sync.getLatestCommit", held: make(chan struct{}, 1), open: make(chan struct{})}
@@ -746,4 +687,29 @@ func TestFollowJetstreamAccountReactivated(t *testing.T) {
 	until(t, "not live after account inactive", func() bool { return !r.Live() })
 	js.send <- map[string]any{"did": did, "time_us": time.Now().UnixMicro(), "kind": "account", "account": map[string]any{"active": true, "did": did}}
 	until(t, "live after account active", r.Live)
+}
+
+// composedIsKept checks, once r has caught up, that r reads as a fresh whole
+// read does, and that what Changes gives since *since, folded into seen
+// (path → "CID text"), is that repository; *since moves on to it.
+func (g *followRig) composedIsKept(t *testing.T, ctx context.Context, r *pds.Repo, what string, seen map[string]string, since *string) {
+	t.Helper()
+	g.caughtUp(t, ctx, r)
+	s := g.readSameAsFresh(t, ctx, r)
+	c, _, ch, ok, err := r.Changes(ctx, *since)
+	if err != nil || !ok {
+		t.Fatalf("%s: Changes since %s: ok %v, %v", what, *since, ok, err)
+	}
+	for _, rec := range ch {
+		k := rec.Collection + "/" + rec.RKey
+		if rec.Value == nil {
+			delete(seen, k)
+		} else {
+			seen[k] = fmt.Sprintf("%s %v", rec.CID, rec.Value["text"])
+		}
+	}
+	*since = c
+	if c != s.Commit || !maps.Equal(seen, byPath(s.Records)) {
+		t.Fatalf("%s: what Changes composed (at %s) is not the repository (at %s):\ncomposed %v\nkept     %v", what, c, s.Commit, seen, byPath(s.Records))
+	}
 }

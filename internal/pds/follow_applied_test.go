@@ -170,6 +170,28 @@ func (g *followRig) readSameAsFresh(t *testing.T, ctx context.Context, r *pds.Re
 	return s
 }
 
+// followThenStop runs a follower with a read cache and a stream position in
+// dir (its stream through streamHost, if set) while the app makes edits
+// edits, waits until they are taken in, and stops it. The stopped follower
+// is returned: its Cache and Cursor are the files a restart uses.
+func (g *followRig) followThenStop(t *testing.T, ctx context.Context, dir, streamHost string, edits int) *pds.Repo {
+	t.Helper()
+	r := g.login()
+	r.Cache, r.Cursor = filepath.Join(dir, "repo.car"), filepath.Join(dir, "stream.json")
+	r.StreamHost = streamHost
+	fctx, stop := context.WithCancel(ctx)
+	_, done := follow(t, fctx, r)
+	until(t, "live", r.Live)
+	var rev string
+	for range edits {
+		rev = g.edit(t, ctx)
+	}
+	until(t, "taken in", func() bool { return pds.KeptRev(r) >= rev })
+	stop()
+	<-done
+	return r
+}
+
 func follow(t *testing.T, ctx context.Context, r *pds.Repo) (errs func() []string, done <-chan struct{}) {
 	var mu sync.Mutex
 	var seen []string
@@ -385,18 +407,8 @@ func TestFollowRestartReplaysFromCursor(t *testing.T) {
 	defer cancel()
 	g := newFollowRig(t, ctx)
 	dir := t.TempDir()
-	r1 := g.login()
-	r1.Cache, r1.Cursor = filepath.Join(dir, "repo.car"), filepath.Join(dir, "stream.json")
-	ctx1, stop := context.WithCancel(ctx)
-	_, done := follow(t, ctx1, r1)
-	until(t, "live", r1.Live)
+	r1 := g.followThenStop(t, ctx, dir, "", 3)
 	var rev string
-	for range 3 {
-		rev = g.edit(t, ctx)
-	}
-	until(t, "taken in", func() bool { return pds.KeptRev(r1) >= rev })
-	stop()
-	<-done
 	for range 3 {
 		rev = g.edit(t, ctx) // while no server runs
 	}
@@ -621,15 +633,7 @@ func TestFollowUnusablePosition(t *testing.T) {
 	defer cancel()
 	g := newFollowRig(t, ctx)
 	dir := t.TempDir()
-	r1 := g.login()
-	r1.Cache, r1.Cursor = filepath.Join(dir, "repo.car"), filepath.Join(dir, "stream.json")
-	ctx1, stop := context.WithCancel(ctx)
-	_, done := follow(t, ctx1, r1)
-	until(t, "live", r1.Live)
-	rev := g.edit(t, ctx)
-	until(t, "taken in", func() bool { return pds.KeptRev(r1) >= rev })
-	stop()
-	<-done
+	r1 := g.followThenStop(t, ctx, dir, "", 1)
 	raw, err := os.ReadFile(r1.Cursor)
 	if err != nil {
 		t.Fatal(err)
@@ -643,7 +647,7 @@ func TestFollowUnusablePosition(t *testing.T) {
 	if err := os.WriteFile(r1.Cursor, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rev = g.edit(t, ctx) // while down
+	rev := g.edit(t, ctx) // while down
 	r2 := g.login()
 	r2.Cache, r2.Cursor = r1.Cache, r1.Cursor
 	errs, _ := follow(t, ctx, r2)
