@@ -94,6 +94,7 @@ func (l *Local) ImportCAR(ctx context.Context, r io.Reader, opts ImportOptions) 
 		return rep, fmt.Errorf("%w: %d record(s), e.g. %s; nothing was imported", ErrInvalidRecords, len(rep.Invalid), rep.Invalid[0])
 	}
 	rep.Records = len(recs)
+	l.awaitBuild()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	err = l.locked(ctx, true, func() error {

@@ -911,6 +911,7 @@ func (l *Local) Snapshot(ctx context.Context) (*Snapshot, error) {
 
 // Apply implements Repository.
 func (l *Local) Apply(ctx context.Context, swapCommit string, writes []Write) (res *Result, err error) {
+	l.awaitBuild()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	err = l.locked(ctx, true, func() error {

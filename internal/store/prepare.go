@@ -64,6 +64,23 @@ func (l *Local) Prepare(context.Context) error {
 	return nil
 }
 
+// awaitBuild waits, without holding the store's lock, for a build of the
+// current snapshot's map that is under way (Prepare's), so that a write
+// arriving meanwhile does not hold the lock while it waits: reads go on
+// until the build is done. If the snapshot moved meanwhile, the write makes
+// its own under the lock (recordMap).
+func (l *Local) awaitBuild() {
+	l.mu.Lock()
+	p := l.paths
+	if l.records != nil || p == nil || p.snap != l.snap || p.done.Load() {
+		p = nil
+	}
+	l.mu.Unlock()
+	if p != nil {
+		p.get()
+	}
+}
+
 // Prepared reports whether the next write finds the map of records by path
 // made (Prepare).
 func (l *Local) Prepared() bool {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
@@ -108,9 +109,21 @@ func TestPrepareRacesWrites(t *testing.T) {
 			errs <- err
 		}()
 	}
-	// reads go on while the build is under way (it holds no lock)
-	if _, _, err := l.Head(ctx); err != nil {
-		t.Fatal(err)
+	// reads go on while the build is under way (it holds no lock), and
+	// while writes wait for it (they wait outside the lock): give the
+	// writes time to reach the wait, then read. Before, a write held the
+	// lock while it waited, and this read waited for the build it was
+	// meant to run beside: a deadlock (CI, stop 32).
+	time.Sleep(100 * time.Millisecond)
+	read := make(chan error, 1)
+	go func() { _, _, err := l.Head(ctx); read <- err }()
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("a read waited for writes that wait for Prepare's build")
 	}
 	close(release)
 	wg.Wait()
