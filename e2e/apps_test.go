@@ -102,7 +102,7 @@ func TestAppsViewsInBrowser(t *testing.T) {
 	}
 	recs := map[string]map[string]any{}
 	for _, r := range snap.Records {
-		recs[r.Collection+"/"+r.RKey] = r.Value
+		recs[r.Collection+"/"+r.RKey] = r.Value.Map()
 	}
 	norm := func(v any) any {
 		b, _ := json.Marshal(v)

@@ -34,7 +34,7 @@ func seedGenerated(t *testing.T, dir string, n int) (big string, kids, subtree [
 	children := map[string][]child{}
 	for _, r := range recs {
 		v := map[string]any{}
-		for k, x := range r.Value {
+		for k, x := range r.Value.Map() {
 			if s, ok := x.(string); ok {
 				x = strings.ReplaceAll(s, "at://"+outlinegen.DID+"/", "at://"+did+"/")
 			}

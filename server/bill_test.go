@@ -136,11 +136,11 @@ func newBillHarness(tb testing.TB, n int) *billHarness {
 		if r.Collection != "app.bulleted.node" {
 			continue
 		}
-		if p, _ := r.Value["parent"].(string); p != "" {
+		if p, _ := r.Value.Text("parent"); p != "" {
 			pk := p[strings.LastIndexByte(p, '/')+1:]
 			kids[pk] = append(kids[pk], r.RKey)
 		}
-		if r.Value["text"] == outlinegen.BudgetReview {
+		if r.Value.Get("text") == outlinegen.BudgetReview {
 			h.review = r.RKey
 		}
 	}
@@ -432,7 +432,7 @@ func expectedHits(recs []store.Record, q map[string]any) map[string]bool {
 		if r.Collection != "app.bulleted.node" {
 			continue
 		}
-		v := r.Value
+		v := r.Value.Map()
 		text, _ := v["text"].(string)
 		todo, done := v["layout"] == "todo", v["completedAt"] != nil
 		ok := true
@@ -843,7 +843,7 @@ func (h *billHarness) floor(tb testing.TB) billFloor {
 	text := map[string]string{}
 	for _, r := range h.recs {
 		if r.Collection == "app.bulleted.node" {
-			text[r.RKey], _ = r.Value["text"].(string)
+			text[r.RKey], _ = r.Value.Text("text")
 		}
 	}
 	var f billFloor

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"slices"
 	"strings"
 	"sync"
@@ -357,17 +358,17 @@ func changedRecords(before, after *outline.Tree) []changedRecord {
 	var out []changedRecord
 	type rec struct {
 		cid   string
-		value map[string]any
+		value store.Value
 	}
 	compare := func(coll string, b, a map[string]rec) {
 		for k, x := range b {
 			if y, ok := a[k]; !ok || y.cid != x.cid || x.cid == "" {
-				out = append(out, changedRecord{coll, x.value})
+				out = append(out, changedRecord{coll, x.value.Map()})
 			}
 		}
 		for k, y := range a {
 			if x, ok := b[k]; !ok || y.cid != x.cid || y.cid == "" {
-				out = append(out, changedRecord{coll, y.value})
+				out = append(out, changedRecord{coll, y.value.Map()})
 			}
 		}
 	}

@@ -19,7 +19,7 @@ func TestTickAndUntick(t *testing.T) {
 		t.Helper()
 		for _, rec := range r.records() {
 			if rec.RKey == k && rec.Collection == "app.bulleted.node" {
-				return rec.Value
+				return rec.Value.Map()
 			}
 		}
 		t.Fatal("the todo is gone")

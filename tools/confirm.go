@@ -66,7 +66,7 @@ func bigEdit(p *outline.Plan, r ConfirmRules) (deletes, moves int, big bool) {
 		switch {
 		case w.Op == "delete":
 			deletes++
-		case prev != nil && w.Value != nil && (w.Value["parent"] != prev.Value["parent"] || w.Value["sortKey"] != prev.Value["sortKey"]):
+		case prev != nil && w.Value != nil && (w.Value["parent"] != prev.Value.Get("parent") || w.Value["sortKey"] != prev.Value.Get("sortKey")):
 			moves++
 		}
 	}

@@ -35,10 +35,10 @@ func TestContributionNotMovable(t *testing.T) {
 		t.Fatal(err)
 	}
 	ownerTree := outline.Build(&store.Snapshot{DID: owner, Commit: "o1", Records: []store.Record{
-		{Collection: "app.bulleted.node", RKey: "3kshared22222", CID: "c1", Value: map[string]any{"$type": "app.bulleted.node", "text": "Shared", "sortKey": "a", "createdAt": "2026-03-10T09:00:00.000Z"}},
-		{Collection: "app.bulleted.node", RKey: "3kprivate2222", CID: "c2", Value: map[string]any{"$type": "app.bulleted.node", "text": "Private", "sortKey": "b", "createdAt": "2026-03-10T09:00:00.000Z"}},
-		{Collection: "app.bulleted.outline", RKey: "3kshared22222", CID: "c3", Value: map[string]any{"$type": "app.bulleted.outline", "root": "at://" + owner + "/app.bulleted.node/3kshared22222",
-			"contributors": []any{map[string]any{"did": me}}, "createdAt": "2026-03-10T09:00:00.000Z"}},
+		{Collection: "app.bulleted.node", RKey: "3kshared22222", CID: "c1", Value: store.MustValue(map[string]any{"$type": "app.bulleted.node", "text": "Shared", "sortKey": "a", "createdAt": "2026-03-10T09:00:00.000Z"})},
+		{Collection: "app.bulleted.node", RKey: "3kprivate2222", CID: "c2", Value: store.MustValue(map[string]any{"$type": "app.bulleted.node", "text": "Private", "sortKey": "b", "createdAt": "2026-03-10T09:00:00.000Z"})},
+		{Collection: "app.bulleted.outline", RKey: "3kshared22222", CID: "c3", Value: store.MustValue(map[string]any{"$type": "app.bulleted.outline", "root": "at://" + owner + "/app.bulleted.node/3kshared22222",
+			"contributors": []any{map[string]any{"did": me}}, "createdAt": "2026-03-10T09:00:00.000Z"})},
 	}})
 	down := false
 	env := sharedEnv(t, l, func(ctx context.Context, ident string) (*outline.Tree, error) {
@@ -96,10 +96,10 @@ func TestContributionNotMovable(t *testing.T) {
 	}
 	try("", "move_node", `{"node":"3kaaaaaaaaab2","parent":"top"}`)
 	for _, r := range snapshot() {
-		if r.RKey == "3kaaaaaaaaab2" && r.Value["parent"] != nil {
+		if r.RKey == "3kaaaaaaaaab2" && r.Value.Get("parent") != nil {
 			t.Fatalf("the stray bullet was not re-attached: %v", r.Value)
 		}
-		if r.RKey == "3kaaaaaaaaaa2" && r.Value["parent"] != "at://"+owner+"/app.bulleted.node/3kshared22222" {
+		if r.RKey == "3kaaaaaaaaaa2" && r.Value.Get("parent") != "at://"+owner+"/app.bulleted.node/3kshared22222" {
 			t.Fatalf("the contribution moved: %v", r.Value)
 		}
 	}

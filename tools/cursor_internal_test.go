@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"maps"
 	"testing"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
@@ -32,9 +31,9 @@ func TestSnapshotBytes(t *testing.T) {
 			break
 		}
 	}
-	v := maps.Clone(leaf.Rec.Value)
+	v := leaf.Rec.Value.Map()
 	v["parent"] = t0.NodeURI(to.Key())
-	t1 := t0.Next("c1", "r1", []store.Record{{Collection: lexicon.Node, RKey: leaf.Key(), CID: "moved", Value: v}})
+	t1 := t0.Next("c1", "r1", []store.Record{{Collection: lexicon.Node, RKey: leaf.Key(), CID: "moved", Value: store.MustValue(v)}})
 
 	k := &snapshot{t: t0}
 	k.compare(t1)

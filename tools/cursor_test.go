@@ -253,8 +253,8 @@ func TestPagingSaysContributionsChanged(t *testing.T) {
 		var recs []store.Record
 		for i := range n {
 			rk := fmt.Sprintf("3kbob%08d", i)
-			recs = append(recs, store.Record{Collection: lexicon.Node, RKey: rk, CID: commit + rk, Value: map[string]any{"$type": lexicon.Node,
-				"text": fmt.Sprintf("budget idea %d", i), "parent": shared, "sortKey": fmt.Sprintf("a%d", i), "createdAt": "2026-03-10T09:00:00.000Z"}})
+			recs = append(recs, store.Record{Collection: lexicon.Node, RKey: rk, CID: commit + rk, Value: store.MustValue(map[string]any{"$type": lexicon.Node,
+				"text": fmt.Sprintf("budget idea %d", i), "parent": shared, "sortKey": fmt.Sprintf("a%d", i), "createdAt": "2026-03-10T09:00:00.000Z"})})
 		}
 		return outline.Build(&store.Snapshot{DID: contributor, Commit: commit, Records: recs})
 	}

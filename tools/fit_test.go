@@ -221,7 +221,7 @@ func TestResultsFit(t *testing.T) {
 	texts := map[string]string{}
 	for _, r := range snap.Records {
 		if r.Collection == "app.bulleted.node" {
-			texts[r.RKey], _ = r.Value["text"].(string)
+			texts[r.RKey], _ = r.Value.Text("text")
 		}
 	}
 	src := strings.Split(md.String(), "\n")
@@ -261,7 +261,7 @@ func TestResultsFit(t *testing.T) {
 		}
 		in := map[string]string{}
 		for _, r := range snap.Records {
-			in[r.RKey], _ = r.Value["text"].(string)
+			in[r.RKey], _ = r.Value.Text("text")
 		}
 		for i, k := range keys {
 			if in[k] != fmt.Sprintf("huge %d", i) {

@@ -26,7 +26,7 @@ func nodeRecords(t *testing.T, l *store.Local) map[string]map[string]any {
 	out := map[string]map[string]any{}
 	for _, r := range s.Records {
 		if r.Collection == "app.bulleted.node" {
-			out[r.Value["text"].(string)] = r.Value
+			out[r.Value.Str("text")] = r.Value.Map()
 		}
 	}
 	return out

@@ -41,7 +41,7 @@ func TestPlanIDThroughTools(t *testing.T) {
 	for _, r := range s.Records {
 		if r.Collection == "app.bulleted.node" {
 			found++
-			if r.RKey != rkey || r.Value["text"] != "call the plumber" {
+			if r.RKey != rkey || r.Value.Get("text") != "call the plumber" {
 				t.Fatalf("the repository holds %s %v, not the dry run's %s", r.RKey, r.Value, rkey)
 			}
 		}

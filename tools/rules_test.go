@@ -41,7 +41,7 @@ func (r *rulesRepo) records() []store.Record {
 func (r *rulesRepo) key(txt string) string {
 	r.t.Helper()
 	for _, rec := range r.records() {
-		if rec.Collection == "app.bulleted.node" && rec.Value["text"] == txt {
+		if rec.Collection == "app.bulleted.node" && rec.Value.Get("text") == txt {
 			return rec.RKey
 		}
 	}
@@ -151,7 +151,7 @@ func TestMirrorCycleRefused(t *testing.T) {
 		r, m := setup(t)
 		r.ok("move_node", map[string]any{"node": m, "parent": r.key("Y")})
 		for _, rec := range r.records() {
-			if rec.RKey == m && rec.Value["parent"] != r.uri("Y") {
+			if rec.RKey == m && rec.Value.Get("parent") != r.uri("Y") {
 				t.Fatalf("the mirror did not move under Y: %v", rec.Value)
 			}
 		}
@@ -179,7 +179,7 @@ func TestDeleteTakesRootedRecords(t *testing.T) {
 	rooted := func(recs []store.Record) map[string]string { // collection/rkey → root, of the records with a root
 		out := map[string]string{}
 		for _, rec := range recs {
-			if root, _ := rec.Value["root"].(string); root != "" {
+			if root, _ := rec.Value.Text("root"); root != "" {
 				out[rec.Collection+"/"+rec.RKey] = root
 			}
 		}
@@ -306,7 +306,7 @@ func TestContributionReorder(t *testing.T) {
 		if parent != "" {
 			v["parent"] = "at://" + owner + "/app.bulleted.node/" + parent
 		}
-		return store.Record{Collection: "app.bulleted.node", RKey: rkey, CID: "c" + rkey, Value: v}
+		return store.Record{Collection: "app.bulleted.node", RKey: rkey, CID: "c" + rkey, Value: store.MustValue(v)}
 	}
 	shared := "at://" + owner + "/app.bulleted.node/3kshared22222"
 	kid := func(k string) string { return "at://" + owner + "/app.bulleted.node/" + k }
@@ -315,8 +315,8 @@ func TestContributionReorder(t *testing.T) {
 		ownerNode("3kownerkid222", "3kshared22222", "g", "owner one"),
 		ownerNode("3kownerkid333", "3kshared22222", "p", "owner two"),
 		ownerNode("3kprivate2222", "", "b", "Private"),
-		{Collection: "app.bulleted.outline", RKey: "3kshared22222", CID: "c3", Value: map[string]any{"$type": "app.bulleted.outline", "root": shared,
-			"contributors": []any{map[string]any{"did": me}}, "createdAt": "2026-03-10T09:00:00.000Z"}},
+		{Collection: "app.bulleted.outline", RKey: "3kshared22222", CID: "c3", Value: store.MustValue(map[string]any{"$type": "app.bulleted.outline", "root": shared,
+			"contributors": []any{map[string]any{"did": me}}, "createdAt": "2026-03-10T09:00:00.000Z"})},
 	}})
 	env := sharedEnv(t, l, func(ctx context.Context, ident string) (*outline.Tree, error) {
 		if ident == me { // the contributor, as the owner's outline reads it
@@ -375,9 +375,9 @@ func TestContributionReorder(t *testing.T) {
 			if !slices.Contains(changed, rec.RKey) {
 				t.Fatalf("%s changed: %v -> %v", rec.RKey, old.Value, rec.Value)
 			}
-			for k, v := range rec.Value {
-				if k != "sortKey" && !reflect.DeepEqual(old.Value[k], v) {
-					t.Fatalf("%s: %s changed (%v -> %v); only the sortKey may", rec.RKey, k, old.Value[k], v)
+			for k, v := range rec.Value.Map() {
+				if k != "sortKey" && !reflect.DeepEqual(old.Value.Get(k), v) {
+					t.Fatalf("%s: %s changed (%v -> %v); only the sortKey may", rec.RKey, k, old.Value.Get(k), v)
 				}
 			}
 		}

@@ -39,8 +39,8 @@ func TestSearchFindsContributions(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := func(rkey, parent, sortKey, text string) store.Record {
-		return store.Record{Collection: "app.bulleted.node", RKey: rkey, CID: "c" + rkey, Value: map[string]any{"$type": "app.bulleted.node",
-			"text": text, "parent": parent, "sortKey": sortKey, "createdAt": "2026-03-10T09:00:00.000Z"}}
+		return store.Record{Collection: "app.bulleted.node", RKey: rkey, CID: "c" + rkey, Value: store.MustValue(map[string]any{"$type": "app.bulleted.node",
+			"text": text, "parent": parent, "sortKey": sortKey, "createdAt": "2026-03-10T09:00:00.000Z"})}
 	}
 	shared := "at://" + me + "/app.bulleted.node/3kshared22222"
 	bob := outline.Build(&store.Snapshot{DID: contributor, Commit: "b1", Records: []store.Record{

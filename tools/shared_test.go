@@ -28,15 +28,15 @@ func TestIntoSharedOutline(t *testing.T) {
 		if parent != "" {
 			v["parent"] = "at://" + owner + "/app.bulleted.node/" + parent
 		}
-		return store.Record{Collection: "app.bulleted.node", RKey: rkey, CID: "c" + rkey, Value: v}
+		return store.Record{Collection: "app.bulleted.node", RKey: rkey, CID: "c" + rkey, Value: store.MustValue(v)}
 	}
 	shared := "at://" + owner + "/app.bulleted.node/3kshared22222"
 	ownerTree := outline.Build(&store.Snapshot{DID: owner, Commit: "o1", Records: []store.Record{
 		ownerNode("3kshared22222", "", "a", "Shared"),
 		ownerNode("3kownerkid222", "3kshared22222", "m", "the owner's own child"),
 		ownerNode("3kprivate2222", "", "b", "Private"),
-		{Collection: "app.bulleted.outline", RKey: "3kshared22222", CID: "c3", Value: map[string]any{"$type": "app.bulleted.outline", "root": shared,
-			"contributors": []any{map[string]any{"did": me}}, "createdAt": "2026-03-10T09:00:00.000Z"}},
+		{Collection: "app.bulleted.outline", RKey: "3kshared22222", CID: "c3", Value: store.MustValue(map[string]any{"$type": "app.bulleted.outline", "root": shared,
+			"contributors": []any{map[string]any{"did": me}}, "createdAt": "2026-03-10T09:00:00.000Z"})},
 	}})
 	env := sharedEnv(t, l, func(ctx context.Context, ident string) (*outline.Tree, error) {
 		if ident != owner {
@@ -53,7 +53,7 @@ func TestIntoSharedOutline(t *testing.T) {
 		out := map[string]map[string]any{}
 		for _, r := range s.Records {
 			if r.Collection == "app.bulleted.node" {
-				out[r.Value["text"].(string)] = r.Value
+				out[r.Value.Str("text")] = r.Value.Map()
 			}
 		}
 		return out

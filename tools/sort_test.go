@@ -23,9 +23,9 @@ func TestSortChildren(t *testing.T) {
 		var ks []kid
 		keys := map[string]string{}
 		for _, rec := range r.records() {
-			if rec.Collection == "app.bulleted.node" && rec.Value["parent"] == r.uri("P") {
-				ks = append(ks, kid{rec.Value["text"].(string), rec.Value["sortKey"].(string)})
-				keys[rec.Value["text"].(string)] = rec.Value["sortKey"].(string)
+			if rec.Collection == "app.bulleted.node" && rec.Value.Get("parent") == r.uri("P") {
+				ks = append(ks, kid{rec.Value.Str("text"), rec.Value.Str("sortKey")})
+				keys[rec.Value.Str("text")] = rec.Value.Str("sortKey")
 			}
 		}
 		for i := range ks { // by sortKey, as bytes
@@ -85,8 +85,8 @@ func TestSortChildren(t *testing.T) {
 	type kid struct{ text, key string }
 	var top []kid
 	for _, rec := range r.records() {
-		if rec.Collection == "app.bulleted.node" && rec.Value["parent"] == nil {
-			top = append(top, kid{rec.Value["text"].(string), rec.Value["sortKey"].(string)})
+		if rec.Collection == "app.bulleted.node" && rec.Value.Get("parent") == nil {
+			top = append(top, kid{rec.Value.Str("text"), rec.Value.Str("sortKey")})
 		}
 	}
 	slices.SortFunc(top, func(a, b kid) int { return strings.Compare(a.key, b.key) })

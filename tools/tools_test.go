@@ -299,7 +299,7 @@ func BenchmarkTextVsListRecords(b *testing.B) {
 	}
 	var recs []rec
 	for _, r := range tr.Records() {
-		recs = append(recs, rec{"at://" + tr.DID.String() + "/" + r.Collection + "/" + r.RKey, r.CID, r.Value})
+		recs = append(recs, rec{"at://" + tr.DID.String() + "/" + r.Collection + "/" + r.RKey, r.CID, r.Value.Map()})
 	}
 	raw, _ := json.Marshal(map[string]any{"records": recs, "cursor": "x"})
 	b.ReportMetric(float64(len(txt))/200, "textB/bullet")

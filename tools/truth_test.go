@@ -89,10 +89,10 @@ func TestCommentThreadInText(t *testing.T) {
 	r.ok("insert_after", map[string]any{"parent": r.key("Groceries for @friend.test"), "text": "Eggs"})
 	r.ok("set_comment_policy", map[string]any{"allow": []any{"mentioned"}})
 	friendTree = outline.Build(&store.Snapshot{DID: friend, Commit: "f1", Records: []store.Record{
-		{Collection: "app.bulleted.comment", RKey: "3kcomment2222", CID: "c1", Value: map[string]any{"$type": "app.bulleted.comment",
-			"subject": r.uri("Eggs"), "text": "Free-range,\nplease?", "createdAt": "2026-07-30T09:30:00.000Z"}},
-		{Collection: "app.bulleted.comment", RKey: "3kcomment1111", CID: "c2", Value: map[string]any{"$type": "app.bulleted.comment",
-			"subject": r.uri("Eggs"), "text": "A dozen", "createdAt": "2026-07-29T08:00:00.000Z"}},
+		{Collection: "app.bulleted.comment", RKey: "3kcomment2222", CID: "c1", Value: store.MustValue(map[string]any{"$type": "app.bulleted.comment",
+			"subject": r.uri("Eggs"), "text": "Free-range,\nplease?", "createdAt": "2026-07-30T09:30:00.000Z"})},
+		{Collection: "app.bulleted.comment", RKey: "3kcomment1111", CID: "c2", Value: store.MustValue(map[string]any{"$type": "app.bulleted.comment",
+			"subject": r.uri("Eggs"), "text": "A dozen", "createdAt": "2026-07-29T08:00:00.000Z"})},
 	}})
 	want := "comment by @friend.test on 2026-07-29: A dozen\n"
 	want2 := "comment by @friend.test on 2026-07-30: Free-range, please?\n"
@@ -219,8 +219,8 @@ func TestUnrenderedLayoutNotice(t *testing.T) {
 	value := func(txt string) map[string]any {
 		t.Helper()
 		for _, rec := range r.records() {
-			if rec.Collection == "app.bulleted.node" && rec.Value["text"] == txt {
-				return rec.Value
+			if rec.Collection == "app.bulleted.node" && rec.Value.Get("text") == txt {
+				return rec.Value.Map()
 			}
 		}
 		t.Fatalf("no bullet %q", txt)

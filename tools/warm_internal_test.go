@@ -153,7 +153,7 @@ func TestWarmDuringCalls(t *testing.T) {
 		}
 		n := 0
 		for _, r := range s.Records {
-			if txt, _ := r.Value["text"].(string); strings.HasPrefix(txt, "zebra ") {
+			if txt, _ := r.Value.Text("text"); strings.HasPrefix(txt, "zebra ") {
 				n++
 			}
 		}

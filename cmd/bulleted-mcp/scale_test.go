@@ -37,7 +37,7 @@ func seedStore(b *testing.B, n int) string {
 	ws := make([]store.Write, 0, len(recs))
 	for _, r := range recs {
 		v := map[string]any{}
-		for k, x := range r.Value {
+		for k, x := range r.Value.Map() {
 			if s, ok := x.(string); ok {
 				x = strings.ReplaceAll(s, "at://"+outlinegen.DID+"/", "at://"+did+"/")
 			}

@@ -96,7 +96,7 @@ func BenchmarkReopen10k(b *testing.B) {
 				}
 				written++
 				if _, err := writer.Apply(ctx, "", outlinegen.Writes([]store.Record{{Collection: "app.bulleted.node", RKey: syntax.NewTIDNow(0).String(),
-					Value: map[string]any{"$type": "app.bulleted.node", "text": fmt.Sprintf("meanwhile %d", written), "sortKey": "zz", "createdAt": "2026-01-01T00:00:00.000Z"}}}, did)); err != nil {
+					Value: store.MustValue(map[string]any{"$type": "app.bulleted.node", "text": fmt.Sprintf("meanwhile %d", written), "sortKey": "zz", "createdAt": "2026-01-01T00:00:00.000Z"})}}, did)); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()
@@ -169,7 +169,7 @@ func (r *simRepo) Snapshot(context.Context) (*store.Snapshot, error) {
 				}
 			}
 		}
-		recs = slices.DeleteFunc(recs, func(x store.Record) bool { return x.Value == nil })
+		recs = slices.DeleteFunc(recs, func(x store.Record) bool { return x.Value.IsZero() })
 		slices.SortFunc(recs, store.CompareRecords)
 	}
 	return &store.Snapshot{DID: r.did, Commit: r.commit, Rev: r.rev(), Records: recs}, nil
@@ -202,9 +202,9 @@ func (r *simRepo) Apply(_ context.Context, swap string, writes []store.Write) (*
 	r.n++
 	c := simCommit{from: r.commit, to: fmt.Sprintf("c%d", r.n)}
 	for _, w := range writes {
-		x := store.Record{Collection: w.Collection, RKey: w.RKey, CID: fmt.Sprintf("s%d-%s", r.n, w.RKey), Value: w.Value}
+		x := store.Record{Collection: w.Collection, RKey: w.RKey, CID: fmt.Sprintf("s%d-%s", r.n, w.RKey), Value: store.MustValue(w.Value)}
 		if w.Op == store.Delete {
-			x.Value = nil
+			x.Value = store.Value{}
 		}
 		c.changes = append(c.changes, x)
 	}

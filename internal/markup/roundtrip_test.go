@@ -62,12 +62,12 @@ func nodeRec(rk, parent, sortKey string, w want) store.Record {
 	if w.Completed {
 		v["completedAt"] = "2026-01-02T00:00:00.000Z"
 	}
-	return store.Record{Collection: lexicon.Node, RKey: rk, CID: "c" + rk, Value: v}
+	return store.Record{Collection: lexicon.Node, RKey: rk, CID: "c" + rk, Value: store.MustValue(v)}
 }
 
 func noteRec(rk, text string) store.Record {
-	return store.Record{Collection: lexicon.Note, RKey: rk, CID: "n" + rk, Value: map[string]any{"$type": lexicon.Note,
-		"subject": "at://" + did + "/" + lexicon.Node + "/" + rk, "text": text, "createdAt": "2026-01-01T00:00:00.000Z"}}
+	return store.Record{Collection: lexicon.Note, RKey: rk, CID: "n" + rk, Value: store.MustValue(map[string]any{"$type": lexicon.Note,
+		"subject": "at://" + did + "/" + lexicon.Node + "/" + rk, "text": text, "createdAt": "2026-01-01T00:00:00.000Z"})}
 }
 
 func exportAll(t *testing.T, tr *outline.Tree, other view.Trees) string {
@@ -292,7 +292,7 @@ func TestMarkdownRoundTripGenerated(t *testing.T) {
 				if !it.Mirror {
 					r = rec{Text: it.Str("text"), Layout: it.Str("layout"), Display: it.Str("display"), Done: it.Str("completedAt") != ""}
 					if it.Note != nil {
-						r.Note, _ = it.Note.Value["text"].(string)
+						r.Note, _ = it.Note.Value.Text("text")
 					}
 					if r.Layout == "bullet" {
 						r.Layout = ""
@@ -421,7 +421,7 @@ func generated(t *testing.T, n int) *outline.Tree {
 			continue
 		}
 		k++
-		v := r.Value
+		v := r.Value.Map()
 		if k%7 == 0 {
 			v["text"] = trickyTexts[(k/7)%len(trickyTexts)]
 			delete(v, "facets")
@@ -450,16 +450,19 @@ func generated(t *testing.T, n int) *outline.Tree {
 		case k%61 == 0:
 			v["display"] = "expanded"
 		}
+		r.Value = store.MustValue(v)
 		if k%13 == 0 {
 			note := trickyNotes[(k/13)%len(trickyNotes)]
 			if note == "" {
 				continue
 			}
 			if j, ok := notes[r.RKey]; ok {
-				recs[j].Value["text"] = note
+				m := recs[j].Value.Map()
+				m["text"] = note
+				recs[j].Value = store.MustValue(m)
 			} else {
-				extra = append(extra, store.Record{Collection: lexicon.Note, RKey: r.RKey, CID: "x" + r.RKey, Value: map[string]any{"$type": lexicon.Note,
-					"subject": "at://" + outlinegen.DID + "/" + lexicon.Node + "/" + r.RKey, "text": note, "createdAt": "2026-01-01T00:00:00.000Z"}})
+				extra = append(extra, store.Record{Collection: lexicon.Note, RKey: r.RKey, CID: "x" + r.RKey, Value: store.MustValue(map[string]any{"$type": lexicon.Note,
+					"subject": "at://" + outlinegen.DID + "/" + lexicon.Node + "/" + r.RKey, "text": note, "createdAt": "2026-01-01T00:00:00.000Z"})})
 			}
 		}
 	}
@@ -500,7 +503,7 @@ func generated(t *testing.T, n int) *outline.Tree {
 		if parent != nil {
 			v["parent"] = "at://" + outlinegen.DID + "/" + lexicon.Node + "/" + parent.Key()
 		}
-		extra = append(extra, store.Record{Collection: lexicon.Mirror, RKey: rk, CID: "m" + rk, Value: v})
+		extra = append(extra, store.Record{Collection: lexicon.Mirror, RKey: rk, CID: "m" + rk, Value: store.MustValue(v)})
 	}
 	uri := func(it *outline.Item) string { return "at://" + outlinegen.DID + "/" + lexicon.Node + "/" + it.Key() }
 	for i := 0; i < 40; i++ {

@@ -421,7 +421,7 @@ func describe(before, after *Tree, c recKey, b store.Record, hadB bool, a store.
 		}
 		ch.Node = c.rkey
 	case lexicon.Comment:
-		subject, _ := rec.Value["subject"].(string)
+		subject, _ := rec.Value.Text("subject")
 		if u, err := parseNodeURI(subject); err == nil {
 			ch.Node = u
 			if it = after.Nodes.Get(u); it != nil {
@@ -432,7 +432,7 @@ func describe(before, after *Tree, c recKey, b store.Record, hadB bool, a store.
 		}
 	}
 	if it == nil {
-		if s, _ := rec.Value["text"].(string); s != "" && full {
+		if s, _ := rec.Value.Text("text"); s != "" && full {
 			ch.Text = excerpt(s)
 		}
 		return ch

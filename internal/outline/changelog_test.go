@@ -3,7 +3,6 @@ package outline_test
 import (
 	"context"
 	"fmt"
-	"maps"
 	"strings"
 	"testing"
 
@@ -95,9 +94,9 @@ func TestChangedSince(t *testing.T) {
 			notes := tr.Nodes.Get(keys["Write the notes"])
 			// another writer: a bullet created under Work, Home renamed,
 			// "Write the notes" moved under Home, "Buy milk" deleted
-			edited := maps.Clone(home.Rec.Value)
+			edited := home.Rec.Value.Map()
 			edited["text"] = "Home and garden"
-			moved := maps.Clone(notes.Rec.Value)
+			moved := notes.Rec.Value.Map()
 			moved["parent"] = "at://" + did.String() + "/" + lexicon.Node + "/" + keys["Home"]
 			newKey := syntax.NewTIDNow(7).String()
 			otherWriter(t, dir,

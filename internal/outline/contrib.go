@@ -33,7 +33,7 @@ type Others func(ctx context.Context, ident string) (*Tree, error)
 func outlineRecords(t *Tree) map[string]store.Record {
 	out := map[string]store.Record{}
 	for rk, r := range t.Outlines.All() {
-		root, _ := r.Value["root"].(string)
+		root, _ := r.Value.Text("root")
 		if root == "" {
 			if rk == "self" {
 				out[""] = r
@@ -63,7 +63,7 @@ func OutlineRecordAt(t *Tree, it *Item) (store.Record, bool) {
 // ContributorsOf reads an outline record's contributors; ok is false when
 // the field is absent (inherit from above).
 func ContributorsOf(r store.Record) ([]string, bool) {
-	xs, ok := r.Value["contributors"].([]any)
+	xs, ok := r.Value.Get("contributors").([]any)
 	if !ok {
 		return nil, false
 	}

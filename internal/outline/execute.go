@@ -357,7 +357,7 @@ func checkRemainder(s *store.Snapshot, op *Operation) []string {
 			problems = append(problems, path+" was changed meanwhile")
 		}
 		if w.Op != store.Delete && (w.Collection == lexicon.Node || w.Collection == lexicon.Mirror) {
-			if pk := sameRepoParent(s.DID.String(), w.Value); pk != "" {
+			if pk := sameRepoParent(s.DID.String(), parentOf(w.Value)); pk != "" {
 				pp := lexicon.Node + "/" + pk
 				if _, ok := idx[pp]; (!ok && !creating[pp]) || deleting[pp] {
 					problems = append(problems, fmt.Sprintf("%s: its parent %s is gone", path, pk))
@@ -376,7 +376,7 @@ func checkRemainder(s *store.Snapshot, op *Operation) []string {
 			if deleting[r.Collection+"/"+r.RKey] {
 				continue
 			}
-			if pk := sameRepoParent(s.DID.String(), r.Value); pk != "" && deleting[lexicon.Node+"/"+pk] {
+			if pk := sameRepoParent(s.DID.String(), r.Value.Str("parent")); pk != "" && deleting[lexicon.Node+"/"+pk] {
 				problems = append(problems, fmt.Sprintf("%s gained a child (%s) since", pk, r.RKey))
 				if len(problems) >= 10 {
 					break
@@ -387,10 +387,9 @@ func checkRemainder(s *store.Snapshot, op *Operation) []string {
 	return problems
 }
 
-// sameRepoParent is the record key of value's parent when it is a node of
+// sameRepoParent is the record key of the parent p when it is a node of
 // the repository did, else "".
-func sameRepoParent(did string, value map[string]any) string {
-	p, _ := value["parent"].(string)
+func sameRepoParent(did string, p string) string {
 	prefix := "at://" + did + "/" + lexicon.Node + "/"
 	if !strings.HasPrefix(p, prefix) {
 		return ""
@@ -543,3 +542,6 @@ func (e *Engine) markUndone(ctx context.Context, ids []string) {
 		e.ops.move(ctx, op, phaseUndone, step{})
 	}
 }
+
+// parentOf is a planned value's parent field ("" if none).
+func parentOf(v map[string]any) string { p, _ := v["parent"].(string); return p }

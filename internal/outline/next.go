@@ -5,8 +5,6 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/bluesky-social/indigo/atproto/atdata"
-
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
@@ -38,12 +36,7 @@ func WriteChanges(writes []store.Write) []store.Record {
 			// as a read of the commit will decode it: the planned value's
 			// Go types (facets as typed slices, ints) are not what the
 			// lexicon validation of the tree expects
-			r.Value = w.Value
-			if raw, err := atdata.MarshalCBOR(w.Value); err == nil {
-				if v, err := store.DecodeRecord(raw); err == nil {
-					r.Value = v
-				}
-			}
+			r.Value = store.PlannedValue(w.Value)
 		}
 		out = append(out, r)
 	}
@@ -58,9 +51,9 @@ func applyChanges(recs []store.Record, changes []store.Record) []store.Record {
 	for _, c := range changes {
 		i, found := slices.BinarySearchFunc(recs, c, store.CompareRecords)
 		switch {
-		case c.Value == nil && found:
+		case c.Value.IsZero() && found:
 			recs = slices.Delete(recs, i, i+1)
-		case c.Value == nil:
+		case c.Value.IsZero():
 		case found:
 			recs[i] = c
 		default:
@@ -171,7 +164,7 @@ func (s *nextState) classify(changes []store.Record) bool {
 		if last[c.Collection+"/"+c.RKey] != i {
 			continue
 		}
-		ch := slot[store.Record]{c, c.Value != nil}
+		ch := slot[store.Record]{c, !c.Value.IsZero()}
 		switch c.Collection {
 		case lexicon.Node, lexicon.Mirror:
 			if !s.item(c) {
@@ -205,14 +198,14 @@ func (s *nextState) item(c store.Record) bool {
 	if o != nil && o.Detached == cycleReason {
 		return false
 	}
-	if c.Value == nil {
+	if c.Value.IsZero() {
 		if o != nil {
 			s.repl[id] = nil
 		}
 		return true
 	}
 	it := &Item{Rec: c, Mirror: c.Collection == lexicon.Mirror, did: s.t.DID}
-	it.sortKey, _ = c.Value["sortKey"].(string)
+	it.sortKey, _ = c.Value.Text("sortKey")
 	it.pkey, it.pwhy = s.t.parentKey(it.Str("parent"))
 	it.parsed = true
 	if o != nil {
@@ -237,9 +230,9 @@ func (s *nextState) comment(c store.Record) {
 	}
 	i, found := slices.BinarySearchFunc(s.comments, c.RKey, func(r store.Record, k string) int { return strings.Compare(r.RKey, k) })
 	switch {
-	case c.Value == nil && found:
+	case c.Value.IsZero() && found:
 		s.comments = slices.Delete(s.comments, i, i+1)
-	case c.Value == nil:
+	case c.Value.IsZero():
 	case found:
 		s.comments[i] = c
 	default:

@@ -28,7 +28,7 @@ func randomChanges(rng *rand.Rand, recs []store.Record, serial *int, tame bool) 
 	hasKids := map[string]bool{}
 	for _, r := range recs {
 		if r.Collection == lexicon.Node || r.Collection == lexicon.Mirror {
-			p, _ := r.Value["parent"].(string)
+			p, _ := r.Value.Text("parent")
 			p = strings.TrimPrefix(p, "at://"+nextDID+"/app.bulleted.node/")
 			hasKids[p] = true
 			if r.Collection == lexicon.Node {
@@ -85,7 +85,7 @@ func randomChanges(rng *rand.Rand, recs []store.Record, serial *int, tame bool) 
 			if p := parent(); p != "" {
 				v["parent"] = p
 			}
-			out = append(out, store.Record{Collection: lexicon.Node, RKey: k, CID: cid(), Value: v})
+			out = append(out, store.Record{Collection: lexicon.Node, RKey: k, CID: cid(), Value: store.MustValue(v)})
 		case 3: // a node deleted
 			k := pickNode()
 			if tame && hasKids[k] {
@@ -97,8 +97,8 @@ func randomChanges(rng *rand.Rand, recs []store.Record, serial *int, tame bool) 
 			if rng.IntN(3) == 0 {
 				out = append(out, store.Record{Collection: lexicon.Note, RKey: k})
 			} else {
-				out = append(out, store.Record{Collection: lexicon.Note, RKey: k, CID: cid(), Value: map[string]any{"$type": lexicon.Note, "text": fmt.Sprint("n", *serial),
-					"subject": "at://" + nextDID + "/app.bulleted.node/" + k}})
+				out = append(out, store.Record{Collection: lexicon.Note, RKey: k, CID: cid(), Value: store.MustValue(map[string]any{"$type": lexicon.Note, "text": fmt.Sprint("n", *serial),
+					"subject": "at://" + nextDID + "/app.bulleted.node/" + k})})
 			}
 		case 5: // a mirror
 			k := fmt.Sprintf("k%03d", rng.IntN(400))
@@ -113,7 +113,7 @@ func randomChanges(rng *rand.Rand, recs []store.Record, serial *int, tame bool) 
 				if p := parent(); p != "" {
 					v["parent"] = p
 				}
-				out = append(out, store.Record{Collection: lexicon.Mirror, RKey: k, CID: cid(), Value: v})
+				out = append(out, store.Record{Collection: lexicon.Mirror, RKey: k, CID: cid(), Value: store.MustValue(v)})
 			}
 		case 6: // a subtree deleted leaves first (what the planner sends)
 			k := pickNode()
@@ -121,7 +121,7 @@ func randomChanges(rng *rand.Rand, recs []store.Record, serial *int, tame bool) 
 			var walk func(k string)
 			walk = func(k string) {
 				for _, r := range recs {
-					if (r.Collection == lexicon.Node || r.Collection == lexicon.Mirror) && r.Value["parent"] == "at://"+nextDID+"/app.bulleted.node/"+k &&
+					if (r.Collection == lexicon.Node || r.Collection == lexicon.Mirror) && r.Value.Get("parent") == "at://"+nextDID+"/app.bulleted.node/"+k &&
 						!slices.ContainsFunc(sub, func(x store.Record) bool { return x.Collection == r.Collection && x.RKey == r.RKey }) && len(sub) < 200 {
 						sub = append(sub, store.Record{Collection: r.Collection, RKey: r.RKey})
 						if r.Collection == lexicon.Node {
@@ -143,7 +143,7 @@ func randomChanges(rng *rand.Rand, recs []store.Record, serial *int, tame bool) 
 			if rng.IntN(3) == 0 {
 				out = append(out, store.Record{Collection: lexicon.Comment, RKey: k})
 			} else {
-				out = append(out, store.Record{Collection: lexicon.Comment, RKey: k, CID: cid(), Value: map[string]any{"$type": lexicon.Comment, "text": "c"}})
+				out = append(out, store.Record{Collection: lexicon.Comment, RKey: k, CID: cid(), Value: store.MustValue(map[string]any{"$type": lexicon.Comment, "text": "c"})})
 			}
 		case 8:
 			coll := []string{lexicon.CommentPolicy, lexicon.Outline, "app.bulleted.future"}[rng.IntN(3)]
@@ -151,7 +151,7 @@ func randomChanges(rng *rand.Rand, recs []store.Record, serial *int, tame bool) 
 			if rng.IntN(3) == 0 {
 				out = append(out, store.Record{Collection: coll, RKey: k})
 			} else {
-				out = append(out, store.Record{Collection: coll, RKey: k, CID: cid(), Value: map[string]any{"$type": coll, "root": "at://" + nextDID + "/app.bulleted.node/" + pickNode()}})
+				out = append(out, store.Record{Collection: coll, RKey: k, CID: cid(), Value: store.MustValue(map[string]any{"$type": coll, "root": "at://" + nextDID + "/app.bulleted.node/" + pickNode()})})
 			}
 		case 9: // a move under a random node (cycles happen)
 			k, to := pickNode(), pickNode()
@@ -160,9 +160,9 @@ func randomChanges(rng *rand.Rand, recs []store.Record, serial *int, tame bool) 
 			}
 			for _, r := range recs {
 				if r.Collection == lexicon.Node && r.RKey == k {
-					v := outline.Copy(r.Value)
+					v := outline.Copy(r.Value.Map())
 					v["parent"] = "at://" + nextDID + "/app.bulleted.node/" + to
-					out = append(out, store.Record{Collection: lexicon.Node, RKey: k, CID: cid(), Value: v})
+					out = append(out, store.Record{Collection: lexicon.Node, RKey: k, CID: cid(), Value: store.MustValue(v)})
 				}
 			}
 		}
@@ -175,9 +175,9 @@ func applyAll(recs []store.Record, changes []store.Record) []store.Record {
 	for _, c := range changes {
 		i, found := slices.BinarySearchFunc(recs, c, store.CompareRecords)
 		switch {
-		case c.Value == nil && found:
+		case c.Value.IsZero() && found:
 			recs = slices.Delete(recs, i, i+1)
-		case c.Value == nil:
+		case c.Value.IsZero():
 		case found:
 			recs[i] = c
 		default:

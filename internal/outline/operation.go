@@ -262,7 +262,11 @@ func decodeOp(raw []byte) (*Operation, error) {
 		}
 		op.Writes[i] = w
 		if len(jw.Prev) > 0 {
-			v, err := atdata.UnmarshalJSON(jw.Prev)
+			m, err := atdata.UnmarshalJSON(jw.Prev)
+			if err != nil {
+				return nil, err
+			}
+			v, err := store.ValueOf(m)
 			if err != nil {
 				return nil, err
 			}

@@ -97,7 +97,7 @@ func checkWhole(t *testing.T, repo store.Repository, n int, extra ...string) {
 			continue
 		}
 		got = append(got, r.Str("text"))
-		if r.Note == nil || r.Note.Value["text"] != "note "+strings.TrimPrefix(r.Str("text"), "b") {
+		if r.Note == nil || r.Note.Value.Get("text") != "note "+strings.TrimPrefix(r.Str("text"), "b") {
 			t.Fatalf("%s: note missing or wrong", r.Str("text"))
 		}
 		if len(r.Children) != 2 || r.Children[0].Str("text") != r.Str("text")+".0" || r.Children[1].Str("text") != r.Str("text")+".1" {

@@ -138,7 +138,7 @@ func (p *Planner) add(w store.Write, prior priorRec, label string) {
 	case prior.exists && !present:
 		out = store.Write{Op: store.Delete, Collection: w.Collection, RKey: w.RKey}
 	default:
-		if !reflect.DeepEqual(prior.rec.Value, w.Value) {
+		if !prior.rec.Value.Equal(store.PlannedValue(w.Value)) { // DAG-CBOR is canonical
 			out = store.Write{Op: store.Update, Collection: w.Collection, RKey: w.RKey, Value: w.Value}
 		}
 	}
@@ -162,7 +162,7 @@ func (p *Planner) create(coll, rkey string, value map[string]any, label string) 
 	pr := p.priorOf(coll, rkey)
 	if pr.exists && p.keys.minted(rkey) && !p.written(coll, rkey) {
 		p.note("%s %s was already created by an earlier attempt of this operation", shortColl(coll), rkey)
-		p.createdEntry(coll, rkey, pr.rec.Value, label)
+		p.createdEntry(coll, rkey, pr.rec.Value.Map(), label)
 		return
 	}
 	p.add(store.Write{Op: store.Create, Collection: coll, RKey: rkey, Value: value}, pr, label)
@@ -250,7 +250,7 @@ func (p *Planner) advance() {
 		w := p.writes[p.index[path]]
 		switch w.Op {
 		case store.Create, store.Update:
-			changes = append(changes, store.Record{Collection: w.Collection, RKey: w.RKey, Value: w.Value})
+			changes = append(changes, store.Record{Collection: w.Collection, RKey: w.RKey, Value: store.PlannedValue(w.Value)})
 		case store.Delete:
 			changes = append(changes, store.Record{Collection: w.Collection, RKey: w.RKey})
 		default: // folded away: the record as it was before the plan
@@ -323,9 +323,9 @@ func inverse(ws []store.Write, prev []*store.Record) []store.Write {
 		case prev[i] == nil:
 			out = append(out, store.Write{Op: store.Delete, Collection: w.Collection, RKey: w.RKey})
 		case w.Op == store.Delete:
-			out = append(out, store.Write{Op: store.Create, Collection: w.Collection, RKey: w.RKey, Value: prev[i].Value})
+			out = append(out, store.Write{Op: store.Create, Collection: w.Collection, RKey: w.RKey, Value: prev[i].Value.Map()})
 		default:
-			out = append(out, store.Write{Op: store.Update, Collection: w.Collection, RKey: w.RKey, Value: prev[i].Value})
+			out = append(out, store.Write{Op: store.Update, Collection: w.Collection, RKey: w.RKey, Value: prev[i].Value.Map()})
 		}
 	}
 	return out
@@ -351,7 +351,7 @@ func (p *Planner) validate(ws []store.Write, labels []string) error {
 			// an edit that keeps a parent in another repository (a
 			// contribution to a shared outline) does not make one
 			if cur, ok := p.base.Record(w.Collection, w.RKey); ok {
-				if pa, _ := cur.Value["parent"].(string); pa != "" && pa == w.Value["parent"] {
+				if pa, _ := cur.Value.Text("parent"); pa != "" && pa == w.Value["parent"] {
 					opt.KeptParent = pa
 				}
 			}

@@ -44,8 +44,8 @@ func TestFoldTable(t *testing.T) {
 				if !ok {
 					t.Fatal("the policy is gone")
 				}
-				if a, _ := pol.Value["allow"].([]any); len(a) != 1 || a[0] != "mentioned" {
-					t.Fatalf("allow = %v", pol.Value["allow"])
+				if a, _ := pol.Value.Get("allow").([]any); len(a) != 1 || a[0] != "mentioned" {
+					t.Fatalf("allow = %v", pol.Value.Get("allow"))
 				}
 			},
 		},

@@ -213,7 +213,7 @@ func changedWhereTouched(base, now *Tree, plan *Plan) []string {
 		if w.Collection == lexicon.Node || w.Collection == lexicon.Mirror {
 			addParent(w.Value)
 			if prev := plan.Prev[i]; prev != nil {
-				addParent(prev.Value)
+				addParent(prev.Value.Map())
 			}
 		}
 		if w.Collection == lexicon.Node && w.Op == store.Delete {
@@ -232,7 +232,7 @@ func changedWhereTouched(base, now *Tree, plan *Plan) []string {
 	a, b := idx(base), idx(now)
 	var out []string
 	note := func(path, what string, r store.Record) {
-		txt, _ := r.Value["text"].(string)
+		txt, _ := r.Value.Text("text")
 		if txt != "" {
 			out = append(out, fmt.Sprintf("%s %s %q", path, what, clip(txt, 40)))
 		} else {
@@ -246,7 +246,7 @@ func changedWhereTouched(base, now *Tree, plan *Plan) []string {
 		if r.Collection != lexicon.Node && r.Collection != lexicon.Mirror {
 			return false
 		}
-		p, _ := r.Value["parent"].(string)
+		p, _ := r.Value.Text("parent")
 		return parents[p]
 	}
 	for path, ra := range a {

@@ -55,7 +55,7 @@ func TestApplyPlan(t *testing.T) {
 	}
 	for _, w := range dry.Plan.Writes {
 		r, ok := got[w.Collection+"/"+w.RKey]
-		if !ok || r.Value["text"] != w.Value["text"] || r.Value["sortKey"] != w.Value["sortKey"] || r.Value["createdAt"] != w.Value["createdAt"] {
+		if !ok || r.Value.Get("text") != w.Value["text"] || r.Value.Get("sortKey") != w.Value["sortKey"] || r.Value.Get("createdAt") != w.Value["createdAt"] {
 			t.Fatalf("write %s/%s is not in the repository as the dry run showed it: %v", w.Collection, w.RKey, r.Value)
 		}
 	}

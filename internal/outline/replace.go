@@ -73,7 +73,7 @@ func replace(s *store.Snapshot, op *Operation) (int, error) {
 		if r.Collection != lexicon.Node && r.Collection != lexicon.Mirror {
 			continue
 		}
-		p, _ := r.Value["parent"].(string)
+		p, _ := r.Value.Text("parent")
 		if _, ok := groups[p]; !ok {
 			continue
 		}
@@ -81,7 +81,7 @@ func replace(s *store.Snapshot, op *Operation) (int, error) {
 		if unlanded[path] {
 			continue
 		}
-		k, _ := r.Value["sortKey"].(string)
+		k, _ := r.Value.Text("sortKey")
 		current[p] = append(current[p], sib{path, k})
 	}
 	changed := 0

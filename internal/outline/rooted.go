@@ -28,7 +28,7 @@ func (p *Planner) deleteRooted(gone []*Item) {
 	var recs []store.Record
 	for _, m := range []*Map[store.Record]{&p.t.Outlines, &p.t.Policies} {
 		for k, r := range m.All() {
-			root, _ := r.Value["root"].(string)
+			root, _ := r.Value.Text("root")
 			if uris[root] || (root == "" && k != "self" && keys[k]) {
 				recs = append(recs, r)
 			}
@@ -41,10 +41,10 @@ func (p *Planner) deleteRooted(gone []*Item) {
 	for _, r := range recs {
 		p.delete(r, "")
 		name := shortColl(r.Collection) + " " + r.RKey
-		if t, _ := r.Value["title"].(string); t != "" {
+		if t, _ := r.Value.Text("title"); t != "" {
 			name += fmt.Sprintf(" (title %q)", clip(t, 40))
 		}
-		if root, _ := r.Value["root"].(string); root != "" {
+		if root, _ := r.Value.Text("root"); root != "" {
 			name += " rooted at " + root
 		}
 		names = append(names, name)
@@ -71,13 +71,13 @@ func (p *Planner) danglingRefs(gone []*Item) {
 		}
 	}
 	for _, c := range p.t.Comments {
-		if s, _ := c.Value["subject"].(string); uris[s] {
+		if s, _ := c.Value.Text("subject"); uris[s] {
 			comments = append(comments, c.RKey)
 		}
 	}
 	for k, r := range p.t.Others.All() {
 		for _, f := range []string{"root", "subject", "parent", "original"} {
-			if s, _ := r.Value[f].(string); uris[s] {
+			if s, _ := r.Value.Text(f); uris[s] {
 				others = append(others, k)
 				break
 			}

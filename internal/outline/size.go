@@ -95,40 +95,24 @@ func (t *Tree) Size() int64 {
 }
 
 // recordSize estimates a record's bytes: its struct, its strings, its
-// decoded value.
+// value (its encoding, one allocation).
 func recordSize(r *store.Record) int64 {
 	n := int64(unsafe.Sizeof(*r))
 	// collection and record key: one allocation when read from a CAR key
 	n += int64(len(r.Collection) + len(r.RKey) + len(r.CID))
-	return n + heapOfValue(r.Value)
+	return n + allocBytes(r.Value.Len())
 }
 
-// heapOfValue estimates the bytes of a decoded record value (what the CBOR
-// and JSON decoders make: maps, slices, strings, numbers, booleans).
-func heapOfValue(v any) int64 {
-	switch x := v.(type) {
-	case nil, bool:
+// allocBytes is what an allocation of n bytes takes: n rounded up to the
+// allocator's size class (16 bytes apart up to 256, then coarser).
+func allocBytes(n int) int64 {
+	switch {
+	case n == 0:
 		return 0
-	case string:
-		return boxBytes + int64(len(x))
-	case map[string]any:
-		if x == nil {
-			return 0
-		}
-		n := int64(mapBytes)
-		for k, e := range x {
-			n += mapSlotBytes + int64(len(k)) + heapOfValue(e)
-		}
-		return n
-	case []any:
-		n := int64(sliceBytes + 16*cap(x))
-		for _, e := range x {
-			n += heapOfValue(e)
-		}
-		return n
-	case []byte:
-		return sliceBytes + int64(cap(x))
+	case n <= 256:
+		return int64((n + 15) &^ 15)
 	default:
-		return 8 // a number (int64, float64) in an interface
+		return int64(n + n/8)
 	}
 }
+

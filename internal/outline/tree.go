@@ -102,7 +102,7 @@ func (t *Tree) item(r store.Record) *Item {
 func (it *Item) Invalid() string {
 	it.check.Do(func() {
 		u := syntax.ATURI("at://" + it.did.String() + "/" + it.Rec.Collection + "/" + it.Rec.RKey)
-		if err := validate.Default().Data(it.Rec.Value, it.Rec.Collection, &u); err != nil {
+		if err := validate.Default().Data(it.Rec.Value.Map(), it.Rec.Collection, &u); err != nil {
 			it.problem = err.Error()
 		}
 		it.done.Store(true)
@@ -125,7 +125,7 @@ func (it *Item) Key() string { return it.Rec.RKey }
 func (it *Item) SortKey() string { return it.sortKey }
 
 // Str returns a string field of the record.
-func (it *Item) Str(f string) string { s, _ := it.Rec.Value[f].(string); return s }
+func (it *Item) Str(f string) string { s, _ := it.Rec.Value.Text(f); return s }
 
 // Tree is the forest of one snapshot. A tree is never modified once built:
 // the tree of the next commit (Next) shares every item that did not change,
@@ -214,7 +214,7 @@ func Rebuild(s *store.Snapshot, prev *Tree) *Tree {
 				}
 				it.pkey, it.pwhy, it.parsed = old.pkey, old.pwhy, old.parsed
 			} else {
-				it.sortKey, _ = r.Value["sortKey"].(string)
+				it.sortKey, _ = r.Value.Text("sortKey")
 			}
 			if it.Mirror {
 				mirrors[r.RKey] = it
@@ -502,7 +502,7 @@ func (t *Tree) Describe() string {
 		for _, it := range items {
 			note := ""
 			if it.Note != nil {
-				note = it.Note.RKey + "@" + it.Note.CID + fmt.Sprint(it.Note.Value["text"])
+				note = it.Note.RKey + "@" + it.Note.CID + fmt.Sprint(it.Note.Value.Get("text"))
 			}
 			fmt.Fprintf(&b, "%*s%s parent=%q tree-parent=%q cid=%s sk=%q note=%q detached=%q text=%q\n", depth*2, "", itemID(it), parent,
 				t.Parent(it).keyOrEmpty(), it.Rec.CID, it.sortKey, note, it.Detached, it.Str("text"))

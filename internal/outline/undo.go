@@ -114,10 +114,10 @@ func (e *Engine) undoStack(ctx context.Context, steps int, id string) ([]*Operat
 // undoTarget is one record an undo puts back.
 type undoTarget struct {
 	coll, rkey string
-	cur        bool           // present now (as the newest operation left it)
-	want       *store.Record  // the state before the oldest operation (nil: absent)
-	after      string         // CID the newest operation left ("" = deleted)
-	value      map[string]any // the value the newest operation left
+	cur        bool          // present now (as the newest operation left it)
+	want       *store.Record // the state before the oldest operation (nil: absent)
+	after      string        // CID the newest operation left ("" = deleted)
+	value      store.Value   // the value the newest operation left
 }
 
 // undoSet is the records an undo puts back, in the order first met.
@@ -148,8 +148,8 @@ func undoTargets(s *store.Snapshot, stack []*Operation) (*undoSet, []string) {
 			if !seen {
 				t = &undoTarget{coll: w.Collection, rkey: w.RKey, cur: w.Op != store.Delete}
 				if w.Op != store.Delete {
-					t.after, _ = store.RecordCID(w.Value)
-					t.value = w.Value
+					t.value = store.PlannedValue(w.Value)
+					t.after = t.value.CID()
 				}
 				set.byPath[path] = t
 				set.order = append(set.order, path)
@@ -193,11 +193,11 @@ func (set *undoSet) writes() ([]store.Write, []*store.Record) {
 		}
 		switch {
 		case t.cur && t.want != nil:
-			ws = append(ws, store.Write{Op: store.Update, Collection: t.coll, RKey: t.rkey, Value: t.want.Value})
+			ws = append(ws, store.Write{Op: store.Update, Collection: t.coll, RKey: t.rkey, Value: t.want.Value.Map()})
 		case t.cur:
 			ws = append(ws, store.Write{Op: store.Delete, Collection: t.coll, RKey: t.rkey})
 		case t.want != nil:
-			ws = append(ws, store.Write{Op: store.Create, Collection: t.coll, RKey: t.rkey, Value: t.want.Value})
+			ws = append(ws, store.Write{Op: store.Create, Collection: t.coll, RKey: t.rkey, Value: t.want.Value.Map()})
 		default:
 			continue
 		}
@@ -221,7 +221,7 @@ func keptChildren(s *store.Snapshot, ws []store.Write) error {
 	var kept []string
 	for _, r := range s.Records {
 		if (r.Collection == lexicon.Node || r.Collection == lexicon.Mirror) && !(deleting[r.RKey] && r.Collection == lexicon.Node) {
-			if pk := sameRepoParent(s.DID.String(), r.Value); pk != "" && deleting[pk] {
+			if pk := sameRepoParent(s.DID.String(), r.Value.Str("parent")); pk != "" && deleting[pk] {
 				if r.Collection == lexicon.Mirror || !deleting[r.RKey] {
 					kept = append(kept, fmt.Sprintf("%s (under %s)", r.RKey, pk))
 				}

@@ -284,10 +284,10 @@ func Generate(n int, seed uint64) []store.Record {
 			if facets != nil {
 				v["facets"] = facets
 			}
-			recs = append(recs, store.Record{Collection: lexicon.Node, RKey: rk, CID: "gen" + rk, Value: v})
+			recs = append(recs, store.Record{Collection: lexicon.Node, RKey: rk, CID: "gen" + rk, Value: store.MustValue(v)})
 			if !nd.section && r.IntN(10) == 0 {
-				recs = append(recs, store.Record{Collection: lexicon.Note, RKey: rk, CID: "gennote" + rk, Value: map[string]any{"$type": lexicon.Note,
-					"subject": uri(rk), "text": g.text() + "\n" + g.text(), "createdAt": v["createdAt"]}})
+				recs = append(recs, store.Record{Collection: lexicon.Note, RKey: rk, CID: "gennote" + rk, Value: store.MustValue(map[string]any{"$type": lexicon.Note,
+					"subject": uri(rk), "text": g.text() + "\n" + g.text(), "createdAt": v["createdAt"]})})
 			}
 			emit(nd.kids, rk)
 		}
@@ -301,8 +301,9 @@ func Generate(n int, seed uint64) []store.Record {
 func Writes(recs []store.Record, did string) []store.Write {
 	ws := make([]store.Write, 0, len(recs))
 	for _, r := range recs {
-		v := make(map[string]any, len(r.Value))
-		for k, x := range r.Value {
+		m := r.Value.Map()
+		v := make(map[string]any, len(m))
+		for k, x := range m {
 			if s, ok := x.(string); ok {
 				x = strings.ReplaceAll(s, "at://"+DID+"/", "at://"+did+"/")
 			}
@@ -367,7 +368,7 @@ func applied(s *store.Snapshot, writes []store.Write, gen int) *store.Snapshot {
 	}
 	for _, w := range writes {
 		path := w.Collection + "/" + w.RKey
-		rec := store.Record{Collection: w.Collection, RKey: w.RKey, Value: w.Value, CID: fmt.Sprintf("m%d-%s", gen, w.RKey)}
+		rec := store.Record{Collection: w.Collection, RKey: w.RKey, Value: store.MustValue(w.Value), CID: fmt.Sprintf("m%d-%s", gen, w.RKey)}
 		switch w.Op {
 		case store.Create, store.Update:
 			if i, ok := idx[path]; ok {

@@ -67,7 +67,7 @@ func measure(recs []store.Record) (*outline.Tree, shape) {
 			if dateInText.MatchString(text) {
 				s.dates++
 			}
-			facets, _ := it.Rec.Value["facets"].([]any)
+			facets, _ := it.Rec.Value.Get("facets").([]any)
 			for _, f := range facets {
 				for _, ft := range f.(map[string]any)["features"].([]any) {
 					ft := ft.(map[string]any)
@@ -82,7 +82,7 @@ func measure(recs []store.Record) (*outline.Tree, shape) {
 			}
 			note := ""
 			if it.Note != nil {
-				note, _ = it.Note.Value["text"].(string)
+				note, _ = it.Note.Value.Text("text")
 			}
 			if strings.Contains(strings.ToLower(text+"\n"+note), "budget review") {
 				s.review = append(s.review, it)
@@ -177,7 +177,7 @@ func TestRecordsValid(t *testing.T) {
 			t.Fatalf("%s/%s: %v", r.Collection, r.RKey, err)
 		}
 		self := syntax.ATURI("at://" + outlinegen.DID + "/" + r.Collection + "/" + r.RKey)
-		if err := v.Record(r.Value, r.Collection, &self); err != nil {
+		if err := v.Record(r.Value.Map(), r.Collection, &self); err != nil {
 			t.Fatalf("%s/%s %v: %v", r.Collection, r.RKey, r.Value, err)
 		}
 	}

@@ -340,7 +340,7 @@ func (r *Repo) ownCommit(swap, commit, rev string, writes []store.Write, results
 			if err != nil || c.String() != results[i].CID {
 				return
 			}
-			v, err := store.DecodeRecord(raw) // as a read of the commit decodes it (shared keys and values)
+			v, err := store.DecodeValue(raw) // as a read of the commit keeps it
 			if err != nil {
 				return
 			}

@@ -54,7 +54,7 @@ func TestChangesOwnWrite(t *testing.T) {
 	did := r.DID().String()
 	upd := tr.Roots[3].Rec
 	value := map[string]any{}
-	for k, v := range upd.Value {
+	for k, v := range upd.Value.Map() {
 		value[k] = v
 	}
 	value["text"] = "edited #tag"
@@ -101,7 +101,7 @@ func TestChangesOwnWrite(t *testing.T) {
 		}
 		read := find(w.Collection, w.RKey)
 		if w.Op == store.Delete {
-			if ch.Value != nil || read != nil {
+			if !ch.Value.IsZero() || read != nil {
 				t.Fatalf("deleted %s: change %v, read %v", w.RKey, ch.Value, read)
 			}
 			continue

@@ -31,7 +31,7 @@ import (
 func byPath(rs []store.Record) map[string]string {
 	out := map[string]string{}
 	for _, r := range rs {
-		out[r.Collection+"/"+r.RKey] = fmt.Sprintf("%s %v", r.CID, r.Value["text"])
+		out[r.Collection+"/"+r.RKey] = fmt.Sprintf("%s %v", r.CID, r.Value.Get("text"))
 	}
 	return out
 }
@@ -118,10 +118,10 @@ func TestFollowInterleavedWriters(t *testing.T) {
 				} else {
 					for _, rec := range ch {
 						k := rec.Collection + "/" + rec.RKey
-						if rec.Value == nil {
+						if rec.Value.IsZero() {
 							delete(seen, k)
 						} else {
-							seen[k] = fmt.Sprintf("%s %v", rec.CID, rec.Value["text"])
+							seen[k] = fmt.Sprintf("%s %v", rec.CID, rec.Value.Get("text"))
 						}
 					}
 					since = c
@@ -702,10 +702,10 @@ func (g *followRig) composedIsKept(t *testing.T, ctx context.Context, r *pds.Rep
 	}
 	for _, rec := range ch {
 		k := rec.Collection + "/" + rec.RKey
-		if rec.Value == nil {
+		if rec.Value.IsZero() {
 			delete(seen, k)
 		} else {
-			seen[k] = fmt.Sprintf("%s %v", rec.CID, rec.Value["text"])
+			seen[k] = fmt.Sprintf("%s %v", rec.CID, rec.Value.Get("text"))
 		}
 	}
 	*since = c

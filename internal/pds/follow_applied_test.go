@@ -147,7 +147,7 @@ func (g *followRig) sameAsFresh(t *testing.T, ctx context.Context, s *store.Snap
 	key := func(rs []store.Record) []string {
 		var out []string
 		for _, r := range rs {
-			out = append(out, fmt.Sprintf("%s/%s %s %v", r.Collection, r.RKey, r.CID, r.Value["text"]))
+			out = append(out, fmt.Sprintf("%s/%s %s %v", r.Collection, r.RKey, r.CID, r.Value.Get("text")))
 		}
 		slices.Sort(out)
 		return out
@@ -271,7 +271,7 @@ func TestFollowChangesWithoutRequest(t *testing.T) {
 	if n := requests(r) - before; n != 0 {
 		t.Fatalf("Changes while following made %d request(s), want 0", n)
 	}
-	if got != rev || len(ch) != 1 || ch[0].RKey != g.rkeys[0] || ch[0].Value["text"] != "edit 1 by the app" {
+	if got != rev || len(ch) != 1 || ch[0].RKey != g.rkeys[0] || ch[0].Value.Get("text") != "edit 1 by the app" {
 		t.Fatalf("Changes: rev %s (want %s), %+v", got, rev, ch)
 	}
 }

@@ -71,7 +71,7 @@ func TestFollowHearsTheAppsEdit(t *testing.T) {
 	}
 	found := false
 	for _, rec := range s.Records {
-		found = found || rec.Value["text"] == "from the app"
+		found = found || rec.Value.Get("text") == "from the app"
 	}
 	if !found {
 		t.Fatal("the rung commit does not read back")

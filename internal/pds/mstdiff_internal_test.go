@@ -223,7 +223,7 @@ func (m *model) appRecords(state map[string]cid.Cid) []store.Record {
 			m.decoded[state[k].KeyString()] = v
 		}
 		coll, rkey, _ := strings.Cut(k, "/")
-		out = append(out, store.Record{Collection: coll, RKey: rkey, CID: state[k].String(), Value: v})
+		out = append(out, store.Record{Collection: coll, RKey: rkey, CID: state[k].String(), Value: store.MustValue(v)})
 	}
 	return out
 }
@@ -287,7 +287,7 @@ func (m *model) checkChanges(since string, changes []store.Record) {
 	for _, ch := range changes {
 		k := ch.Collection + "/" + ch.RKey
 		named[k] = true
-		if ch.Value == nil {
+		if ch.Value.IsZero() {
 			delete(got, k)
 		} else {
 			got[k] = ch

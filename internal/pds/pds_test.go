@@ -214,7 +214,7 @@ func TestAmbiguousFailureNoDuplicate(t *testing.T) {
 	}
 	// the reference PDS answers a create of an existing key with HTTP 500:
 	// that is reported as ErrRecordExists, not retried into a duplicate
-	_, err = r.Apply(ctx, s.Commit, []store.Write{{Op: store.Create, Collection: s.Records[0].Collection, RKey: s.Records[0].RKey, Value: s.Records[0].Value}})
+	_, err = r.Apply(ctx, s.Commit, []store.Write{{Op: store.Create, Collection: s.Records[0].Collection, RKey: s.Records[0].RKey, Value: s.Records[0].Value.Map()}})
 	if !errors.Is(err, store.ErrRecordExists) {
 		t.Fatalf("create of an existing key: %v", err)
 	}

@@ -250,7 +250,11 @@ func (r *Repo) SnapshotList(ctx context.Context) (*store.Snapshot, error) {
 					if err != nil {
 						return nil, fmt.Errorf("listRecords: %w", err)
 					}
-					v, err := atdata.UnmarshalJSON(rec.Value)
+					m, err := atdata.UnmarshalJSON(rec.Value)
+					if err != nil {
+						return nil, fmt.Errorf("record %s: %w", rec.URI, err)
+					}
+					v, err := store.ValueOf(m)
 					if err != nil {
 						return nil, fmt.Errorf("record %s: %w", rec.URI, err)
 					}

@@ -28,7 +28,7 @@ func seedGenerated(tb testing.TB, r *pds.Repo, n int) int {
 	ws := make([]store.Write, 0, len(recs))
 	for _, rec := range recs {
 		v := map[string]any{}
-		for k, x := range rec.Value {
+		for k, x := range rec.Value.Map() {
 			if s, ok := x.(string); ok {
 				x = strings.ReplaceAll(s, "at://"+outlinegen.DID+"/", "at://"+did+"/")
 			}
@@ -120,7 +120,7 @@ func BenchmarkInsertPDS(b *testing.B) {
 				measure(b, func(i int) {
 					b.StopTimer()
 					v := map[string]any{}
-					for k, x := range edited.Value {
+					for k, x := range edited.Value.Map() {
 						v[k] = x
 					}
 					v["text"] = fmt.Sprint("edited by another client ", i)

@@ -14,8 +14,8 @@ import (
 )
 
 func note(rkey, text string) store.Record {
-	return store.Record{Collection: "app.bulleted.note", RKey: rkey, CID: "n-" + rkey + fmt.Sprint(len(text)), Value: map[string]any{"$type": "app.bulleted.note",
-		"text": text, "subject": "at://" + did + "/app.bulleted.node/" + rkey, "createdAt": "2026-03-10T09:00:00.000Z"}}
+	return store.Record{Collection: "app.bulleted.note", RKey: rkey, CID: "n-" + rkey + fmt.Sprint(len(text)), Value: store.MustValue(map[string]any{"$type": "app.bulleted.note",
+		"text": text, "subject": "at://" + did + "/app.bulleted.node/" + rkey, "createdAt": "2026-03-10T09:00:00.000Z"})}
 }
 
 // Case folding is Unicode's, not only ASCII's: an upper-case query finds
@@ -181,11 +181,11 @@ func TestCorpusFollowsUpdates(t *testing.T) {
 		if changed == "" && i > len(recs)/2 {
 			changed = r.RKey
 			v := map[string]any{}
-			for k, val := range r.Value {
+			for k, val := range r.Value.Map() {
 				v[k] = val
 			}
 			v["text"] = "Zebra crossing"
-			recs[i] = store.Record{Collection: r.Collection, RKey: r.RKey, CID: "changed", Value: v}
+			recs[i] = store.Record{Collection: r.Collection, RKey: r.RKey, CID: "changed", Value: store.MustValue(v)}
 		}
 	}
 	for i := len(recs) - 1; gone == ""; i-- {
@@ -313,7 +313,7 @@ func TestCorpusAcrossCommits(t *testing.T) {
 		}
 		with := func(i int, k string, v any) {
 			val := map[string]any{}
-			for kk, vv := range next[i].Value {
+			for kk, vv := range next[i].Value.Map() {
 				val[kk] = vv
 			}
 			if v == nil {
@@ -321,15 +321,15 @@ func TestCorpusAcrossCommits(t *testing.T) {
 			} else {
 				val[k] = v
 			}
-			next[i] = store.Record{Collection: next[i].Collection, RKey: next[i].RKey, CID: fmt.Sprintf("%s-%d-%d", next[i].RKey, commit, r.IntN(1e9)), Value: val}
+			next[i] = store.Record{Collection: next[i].Collection, RKey: next[i].RKey, CID: fmt.Sprintf("%s-%d-%d", next[i].RKey, commit, r.IntN(1e9)), Value: store.MustValue(val)}
 		}
 		for range 1 + r.IntN(5) { // edit texts
 			with(nodes[r.IntN(len(nodes))], "text", fmt.Sprintf("Zebra %d", r.IntN(1000)))
 		}
 		for range r.IntN(3) { // a note, new or changed
 			i := nodes[r.IntN(len(nodes))]
-			next = append(next, store.Record{Collection: "app.bulleted.note", RKey: next[i].RKey, CID: fmt.Sprintf("note-%d-%d", commit, r.IntN(1e9)), Value: map[string]any{
-				"$type": "app.bulleted.note", "subject": nodeURI(next[i].RKey), "text": fmt.Sprintf("note %d", commit), "createdAt": "2026-03-10T09:00:00.000Z"}})
+			next = append(next, store.Record{Collection: "app.bulleted.note", RKey: next[i].RKey, CID: fmt.Sprintf("note-%d-%d", commit, r.IntN(1e9)), Value: store.MustValue(map[string]any{
+				"$type": "app.bulleted.note", "subject": nodeURI(next[i].RKey), "text": fmt.Sprintf("note %d", commit), "createdAt": "2026-03-10T09:00:00.000Z"})})
 		}
 		for range 1 + r.IntN(3) { // move a bullet and its subtree (of any size) under another, or to the top
 			i := nodes[r.IntN(len(nodes))]
@@ -353,13 +353,13 @@ func TestCorpusAcrossCommits(t *testing.T) {
 		for range r.IntN(4) { // insert
 			p := next[nodes[r.IntN(len(nodes))]].RKey
 			k := fmt.Sprintf("3kins%04d%04d", commit, r.IntN(10000))
-			next = append(next, store.Record{Collection: "app.bulleted.node", RKey: k, CID: "c" + k, Value: map[string]any{"$type": "app.bulleted.node",
-				"text": "Zebra inserted " + k, "parent": nodeURI(p), "sortKey": fmt.Sprintf("n%d", r.IntN(1000)), "createdAt": "2026-03-10T09:00:00.000Z"}})
+			next = append(next, store.Record{Collection: "app.bulleted.node", RKey: k, CID: "c" + k, Value: store.MustValue(map[string]any{"$type": "app.bulleted.node",
+				"text": "Zebra inserted " + k, "parent": nodeURI(p), "sortKey": fmt.Sprintf("n%d", r.IntN(1000)), "createdAt": "2026-03-10T09:00:00.000Z"})})
 		}
 		if r.IntN(4) == 0 { // a mirror
 			k := fmt.Sprintf("3kmir%04d%04d", commit, r.IntN(10000))
-			next = append(next, store.Record{Collection: "app.bulleted.mirror", RKey: k, CID: "c" + k, Value: map[string]any{"$type": "app.bulleted.mirror",
-				"original": nodeURI(next[nodes[0]].RKey), "parent": nodeURI(next[nodes[r.IntN(len(nodes))]].RKey), "sortKey": "a", "createdAt": "2026-03-10T09:00:00.000Z"}})
+			next = append(next, store.Record{Collection: "app.bulleted.mirror", RKey: k, CID: "c" + k, Value: store.MustValue(map[string]any{"$type": "app.bulleted.mirror",
+				"original": nodeURI(next[nodes[0]].RKey), "parent": nodeURI(next[nodes[r.IntN(len(nodes))]].RKey), "sortKey": "a", "createdAt": "2026-03-10T09:00:00.000Z"})})
 		}
 		recs = slices.DeleteFunc(next, func(rec store.Record) bool { return rec.Collection == "" })
 		// notes of one key: keep the last

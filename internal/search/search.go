@@ -140,13 +140,16 @@ func derive(it *outline.Item) *entry {
 	e := &entry{cid: it.Rec.CID, text: strings.ToLower(it.Str("text")), layout: it.Str("layout")}
 	if it.Note != nil {
 		e.noteCID = it.Note.CID
-		n, _ := it.Note.Value["text"].(string)
+		n, _ := it.Note.Value.Text("text")
 		e.note = strings.ToLower(n)
 	}
-	for _, t := range facet.Values(it.Rec.Value, facet.Tag) {
-		e.tags = append(e.tags, strings.ToLower(t))
+	if fs := it.Rec.Value.Get("facets"); fs != nil { // decoded only when there are facets
+		v := map[string]any{"facets": fs}
+		for _, t := range facet.Values(v, facet.Tag) {
+			e.tags = append(e.tags, strings.ToLower(t))
+		}
+		e.mentions = facet.Values(v, facet.Mention)
 	}
-	e.mentions = facet.Values(it.Rec.Value, facet.Mention)
 	e.created, _ = time.Parse(time.RFC3339Nano, it.Str("createdAt"))
 	e.completed, _ = time.Parse(time.RFC3339Nano, it.Str("completedAt"))
 	return e
@@ -1085,7 +1088,7 @@ func hit(t *outline.Tree, it *outline.Item, stack []*outline.Item, at, n int, in
 		// the bullet's own text, and the note around the match
 		h.Text = clip(it.Str("text"), 2*Window+20)
 		if it.Note != nil {
-			note, _ := it.Note.Value["text"].(string)
+			note, _ := it.Note.Value.Text("text")
 			h.Note = around(note, at, n)
 		}
 		return h

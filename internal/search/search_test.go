@@ -20,7 +20,7 @@ func node(rkey, parent, sortKey, text string, extra map[string]any) store.Record
 	for k, x := range extra {
 		v[k] = x
 	}
-	return store.Record{Collection: "app.bulleted.node", RKey: rkey, CID: "c-" + rkey + fmt.Sprint(len(text)), Value: v}
+	return store.Record{Collection: "app.bulleted.node", RKey: rkey, CID: "c-" + rkey + fmt.Sprint(len(text)), Value: store.MustValue(v)}
 }
 
 func tagFacet(tag string, start int) []any {
@@ -37,7 +37,7 @@ func fixture() []store.Record {
 			"features": []any{map[string]any{"$type": "app.bsky.richtext.facet#mention", "did": "did:plc:bob"}}}}, "createdAt": "2026-05-01T00:00:00.000Z"}),
 		node("home", "", "b", "Home", nil),
 		node("hbudget", "home", "a", "Household budget", map[string]any{"layout": "h2"}),
-		{Collection: "app.bulleted.note", RKey: "home", CID: "n-home", Value: map[string]any{"$type": "app.bulleted.note", "text": "remember the budget spreadsheet", "subject": "at://" + did + "/app.bulleted.node/home", "createdAt": "2026-03-10T09:00:00.000Z"}},
+		{Collection: "app.bulleted.note", RKey: "home", CID: "n-home", Value: store.MustValue(map[string]any{"$type": "app.bulleted.note", "text": "remember the budget spreadsheet", "subject": "at://" + did + "/app.bulleted.node/home", "createdAt": "2026-03-10T09:00:00.000Z"})},
 	}
 }
 

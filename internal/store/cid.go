@@ -19,3 +19,15 @@ func RecordCID(v map[string]any) (string, error) {
 	}
 	return c.String(), nil
 }
+
+// CID is the CID of v's record block ("" for the zero Value).
+func (v Value) CID() string {
+	if v.IsZero() {
+		return ""
+	}
+	c, err := cid.NewPrefixV1(cid.DagCBOR, multihash.SHA2_256).Sum(v.CBOR())
+	if err != nil {
+		return ""
+	}
+	return c.String()
+}

@@ -284,10 +284,20 @@ func (d *cdec) object(n uint64, depth int) (any, bool) {
 // compactDecode decodes a plain record as described above, or reports
 // that it is not one it takes.
 func compactDecode(b []byte) (map[string]any, bool) {
-	d := &cdec{b: b}
 	if len(b) > 0 && b[0]>>5 != 5 {
 		return nil, false
 	}
+	v, ok := compactDecodeAny(b)
+	if !ok {
+		return nil, false
+	}
+	return v.(map[string]any), true
+}
+
+// compactDecodeAny decodes one plain value (a record, or one of its
+// fields: Value.Get) as compactDecode does.
+func compactDecodeAny(b []byte) (any, bool) {
+	d := &cdec{b: b}
 	if _, ok := d.value(0); !ok || d.off != len(b) {
 		return nil, false
 	}
@@ -303,9 +313,8 @@ func compactDecode(b []byte) (map[string]any, bool) {
 	if !ok || len(d.arena) != d.arenaN || len(d.boxes) != d.boxN {
 		return nil, false // cannot happen: the first pass read the same
 	}
-	m := v.(map[string]any)
-	if !plainMap(m) {
+	if !plainValue(v) {
 		return nil, false
 	}
-	return m, true
+	return v, true
 }

@@ -24,7 +24,7 @@ func TestCompactDecodeTakesAndShares(t *testing.T) {
 	shared, todo := unsafe.StringData(typ), unsafe.StringData(td)
 	sawTodo := false
 	for _, r := range outlinegen.Generate(3000, 5) {
-		b, err := atdata.MarshalCBOR(r.Value)
+		b, err := atdata.MarshalCBOR(r.Value.Map())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func TestPathOfShares(t *testing.T) {
 func BenchmarkDecodeRecord(b *testing.B) {
 	var raws [][]byte
 	for _, r := range outlinegen.Generate(2000, 7) {
-		raw, err := atdata.MarshalCBOR(r.Value)
+		raw, err := atdata.MarshalCBOR(r.Value.Map())
 		if err != nil {
 			b.Fatal(err)
 		}

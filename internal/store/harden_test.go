@@ -50,7 +50,7 @@ func texts(t *testing.T, l *Local) []string {
 	}
 	var out []string
 	for _, r := range s.Records {
-		out = append(out, r.Value["text"].(string))
+		out = append(out, r.Value.Str("text"))
 	}
 	return out
 }
@@ -201,7 +201,7 @@ func TestImport(t *testing.T) {
 	s, _ := b.Snapshot(ctx)
 	for _, r := range s.Records {
 		for _, f := range []string{"parent", "subject"} {
-			v, _ := r.Value[f].(string)
+			v, _ := r.Value.Text(f)
 			if strings.Contains(v, a.DID().String()) {
 				t.Fatalf("%s/%s %s still names the source: %s", r.Collection, r.RKey, f, v)
 			}

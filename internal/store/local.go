@@ -523,7 +523,7 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 						c.err = err
 						break
 					}
-					val, err := DecodeRecord(raw)
+					val, err := DecodeValue(raw) // checked, then kept compact
 					if err != nil {
 						c.err = fmt.Errorf("record %s: %w", d.k, err)
 						break
@@ -996,7 +996,7 @@ func (l *Local) apply(ctx context.Context, swapCommit string, writes []Write) (*
 		if err != nil {
 			return fail(err)
 		}
-		dec, err := DecodeRecord(raw)
+		dec, err := DecodeValue(raw)
 		if err != nil {
 			return fail(err)
 		}

@@ -183,7 +183,7 @@ func TestLocalSharedDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sb.Records) != 1 || sb.Records[0].Value["text"] != "from a" {
+	if len(sb.Records) != 1 || sb.Records[0].Value.Get("text") != "from a" {
 		t.Fatalf("b does not see a's write: %+v", sb.Records)
 	}
 	if _, err := b.Apply(ctx, sb.Commit, []store.Write{nodeW("3kaaaaaaaaab2", "from b")}); err != nil {

@@ -34,13 +34,14 @@ var (
 // reference PDS refuses request bodies over 1 MB).
 const MaxBatchBytes = 700 << 10
 
-// Record is one stored record. Value is AT Protocol data as decoded by atdata
-// (maps, strings, int64, atdata.Blob …) and includes $type.
+// Record is one stored record. Value is its DAG-CBOR encoding (see Value:
+// Map decodes it as atdata would, $type included; Text and Get read one
+// field in place).
 type Record struct {
-	Collection string         `json:"collection"`
-	RKey       string         `json:"rkey"`
-	CID        string         `json:"cid"`
-	Value      map[string]any `json:"value"`
+	Collection string `json:"collection"`
+	RKey       string `json:"rkey"`
+	CID        string `json:"cid"`
+	Value      Value  `json:"value"`
 }
 
 // Snapshot is every app.bulleted.* record of one repository at one commit.

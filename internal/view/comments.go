@@ -31,8 +31,8 @@ func policyFor(t *outline.Tree, it *outline.Item) (allow []string, ok bool) {
 	var self []string
 	haveSelf := false
 	for rk, p := range t.Policies.All() {
-		allow := stringsOf(p.Value["allow"])
-		root, _ := p.Value["root"].(string)
+		allow := stringsOf(p.Value.Get("allow"))
+		root, _ := p.Value.Text("root")
 		if root == "" {
 			if rk == "self" {
 				self, haveSelf = allow, true
@@ -67,7 +67,7 @@ func stringsOf(v any) []string {
 func mentions(t *outline.Tree, it *outline.Item) []string {
 	var out []string
 	for p := it; p != nil; p = t.Parent(p) {
-		for _, d := range facet.Values(p.Rec.Value, facet.Mention) {
+		for _, d := range facet.Values(p.Rec.Value.Map(), facet.Mention) {
 			if !slices.Contains(out, d) {
 				out = append(out, d)
 			}
@@ -95,9 +95,9 @@ func MayComment(t *outline.Tree, it *outline.Item) []string {
 func CommentsOn(t *outline.Tree, uri string) []CommentRow {
 	var out []CommentRow
 	for _, c := range t.Comments {
-		if s, _ := c.Value["subject"].(string); s == uri {
-			text, _ := c.Value["text"].(string)
-			at, _ := c.Value["createdAt"].(string)
+		if s, _ := c.Value.Text("subject"); s == uri {
+			text, _ := c.Value.Text("text")
+			at, _ := c.Value.Text("createdAt")
 			out = append(out, CommentRow{URI: "at://" + t.DID.String() + "/" + lexicon.Comment + "/" + c.RKey, Author: t.DID.String(), Text: text, CreatedAt: at})
 		}
 	}
@@ -130,7 +130,7 @@ func thread(t *outline.Tree, it *outline.Item, uri string, get func(did string) 
 func mentionHandle(t *outline.Tree, it *outline.Item, did string) string {
 	for p := it; p != nil; p = t.Parent(p) {
 		text := p.Str("text")
-		for _, s := range facet.Record(p.Rec.Value) {
+		for _, s := range facet.Record(p.Rec.Value.Map()) {
 			if s.Kind == facet.Mention && s.Value == did && s.Start >= 0 && s.Start < s.End && s.End <= len(text) {
 				if h := strings.TrimPrefix(strings.TrimSpace(text[s.Start:s.End]), "@"); h != "" && !strings.ContainsAny(h, " \n") {
 					return h

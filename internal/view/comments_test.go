@@ -23,7 +23,7 @@ func rec(coll, rkey string, v map[string]any) store.Record {
 	if v["createdAt"] == nil {
 		v["createdAt"] = "2026-07-30T09:30:00.000Z"
 	}
-	return store.Record{Collection: coll, RKey: rkey, CID: "bafy" + rkey, Value: v}
+	return store.Record{Collection: coll, RKey: rkey, CID: "bafy" + rkey, Value: store.MustValue(v)}
 }
 
 func mention(did string) []any {

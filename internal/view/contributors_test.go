@@ -18,8 +18,8 @@ func TestContributionRowNotDetachedNorInvalid(t *testing.T) {
 	const shared, idea, detail, bad = "3kshared22222", "3kidea2222222", "3kdetail22222", "3kbad22222222"
 	ownTree := outline.Build(&store.Snapshot{DID: owner, Records: []store.Record{
 		nodeIn(owner, shared, "", "a", "Shared"),
-		{Collection: "app.bulleted.outline", RKey: "self", CID: "o1", Value: map[string]any{"$type": "app.bulleted.outline",
-			"contributors": []any{map[string]any{"did": friend}}, "createdAt": "2026-03-10T09:00:00.000Z"}},
+		{Collection: "app.bulleted.outline", RKey: "self", CID: "o1", Value: store.MustValue(map[string]any{"$type": "app.bulleted.outline",
+			"contributors": []any{map[string]any{"did": friend}}, "createdAt": "2026-03-10T09:00:00.000Z"})},
 	}})
 	friendTree := outline.Build(&store.Snapshot{DID: friend, Records: []store.Record{
 		nodeIn(owner, idea, shared, "b", "Friend's idea"),

@@ -27,9 +27,9 @@ func OutlineAt(t *outline.Tree, it *outline.Item) *OutlineRef {
 
 func ref(t *outline.Tree, r store.Record) *OutlineRef {
 	o := &OutlineRef{URI: "at://" + t.DID.String() + "/" + lexicon.Outline + "/" + r.RKey}
-	o.Title, _ = r.Value["title"].(string)
-	o.Description, _ = r.Value["description"].(string)
-	o.ImageAlt, _ = r.Value["imageAlt"].(string)
+	o.Title, _ = r.Value.Text("title")
+	o.Description, _ = r.Value.Text("description")
+	o.ImageAlt, _ = r.Value.Text("imageAlt")
 	o.Contributors, _ = outline.ContributorsOf(r)
 	return o
 }

@@ -378,7 +378,7 @@ func contributionRow(r *Row, it *outline.Item) {
 	r.Detached = ""
 	if r.Invalid != "" {
 		r.Invalid = ""
-		if err := validate.Default().Data(it.Rec.Value, it.Rec.Collection, nil); err != nil {
+		if err := validate.Default().Data(it.Rec.Value.Map(), it.Rec.Collection, nil); err != nil {
 			r.Invalid = err.Error()
 		}
 	}
@@ -393,11 +393,11 @@ func rowOf(t *outline.Tree, it *outline.Item, fields bool) *Row {
 		coll = lexicon.Mirror
 	}
 	r := &Row{URI: "at://" + t.DID.String() + "/" + coll + "/" + it.Key(), CID: it.Rec.CID, RKey: it.Key(), DID: t.DID.String(), Parent: it.Str("parent"),
-		SortKey: it.SortKey(), Text: it.Str("text"), Facets: it.Rec.Value["facets"], Layout: it.Str("layout"), Display: it.Str("display"),
+		SortKey: it.SortKey(), Text: it.Str("text"), Facets: it.Rec.Value.Get("facets"), Layout: it.Str("layout"), Display: it.Str("display"),
 		CreatedAt: it.Str("createdAt"), CompletedAt: it.Str("completedAt"), ChildCount: len(it.Children), Detached: it.Detached,
 		Invalid: it.Invalid()}
 	if it.Note != nil {
-		r.Note, _ = it.Note.Value["text"].(string)
+		r.Note, _ = it.Note.Value.Text("text")
 	}
 	if it.Mirror {
 		r.Mirror = &MirrorRef{Original: it.Str("original")}
@@ -405,7 +405,7 @@ func rowOf(t *outline.Tree, it *outline.Item, fields bool) *Row {
 	}
 	if fields {
 		known := map[string]bool{"$type": true, "parent": true, "sortKey": true, "text": true, "facets": true, "layout": true, "display": true, "createdAt": true, "completedAt": true, "original": true}
-		for k, val := range it.Rec.Value {
+		for k, val := range it.Rec.Value.Map() {
 			if !known[k] {
 				if r.Extra == nil {
 					r.Extra = map[string]any{}

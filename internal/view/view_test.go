@@ -15,7 +15,7 @@ func nodeIn(repo, rkey, parent, sortKey, text string) store.Record {
 	if parent != "" {
 		v["parent"] = "at://" + repo + "/app.bulleted.node/" + parent
 	}
-	return store.Record{Collection: "app.bulleted.node", RKey: rkey, CID: "c-" + rkey, Value: v}
+	return store.Record{Collection: "app.bulleted.node", RKey: rkey, CID: "c-" + rkey, Value: store.MustValue(v)}
 }
 
 // Paging through a level of 2,000 children (each with one child) reaches
@@ -116,7 +116,7 @@ func mirrorRec(repo, rkey, parent, sortKey, original string) store.Record {
 	if parent != "" {
 		v["parent"] = "at://" + repo + "/app.bulleted.node/" + parent
 	}
-	return store.Record{Collection: "app.bulleted.mirror", RKey: rkey, CID: "c-" + rkey, Value: v}
+	return store.Record{Collection: "app.bulleted.mirror", RKey: rkey, CID: "c-" + rkey, Value: store.MustValue(v)}
 }
 
 // A mirror renders its original's subtree to the read's depth, read-only
@@ -174,8 +174,8 @@ func TestContributorsRenderInPlace(t *testing.T) {
 		nodeIn(owner, "shared", "", "a", "Shared"),
 		nodeIn(owner, "own1", "shared", "a", "Owner first"),
 		nodeIn(owner, "private", "", "b", "Private"),
-		{Collection: "app.bulleted.outline", RKey: "shared", CID: "o1", Value: map[string]any{"$type": "app.bulleted.outline", "root": "at://" + owner + "/app.bulleted.node/shared",
-			"title": "Team plan", "contributors": []any{map[string]any{"did": friend}}, "createdAt": "2026-03-10T09:00:00.000Z"}},
+		{Collection: "app.bulleted.outline", RKey: "shared", CID: "o1", Value: store.MustValue(map[string]any{"$type": "app.bulleted.outline", "root": "at://" + owner + "/app.bulleted.node/shared",
+			"title": "Team plan", "contributors": []any{map[string]any{"did": friend}}, "createdAt": "2026-03-10T09:00:00.000Z"})},
 	}})
 	friendTree := outline.Build(&store.Snapshot{DID: friend, Records: []store.Record{
 		nodeIn(owner, "fr1", "shared", "b", "Friend's idea"),

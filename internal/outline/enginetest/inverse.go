@@ -55,7 +55,7 @@ func everyIntentAndItsInverse(t *testing.T, open Open) {
 		{"outline", intent.Outline{Title: str("Fruit")},
 			func(tr *outline.Tree) bool {
 				r, ok := tr.Outlines.Lookup("self")
-				return ok && r.Value["title"] == "Fruit"
+				return ok && r.Value.Get("title") == "Fruit"
 			}},
 		{"sort", intent.Sort{By: intent.SortText},
 			func(tr *outline.Tree) bool { return tr.Roots[0].Key() == top[1] && tr.Roots[2].Key() == top[2] }},

@@ -143,11 +143,11 @@ func notesPoliciesCompleteUnknownFields(t *testing.T, open Open) {
 	k := out.Plan.Created[0].RKey
 	tr, _ := e.Tree(ctx)
 	it, _ := tr.Resolve(k)
-	if it.Note == nil || it.Str("completedAt") == "" || it.Rec.Value["facets"] == nil {
+	if it.Note == nil || it.Str("completedAt") == "" || it.Rec.Value.Get("facets") == nil {
 		t.Fatalf("record %+v", it.Rec.Value)
 	}
 	// unknown layout and fields survive an edit
-	v := outline.Copy(it.Rec.Value)
+	v := outline.Copy(it.Rec.Value.Map())
 	v["layout"], v["x-future"] = "kanban", "keep"
 	if _, err := e.Repo.Apply(ctx, "", []store.Write{{Op: store.Update, Collection: "app.bulleted.node", RKey: k, Value: v}}); err != nil {
 		t.Fatal(err)
@@ -168,7 +168,7 @@ func notesPoliciesCompleteUnknownFields(t *testing.T, open Open) {
 		}
 	}
 	tr, _ = e.Tree(ctx)
-	if tr.Policies.Len() != 1 || tr.Policies.Get(k).Value["root"] == nil {
+	if tr.Policies.Len() != 1 || tr.Policies.Get(k).Value.Get("root") == nil {
 		t.Fatalf("policies %v", tr.Policies)
 	}
 	_, err = e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.SetPolicy(k, []string{"everyone"}, false) })
@@ -332,7 +332,7 @@ func checkInvariants(t *testing.T, e *outline.Engine) {
 		if tr.Nodes.Get(rk) == nil {
 			t.Fatalf("note %s without its node", rk)
 		}
-		if err := validate.Default().Data(n.Value, "", nil); err != nil {
+		if err := validate.Default().Data(n.Value.Map(), "", nil); err != nil {
 			t.Fatal(err)
 		}
 	}

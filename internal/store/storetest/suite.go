@@ -44,7 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Repository) {
 			t.Fatal(err)
 		}
 		s2, _ := r.Snapshot(ctx)
-		if len(s2.Records) != 1 || s2.Records[0].Value["text"] != "A" {
+		if len(s2.Records) != 1 || s2.Records[0].Value.Get("text") != "A" {
 			t.Fatalf("after update/delete: %+v", s2.Records)
 		}
 	})
@@ -97,7 +97,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Repository) {
 			t.Fatal(err)
 		}
 		s, _ := r.Snapshot(ctx)
-		got := s.Records[0].Value
+		got := s.Records[0].Value.Map()
 		if got["layout"] != "kanban" || got["future"].(map[string]any)["x"] != "y" {
 			t.Fatalf("lost fields: %v", got)
 		}
