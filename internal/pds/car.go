@@ -260,7 +260,7 @@ func readBlocks(ctx context.Context, rd io.Reader, workers int) (*fetched, error
 			case !store.IsRecordBlock(raw):
 				d.node, d.err = decodeNode(blk)
 			case store.IsAppRecordBlock(raw):
-				d.rec.value, d.err = store.DecodeValue(raw)
+				d.rec.value, d.err = store.SharedValue(raw)
 				d.rec.cid = blk.Cid().String()
 			default:
 				continue
@@ -403,7 +403,7 @@ func (c *carRepo) record(vk string, f *fetched, extra map[string]carRecord) (car
 	if !ok {
 		return carRecord{}, fmt.Errorf("%w: record block %s is missing", errIncomplete, cidOfKey(vk))
 	}
-	v, err := store.DecodeValue(blk.RawData())
+	v, err := store.SharedValue(blk.RawData())
 	if err != nil {
 		return carRecord{}, err
 	}

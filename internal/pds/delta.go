@@ -340,7 +340,7 @@ func (r *Repo) ownCommit(swap, commit, rev string, writes []store.Write, results
 			if err != nil || c.String() != results[i].CID {
 				return
 			}
-			v, err := store.DecodeValue(raw) // as a read of the commit keeps it
+			v, err := store.SharedValue(raw) // as a read of the commit keeps it
 			if err != nil {
 				return
 			}

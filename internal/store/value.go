@@ -25,7 +25,8 @@ import (
 type Value struct{ s string }
 
 // ValueOf encodes m (a record as the engine builds it: maps, strings, ints,
-// bools, lists, atdata's types) as the repository will hold it.
+// bools, lists, atdata's types) as the repository will hold it, and checks
+// that it reads back (DecodeRecord).
 func ValueOf(m map[string]any) (Value, error) {
 	if m == nil {
 		return Value{}, nil
@@ -34,7 +35,9 @@ func ValueOf(m map[string]any) (Value, error) {
 	if err != nil {
 		return Value{}, err
 	}
-	return Value{string(raw)}, nil
+	// what encodes but does not read back (a float) is refused here, as
+	// a read of the record would refuse it
+	return SharedValue(raw)
 }
 
 // MustValue is ValueOf for values known to encode (tests, generated
@@ -54,6 +57,19 @@ func DecodeValue(b []byte) (Value, error) {
 		return Value{}, err
 	}
 	return Value{string(b)}, nil
+}
+
+// SharedValue is DecodeValue without the copy: the Value is b's own bytes,
+// for a caller that keeps b anyway and never changes it (the PDS backend's
+// record blocks: the record and its block are then one copy).
+func SharedValue(b []byte) (Value, error) {
+	if _, err := DecodeRecord(b); err != nil {
+		return Value{}, err
+	}
+	if len(b) == 0 {
+		return Value{}, nil
+	}
+	return Value{unsafe.String(&b[0], len(b))}, nil
 }
 
 // IsZero reports whether v is no value.
