@@ -115,4 +115,3 @@ func allocBytes(n int) int64 {
 		return int64(n + n/8)
 	}
 }
-
