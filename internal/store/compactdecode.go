@@ -118,6 +118,7 @@ type cdec struct {
 	arena  []byte   // the second pass's strings (one allocation)
 	arenaS string   // arena as a string
 	boxes  []string // the second pass's boxes
+	plain  bool     // the first pass also checks what plainMap checks (checkPlain)
 }
 
 func (d *cdec) head() (major byte, arg uint64, ok bool) {
@@ -251,6 +252,7 @@ func (d *cdec) object(n uint64, depth int) (any, bool) {
 		m = make(map[string]any, n)
 	}
 	var prev []byte
+	var legacy int // the keys of a legacy blob seen (plain)
 	for range int(n) {
 		major, arg, ok := d.head()
 		if !ok || major != 3 {
@@ -259,6 +261,21 @@ func (d *cdec) object(n uint64, depth int) (any, bool) {
 		k, ok := d.text(arg)
 		if !ok || len(k) > atdata.MAX_OBJECT_KEY_LEN {
 			return nil, false
+		}
+		if d.plain {
+			switch string(k) {
+			case "$link", "$bytes":
+				return nil, false
+			case "$type": // a non-empty string, not "blob"
+				at := d.off
+				major, arg, ok := d.head()
+				if !ok || major != 3 || arg == 0 || arg == 4 && d.off+4 <= len(d.b) && string(d.b[d.off:d.off+4]) == "blob" {
+					return nil, false
+				}
+				d.off = at
+			case "mimeType", "cid":
+				legacy++
+			}
 		}
 		// DAG-CBOR orders keys by length, then bytes: a key not after the
 		// one before is a duplicate or out of order (left to the others)
@@ -275,10 +292,25 @@ func (d *cdec) object(n uint64, depth int) (any, bool) {
 			m[key] = v
 		}
 	}
+	if d.plain && n == 2 && legacy == 2 {
+		return nil, false // a legacy blob
+	}
 	if !d.build {
 		return nil, true
 	}
 	return m, true
+}
+
+// checkPlain reports, without building anything, whether b is a record
+// compactDecode takes (so DecodeRecord reads it): its first pass, with
+// plainMap's checks made on the way.
+func checkPlain(b []byte) bool {
+	if len(b) == 0 || b[0]>>5 != 5 {
+		return false
+	}
+	d := &cdec{b: b, plain: true}
+	_, ok := d.value(0)
+	return ok && d.off == len(b)
 }
 
 // compactDecode decodes a plain record as described above, or reports

@@ -53,7 +53,7 @@ func MustValue(m map[string]any) Value {
 // DecodeValue checks that b is a record the store can read (DecodeRecord)
 // and keeps a copy of it as a Value.
 func DecodeValue(b []byte) (Value, error) {
-	if _, err := DecodeRecord(b); err != nil {
+	if err := checkRecord(b); err != nil {
 		return Value{}, err
 	}
 	return Value{string(b)}, nil
@@ -63,13 +63,23 @@ func DecodeValue(b []byte) (Value, error) {
 // for a caller that keeps b anyway and never changes it (the PDS backend's
 // record blocks: the record and its block are then one copy).
 func SharedValue(b []byte) (Value, error) {
-	if _, err := DecodeRecord(b); err != nil {
+	if err := checkRecord(b); err != nil {
 		return Value{}, err
 	}
 	if len(b) == 0 {
 		return Value{}, nil
 	}
 	return Value{unsafe.String(&b[0], len(b))}, nil
+}
+
+// checkRecord is DecodeRecord's verdict on b: a plain record is checked
+// in one pass that builds nothing (checkPlain); anything else is decoded.
+func checkRecord(b []byte) error {
+	if len(b) <= atdata.MAX_CBOR_RECORD_SIZE && checkPlain(b) {
+		return nil
+	}
+	_, err := DecodeRecord(b)
+	return err
 }
 
 // IsZero reports whether v is no value.
