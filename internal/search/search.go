@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"runtime"
 	"slices"
@@ -39,14 +40,56 @@ var (
 	ErrQuery = errors.New("invalid query")
 )
 
+// entry is what a search needs of one bullet: 104 bytes (it was 176 with
+// its times as time.Time and its facets inline; one per bullet).
 type entry struct {
 	cid, noteCID string
-	text, note   string // lower case
-	tags         []string
-	mentions     []string
+	text, note   string  // lower case (the record's own text when it has no capitals)
+	facets       *facets // nil without tags or mentions (most bullets)
 	layout       string
-	created      time.Time
-	completed    time.Time
+	created      stamp
+	completed    stamp
+}
+
+// facets are a bullet's tags (lower case) and mentioned DIDs.
+type facets struct{ tags, mentions []string }
+
+func (e *entry) tags() []string {
+	if e.facets == nil {
+		return nil
+	}
+	return e.facets.tags
+}
+
+func (e *entry) mentions() []string {
+	if e.facets == nil {
+		return nil
+	}
+	return e.facets.mentions
+}
+
+// stamp is a time in Unix nanoseconds (noStamp: none), 8 bytes where a
+// time.Time takes 24. A time beyond what int64 nanoseconds hold (before
+// 1678 or after 2262) is kept at the nearest bound, which keeps its order
+// against every bound a query can give within those years.
+type stamp int64
+
+const (
+	noStamp  stamp = math.MinInt64
+	minStamp stamp = math.MinInt64 + 1
+	maxStamp stamp = math.MaxInt64
+)
+
+func stampOf(t time.Time) stamp {
+	switch {
+	case t.IsZero():
+		return noStamp
+	case t.Before(time.Unix(0, int64(minStamp))):
+		return minStamp
+	case t.After(time.Unix(0, int64(maxStamp))):
+		return maxStamp
+	}
+	return stamp(t.UnixNano())
 }
 
 // Index is the search index of one repository.
@@ -145,13 +188,18 @@ func derive(it *outline.Item) *entry {
 	}
 	if fs := it.Rec.Value.Get("facets"); fs != nil { // decoded only when there are facets
 		v := map[string]any{"facets": fs}
+		var f facets
 		for _, t := range facet.Values(v, facet.Tag) {
-			e.tags = append(e.tags, strings.ToLower(t))
+			f.tags = append(f.tags, strings.ToLower(t))
 		}
-		e.mentions = facet.Values(v, facet.Mention)
+		f.mentions = facet.Values(v, facet.Mention)
+		if f.tags != nil || f.mentions != nil {
+			e.facets = &f
+		}
 	}
-	e.created, _ = time.Parse(time.RFC3339Nano, it.Str("createdAt"))
-	e.completed, _ = time.Parse(time.RFC3339Nano, it.Str("completedAt"))
+	created, _ := time.Parse(time.RFC3339Nano, it.Str("createdAt"))
+	completed, _ := time.Parse(time.RFC3339Nano, it.Str("completedAt"))
+	e.created, e.completed = stampOf(created), stampOf(completed)
 	return e
 }
 
@@ -565,7 +613,7 @@ type matcher struct {
 	sub                string
 	plain              bool   // a substring query (Text set, not Regex)
 	needle             []byte // sub, for the corpus scan
-	cf, ct, df, dt     time.Time
+	cf, ct, df, dt     stamp // unbounded: minStamp, maxStamp
 	hasC, hasD         bool
 	handles, dids      []string
 	tags               []string
@@ -601,18 +649,23 @@ func newMatcher(q Query) (*matcher, error) {
 	if !q.Regex && q.Text != "" {
 		m.plain, m.needle = true, []byte(m.sub)
 	}
-	var err error
-	if m.cf, err = parseDate(q.CreatedFrom, false); err != nil {
-		return nil, err
-	}
-	if m.ct, err = parseDate(q.CreatedTo, true); err != nil {
-		return nil, err
-	}
-	if m.df, err = parseDate(q.CompletedFrom, false); err != nil {
-		return nil, err
-	}
-	if m.dt, err = parseDate(q.CompletedTo, true); err != nil {
-		return nil, err
+	for _, b := range []struct {
+		s   string
+		end bool
+		to  *stamp
+	}{{q.CreatedFrom, false, &m.cf}, {q.CreatedTo, true, &m.ct}, {q.CompletedFrom, false, &m.df}, {q.CompletedTo, true, &m.dt}} {
+		t, err := parseDate(b.s, b.end)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case !t.IsZero():
+			*b.to = stampOf(t)
+		case b.end:
+			*b.to = maxStamp
+		default:
+			*b.to = minStamp
+		}
 	}
 	m.hasC = q.CreatedFrom != "" || q.CreatedTo != ""
 	m.hasD = q.CompletedFrom != "" || q.CompletedTo != ""
@@ -641,11 +694,8 @@ func newMatcher(q Query) (*matcher, error) {
 	return m, nil
 }
 
-func inRange(t, from, to time.Time) bool {
-	if t.IsZero() {
-		return false
-	}
-	return (from.IsZero() || !t.Before(from)) && (to.IsZero() || !t.After(to))
+func inRange(t, from, to stamp) bool {
+	return t != noStamp && from <= t && t <= to
 }
 
 // filter reports whether e passes every filter but the text.
@@ -653,19 +703,19 @@ func (m *matcher) filter(e *entry) bool {
 	if m.q.Layout != "" && e.layout != m.q.Layout && !(m.q.Layout == "bullet" && e.layout == "") {
 		return false
 	}
-	if m.wantOpen && (e.layout != "todo" || !e.completed.IsZero()) {
+	if m.wantOpen && (e.layout != "todo" || e.completed != noStamp) {
 		return false
 	}
-	if m.wantDone && (e.layout != "todo" || e.completed.IsZero()) {
+	if m.wantDone && (e.layout != "todo" || e.completed == noStamp) {
 		return false
 	}
 	for _, t := range m.tags {
-		if !slices.Contains(e.tags, t) {
+		if !slices.Contains(e.tags(), t) {
 			return false
 		}
 	}
 	for _, d := range m.dids {
-		if !slices.Contains(e.mentions, d) {
+		if !slices.Contains(e.mentions(), d) {
 			return false
 		}
 	}
