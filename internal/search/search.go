@@ -613,7 +613,7 @@ type matcher struct {
 	sub                string
 	plain              bool   // a substring query (Text set, not Regex)
 	needle             []byte // sub, for the corpus scan
-	cf, ct, df, dt     stamp // unbounded: minStamp, maxStamp
+	cf, ct, df, dt     stamp  // unbounded: minStamp, maxStamp
 	hasC, hasD         bool
 	handles, dids      []string
 	tags               []string
