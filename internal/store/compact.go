@@ -47,15 +47,15 @@ func (l *Local) Compact(ctx context.Context) (CompactReport, error) {
 
 // stale reports whether the log holds enough unused blocks to compact.
 func (l *Local) stale() bool {
-	unused := len(l.bs.at) - l.reachable
-	return unused >= compactMin && float64(unused) > CompactShare*float64(len(l.bs.at))
+	unused := l.bs.at.len() - l.reachable
+	return unused >= compactMin && float64(unused) > CompactShare*float64(l.bs.at.len())
 }
 
 func (l *Local) compactPath() string { return filepath.Join(l.dir, "blocks.log.compact") }
 
 // compact runs under the exclusive lock, after refresh.
 func (l *Local) compact(ctx context.Context) (CompactReport, error) {
-	rep := CompactReport{Blocks: len(l.bs.at), Before: l.logOff}
+	rep := CompactReport{Blocks: l.bs.at.len(), Before: l.logOff}
 	if !l.verified || !l.root.Defined() {
 		// only a commit loaded whole and verified with signing.key in this
 		// process says which blocks are garbage
@@ -77,7 +77,7 @@ func (l *Local) compact(ctx context.Context) (CompactReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	if len(keep) >= len(l.bs.at) {
+	if len(keep) >= l.bs.at.len() {
 		rep.Kept, rep.After, rep.AlreadyCompacted = len(keep), l.logOff, true
 		return rep, nil
 	}
@@ -91,11 +91,11 @@ func (l *Local) compact(ctx context.Context) (CompactReport, error) {
 		os.Remove(tmp)
 		return rep, err
 	}
-	at := make(map[cid.Cid]span, len(keep))
+	at := newSpans(len(keep))
 	var buf bytes.Buffer
 	var off int64
 	for _, c := range keep {
-		if _, dup := at[c]; dup {
+		if _, dup := at.get(c); dup {
 			continue // the same record value under two keys
 		}
 		blk, err := l.bs.Get(ctx, c)
@@ -107,7 +107,7 @@ func (l *Local) compact(ctx context.Context) (CompactReport, error) {
 		if _, err := f.Write(buf.Bytes()); err != nil {
 			return fail(err)
 		}
-		at[c] = span{off + int64(buf.Len()-len(blk.RawData())), uint32(len(blk.RawData()))}
+		at.set(c, span{off + int64(buf.Len()-len(blk.RawData())), uint32(len(blk.RawData()))})
 		off += int64(buf.Len())
 	}
 	if err := f.Sync(); err != nil {
@@ -128,8 +128,8 @@ func (l *Local) compact(ctx context.Context) (CompactReport, error) {
 	l.log, l.logOff = f, off
 	l.bs.evict() // nothing points into the old log's mapping any more
 	l.bs = &memBlocks{m: l.bs.m, pending: l.bs.pending, log: f, at: at}
-	l.reachable = len(at)
-	rep.Kept, rep.After = len(at), off
+	l.reachable = at.len()
+	rep.Kept, rep.After = at.len(), off
 	return rep, nil
 }
 

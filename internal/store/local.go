@@ -43,7 +43,7 @@ type memBlocks struct {
 	m       map[cid.Cid]blocks.Block
 	pending []blocks.Block
 	log     *os.File
-	at      map[cid.Cid]span // blocks in the log
+	at      spans // blocks in the log
 	// the part of the log read for the commit being loaded (from loadAt),
 	// until it is loaded: its blocks are served from it, not read again
 	load   []byte
@@ -58,7 +58,7 @@ type span struct {
 }
 
 func newBlocks(log *os.File) *memBlocks {
-	return &memBlocks{m: map[cid.Cid]blocks.Block{}, at: map[cid.Cid]span{}, log: log}
+	return &memBlocks{m: map[cid.Cid]blocks.Block{}, at: newSpans(0), log: log}
 }
 
 func (b *memBlocks) Get(_ context.Context, c cid.Cid) (blocks.Block, error) {
@@ -78,7 +78,7 @@ func (b *memBlocks) raw(c cid.Cid) ([]byte, error) {
 	if blk, ok := b.m[c]; ok {
 		return blk.RawData(), nil
 	}
-	sp, ok := b.at[c]
+	sp, ok := b.at.get(c)
 	if !ok || b.log == nil {
 		return nil, fmt.Errorf("block %s not found", c)
 	}
@@ -96,7 +96,7 @@ func (b *memBlocks) has(c cid.Cid) bool {
 	if _, ok := b.m[c]; ok {
 		return true
 	}
-	_, ok := b.at[c]
+	_, ok := b.at.get(c)
 	return ok
 }
 
@@ -242,12 +242,12 @@ func (l *Local) readLog(base, limit int64) (int64, error) {
 		}
 	}
 	secs, good := parseSections(buf)
-	if len(l.bs.at) == 0 {
-		l.bs.at = make(map[cid.Cid]span, len(secs))
+	if l.bs.at.len() == 0 {
+		l.bs.at = newSpans(len(secs))
 	}
 	for _, sc := range secs {
 		if sc.n != bad {
-			l.bs.at[sc.c] = span{base + sc.off, sc.n}
+			l.bs.at.set(sc.c, span{base + sc.off, sc.n})
 		}
 	}
 	l.bs.load, l.bs.loadAt = buf, base
@@ -754,7 +754,7 @@ func (l *Local) persist(root cid.Cid) error {
 	}
 	l.logOff += int64(buf.Len())
 	for i, blk := range l.bs.pending {
-		l.bs.at[blk.Cid()] = spans[i]
+		l.bs.at.set(blk.Cid(), spans[i])
 		delete(l.bs.m, blk.Cid())
 	}
 	l.bs.pending = nil
@@ -1050,11 +1050,11 @@ func (l *Local) ExportCAR(w io.Writer) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.locked(context.Background(), false, func() error {
-		bs := make([]blocks.Block, 0, len(l.bs.m)+len(l.bs.at))
+		bs := make([]blocks.Block, 0, len(l.bs.m)+l.bs.at.len())
 		for _, b := range l.bs.m {
 			bs = append(bs, b)
 		}
-		for c := range l.bs.at {
+		for c := range l.bs.at.all() {
 			if _, ok := l.bs.m[c]; ok {
 				continue
 			}

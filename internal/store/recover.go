@@ -105,7 +105,7 @@ type candidate struct {
 // their revs were made.
 func (l *Local) logCommits() []candidate {
 	var out []candidate
-	for c, sp := range l.bs.at {
+	for c, sp := range l.bs.at.all() {
 		if c.Type() != cid.DagCBOR {
 			continue
 		}
