@@ -10,19 +10,13 @@ import (
 // what they hold (internal/hosted): Size estimates it from the kept tree
 // and the kept plans, walking every record once (about 10 ms at 100,000
 // records), so a caller measures again only when the tree changed. The
-// estimate counts what the tree keeps alive, the records' decoded values
-// included (which a PDS repository's read cache shares: pds.Repo.Size
-// counts only what it keeps besides). TestSizeTracksHeap holds it within
+// estimate counts what the tree keeps alive, the records' values included
+// (which a PDS repository's read cache shares: pds.Repo.Size counts only
+// what it keeps besides). TestSizeTracksHeap holds it within
 // 0.7×–1.4× of the heap an opened outline takes.
 
-// Per-object overheads, in bytes: a Go map's slot holding a string key and
-// an interface value (with the table's spare room), a string's header in
-// an interface (boxed), a slice header.
+// Per-object overheads, in bytes.
 const (
-	mapSlotBytes = 48
-	mapBytes     = 64
-	boxBytes     = 16
-	sliceBytes   = 24
 	// a persistent map's slot by record key (pmap.go): key header, value,
 	// the table's spare room
 	keySlotBytes = 40
