@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
 // Kind of a detected span.
@@ -199,4 +201,40 @@ func Facet(s Span, f map[string]any) map[string]any {
 		"index":    map[string]any{"byteStart": s.Start, "byteEnd": s.End},
 		"features": []any{f},
 	}
+}
+
+// StoredValues is Values of a stored record, read in place from its
+// encoding (nothing decoded: the search index reads every bullet's tags
+// and mentions this way).
+func StoredValues(v store.Value, kind Kind) []string {
+	var out []string
+	fs, ok := v.Field("facets")
+	if !ok {
+		return nil
+	}
+	fs.Elems(func(f store.Raw) bool {
+		feats, _ := f.Field("features")
+		feats.Elems(func(ft store.Raw) bool {
+			t, _ := ft.Field("$type")
+			typ, _ := t.Text()
+			var key string
+			switch {
+			case typ == TypeMention && kind == Mention:
+				key = "did"
+			case typ == TypeLink && kind == Link:
+				key = "uri"
+			case typ == TypeTag && kind == Tag:
+				key = "tag"
+			default:
+				return true
+			}
+			x, _ := ft.Field(key)
+			if s, ok := x.Text(); ok && !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+			return true
+		})
+		return true
+	})
+	return out
 }

@@ -1,6 +1,9 @@
 package store
 
 import (
+	"encoding/base32"
+	"unsafe"
+
 	"github.com/bluesky-social/indigo/atproto/atdata"
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
@@ -30,4 +33,21 @@ func (v Value) CID() string {
 		return ""
 	}
 	return c.String()
+}
+
+// base32Lower is multibase's base32 ("b"): RFC 4648 lower case, no padding.
+var base32Lower = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// cidString is c.String() in one allocation (c.String() makes three: the
+// bytes, the base32 text, and the text with its multibase prefix; 45 MB of
+// garbage opening 249k records). CIDv0 is left to c.String().
+func cidString(c cid.Cid) string {
+	k := c.KeyString()
+	if c.Version() == 0 || len(k) == 0 {
+		return c.String()
+	}
+	out := make([]byte, 1+base32Lower.EncodedLen(len(k)))
+	out[0] = 'b'
+	base32Lower.Encode(out[1:], bytesOf(k))
+	return unsafe.String(&out[0], len(out))
 }

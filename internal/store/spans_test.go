@@ -46,3 +46,20 @@ func TestSpansKeepsEveryCID(t *testing.T) {
 		}
 	}
 }
+
+// TestCIDStringIsString: the one-allocation CID text is cid.String's, for
+// CIDv1 of several codecs and hashes and for CIDv0.
+func TestCIDStringIsString(t *testing.T) {
+	for i, p := range []cid.Prefix{cid.NewPrefixV1(cid.DagCBOR, multihash.SHA2_256), cid.NewPrefixV1(cid.Raw, multihash.SHA2_256),
+		cid.NewPrefixV1(cid.DagCBOR, multihash.SHA2_512), cid.NewPrefixV0(multihash.SHA2_256)} {
+		for _, data := range []string{"", "a", "record bytes"} {
+			c, err := p.Sum([]byte(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := cidString(c), c.String(); got != want {
+				t.Fatalf("prefix %d %q: %s, want %s", i, data, got, want)
+			}
+		}
+	}
+}

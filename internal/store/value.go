@@ -176,6 +176,49 @@ func (v Value) Keys() []string {
 	return out
 }
 
+// Raw is one encoded value inside a Value (a field, a list's element),
+// read in place: a walk over nested fields that allocates nothing (a
+// record's facets, read for every bullet the search index takes in).
+type Raw struct{ s string }
+
+// Field is v's top-level field f, encoded.
+func (v Value) Field(f string) (Raw, bool) {
+	raw, ok := v.field(f)
+	return Raw{raw}, ok
+}
+
+// Field is r's field f when r is a map.
+func (r Raw) Field(f string) (Raw, bool) {
+	raw, ok := Value(r).field(f)
+	return Raw{raw}, ok
+}
+
+// Text is r's string when r is one.
+func (r Raw) Text() (string, bool) {
+	d := &cdec{b: bytesOf(r.s)}
+	major, n, ok := d.head()
+	if !ok || major != 3 || n > uint64(len(d.b)-d.off) {
+		return "", false
+	}
+	return r.s[d.off : d.off+int(n)], true
+}
+
+// Elems calls fn with each element of r when r is a list, until fn
+// returns false.
+func (r Raw) Elems(fn func(Raw) bool) {
+	d := &cdec{b: bytesOf(r.s)}
+	major, n, ok := d.head()
+	if !ok || major != 4 {
+		return
+	}
+	for range n {
+		start := d.off
+		if !d.skip(0) || !fn(Raw{r.s[start:d.off]}) {
+			return
+		}
+	}
+}
+
 // field is the encoding of v's top-level field f.
 func (v Value) field(f string) (raw string, found bool) {
 	v.fields(func(k, r string) bool {
