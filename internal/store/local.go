@@ -543,7 +543,7 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 		guess = l.bs.at.len()
 	}
 	recs := make([]Record, 0, guess+guess/16)
-	reachable := 1    // the commit
+	reachable := 1 // the commit
 	err = l.walkNodes(ctx, commit.Data, func(k string, v cid.Cid) error {
 		reachable++
 		if !strings.HasPrefix(k, Prefix) {
