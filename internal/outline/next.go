@@ -212,7 +212,7 @@ func (s *nextState) item(c store.Record) bool {
 		it.Children = o.Children
 		if o.Rec.CID == c.CID && c.CID != "" {
 			if p, ok := o.checked(); ok {
-				it.check.Do(func() { it.problem = p; it.done.Store(true) })
+				it.carry(p)
 			}
 		}
 	} else if !it.Mirror {
@@ -484,7 +484,7 @@ func (it *Item) clone() *Item {
 	c := &Item{Rec: it.Rec, Mirror: it.Mirror, Children: it.Children, Note: it.Note, Detached: it.Detached,
 		did: it.did, sortKey: it.sortKey, pkey: it.pkey, pwhy: it.pwhy, parsed: it.parsed}
 	if p, ok := it.checked(); ok {
-		c.check.Do(func() { c.problem = p; c.done.Store(true) })
+		c.carry(p)
 	}
 	return c
 }

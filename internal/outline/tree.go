@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
@@ -22,18 +21,17 @@ type Item struct {
 	Detached string // why the item does not hang in the tree ("" if it does)
 
 	did     syntax.DID // the repository, for the record's own URI
-	problem string     // validation problem ("" if valid)
 	sortKey string     // cached: the record's sortKey
 	parent  *Item      // while building (Tree.Parent afterwards)
 	pkey    string     // parent's record key when the parent field names a node of this repo
 	pwhy    string     // why the parent field cannot hang here ("" if it can)
-	// the small fields together, with no padding between them (an item is
-	// 216 bytes, not 240: one a bullet)
-	check  sync.Once   // validation runs on first use of Invalid
-	done   atomic.Bool // problem is set
-	Mirror bool
-	mark   uint8 // cycle detection state while building
-	parsed bool  // pkey and pwhy are set
+	// the validation problem, once Invalid ran ("" if valid): one pointer
+	// where a sync.Once, a flag and the string took 32 bytes (an item is
+	// 200 bytes, not 216; one a bullet)
+	problem atomic.Pointer[string]
+	Mirror  bool
+	mark    uint8 // cycle detection state while building
+	parsed  bool  // pkey and pwhy are set
 }
 
 // parentKey reads a parent field: the record key of a node of this
@@ -100,20 +98,27 @@ func (t *Tree) item(r store.Record) *Item {
 // and planned, not every record up front; a result is carried to the next
 // tree while the record's CID is unchanged.
 func (it *Item) Invalid() string {
-	it.check.Do(func() {
-		u := syntax.ATURI("at://" + it.did.String() + "/" + it.Rec.Collection + "/" + it.Rec.RKey)
-		if err := validate.Default().Data(it.Rec.Value.Map(), it.Rec.Collection, &u); err != nil {
-			it.problem = err.Error()
-		}
-		it.done.Store(true)
-	})
-	return it.problem
+	if p := it.problem.Load(); p != nil {
+		return *p
+	}
+	// two callers at once may both validate: the same answer, kept once
+	problem := ""
+	u := syntax.ATURI("at://" + it.did.String() + "/" + it.Rec.Collection + "/" + it.Rec.RKey)
+	if err := validate.Default().Data(it.Rec.Value.Map(), it.Rec.Collection, &u); err != nil {
+		problem = err.Error()
+	}
+	it.problem.CompareAndSwap(nil, &problem)
+	return *it.problem.Load()
 }
+
+// carry gives it the validation result p of an earlier item of the same
+// record at the same CID.
+func (it *Item) carry(p string) { it.problem.CompareAndSwap(nil, &p) }
 
 // checked reports whether Invalid already ran (its result can be reused).
 func (it *Item) checked() (string, bool) {
-	if it.done.Load() {
-		return it.problem, true
+	if p := it.problem.Load(); p != nil {
+		return *p, true
 	}
 	return "", false
 }
@@ -210,7 +215,7 @@ func Rebuild(s *store.Snapshot, prev *Tree) *Tree {
 			if old := prev.item(r); old != nil {
 				it.sortKey = old.sortKey
 				if p, ok := old.checked(); ok {
-					it.check.Do(func() { it.problem = p; it.done.Store(true) })
+					it.carry(p)
 				}
 				it.pkey, it.pwhy, it.parsed = old.pkey, old.pwhy, old.parsed
 			} else {
