@@ -44,7 +44,6 @@ type Plan struct {
 	Summary     string          `json:"summary"`
 	Touched     []string        `json:"-"` // record keys whose neighbourhood to show
 	Prev        []*store.Record `json:"-"` // the record each write replaces (nil: none)
-	Inverse     []store.Write   `json:"-"` // the writes that undo Writes, in order
 	Batches     []int           `json:"-"` // end (exclusive) of each commit's writes
 }
 

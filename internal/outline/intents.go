@@ -172,7 +172,7 @@ func (p *Planner) place(sibs []*Item, at, n int) ([]string, error) {
 	}
 	for _, r := range plan.Respace {
 		s := sibs[r.Index]
-		v := Copy(s.Rec.Value.Map())
+		v := s.Rec.Value.Map()
 		v["sortKey"] = r.Key
 		p.update(s.Rec, v, "")
 	}
@@ -407,7 +407,7 @@ func alreadyAt(all []*Item, items []*Item, at int) bool {
 // reparent plans one update putting it under parent (nil: top) at sortKey,
 // keeping every other field.
 func (p *Planner) reparent(it, parent *Item, sortKey, label string) {
-	v := Copy(it.Rec.Value.Map())
+	v := it.Rec.Value.Map()
 	v["sortKey"] = sortKey
 	if parent == nil {
 		delete(v, "parent")
@@ -435,7 +435,7 @@ func (p *Planner) Edit(ref string, ed Edit) error {
 	if ed.Text == nil && ed.Layout == nil && ed.Display == nil && ed.Note == nil {
 		return fail(ErrInvalidInput, "pass text, layout, display or note", "nothing to change")
 	}
-	v := Copy(it.Rec.Value.Map())
+	v := it.Rec.Value.Map()
 	changed := false
 	if ed.Text != nil {
 		v["text"] = *ed.Text
@@ -456,7 +456,7 @@ func (p *Planner) Edit(ref string, ed Edit) error {
 		case *ed.Note == "":
 			p.note("%s has no note to remove", it.Key())
 		case it.Note != nil:
-			nv := Copy(it.Note.Value.Map())
+			nv := it.Note.Value.Map()
 			nv["text"] = *ed.Note
 			delete(nv, "facets")
 			p.facets(nv, *ed.Note)
@@ -596,7 +596,7 @@ func (p *Planner) SetPolicy(root string, allow []string, remove bool) error {
 		list[i] = a
 	}
 	if exists {
-		v := Copy(old.Value.Map())
+		v := old.Value.Map()
 		v["allow"] = list
 		p.update(old, v, "")
 	} else {
@@ -674,7 +674,7 @@ func (p *Planner) SetOutline(root string, title, description *string) error {
 	}
 	var v map[string]any
 	if exists {
-		v = Copy(old.Value.Map())
+		v = old.Value.Map()
 	} else {
 		v = map[string]any{"$type": lexicon.Outline, "createdAt": p.stamp()}
 		if rootURI != "" {

@@ -95,7 +95,7 @@ func (p *Planner) Reorder(kids, sorted []*Item) (int, error) {
 	n := 0
 	for _, it := range sorted {
 		if k, ok := keys[it]; ok {
-			v := Copy(it.Rec.Value.Map())
+			v := it.Rec.Value.Map()
 			v["sortKey"] = k
 			p.update(it.Rec, v, "")
 			n++

@@ -160,7 +160,7 @@ func randomChanges(rng *rand.Rand, recs []store.Record, serial *int, tame bool) 
 			}
 			for _, r := range recs {
 				if r.Collection == lexicon.Node && r.RKey == k {
-					v := outline.Copy(r.Value.Map())
+					v := r.Value.Map()
 					v["parent"] = "at://" + nextDID + "/app.bulleted.node/" + to
 					out = append(out, store.Record{Collection: lexicon.Node, RKey: k, CID: cid(), Value: store.MustValue(v)})
 				}

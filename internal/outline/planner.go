@@ -269,8 +269,10 @@ func (p *Planner) advance() {
 // Copy returns a shallow copy of a record value for editing.
 func Copy(v map[string]any) map[string]any { return maps.Clone(v) }
 
-// finish checks and prices the plan: the record bound, every record
-// against the lexicons, and the inverse of every write.
+// finish checks and prices the plan: the record bound and every record
+// against the lexicons. What each write replaces is kept (Plan.Prev, which
+// undo reads); no inverse writes are built (they were never read, and
+// made every dry-run delete decode each deleted record).
 func (p *Planner) finish() (*Plan, error) {
 	if err := p.mirrorCycle(); err != nil {
 		return nil, err
@@ -307,28 +309,8 @@ func (p *Planner) finish() (*Plan, error) {
 	}
 	p.plan.Writes = ws
 	p.plan.Prev = prev
-	p.plan.Inverse = inverse(ws, prev)
 	p.plan.Cost = store.Cost(ws)
 	return &p.plan, nil
-}
-
-// inverse is the writes that undo ws (whose records were prev before),
-// newest first: children are deleted before their parents, parents
-// re-created before their children.
-func inverse(ws []store.Write, prev []*store.Record) []store.Write {
-	out := make([]store.Write, 0, len(ws))
-	for i := len(ws) - 1; i >= 0; i-- {
-		w := ws[i]
-		switch {
-		case prev[i] == nil:
-			out = append(out, store.Write{Op: store.Delete, Collection: w.Collection, RKey: w.RKey})
-		case w.Op == store.Delete:
-			out = append(out, store.Write{Op: store.Create, Collection: w.Collection, RKey: w.RKey, Value: prev[i].Value.Map()})
-		default:
-			out = append(out, store.Write{Op: store.Update, Collection: w.Collection, RKey: w.RKey, Value: prev[i].Value.Map()})
-		}
-	}
-	return out
 }
 
 // validate checks every created and updated record against the lexicons

@@ -157,7 +157,7 @@ func (p *Planner) moveShared(sh *Shared, pos Position, items []*Item) error {
 	}
 	if reorder {
 		for i, it := range items {
-			v := Copy(it.Rec.Value.Map())
+			v := it.Rec.Value.Map()
 			v["sortKey"] = keys[i]
 			p.update(it.Rec, v, fmt.Sprintf("nodes[%d]", i))
 			p.touch(it.Key())
@@ -170,7 +170,7 @@ func (p *Planner) moveShared(sh *Shared, pos Position, items []*Item) error {
 		return nil
 	}
 	for i, it := range items {
-		v := Copy(it.Rec.Value.Map())
+		v := it.Rec.Value.Map()
 		v["sortKey"] = keys[i]
 		v["parent"] = sh.Parent
 		p.update(it.Rec, v, fmt.Sprintf("nodes[%d]", i))

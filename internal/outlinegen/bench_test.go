@@ -157,7 +157,7 @@ func BenchmarkIndexUpdate(b *testing.B) {
 		recs := generate(xm, n)
 		t1 := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c1", Records: recs})
 		r := t1.Roots[3].Children[0].Rec
-		v := outline.Copy(r.Value.Map())
+		v := r.Value.Map()
 		v["text"] = "changed budget review"
 		t2 := t1.Next("c2", "c2", []store.Record{{Collection: r.Collection, RKey: r.RKey, CID: "changed", Value: store.MustValue(v)}})
 		x := search.New()

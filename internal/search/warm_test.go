@@ -17,7 +17,7 @@ func TestWarmKeepsANewerIndex(t *testing.T) {
 	recs := outlinegen.Generate(300, 1)
 	t1 := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c1", Rev: "r000000001", Records: recs})
 	r := t1.Roots[1].Rec
-	v := outline.Copy(r.Value.Map())
+	v := r.Value.Map()
 	v["text"] = "changed"
 	t2 := t1.Next("c2", "r000000002", []store.Record{{Collection: r.Collection, RKey: r.RKey, CID: "changed", Value: store.MustValue(v)}})
 	x := New()

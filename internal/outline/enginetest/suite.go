@@ -147,7 +147,7 @@ func notesPoliciesCompleteUnknownFields(t *testing.T, open Open) {
 		t.Fatalf("record %+v", it.Rec.Value)
 	}
 	// unknown layout and fields survive an edit
-	v := outline.Copy(it.Rec.Value.Map())
+	v := it.Rec.Value.Map()
 	v["layout"], v["x-future"] = "kanban", "keep"
 	if _, err := e.Repo.Apply(ctx, "", []store.Write{{Op: store.Update, Collection: "app.bulleted.node", RKey: k, Value: v}}); err != nil {
 		t.Fatal(err)

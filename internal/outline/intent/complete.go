@@ -15,7 +15,7 @@ func (c Complete) Plan(p *outline.Planner) error {
 	if err != nil {
 		return err
 	}
-	v := outline.Copy(it.Rec.Value.Map())
+	v := it.Rec.Value.Map()
 	if l, _ := v["layout"].(string); l != "todo" {
 		v["layout"] = "todo"
 		if l == "" {

@@ -64,7 +64,7 @@ func (s shout) Plan(p *outline.Planner) error {
 	}
 	kids := p.Children(par)
 	for _, it := range kids {
-		v := outline.Copy(it.Rec.Value.Map())
+		v := it.Rec.Value.Map()
 		v["text"] = strings.ToUpper(it.Str("text"))
 		p.Update(it.Rec, v, "")
 	}
