@@ -16,9 +16,11 @@
 // that is fsynced before the HEAD file is replaced by rename, so a crash
 // mid-commit leaves the previous commit intact; it keeps an index of where
 // each block is, not the blocks. Opening maps the log read-only (where the
-// system allows it), checks every block against its CID and decodes HEAD's
-// records on every core while one core walks the MST, then releases the
-// mapping: nothing decoded points into it. The map of records by path is
+// system allows it), checks every block against its CID and checks HEAD's
+// records on every core while one core walks the MST (each is kept as its
+// own DAG-CBOR bytes, a Value, checked in one pass that builds nothing:
+// fields are read in place, Map decodes), then releases the mapping:
+// nothing kept points into it. The map of records by path is
 // made only when a write needs it. The log is compacted once a quarter of
 // it is blocks no longer reachable, and only from a HEAD whose commit loaded
 // completely and verified with signing.key in this process.
