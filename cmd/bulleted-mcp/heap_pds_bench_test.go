@@ -178,7 +178,8 @@ func heapRowsWith(b *testing.B, open func() (*tools.Env, string)) (read, search,
 // PDS, a fresh --store directory: a cold getRepo), of the same generated
 // outline of about n records: right after its first read_outline answer
 // (RSS-read), after three searches (RSS-search), two seconds later
-// (RSS-settled), and the peak. Sizes as BenchmarkHeapPDS's.
+// (RSS-settled), after 40 inserts, 3 batches of 50 and an import
+// (RSS-writes), and the peak. Sizes as BenchmarkHeapPDS's.
 //
 //	BULLETED_SCALE=1 go test ./cmd/bulleted-mcp -run '^$' -bench ServeRSS -benchtime 1x
 func BenchmarkServeRSS(b *testing.B) {
@@ -269,8 +270,34 @@ func rssRows(b *testing.B, cmd *exec.Cmd) {
 	}
 	search := rssOf(pid, "VmRSS:")
 	time.Sleep(2 * time.Second)
+	settled := rssOf(pid, "VmRSS:")
+	// issue #26's last row: after 40 inserts, 3 batches and an import (at
+	// the top level here: this client reads no record keys back)
+	id := 6
+	call := func(tool, args string) {
+		fmt.Fprintf(in, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s}}`+"\n", id, tool, args)
+		await(id)
+		id++
+	}
+	for i := range 40 {
+		call("insert_after", fmt.Sprintf(`{"position":"first","text":"mem %d"}`, i))
+	}
+	for k := range 3 {
+		var ops []string
+		for j := range 50 {
+			ops = append(ops, fmt.Sprintf(`{"tool":"insert_after","args":{"position":"last","text":"batch %d %d"}}`, k, j))
+		}
+		call("apply_batch", `{"ops":[`+strings.Join(ops, ",")+`]}`)
+	}
+	var md strings.Builder
+	md.WriteString("# Imported\n")
+	for i := range 100 {
+		fmt.Fprintf(&md, "- item %d\n  - [ ] child %d\n", i, i)
+	}
+	call("import_outline", fmt.Sprintf(`{"content":%q}`, md.String()))
 	b.ReportMetric(float64(read)/(1<<20), "RSS-read-MB")
 	b.ReportMetric(float64(search)/(1<<20), "RSS-search-MB")
-	b.ReportMetric(float64(rssOf(pid, "VmRSS:"))/(1<<20), "RSS-settled-MB")
+	b.ReportMetric(float64(settled)/(1<<20), "RSS-settled-MB")
+	b.ReportMetric(float64(rssOf(pid, "VmRSS:"))/(1<<20), "RSS-writes-MB")
 	b.ReportMetric(float64(rssOf(pid, "VmHWM:"))/(1<<20), "peak-MB")
 }
