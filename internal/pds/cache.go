@@ -62,16 +62,13 @@ func (r *Repo) saveCache(received int, whole bool) {
 	r.mu.Lock()
 	r.unsaved += received
 	c := r.car
-	due := c != nil && (whole || r.unsaved > len(c.blocks)/10)
+	due := c != nil && (whole || r.unsaved > c.blockCount()/10)
 	var bs []blocks.Block
 	var root cid.Cid
 	seq := r.stream.carSeq
 	if due {
 		r.unsaved = 0
-		bs = make([]blocks.Block, 0, len(c.blocks))
-		for _, b := range c.blocks {
-			bs = append(bs, b)
-		}
+		bs = c.allBlocks()
 		root = c.commit
 	}
 	r.mu.Unlock()

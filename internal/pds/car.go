@@ -35,7 +35,10 @@ type blockMap map[string]blocks.Block
 // carRepo is the repository as last read, kept current commit by commit:
 // its commit, its MST with every node decoded and linked, and exactly the
 // blocks reachable from the commit (the commit, the MST nodes and the
-// records of every collection, app.bulleted ones also decoded). A later
+// records of every collection). A record named by an app.bulleted key is
+// kept as its store.Value alone, which holds the block's bytes (block
+// makes the block again, for the cache file); any other record, the
+// commit and the MST nodes are kept as blocks. A later
 // getRepo?since=rev brings only the blocks written after rev; the
 // difference they make to the MST is found without walking the unchanged
 // part (diff) and applied in place (apply), so that a commit costs what it
@@ -49,16 +52,61 @@ type carRepo struct {
 	commit cid.Cid
 	rev    string
 	root   *mst.Node
-	blocks blockMap
+	blocks blockMap             // the commit, the MST nodes, records without a value
 	nodes  map[string]*mst.Node // by CID key; a kept node is never modified
-	refs   map[string]int32     // record CID key → how many keys name it
-	recs   map[string]carRecord // app.bulleted records by CID key
+	recs   map[string]carRecord // every record named by a key, by CID key
+	held   int                  // how many of recs hold their bytes in value
 	snap   *store.Snapshot      // the records at commit, made when asked for
 }
 
+// carRecord is a record block: decoded (cid and value; value is then the
+// block's bytes, kept nowhere else) if an app.bulleted key names it, and in
+// recs, how many keys of the MST name it.
 type carRecord struct {
 	cid   string
 	value store.Value
+	refs  int32
+}
+
+// block is the kept block of CID key k.
+func (c *carRepo) block(k string) (blocks.Block, bool) {
+	if b, ok := c.blocks[k]; ok {
+		return b, true
+	}
+	rec, ok := c.recs[k]
+	if !ok || rec.value.IsZero() {
+		return nil, false
+	}
+	id, err := cid.Cast([]byte(k))
+	if err != nil {
+		return nil, false
+	}
+	b, err := blocks.NewBlockWithCid(rec.value.CBOR(), id)
+	if err != nil {
+		return nil, false
+	}
+	return b, true
+}
+
+// blockCount is how many blocks c keeps.
+func (c *carRepo) blockCount() int { return len(c.blocks) + c.held }
+
+// allBlocks is every block c keeps (those of records made again from
+// their values).
+func (c *carRepo) allBlocks() []blocks.Block {
+	bs := make([]blocks.Block, 0, c.blockCount())
+	for _, b := range c.blocks {
+		bs = append(bs, b)
+	}
+	for k, rec := range c.recs {
+		if rec.value.IsZero() {
+			continue
+		}
+		if b, ok := c.block(k); ok {
+			bs = append(bs, b)
+		}
+	}
+	return bs
 }
 
 // fetched is one CAR as it arrived: its root, its blocks, and those of them
@@ -312,12 +360,18 @@ func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
 	if err != nil {
 		return nil, err
 	}
+	// the records decoded while f arrived bound the app.bulleted records
+	// (a whole CAR holds only what is reachable), the blocks all records
 	n := 0
 	for _, m := range f.dec {
-		n += len(m)
+		for _, d := range m {
+			if d.rec.cid != "" {
+				n++
+			}
+		}
 	}
-	c := &carRepo{commit: f.root, rev: commit.Rev, blocks: f.blocks, nodes: map[string]*mst.Node{},
-		refs: make(map[string]int32, n), recs: make(map[string]carRecord, n)}
+	c := &carRepo{commit: f.root, rev: commit.Rev, nodes: map[string]*mst.Node{},
+		recs: make(map[string]carRecord, len(f.blocks))}
 	var load func(id cid.Cid) (*mst.Node, error)
 	load = func(id cid.Cid) (*mst.Node, error) {
 		k := id.KeyString()
@@ -343,35 +397,52 @@ func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
 	if c.root, err = load(commit.Data); err != nil {
 		return nil, err
 	}
-	// n (records and MST nodes decoded) bounds the records listed
 	s := &store.Snapshot{DID: did, Commit: f.root.String(), Rev: commit.Rev, Records: make([]store.Record, 0, n)}
 	err = walkNode(c.root, func(key []byte, val cid.Cid) error {
 		vk := val.KeyString()
 		if _, ok := f.blocks[vk]; !ok {
 			return fmt.Errorf("%w: record %s is missing", errIncomplete, key)
 		}
-		c.refs[vk]++
-		if !bytes.HasPrefix(key, appPrefix) {
-			return nil
-		}
-		rec, err := c.record(vk, f, nil)
-		if err != nil {
-			return fmt.Errorf("record %s: %w", key, err)
+		rec := c.recs[vk]
+		rec.refs++
+		if bytes.HasPrefix(key, appPrefix) {
+			if rec.value.IsZero() {
+				d, err := c.record(vk, f, nil)
+				if err != nil {
+					return fmt.Errorf("record %s: %w", key, err)
+				}
+				rec.cid, rec.value = d.cid, d.value
+			}
+			coll, rkey, _ := strings.Cut(string(key), "/")
+			s.Records = append(s.Records, store.Record{Collection: coll, RKey: rkey, CID: rec.cid, Value: rec.value})
 		}
 		c.recs[vk] = rec
-		coll, rkey, _ := strings.Cut(string(key), "/")
-		s.Records = append(s.Records, store.Record{Collection: coll, RKey: rkey, CID: rec.cid, Value: rec.value})
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	// only what is reachable is kept
+	// only what is reachable is kept, and a record's block only if no
+	// value holds its bytes (a new map: a Go map does not shrink)
 	rk := f.root.KeyString()
-	for k := range c.blocks {
-		if _, ok := c.nodes[k]; !ok && c.refs[k] == 0 && k != rk {
-			delete(c.blocks, k)
+	nb := len(c.nodes) + 1
+	for _, rec := range c.recs {
+		if rec.value.IsZero() {
+			nb++
+		} else {
+			c.held++
 		}
+	}
+	c.blocks = make(blockMap, nb)
+	for k, b := range f.blocks {
+		_, node := c.nodes[k]
+		rec, named := c.recs[k]
+		if node || k == rk || named && rec.value.IsZero() {
+			c.blocks[k] = b
+		}
+	}
+	if len(s.Records) < cap(s.Records)/8*7 {
+		s.Records = slices.Clone(s.Records) // exactly as long
 	}
 	// MST order is key order, which is (collection, rkey) order for the
 	// app's collection names; sort only if that ever stops being true
@@ -385,8 +456,8 @@ func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
 // record is the decoded record of CID key vk: kept, decoded while f
 // arrived (or in extra), or decoded now from f's or the kept blocks.
 func (c *carRepo) record(vk string, f *fetched, extra map[string]carRecord) (carRecord, error) {
-	if rec, ok := c.recs[vk]; ok {
-		return rec, nil
+	if rec, ok := c.recs[vk]; ok && !rec.value.IsZero() {
+		return carRecord{cid: rec.cid, value: rec.value}, nil
 	}
 	if rec, ok := extra[vk]; ok {
 		return rec, nil
@@ -417,7 +488,7 @@ func (c *carRepo) snapshot(did syntax.DID) (s *store.Snapshot, made bool) {
 	if c.snap != nil {
 		return c.snap, false
 	}
-	s = &store.Snapshot{DID: did, Commit: c.commit.String(), Rev: c.rev, Records: make([]store.Record, 0, len(c.recs))}
+	s = &store.Snapshot{DID: did, Commit: c.commit.String(), Rev: c.rev, Records: make([]store.Record, 0, c.held)}
 	_ = walkNode(c.root, func(key []byte, val cid.Cid) error {
 		if !bytes.HasPrefix(key, appPrefix) {
 			return nil

@@ -197,7 +197,7 @@ func (r *Repo) advance(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
 		r.mu.Lock()
 		base := r.car
-		from, rev, size, noSince := base.commit, base.rev, len(base.blocks), r.noSince
+		from, rev, size, noSince := base.commit, base.rev, base.blockCount(), r.noSince
 		r.mu.Unlock()
 		since := rev
 		if noSince {

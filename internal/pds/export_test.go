@@ -13,7 +13,7 @@ func KeptBlocks(r *Repo) int {
 	if r.car == nil {
 		return 0
 	}
-	return len(r.car.blocks)
+	return r.car.blockCount()
 }
 
 // ForgetKeptBlocks drops every kept block but the commit and the records, so
@@ -23,7 +23,7 @@ func ForgetKeptBlocks(r *Repo) {
 	defer r.mu.Unlock()
 	kept := blockMap{}
 	for k, b := range r.car.blocks {
-		if _, ok := r.car.refs[k]; ok {
+		if _, ok := r.car.recs[k]; ok || k == r.car.commit.KeyString() {
 			kept[k] = b
 		}
 	}

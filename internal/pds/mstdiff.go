@@ -119,7 +119,7 @@ func (c *carRepo) diff(f *fetched, did syntax.DID) (*step, error) {
 		st.refs[v.KeyString()]--
 	}
 	for k, d := range st.refs {
-		if d > 0 && c.refs[k] == 0 {
+		if d > 0 && c.recs[k].refs == 0 {
 			blk, ok := f.blocks[k]
 			if !ok {
 				return nil, fmt.Errorf("%w: record %s is missing", errIncomplete, cidOfKey(k))
@@ -168,21 +168,33 @@ func (c *carRepo) apply(st *step) {
 		if d == 0 {
 			continue
 		}
-		was := c.refs[k]
-		if was+d <= 0 {
-			delete(c.refs, k)
-			delete(c.blocks, k)
+		rec := c.recs[k]
+		if rec.refs+d <= 0 {
+			if !rec.value.IsZero() {
+				c.held--
+			}
 			delete(c.recs, k)
+			delete(c.blocks, k)
 			continue
 		}
-		if was == 0 {
-			c.blocks[k] = st.blocks[k]
+		if rec.refs == 0 {
+			if d, ok := st.recs[k]; ok {
+				rec.cid, rec.value = d.cid, d.value // named by an app.bulleted key
+				c.held++
+			} else {
+				c.blocks[k] = st.blocks[k]
+			}
 		}
-		c.refs[k] = was + d
+		rec.refs += d
+		c.recs[k] = rec
 	}
-	for k, rec := range st.recs {
-		if _, ok := c.recs[k]; !ok && c.refs[k] > 0 {
+	// a record kept as a block and now named by an app.bulleted key too
+	for k, d := range st.recs {
+		if rec, ok := c.recs[k]; ok && rec.value.IsZero() {
+			rec.cid, rec.value = d.cid, d.value
 			c.recs[k] = rec
+			c.held++
+			delete(c.blocks, k)
 		}
 	}
 	c.commit, c.rev, c.root, c.snap = st.commit, st.rev, st.root, nil

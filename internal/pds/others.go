@@ -219,7 +219,7 @@ func (r *Repo) keptBlocks() int {
 	defer r.mu.Unlock()
 	n := 0
 	if r.car != nil {
-		n = len(r.car.blocks)
+		n = r.car.blockCount()
 	}
 	if r.list != nil {
 		n = max(n, len(r.list.Records))

@@ -29,7 +29,8 @@ func (r *Repo) Size() int64 {
 		for k, nd := range c.nodes {
 			n += slotBytes + int64(len(k)) + nodeSize(nd)
 		}
-		n += int64(len(c.refs)) * (slotBytes + cidKeyBytes)
+		// a record's slot, key and entry (its value's bytes and its CID's
+		// text are the tree's)
 		n += int64(len(c.recs)) * (slotBytes + cidKeyBytes + int64(unsafe.Sizeof(carRecord{})))
 		if c.snap != nil {
 			n += snapSize(c.snap)
