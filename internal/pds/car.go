@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"weak"
 
 	atrepo "github.com/bluesky-social/indigo/atproto/repo"
 	"github.com/bluesky-social/indigo/atproto/repo/mst"
@@ -56,7 +57,11 @@ type carRepo struct {
 	nodes  map[string]*mst.Node // by CID key; a kept node is never modified
 	recs   map[string]carRecord // every record named by a key, by CID key
 	held   int                  // how many of recs hold their bytes in value
-	snap   *store.Snapshot      // the records at commit, made when asked for
+	// the records at commit, made when asked for: kept (snap) until they
+	// are first handed out, then only while their reader keeps them (a
+	// reader builds its own tree of them and drops the list)
+	snap  *store.Snapshot
+	given weak.Pointer[store.Snapshot]
 }
 
 // carRecord is a record block: decoded (cid and value; value is then the
@@ -190,10 +195,11 @@ func (r *Repo) SnapshotCAR(ctx context.Context) (*store.Snapshot, error) {
 	}
 	r.Stats.Walks.Add(1)
 	r.mu.Lock()
+	s, _ := c.snapshot(r.did)
 	r.keep(c)
 	r.mu.Unlock()
 	r.saveCache(f.received, true)
-	return c.snap, nil
+	return s, nil
 }
 
 // fetch downloads the repository as a CAR: all of it (since ""), or the
@@ -482,11 +488,15 @@ func (c *carRepo) record(vk string, f *fetched, extra map[string]carRecord) (car
 }
 
 // snapshot is the app.bulleted records at c's commit, made (by a walk of
-// the whole MST) the first time it is asked for; made reports whether this
-// call made it.
+// the whole MST) the first time it is asked for, and again if every reader
+// dropped it since; made reports whether this call made it.
 func (c *carRepo) snapshot(did syntax.DID) (s *store.Snapshot, made bool) {
-	if c.snap != nil {
-		return c.snap, false
+	if s = c.snap; s != nil {
+		c.snap, c.given = nil, weak.Make(s)
+		return s, false
+	}
+	if s = c.given.Value(); s != nil {
+		return s, false
 	}
 	s = &store.Snapshot{DID: did, Commit: c.commit.String(), Rev: c.rev, Records: make([]store.Record, 0, c.held)}
 	_ = walkNode(c.root, func(key []byte, val cid.Cid) error {
@@ -501,7 +511,7 @@ func (c *carRepo) snapshot(did syntax.DID) (s *store.Snapshot, made bool) {
 	if !slices.IsSortedFunc(s.Records, compareRecords) {
 		sortRecords(s.Records)
 	}
-	c.snap = s
+	c.given = weak.Make(s)
 	return s, true
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"weak"
 
 	"github.com/bluesky-social/indigo/atproto/repo/mst"
 	"github.com/bluesky-social/indigo/atproto/syntax"
@@ -197,7 +198,7 @@ func (c *carRepo) apply(st *step) {
 			delete(c.blocks, k)
 		}
 	}
-	c.commit, c.rev, c.root, c.snap = st.commit, st.rev, st.root, nil
+	c.commit, c.rev, c.root, c.snap, c.given = st.commit, st.rev, st.root, nil, weak.Pointer[store.Snapshot]{}
 }
 
 // records are st's changes as Deltas reports them: created and updated

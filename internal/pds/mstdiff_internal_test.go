@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"weak"
 
 	"github.com/bluesky-social/indigo/atproto/atdata"
 	atrepo "github.com/bluesky-social/indigo/atproto/repo"
@@ -282,7 +283,7 @@ func (m *model) checkKept(c *carRepo) {
 	if got := lookup(c.root, []byte(m.newKey())); got != nil {
 		m.t.Fatalf("lookup of a missing key: %v", got)
 	}
-	c.snap = nil
+	c.snap, c.given = nil, weak.Pointer[store.Snapshot]{}
 	s, _ := c.snapshot(m.did)
 	if want := m.appRecords(m.state); !sameList(s.Records, want) {
 		m.t.Fatalf("snapshot: %d records, want %d", len(s.Records), len(want))
