@@ -37,9 +37,11 @@ type blockMap map[string]blocks.Block
 // its commit, its MST with every node decoded and linked, and exactly the
 // blocks reachable from the commit (the commit, the MST nodes and the
 // records of every collection). A record named by an app.bulleted key is
-// kept as its store.Value alone, which holds the block's bytes (block
-// makes the block again, for the cache file); any other record, the
-// commit and the MST nodes are kept as blocks. A later
+// kept as its store.Value alone, which holds the block's bytes, and an MST
+// node as its decoded node alone, which encodes as the block again (block
+// makes the block, for the cache file); any other record, the commit and
+// a node whose block is not the node's own encoding are kept as blocks. A
+// later
 // getRepo?since=rev brings only the blocks written after rev; the
 // difference they make to the MST is found without walking the unchanged
 // part (diff) and applied in place (apply), so that a commit costs what it
@@ -53,10 +55,11 @@ type carRepo struct {
 	commit cid.Cid
 	rev    string
 	root   *mst.Node
-	blocks blockMap             // the commit, the MST nodes, records without a value
+	blocks blockMap             // the commit, odd nodes, records without a value
 	nodes  map[string]*mst.Node // by CID key; a kept node is never modified
 	recs   map[string]carRecord // every record named by a key, by CID key
 	held   int                  // how many of recs hold their bytes in value
+	odd    int                  // how many nodes are kept as blocks too
 	// the records at commit, made when asked for: kept (snap) until they
 	// are first handed out, then only while their reader keeps them (a
 	// reader builds its own tree of them and drops the list)
@@ -78,15 +81,17 @@ func (c *carRepo) block(k string) (blocks.Block, bool) {
 	if b, ok := c.blocks[k]; ok {
 		return b, true
 	}
-	rec, ok := c.recs[k]
-	if !ok || rec.value.IsZero() {
-		return nil, false
+	var raw []byte
+	if n, ok := c.nodes[k]; ok {
+		raw = encodeNode(n)
+	} else if rec, ok := c.recs[k]; ok && !rec.value.IsZero() {
+		raw = rec.value.CBOR()
 	}
 	id, err := cid.Cast([]byte(k))
-	if err != nil {
+	if raw == nil || err != nil {
 		return nil, false
 	}
-	b, err := blocks.NewBlockWithCid(rec.value.CBOR(), id)
+	b, err := blocks.NewBlockWithCid(raw, id)
 	if err != nil {
 		return nil, false
 	}
@@ -94,7 +99,7 @@ func (c *carRepo) block(k string) (blocks.Block, bool) {
 }
 
 // blockCount is how many blocks c keeps.
-func (c *carRepo) blockCount() int { return len(c.blocks) + c.held }
+func (c *carRepo) blockCount() int { return len(c.blocks) + c.held + len(c.nodes) - c.odd }
 
 // allBlocks is every block c keeps (those of records made again from
 // their values).
@@ -105,6 +110,14 @@ func (c *carRepo) allBlocks() []blocks.Block {
 	}
 	for k, rec := range c.recs {
 		if rec.value.IsZero() {
+			continue
+		}
+		if b, ok := c.block(k); ok {
+			bs = append(bs, b)
+		}
+	}
+	for k := range c.nodes {
+		if _, ok := c.blocks[k]; ok {
 			continue
 		}
 		if b, ok := c.block(k); ok {
@@ -126,6 +139,7 @@ type fetched struct {
 type decoded struct {
 	rec  carRecord
 	node *mst.Node // children not linked yet
+	odd  bool      // the node's block is not its encoding (encodeNode)
 	err  error
 }
 
@@ -139,20 +153,21 @@ func (f *fetched) decoded(k string) (decoded, bool) {
 }
 
 // node is f's MST node k, decoded (a missing one is errIncomplete: indigo's
-// loader would leave the subtree out and its Walk would skip it).
-func (f *fetched) node(k string) (*mst.Node, error) {
+// loader would leave the subtree out and its Walk would skip it); odd: its
+// block is not its encoding, and must be kept.
+func (f *fetched) node(k string) (n *mst.Node, odd bool, err error) {
 	blk, ok := f.blocks[k]
 	if !ok {
-		return nil, fmt.Errorf("%w: MST node %s is missing", errIncomplete, cidOfKey(k))
+		return nil, false, fmt.Errorf("%w: MST node %s is missing", errIncomplete, cidOfKey(k))
 	}
 	d, ok := f.decoded(k)
 	if !ok || d.node == nil {
-		d.node, d.err = decodeNode(blk)
+		d.node, d.odd, d.err = decodeNode(blk)
 	}
 	if d.err != nil {
-		return nil, fmt.Errorf("MST node %s: %w", blk.Cid(), d.err)
+		return nil, false, fmt.Errorf("MST node %s: %w", blk.Cid(), d.err)
 	}
-	return d.node, nil
+	return d.node, d.odd, nil
 }
 
 // commit parses and checks f's commit block.
@@ -312,7 +327,7 @@ func readBlocks(ctx context.Context, rd io.Reader, workers int) (*fetched, error
 			raw := blk.RawData()
 			switch {
 			case !store.IsRecordBlock(raw):
-				d.node, d.err = decodeNode(blk)
+				d.node, d.odd, d.err = decodeNode(blk)
 			case store.IsAppRecordBlock(raw):
 				d.rec.value, d.err = store.SharedValue(raw)
 				d.rec.cid = blk.Cid().String()
@@ -378,15 +393,19 @@ func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
 	}
 	c := &carRepo{commit: f.root, rev: commit.Rev, nodes: map[string]*mst.Node{},
 		recs: make(map[string]carRecord, len(f.blocks))}
+	odd := map[string]bool{}
 	var load func(id cid.Cid) (*mst.Node, error)
 	load = func(id cid.Cid) (*mst.Node, error) {
 		k := id.KeyString()
 		if n, ok := c.nodes[k]; ok {
 			return n, nil
 		}
-		n, err := f.node(k)
+		n, o, err := f.node(k)
 		if err != nil {
 			return nil, err
+		}
+		if o {
+			odd[k] = true
 		}
 		for i, e := range n.Entries {
 			if e.ChildCID != nil {
@@ -428,10 +447,12 @@ func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
 	if err != nil {
 		return nil, err
 	}
-	// only what is reachable is kept, and a record's block only if no
-	// value holds its bytes (a new map: a Go map does not shrink)
+	// only what is reachable is kept, a node's block only if the node
+	// does not encode as it, a record's only if no value holds its bytes
+	// (a new map: a Go map does not shrink)
 	rk := f.root.KeyString()
-	nb := len(c.nodes) + 1
+	c.odd = len(odd)
+	nb := c.odd + 1
 	for _, rec := range c.recs {
 		if rec.value.IsZero() {
 			nb++
@@ -441,9 +462,8 @@ func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
 	}
 	c.blocks = make(blockMap, nb)
 	for k, b := range f.blocks {
-		_, node := c.nodes[k]
 		rec, named := c.recs[k]
-		if node || k == rk || named && rec.value.IsZero() {
+		if odd[k] || k == rk || named && rec.value.IsZero() {
 			c.blocks[k] = b
 		}
 	}
@@ -556,12 +576,65 @@ func lookup(n *mst.Node, key []byte) *cid.Cid {
 	return nil
 }
 
-func decodeNode(blk blocks.Block) (*mst.Node, error) {
-	nd, err := mst.NodeDataFromCBOR(bytes.NewReader(blk.RawData()))
+// decodeNode decodes an MST node as indigo's NodeData.Node does, in fewer
+// allocations (its keys share one array, its CIDs another, and nothing of
+// the NodeData is kept); odd reports that the block is not the node's
+// encoding (encodeNode), so that only the block can stand for it.
+func decodeNode(blk blocks.Block) (n *mst.Node, odd bool, err error) {
+	raw := blk.RawData()
+	d, err := mst.NodeDataFromCBOR(bytes.NewReader(raw))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	c := blk.Cid()
-	n := nd.Node(&c)
-	return &n, nil
+	entries, cids, klen, prev := len(d.Entries), 1+len(d.Entries), 0, 0
+	if d.Left != nil {
+		entries++
+		cids++
+	}
+	for _, e := range d.Entries {
+		if e.PrefixLen < 0 || int(e.PrefixLen) > prev {
+			return nil, false, fmt.Errorf("an entry's key shares %d bytes with the previous %d-byte key", e.PrefixLen, prev)
+		}
+		prev = int(e.PrefixLen) + len(e.KeySuffix)
+		klen += prev
+		if e.Right != nil {
+			entries++
+			cids++
+		}
+	}
+	keys := make([]byte, 0, klen)
+	ids := make([]cid.Cid, 0, cids) // never grown: the node points into it
+	ref := func(c cid.Cid) *cid.Cid {
+		ids = append(ids, c)
+		return &ids[len(ids)-1]
+	}
+	n = &mst.Node{CID: ref(blk.Cid()), Height: -1, Entries: make([]mst.NodeEntry, 0, entries)}
+	if d.Left != nil {
+		n.Entries = append(n.Entries, mst.NodeEntry{ChildCID: ref(*d.Left)})
+	}
+	var key []byte
+	for _, e := range d.Entries {
+		start := len(keys)
+		keys = append(keys, key[:e.PrefixLen]...)
+		keys = append(keys, e.KeySuffix...)
+		key = keys[start:len(keys):len(keys)]
+		n.Entries = append(n.Entries, mst.NodeEntry{Key: key, Value: ref(e.Value)})
+		if n.Height < 0 {
+			n.Height = mst.HeightForKey(key)
+		}
+		if e.Right != nil {
+			n.Entries = append(n.Entries, mst.NodeEntry{ChildCID: ref(*e.Right)})
+		}
+	}
+	return n, !bytes.Equal(encodeNode(n), raw), nil
+}
+
+// encodeNode is n's block (DAG-CBOR, as indigo writes it).
+func encodeNode(n *mst.Node) []byte {
+	d := n.NodeData()
+	var buf bytes.Buffer
+	if err := d.MarshalCBOR(&buf); err != nil {
+		return nil
+	}
+	return buf.Bytes()
 }

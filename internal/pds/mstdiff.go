@@ -22,8 +22,9 @@ type step struct {
 	cblock blocks.Block // the new commit's block
 	root   *mst.Node
 	// nodes of the new tree that the kept one does not have (children
-	// linked, to kept nodes where the new tree shares them), with their
-	// blocks; and the kept nodes the new tree no longer has
+	// linked, to kept nodes where the new tree shares them), with the
+	// blocks of those that do not encode as them (nil for the others); and
+	// the kept nodes the new tree no longer has
 	added       []*mst.Node
 	addedBlocks []blocks.Block
 	removed     []*mst.Node
@@ -71,7 +72,7 @@ func (c *carRepo) diff(f *fetched, did syntax.DID) (*step, error) {
 		if n, ok := added[k]; ok {
 			return n, nil
 		}
-		n, err := f.node(k)
+		n, odd, err := f.node(k)
 		if err != nil {
 			return nil, err
 		}
@@ -89,7 +90,11 @@ func (c *carRepo) diff(f *fetched, did syntax.DID) (*step, error) {
 			}
 		}
 		st.added = append(st.added, n)
-		st.addedBlocks = append(st.addedBlocks, f.blocks[k])
+		var blk blocks.Block // kept only if the node does not encode as it
+		if odd {
+			blk = f.blocks[k]
+		}
+		st.addedBlocks = append(st.addedBlocks, blk)
 		return n, nil
 	}
 	if st.root, err = walkNew(commit.Data); err != nil {
@@ -158,12 +163,18 @@ func (c *carRepo) apply(st *step) {
 	for _, n := range st.removed {
 		k := n.CID.KeyString()
 		delete(c.nodes, k)
-		delete(c.blocks, k)
+		if _, ok := c.blocks[k]; ok {
+			delete(c.blocks, k)
+			c.odd--
+		}
 	}
 	for i, n := range st.added {
 		k := n.CID.KeyString()
 		c.nodes[k] = n
-		c.blocks[k] = st.addedBlocks[i]
+		if b := st.addedBlocks[i]; b != nil {
+			c.blocks[k] = b
+			c.odd++
+		}
 	}
 	for k, d := range st.refs {
 		if d == 0 {
