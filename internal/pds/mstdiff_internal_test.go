@@ -2,6 +2,7 @@ package pds
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -287,6 +288,31 @@ func (m *model) checkKept(c *carRepo) {
 	s, _ := c.snapshot(m.did)
 	if want := m.appRecords(m.state); !sameList(s.Records, want) {
 		m.t.Fatalf("snapshot: %d records, want %d", len(s.Records), len(want))
+	}
+	// the cache file of it, read back as a fresh start reads it: every
+	// block there, with its bytes, and the same records
+	var buf bytes.Buffer
+	if err := store.WriteCAR(&buf, c.commit, c.allBlocks()); err != nil {
+		m.t.Fatal(err)
+	}
+	f, err := readBlocks(context.Background(), &buf, 1)
+	if err != nil {
+		m.t.Fatal("reading the cache back:", err)
+	}
+	if len(f.blocks) != len(want) {
+		m.t.Fatalf("the cache holds %d blocks, the repository has %d", len(f.blocks), len(want))
+	}
+	for k := range want {
+		if b, ok := f.blocks[k]; !ok || !bytes.Equal(b.RawData(), m.stored[k].blk.RawData()) {
+			m.t.Fatalf("block %s is not in the cache as it is", cidOfKey(k))
+		}
+	}
+	fresh, err := buildCAR(f, m.did)
+	if err != nil {
+		m.t.Fatal("opening the cache:", err)
+	}
+	if fresh.snap == nil || !sameList(fresh.snap.Records, s.Records) {
+		m.t.Fatal("the cache opens with other records")
 	}
 }
 
