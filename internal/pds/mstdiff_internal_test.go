@@ -552,3 +552,73 @@ func TestFollowOwnAndForeign(t *testing.T) {
 		})
 	}
 }
+
+// TestOddNodeBlockKept: an MST node whose block is not its own encoding
+// (here: its map's keys in another order, which decodes the same) is kept
+// as its block, and the cache file holds that block as it came: opened
+// afresh, the repository and its records are whole.
+func TestOddNodeBlockKept(t *testing.T) {
+	m := newModel(t, 7)
+	m.mutate(3) // a small tree: one node
+	m.commitState()
+	f := m.since("")
+	var commit atrepo.Commit
+	if err := commit.UnmarshalCBOR(bytes.NewReader(f.blocks[m.commit.KeyString()].RawData())); err != nil {
+		t.Fatal(err)
+	}
+	root := f.blocks[commit.Data.KeyString()]
+	d, err := mst.NodeDataFromCBOR(bytes.NewReader(root.RawData()))
+	if err != nil || d.Left != nil {
+		t.Fatalf("the root node: %v, left %v", err, d.Left)
+	}
+	canon := root.RawData()
+	// {"e": [...], "l": null} as {"l": null, "e": [...]}
+	if canon[0] != 0xa2 || !bytes.HasSuffix(canon, []byte("\x61l\xf6")) {
+		t.Fatalf("unexpected node encoding %x", canon)
+	}
+	odd := append([]byte{0xa2, 0x61, 'l', 0xf6}, canon[1:len(canon)-3]...)
+	oddCID, _ := cid.NewPrefixV1(cid.DagCBOR, 0x12).Sum(odd)
+	oddBlk, _ := blocks.NewBlockWithCid(odd, oddCID)
+	if n, o, err := decodeNode(oddBlk); err != nil || !o || len(n.Entries) != len(d.Entries) {
+		t.Fatalf("decoding the odd node: odd %v, %v", o, err)
+	}
+	if _, o, err := decodeNode(root); err != nil || o {
+		t.Fatalf("decoding the node as it was: odd %v, %v", o, err)
+	}
+	// the commit names the odd block instead
+	commit.Data = oddCID
+	var buf bytes.Buffer
+	if err := commit.MarshalCBOR(&buf); err != nil {
+		t.Fatal(err)
+	}
+	cc, _ := cid.NewPrefixV1(cid.DagCBOR, 0x12).Sum(buf.Bytes())
+	cb, _ := blocks.NewBlockWithCid(buf.Bytes(), cc)
+	delete(f.blocks, m.commit.KeyString())
+	delete(f.blocks, root.Cid().KeyString())
+	f.root, f.blocks[cc.KeyString()], f.blocks[oddCID.KeyString()] = cc, cb, oddBlk
+	c, err := buildCAR(f, m.did)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.odd != 1 || c.blockCount() != len(f.blocks) {
+		t.Fatalf("odd nodes %d, blocks %d, want 1 and %d", c.odd, c.blockCount(), len(f.blocks))
+	}
+	buf.Reset()
+	if err := store.WriteCAR(&buf, c.commit, c.allBlocks()); err != nil {
+		t.Fatal(err)
+	}
+	back, err := readBlocks(context.Background(), &buf, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, ok := back.blocks[oddCID.KeyString()]; !ok || !bytes.Equal(b.RawData(), odd) || len(back.blocks) != len(f.blocks) {
+		t.Fatalf("the cache holds %d blocks of %d, the odd node as it came: %v", len(back.blocks), len(f.blocks), ok)
+	}
+	fresh, err := buildCAR(back, m.did)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := m.appRecords(m.state); !sameList(fresh.snap.Records, want) {
+		t.Fatalf("opened afresh: %d records, want %d", len(fresh.snap.Records), len(want))
+	}
+}
