@@ -10,8 +10,9 @@ import (
 
 // Size estimates the bytes the repository keeps in memory besides what an
 // engine's tree over it shares and counts itself (outline.Tree.Size: the
-// records' decoded values, CIDs, collections and record keys): the kept
-// blocks, the decoded MST, the maps by CID, the snapshot's list, the
+// records' values, CIDs, collections and record keys): the blocks kept
+// as blocks (the commit, other apps' records, odd MST nodes), the decoded
+// MST, the records by CID, the snapshot's list while it is kept, the
 // recent changes. It walks the kept blocks and nodes once (a few
 // milliseconds at 100,000 records). A hosted instance evicts users by it
 // (internal/hosted); TestSizeTracksHeap holds the two sizes together
@@ -22,16 +23,19 @@ func (r *Repo) Size() int64 {
 	n := int64(unsafe.Sizeof(*r))
 	if c := r.car; c != nil {
 		for k, b := range c.blocks {
-			// the map's slot and key, the block (its struct, its CID's
-			// string, its bytes)
-			n += slotBytes + int64(len(k)) + blockBytes + int64(len(b.Cid().KeyString())+cap(b.RawData()))
+			// the map's slot, the block (its struct), its CID (the key)
+			// and bytes
+			n += slotBytes + blockBytes + int64(len(k)+cap(b.RawData()))
 		}
 		for k, nd := range c.nodes {
 			n += slotBytes + int64(len(k)) + nodeSize(nd)
 		}
-		// a record's slot, key and entry (its value's bytes and its CID's
-		// text are the tree's)
-		n += int64(len(c.recs)) * (slotBytes + cidKeyBytes + int64(unsafe.Sizeof(carRecord{})))
+		// a record's slot and entry (its key is the bytes of the MST's CID
+		// of it; its value's bytes and its CID's text are the tree's)
+		n += int64(len(c.recs)) * (slotBytes + int64(unsafe.Sizeof(carRecord{})))
+		// a value is a block's bytes, read with its CID before them in
+		// one allocation (go-car's section)
+		n += int64(c.held) * 36
 		if c.snap != nil {
 			n += snapSize(c.snap)
 		}
@@ -48,14 +52,15 @@ func (r *Repo) Size() int64 {
 const (
 	// a Go map's slot with a string key header (and the table's spare room)
 	slotBytes = 40
-	// a CID's binary key (CIDv1, dag-cbor, sha2-256)
-	cidKeyBytes = 36
+	// a CID's binary key (CIDv1, dag-cbor, sha2-256: 36 bytes, allocated
+	// in 48)
+	cidKeyBytes = 48
 	// a block in an interface: the BasicBlock struct and its CID's header
 	blockBytes = 64
 )
 
-// nodeSize is an MST node's struct, its entries, their key suffixes and
-// CIDs.
+// nodeSize is an MST node's struct, its entries, their keys (one array,
+// decodeNode) and CIDs (one array of headers, and each CID's bytes).
 func nodeSize(nd *mst.Node) int64 {
 	n := int64(unsafe.Sizeof(*nd)) + int64(cap(nd.Entries))*int64(unsafe.Sizeof(mst.NodeEntry{}))
 	if nd.CID != nil {
