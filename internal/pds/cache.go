@@ -6,7 +6,6 @@ import (
 	"os"
 	"runtime"
 
-	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/atomicfile"
@@ -54,7 +53,7 @@ func (r *Repo) loadCache(ctx context.Context) {
 // saveCache writes the kept repository to the cache file when it is worth
 // it: after a whole read (whole), or when the reads since the last save
 // brought a tenth of the blocks kept (received: what this read brought).
-// The blocks are listed under the lock, written without it.
+// The blocks are listed under the lock, made and written without it.
 func (r *Repo) saveCache(received int, whole bool) {
 	if r.Cache == "" {
 		return
@@ -63,17 +62,21 @@ func (r *Repo) saveCache(received int, whole bool) {
 	r.unsaved += received
 	c := r.car
 	due := c != nil && (whole || r.unsaved > c.blockCount()/10)
-	var bs []blocks.Block
+	var parts cacheParts
 	var root cid.Cid
 	seq := r.stream.carSeq
 	if due {
 		r.unsaved = 0
-		bs = c.allBlocks()
+		parts = c.parts()
 		root = c.commit
 	}
 	r.mu.Unlock()
 	if !due {
 		return
+	}
+	bs, err := parts.blocks()
+	if err != nil {
+		return // an incomplete cache would cost the next start a whole read too
 	}
 	var buf bytes.Buffer
 	if err := store.WriteCAR(&buf, root, bs); err != nil {

@@ -101,30 +101,78 @@ func (c *carRepo) block(k string) (blocks.Block, bool) {
 // blockCount is how many blocks c keeps.
 func (c *carRepo) blockCount() int { return len(c.blocks) + c.held + len(c.nodes) - c.odd }
 
-// allBlocks is every block c keeps (those of records made again from
-// their values).
+// allBlocks is every block c keeps (those of records and nodes made again
+// from their values and nodes).
 func (c *carRepo) allBlocks() []blocks.Block {
-	bs := make([]blocks.Block, 0, c.blockCount())
+	bs, _ := c.parts().blocks()
+	return bs
+}
+
+// parts is what c's blocks are made of, listed under Repo.mu; made into
+// blocks (blocks) without it, as a kept node or value is never modified.
+func (c *carRepo) parts() cacheParts {
+	p := cacheParts{kept: make([]blocks.Block, 0, len(c.blocks)), nodes: make([]*mst.Node, 0, len(c.nodes)-c.odd),
+		recs: make([]heldRecord, 0, c.held)}
 	for _, b := range c.blocks {
-		bs = append(bs, b)
+		p.kept = append(p.kept, b)
 	}
 	for k, rec := range c.recs {
-		if rec.value.IsZero() {
-			continue
-		}
-		if b, ok := c.block(k); ok {
-			bs = append(bs, b)
+		if !rec.value.IsZero() {
+			p.recs = append(p.recs, heldRecord{k, rec.value})
 		}
 	}
-	for k := range c.nodes {
-		if _, ok := c.blocks[k]; ok {
-			continue
-		}
-		if b, ok := c.block(k); ok {
-			bs = append(bs, b)
+	for k, n := range c.nodes {
+		if _, ok := c.blocks[k]; !ok {
+			p.nodes = append(p.nodes, n)
 		}
 	}
-	return bs
+	return p
+}
+
+// cacheParts is a kept repository's blocks: kept as blocks, held as
+// record values, and decoded nodes.
+type cacheParts struct {
+	kept  []blocks.Block
+	nodes []*mst.Node
+	recs  []heldRecord
+}
+
+type heldRecord struct {
+	key   string // the CID's bytes
+	value store.Value
+}
+
+// blocks makes p's blocks (a node's by encoding it); an error says one
+// could not be made (and is left out).
+func (p cacheParts) blocks() ([]blocks.Block, error) {
+	bs := append(make([]blocks.Block, 0, len(p.kept)+len(p.nodes)+len(p.recs)), p.kept...)
+	var failed error
+	for _, rec := range p.recs {
+		id, err := cid.Cast([]byte(rec.key))
+		var b blocks.Block
+		if err == nil {
+			b, err = blocks.NewBlockWithCid(rec.value.CBOR(), id)
+		}
+		if err != nil {
+			failed = fmt.Errorf("record block %s: %w", cidOfKey(rec.key), err)
+			continue
+		}
+		bs = append(bs, b)
+	}
+	for _, n := range p.nodes {
+		raw := encodeNode(n)
+		if raw == nil {
+			failed = fmt.Errorf("MST node %s does not encode", n.CID)
+			continue
+		}
+		b, err := blocks.NewBlockWithCid(raw, *n.CID)
+		if err != nil {
+			failed = fmt.Errorf("MST node %s: %w", n.CID, err)
+			continue
+		}
+		bs = append(bs, b)
+	}
+	return bs, failed
 }
 
 // fetched is one CAR as it arrived: its root, its blocks, and those of them
