@@ -430,17 +430,21 @@ func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
 		return nil, err
 	}
 	// the records decoded while f arrived bound the app.bulleted records
-	// (a whole CAR holds only what is reachable), the blocks all records
-	n := 0
+	// (a whole CAR holds only what is reachable), the blocks that are not
+	// MST nodes nor the commit all records (a map's table is sized once:
+	// one too big is twice as big)
+	n, nodes := 0, 0
 	for _, m := range f.dec {
 		for _, d := range m {
 			if d.rec.cid != "" {
 				n++
+			} else if d.node != nil || d.err != nil {
+				nodes++
 			}
 		}
 	}
-	c := &carRepo{commit: f.root, rev: commit.Rev, nodes: map[string]*mst.Node{},
-		recs: make(map[string]carRecord, len(f.blocks))}
+	c := &carRepo{commit: f.root, rev: commit.Rev, nodes: make(map[string]*mst.Node, nodes),
+		recs: make(map[string]carRecord, max(len(f.blocks)-nodes-1, 0))}
 	odd := map[string]bool{}
 	var load func(id cid.Cid) (*mst.Node, error)
 	load = func(id cid.Cid) (*mst.Node, error) {
