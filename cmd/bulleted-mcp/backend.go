@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -79,6 +80,10 @@ func openBackend(ctx context.Context, dir string, f remoteFlags) (*backend, erro
 	r := pds.New(c, did)
 	name := strings.ReplaceAll(did.String(), ":", "_")
 	r.Cache = filepath.Join(dir, "repo-"+name+".car")
+	// a save encodes the whole repository at once (after a whole read, or
+	// the stream's catch-up): at 100k records the process held its peak,
+	// 470 MB for 110 MB kept, since nothing made the collector run again
+	r.AfterCacheSave = func() { go debug.FreeOSMemory() }
 	r.Cursor = filepath.Join(dir, "stream-"+name+".json") // the commit stream's position, with the cache (serve --follow)
 	r.Directory = directory                               // to verify the stream's commits
 	ledgerPath := filepath.Join(dir, "budget-"+name+".json")

@@ -85,5 +85,9 @@ func (r *Repo) saveCache(received int, whole bool) {
 	// a cache: a failed write costs the next start a whole read, no more
 	if atomicfile.Write(r.Cache, buf.Bytes(), 0o600) == nil {
 		r.saveCursor(seq, root.String()) // the stream's position goes with it (follow.go)
+		if r.AfterCacheSave != nil {
+			buf = bytes.Buffer{}
+			r.AfterCacheSave()
+		}
 	}
 }

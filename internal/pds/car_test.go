@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/bluesky-social/indigo/atproto/atclient"
@@ -211,9 +212,11 @@ func TestCacheAcrossRestarts(t *testing.T) {
 	a := account(t, srv)
 	dir := t.TempDir()
 	cache := filepath.Join(dir, "repo.car")
+	var saved atomic.Int32
 	open := func() *pds.Repo {
 		r := login(t, srv, a, dir, nil)
 		r.Cache = cache
+		r.AfterCacheSave = func() { saved.Add(1) }
 		return r
 	}
 	other := outline.New(login(t, srv, a, t.TempDir(), nil))
@@ -240,6 +243,9 @@ func TestCacheAcrossRestarts(t *testing.T) {
 	s := read(first)
 	if got := counts(first); got != [4]int64{0, 0, 1, 0} {
 		t.Fatalf("first start: loads, heads, CARs, diffs = %v", got)
+	}
+	if saved.Load() != 1 {
+		t.Fatalf("AfterCacheSave called %d times after the first read's save, want 1", saved.Load())
 	}
 	if fi, err := os.Stat(cache); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("cache file: %v %v", fi, err)

@@ -67,6 +67,11 @@ type Repo struct {
 
 	// Cache is a file that keeps the last read across restarts ("": none).
 	Cache string
+	// AfterCacheSave, when set, is called after the cache file is written
+	// (serve gives back to the system what the save, a whole repository
+	// encoded at once, and the read before it used: nothing else makes the
+	// collector run once the server is idle).
+	AfterCacheSave func()
 	// Directory verifies the commit stream's commits against the account's
 	// signing key (Follow); without it they are not taken in, only heard.
 	Directory identity.Directory
