@@ -7,9 +7,7 @@ import (
 	"strings"
 
 	"github.com/bluesky-social/indigo/atproto/atclient"
-	"github.com/bluesky-social/indigo/atproto/atdata"
 	"github.com/ipfs/go-cid"
-	"github.com/multiformats/go-multihash"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
@@ -332,16 +330,8 @@ func (r *Repo) ownCommit(swap, commit, rev string, writes []store.Write, results
 		}
 		rec := store.Record{Collection: w.Collection, RKey: w.RKey}
 		if w.Op != store.Delete {
-			raw, err := atdata.MarshalCBOR(w.Value)
-			if err != nil {
-				return
-			}
-			c, err := cid.NewPrefixV1(cid.DagCBOR, multihash.SHA2_256).Sum(raw)
-			if err != nil || c.String() != results[i].CID {
-				return
-			}
-			v, err := store.SharedValue(raw) // as a read of the commit keeps it
-			if err != nil {
+			v, err := store.ValueOf(w.Value) // as a read of the commit keeps it
+			if err != nil || v.CID() != results[i].CID {
 				return
 			}
 			rec.CID, rec.Value = results[i].CID, v

@@ -16,11 +16,7 @@ func RecordCID(v map[string]any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c, err := cid.NewPrefixV1(cid.DagCBOR, multihash.SHA2_256).Sum(raw)
-	if err != nil {
-		return "", err
-	}
-	return c.String(), nil
+	return blockCID(raw), nil
 }
 
 // CID is the CID of v's record block ("" for the zero Value).
@@ -28,7 +24,13 @@ func (v Value) CID() string {
 	if v.IsZero() {
 		return ""
 	}
-	c, err := cid.NewPrefixV1(cid.DagCBOR, multihash.SHA2_256).Sum(v.CBOR())
+	return blockCID(v.CBOR())
+}
+
+// blockCID is the CID of a DAG-CBOR block (SHA-256; "" if it cannot be
+// made, which SHA-256 never causes).
+func blockCID(raw []byte) string {
+	c, err := cid.NewPrefixV1(cid.DagCBOR, multihash.SHA2_256).Sum(raw)
 	if err != nil {
 		return ""
 	}

@@ -111,16 +111,11 @@ func (v Value) Map() map[string]any {
 
 // Text is the top-level text field f, and whether v has one.
 func (v Value) Text(f string) (string, bool) {
-	raw, ok := v.field(f)
+	raw, ok := v.Field(f)
 	if !ok {
 		return "", false
 	}
-	d := &cdec{b: bytesOf(raw)}
-	major, n, ok := d.head()
-	if !ok || major != 3 {
-		return "", false
-	}
-	return raw[d.off : d.off+int(n)], true
+	return raw.Text()
 }
 
 // Str is the top-level text field f ("" if v has none).
@@ -150,7 +145,8 @@ func (v Value) Get(f string) any {
 				return -1 - int64(n)
 			}
 		case 3:
-			return raw[d.off : d.off+int(n)]
+			s, _ := Raw{raw}.Text()
+			return s
 		case 4, 5:
 			if x, ok := compactDecodeAny(bytesOf(raw)); ok {
 				return x
