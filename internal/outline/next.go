@@ -204,10 +204,11 @@ func (s *nextState) item(c store.Record) bool {
 		}
 		return true
 	}
-	it := &Item{Rec: c, Mirror: c.Collection == lexicon.Mirror, did: s.t.DID}
+	it := &Item{Rec: c, Mirror: c.Collection == lexicon.Mirror}
 	it.sortKey, _ = c.Value.Text("sortKey")
-	it.pkey, it.pwhy = s.t.parentKey(it.Str("parent"))
-	it.parsed = true
+	var why string
+	it.pkey, why = s.t.parentKey(it.Str("parent"))
+	it.pbad, it.parsed = why != "", true
 	if o != nil {
 		it.Children = o.Children
 		if o.Rec.CID == c.CID && c.CID != "" {
@@ -274,8 +275,8 @@ func (s *nextState) place() {
 				it.Note = nil
 			}
 		}
-		if it.pwhy != "" {
-			it.Detached = it.pwhy
+		if it.pbad {
+			it.Detached = s.t.parentWhy(it)
 		} else if it.pkey != "" && s.finalNode(it.pkey) == nil {
 			it.Detached = "parent " + it.pkey + " does not exist"
 		} else {
@@ -291,7 +292,7 @@ func (s *nextState) reattaches() bool {
 		return false
 	}
 	for _, d := range s.t.Detached {
-		if d.pwhy == "" && d.pkey != "" && slices.Contains(s.created, d.pkey) {
+		if !d.pbad && d.pkey != "" && slices.Contains(s.created, d.pkey) {
 			if _, changed := s.repl[itemID(d)]; !changed {
 				return true
 			}
@@ -482,7 +483,7 @@ func mergeSorted(a, b []*Item) []*Item {
 // carried over when known).
 func (it *Item) clone() *Item {
 	c := &Item{Rec: it.Rec, Mirror: it.Mirror, Children: it.Children, Note: it.Note, Detached: it.Detached,
-		did: it.did, sortKey: it.sortKey, pkey: it.pkey, pwhy: it.pwhy, parsed: it.parsed}
+		sortKey: it.sortKey, pkey: it.pkey, pbad: it.pbad, parsed: it.parsed}
 	if p, ok := it.checked(); ok {
 		c.carry(p)
 	}

@@ -22,6 +22,15 @@ const (
 	keySlotBytes = 40
 )
 
+// slotBytes is what one entry of m takes besides its value: a pointer in
+// a sorted base, a hash map's slot otherwise (its key is the record's).
+func (m *Map[V]) slotBytes() int64 {
+	if m.keyOf != nil {
+		return 8
+	}
+	return keySlotBytes + 8
+}
+
 // Size estimates the bytes the engine keeps: its current tree and its kept
 // plans (0 before the first read).
 func (e *Engine) Size() int64 {
@@ -59,8 +68,8 @@ func (t *Tree) Size() int64 {
 	n := int64(unsafe.Sizeof(*t))
 	itemSize := int64(unsafe.Sizeof(Item{}))
 	for _, m := range []*Map[*Item]{&t.Nodes, &t.Mirrors} {
-		for k, it := range m.All() {
-			n += keySlotBytes + 8 + itemSize + int64(len(k))
+		for _, it := range m.All() {
+			n += m.slotBytes() + itemSize
 			n += recordSize(&it.Rec) - int64(unsafe.Sizeof(it.Rec)) // the struct is in the item
 			n += int64(8 * cap(it.Children))
 			if it.Note != nil {

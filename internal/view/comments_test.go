@@ -117,7 +117,7 @@ func TestBuildLargeFlagsInvalid(t *testing.T) {
 	tr := outline.Build(&store.Snapshot{DID: owner, Records: recs})
 	var bad []string
 	for _, it := range tr.Roots {
-		if it.Invalid() != "" {
+		if tr.Invalid(it) != "" {
 			bad = append(bad, it.Key())
 		}
 	}

@@ -26,7 +26,7 @@ func TestContributionRowNotDetachedNorInvalid(t *testing.T) {
 		nodeIn(friend, detail, idea, "a", "Friend's detail"),
 		nodeIn(owner, bad, shared, "", "No sort key"),
 	}})
-	if it := friendTree.Nodes.Get(idea); it == nil || it.Detached == "" || !strings.Contains(it.Invalid(), "another repository") {
+	if it := friendTree.Nodes.Get(idea); it == nil || it.Detached == "" || !strings.Contains(friendTree.Invalid(it), "another repository") {
 		t.Fatalf("in the friend's tree the contribution should be detached and flagged: %+v", it)
 	}
 	c, notes := view.Gather(ownTree, func(string) (*outline.Tree, error) { return friendTree, nil })

@@ -395,7 +395,7 @@ func rowOf(t *outline.Tree, it *outline.Item, fields bool) *Row {
 	r := &Row{URI: "at://" + t.DID.String() + "/" + coll + "/" + it.Key(), CID: it.Rec.CID, RKey: it.Key(), DID: t.DID.String(), Parent: it.Str("parent"),
 		SortKey: it.SortKey(), Text: it.Str("text"), Facets: it.Rec.Value.Get("facets"), Layout: it.Str("layout"), Display: it.Str("display"),
 		CreatedAt: it.Str("createdAt"), CompletedAt: it.Str("completedAt"), ChildCount: len(it.Children), Detached: it.Detached,
-		Invalid: it.Invalid()}
+		Invalid: t.Invalid(it)}
 	if it.Note != nil {
 		r.Note, _ = it.Note.Value.Text("text")
 	}

@@ -313,8 +313,8 @@ func checkInvariants(t *testing.T, e *outline.Engine) {
 		var keys []string
 		for _, it := range items {
 			keys = append(keys, it.SortKey())
-			if it.Invalid() != "" {
-				t.Fatalf("invalid record %s: %s", it.Key(), it.Invalid())
+			if tr.Invalid(it) != "" {
+				t.Fatalf("invalid record %s: %s", it.Key(), tr.Invalid(it))
 			}
 			walk(it.Children)
 		}
