@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
@@ -160,5 +161,12 @@ func TestRebuildCarriesFromPrev(t *testing.T) {
 				t.Fatalf("%s: %s carried %v, want %v", name, r.RKey, ok, i%7 != 0)
 			}
 		}
+	}
+}
+
+// An item stays 160 bytes (issue #26: one a bullet).
+func TestItemSize(t *testing.T) {
+	if n := unsafe.Sizeof(Item{}); n > 160 {
+		t.Fatalf("an item is %d bytes, more than 160", n)
 	}
 }

@@ -6,9 +6,8 @@ import (
 )
 
 // Size estimates the memory the index holds, in bytes, in constant time:
-// its blocks as the last update measured them (their rows and corpus, and
-// about as much again for the entries' own strings) and a fixed cost per
-// entry.
+// its blocks as the last update measured them (their rows and corpus,
+// the only copy of the lower-cased texts) and a fixed cost per entry.
 func (x *Index) Size() int64 {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -17,7 +16,7 @@ func (x *Index) Size() int64 {
 
 // entryBytes is an entry's fixed cost: the struct, its map slot and key,
 // and its record CIDs.
-const entryBytes = 192 // the struct is 112 (size class), its slot and key about 80
+const entryBytes = 144 // the struct is 64, its slot and key about 80
 
 // Cache keeps one index per repository (by DID), bounded by the bytes they
 // hold: past MaxBytes the least recently used are dropped (and built again

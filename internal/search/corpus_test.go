@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
-
+	"strings"
 	"testing"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
@@ -265,13 +265,17 @@ func checkBlock(t *testing.T, x *Index, bl *block) {
 			if e == nil || e != x.entries[it.Key()] {
 				t.Fatalf("bullet %d (%s): entry %p, index has %p", i, it.Key(), e, x.entries[it.Key()])
 			}
-			want = e.text + "\xff" + e.note + "\xff"
+			note := ""
+			if it.Note != nil {
+				note, _ = it.Note.Value.Text("text")
+			}
+			want = strings.ToLower(it.Str("text")) + "\xff" + strings.ToLower(note) + "\xff"
 		}
 		if got := string(c.buf[c.off[i]:c.off[i+1]]); got != want {
 			t.Fatalf("bullet %d (%s): region %q, want %q", i, it.Key(), got, want)
 		}
-		if e != nil && c.note[i] != c.off[i]+len(e.text)+1 {
-			t.Fatalf("bullet %d (%s): note at %d, want %d", i, it.Key(), c.note[i], c.off[i]+len(e.text)+1)
+		if lower := strings.ToLower(it.Str("text")); e != nil && c.note[i] != c.off[i]+len(lower)+1 {
+			t.Fatalf("bullet %d (%s): note at %d, want %d", i, it.Key(), c.note[i], c.off[i]+len(lower)+1)
 		}
 	}
 }

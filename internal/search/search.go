@@ -30,6 +30,7 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/facet"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
 
 // Sentinel errors.
@@ -40,19 +41,52 @@ var (
 	ErrQuery = errors.New("invalid query")
 )
 
-// entry is what a search needs of one bullet: 104 bytes (it was 176 with
-// its times as time.Time and its facets inline; one per bullet).
+// entry is what a search needs of one bullet besides its text: 57 bytes
+// in a 64-byte allocation (it was 176 with its times as time.Time, its
+// facets inline, its layout's name and its lower-cased text and note;
+// one per bullet). The lower-cased text and note are in the corpus of
+// the entry's block only, made from the record when the block is laid out.
 type entry struct {
 	cid, noteCID string
-	text, note   string  // lower case (the record's own text when it has no capitals)
-	facets       *facets // nil without tags or mentions (most bullets)
-	layout       string
+	facets       *facets // nil without tags, mentions or an unknown layout (most bullets)
 	created      stamp
 	completed    stamp
+	layout       uint8 // an index in layouts, or otherLayout (the name is in facets)
 }
 
-// facets are a bullet's tags (lower case) and mentioned DIDs.
-type facets struct{ tags, mentions []string }
+// facets are a bullet's tags (lower case) and mentioned DIDs, and its
+// layout when it is not one of layouts.
+type facets struct {
+	tags, mentions []string
+	layout         string
+}
+
+// layouts are the layouts an entry names by index: none, then the
+// lexicon's known values (an open set: any other is kept in facets).
+var layouts = append([]string{""}, lexicon.Layouts...)
+
+// otherLayout marks an entry whose layout is not one of layouts.
+const otherLayout = 255
+
+// layoutName is e's layout ("" when the record has none).
+func (e *entry) layoutName() string {
+	if e.layout == otherLayout {
+		return e.facets.layout
+	}
+	return layouts[e.layout]
+}
+
+// setLayout records l as e's layout.
+func (e *entry) setLayout(l string) {
+	if i := slices.Index(layouts, l); i >= 0 && i < otherLayout {
+		e.layout = uint8(i)
+		return
+	}
+	if e.facets == nil {
+		e.facets = &facets{}
+	}
+	e.layout, e.facets.layout = otherLayout, l
+}
 
 func (e *entry) tags() []string {
 	if e.facets == nil {
@@ -170,7 +204,11 @@ func (b *block) layOut() {
 	n := 0
 	for _, r := range b.rows {
 		if r.e != nil {
-			n += len(r.e.text) + len(r.e.note) + 2
+			n += len(r.it.Str("text")) + 2
+			if r.it.Note != nil {
+				t, _ := r.it.Note.Value.Text("text")
+				n += len(t)
+			}
 		}
 	}
 	if cap(c.buf) < n {
@@ -186,10 +224,13 @@ func (b *block) layOut() {
 			c.note = append(c.note, len(c.buf))
 			continue
 		}
-		c.buf = append(c.buf, r.e.text...)
+		c.buf = appendLower(c.buf, r.it.Str("text"))
 		c.buf = append(c.buf, sep)
 		c.note = append(c.note, len(c.buf))
-		c.buf = append(c.buf, r.e.note...)
+		if r.it.Note != nil {
+			t, _ := r.it.Note.Value.Text("text")
+			c.buf = appendLower(c.buf, t)
+		}
 		c.buf = append(c.buf, sep)
 	}
 	c.off = append(c.off, len(c.buf))
@@ -197,19 +238,50 @@ func (b *block) layOut() {
 }
 
 func (b *block) bytes() int64 {
-	// the corpus, and about as much again for the entries' own strings
-	return int64(2*cap(b.text.buf) + 8*(cap(b.text.off)+cap(b.text.note)) + 24*cap(b.rows) + 64)
+	return int64(cap(b.text.buf) + 8*(cap(b.text.off)+cap(b.text.note)) + 24*cap(b.rows) + 64)
+}
+
+// region is row i's lower-cased text and note in the block's corpus.
+func (c *corpus) region(i int) (text, note []byte) {
+	return c.buf[c.off[i] : c.note[i]-1], c.buf[c.note[i] : c.off[i+1]-1]
+}
+
+// appendLower appends s in lower case (strings.ToLower's), without a
+// copy of its own when s is ASCII.
+func appendLower(buf []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return append(buf, strings.ToLower(s)...)
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf = append(buf, c)
+	}
+	return buf
+}
+
+// lowered is it's text and note in lower case, as a corpus holds them (for
+// an item outside the scan).
+func lowered(it *outline.Item) (text, note []byte) {
+	text = appendLower(nil, it.Str("text"))
+	if it.Note != nil {
+		t, _ := it.Note.Value.Text("text")
+		note = appendLower(nil, t)
+	}
+	return text, note
 }
 
 // New returns an empty index.
 func New() *Index { return &Index{entries: map[string]*entry{}, starts: []int{0}} }
 
 func derive(it *outline.Item) *entry {
-	e := &entry{cid: it.Rec.CID, text: strings.ToLower(it.Str("text")), layout: it.Str("layout")}
+	e := &entry{cid: it.Rec.CID}
 	if it.Note != nil {
 		e.noteCID = it.Note.CID
-		n, _ := it.Note.Value.Text("text")
-		e.note = strings.ToLower(n)
 	}
 	if it.Rec.Value.Has("facets") { // read in place, nothing decoded
 		var f facets
@@ -221,6 +293,7 @@ func derive(it *outline.Item) *entry {
 			e.facets = &f
 		}
 	}
+	e.setLayout(it.Str("layout"))
 	e.created, e.completed = parseStamp(it.Str("createdAt")), parseStamp(it.Str("completedAt"))
 	return e
 }
@@ -721,14 +794,15 @@ func inRange(t, from, to stamp) bool {
 }
 
 // filter reports whether e passes every filter but the text.
-func (m *matcher) filter(e *entry) bool {
-	if m.q.Layout != "" && e.layout != m.q.Layout && !(m.q.Layout == "bullet" && e.layout == "") {
+func (m *matcher) filter(e *entry, text []byte) bool {
+	layout := e.layoutName()
+	if m.q.Layout != "" && layout != m.q.Layout && !(m.q.Layout == "bullet" && layout == "") {
 		return false
 	}
-	if m.wantOpen && (e.layout != "todo" || e.completed != noStamp) {
+	if m.wantOpen && (layout != "todo" || e.completed != noStamp) {
 		return false
 	}
-	if m.wantDone && (e.layout != "todo" || e.completed == noStamp) {
+	if m.wantDone && (layout != "todo" || e.completed == noStamp) {
 		return false
 	}
 	for _, t := range m.tags {
@@ -742,7 +816,7 @@ func (m *matcher) filter(e *entry) bool {
 		}
 	}
 	for _, h := range m.handles {
-		if !strings.Contains(e.text, "@"+h) {
+		if !bytes.Contains(text, []byte("@"+h)) {
 			return false
 		}
 	}
@@ -755,29 +829,30 @@ func (m *matcher) filter(e *entry) bool {
 	return true
 }
 
-// match reports whether e matches; at is the byte offset of the text match
-// in text (or note when inNote), -1 without a text filter.
-func (m *matcher) match(e *entry) (ok bool, at, n int, inNote bool) {
+// match reports whether e, whose lower-cased text and note are given,
+// matches; at is the byte offset of the text match in text (or note when
+// inNote), -1 without a text filter.
+func (m *matcher) match(e *entry, text, note []byte) (ok bool, at, n int, inNote bool) {
 	at = -1
-	if !m.filter(e) {
+	if !m.filter(e, text) {
 		return false, 0, 0, false
 	}
 	if m.q.Text == "" {
 		return true, -1, 0, false
 	}
-	find := func(s string) (int, int) {
+	find := func(s []byte) (int, int) {
 		if m.re != nil {
-			if loc := m.re.FindStringIndex(s); loc != nil {
+			if loc := m.re.FindIndex(s); loc != nil {
 				return loc[0], loc[1] - loc[0]
 			}
 			return -1, 0
 		}
-		return strings.Index(s, m.sub), len(m.sub)
+		return bytes.Index(s, m.needle), len(m.needle)
 	}
-	if i, n := find(e.text); i >= 0 {
+	if i, n := find(text); i >= 0 {
 		return true, i, n, false
 	}
-	if i, n := find(e.note); i >= 0 {
+	if i, n := find(note); i >= 0 {
 		return true, i, n, true
 	}
 	return false, 0, 0, false
@@ -869,7 +944,8 @@ func (x *Index) search(t *outline.Tree, q Query) (*Result, error) {
 		// with Under) is not in the pre-order scan, so derived here
 		if e := x.entry(it); e != nil {
 			res.Scanned++
-			if ok, at, n, inNote := m.match(e); ok {
+			text, note := lowered(it)
+			if ok, at, n, inNote := m.match(e, text, note); ok {
 				if len(res.Hits) == q.Limit {
 					full = true
 					return false
@@ -1084,7 +1160,8 @@ func (x *Index) scanEntries(m *matcher, a, b, limit int) []found {
 	x.blocksOf(a, b, func(bl *block, la, lb, base int) bool {
 		for i := la; i < lb && len(out) < limit; i++ {
 			if e := bl.rows[i].e; e != nil {
-				if ok, at, n, inNote := m.match(e); ok {
+				text, note := bl.text.region(i)
+				if ok, at, n, inNote := m.match(e, text, note); ok {
 					out = append(out, found{base + i, at, n, inNote})
 				}
 			}
@@ -1135,7 +1212,7 @@ func (bl *block) scanText(m *matcher, a, b, base, limit int, out []found) []foun
 			p = at + 1
 			continue
 		}
-		if m.filter(bl.rows[i].e) {
+		if text, _ := c.region(i); m.filter(bl.rows[i].e, text) {
 			out = append(out, found{base + i, pos, n, inNote})
 		}
 		p = c.off[i+1] // one hit per bullet

@@ -37,6 +37,7 @@ func fixture() []store.Record {
 			"features": []any{map[string]any{"$type": "app.bsky.richtext.facet#mention", "did": "did:plc:bob"}}}}, "createdAt": "2026-05-01T00:00:00.000Z"}),
 		node("home", "", "b", "Home", nil),
 		node("hbudget", "home", "a", "Household budget", map[string]any{"layout": "h2"}),
+		node("board", "home", "b", "Board", map[string]any{"layout": "kanban"}),
 		{Collection: "app.bulleted.note", RKey: "home", CID: "n-home", Value: store.MustValue(map[string]any{"$type": "app.bulleted.note", "text": "remember the budget spreadsheet", "subject": "at://" + did + "/app.bulleted.node/home", "createdAt": "2026-03-10T09:00:00.000Z"})},
 	}
 }
@@ -65,6 +66,8 @@ func TestFilters(t *testing.T) {
 		{"mention by DID", Query{Mentions: []string{"did:plc:bob"}}, []string{"deep"}},
 		{"mention by handle", Query{Mentions: []string{"@bob.test"}}, []string{"deep"}},
 		{"layout", Query{Layout: "h2"}, []string{"hbudget"}},
+		{"a layout this version does not know", Query{Layout: "kanban"}, []string{"board"}},
+		{"no layout is bullet", Query{Layout: "bullet", Text: "o"}, []string{"work", "deep", "home"}},
 		{"open todos", Query{State: "open"}, []string{"budget"}},
 		{"done todos", Query{State: "done"}, []string{"plan"}},
 		{"created range by date", Query{CreatedFrom: "2026-04-01", CreatedTo: "2026-05-01"}, []string{"deep"}},

@@ -1,8 +1,10 @@
 package search
 
 import (
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestStampKeepsOrder: a time kept in 8 bytes compares with a query's
@@ -36,4 +38,24 @@ func TestStampKeepsOrder(t *testing.T) {
 	if inRange(stampOf(time.Time{}), minStamp, maxStamp) {
 		t.Error("no time is within a range")
 	}
+}
+
+// An entry stays one 64-byte allocation a bullet (issue #26): its text
+// lives in its block's corpus only, its layout is an index.
+func TestEntrySize(t *testing.T) {
+	if n := unsafe.Sizeof(entry{}); n > 64 {
+		t.Fatalf("an entry is %d bytes, more than 64", n)
+	}
+}
+
+// appendLower is strings.ToLower, appended.
+func FuzzAppendLower(f *testing.F) {
+	for _, s := range []string{"", "Budget REVIEW", "ÀÉÎ straße İstanbul", "\xff\xfeA", "ǅungla", "K"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got := string(appendLower([]byte("x"), s)); got != "x"+strings.ToLower(s) {
+			t.Fatalf("appendLower(%q) = %q, want %q", s, got[1:], strings.ToLower(s))
+		}
+	})
 }

@@ -41,7 +41,7 @@ func (x *Index) layoutNotice(layout string) string {
 			if r.e == nil {
 				continue
 			}
-			l := r.e.layout
+			l := r.e.layoutName()
 			if l == "" {
 				l = "bullet"
 			}
