@@ -26,12 +26,26 @@ func seedStore(b *testing.B, n int) string {
 	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err == nil {
 		return dir
 	}
+	// made beside it and renamed into place once whole: another test
+	// process seeding or reading the same size at once never sees half of it
+	final := dir
+	dir = fmt.Sprintf("%s.tmp%d", final, os.Getpid())
 	os.RemoveAll(dir)
+	defer os.RemoveAll(dir)
 	l, err := store.OpenLocal(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer l.Close()
+	defer func() {
+		l.Close()
+		if !b.Failed() {
+			if err := os.Rename(dir, final); err != nil {
+				if _, serr := os.Stat(filepath.Join(final, "HEAD")); serr != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}()
 	did := l.DID().String()
 	recs := outlinegen.Generate(n*10/11, 1)
 	ws := make([]store.Write, 0, len(recs))
@@ -52,7 +66,7 @@ func seedStore(b *testing.B, n int) string {
 		}
 		ws = ws[k:]
 	}
-	return dir
+	return final
 }
 
 // BenchmarkServeStartFirstRead starts `bulleted-mcp serve` on an embedded

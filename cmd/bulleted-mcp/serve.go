@@ -179,6 +179,10 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// what it keeps, not its peak
 		be.env.Engine.Tree(ctx)
 		go func() {
+			// what the load left behind goes back first: the heap's goal
+			// after it is twice what the load kept, and the warm-up would
+			// otherwise grow into that room (249k: 317 → MB at its peak)
+			debug.FreeOSMemory()
 			// the search index too, while the client connects: the first
 			// search then costs what the others do
 			be.env.WarmUp(ctx, stderr)
