@@ -181,7 +181,8 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		go func() {
 			// what the load left behind goes back first: the heap's goal
 			// after it is twice what the load kept, and the warm-up would
-			// otherwise grow into that room (249k: 317 → MB at its peak)
+			// otherwise grow into that room (249k: RSS after the first searches
+			// 309 → 268 MB)
 			debug.FreeOSMemory()
 			// the search index too, while the client connects: the first
 			// search then costs what the others do
