@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -70,6 +71,16 @@ func TestProgressNotifications(t *testing.T) {
 	res, err := c.CallTool(context.Background(), req)
 	if err != nil || res.IsError {
 		t.Fatalf("insert: %v %+v", err, res)
+	}
+	// the in-process client hands notifications over on another goroutine:
+	// the last may follow the result (seen under load)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n >= 3 || time.Now().After(deadline) {
+			break
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
