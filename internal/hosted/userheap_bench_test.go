@@ -35,6 +35,9 @@ import (
 //	BULLETED_SCALE=1 go test ./internal/hosted -run '^$' -bench HostedUserHeap -benchtime 1x
 func BenchmarkHostedUserHeap(b *testing.B) {
 	sizes := []int{10_000}
+	if os.Getenv("BULLETED_HEAPPROFILE") != "" {
+		runtime.MemProfileRate = 4096 // fine enough to see a user's smaller parts
+	}
 	if os.Getenv("BULLETED_SCALE") != "" {
 		sizes = append(sizes, 100_000)
 	}
