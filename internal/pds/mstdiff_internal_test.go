@@ -398,6 +398,21 @@ func TestMSTDiffRandom(t *testing.T) {
 				t.Fatal(err)
 			}
 			m.checkKept(c)
+			// a record's collection and key are its node's bytes
+			// (keyString): the commits applied below must leave them as
+			// they were read
+			first, _ := c.snapshot(m.did)
+			var names []string
+			for _, r := range first.Records {
+				names = append(names, strings.Clone(r.Collection+"/"+r.RKey))
+			}
+			defer func() {
+				for i, r := range first.Records {
+					if r.Collection+"/"+r.RKey != names[i] {
+						t.Fatalf("record %d read as %s is now %s/%s", i, names[i], r.Collection, r.RKey)
+					}
+				}
+			}()
 			for range 25 {
 				before := maps.Clone(m.state)
 				for range 1 + m.rng.IntN(3) { // commits between two reads
