@@ -191,7 +191,7 @@ func (c *carRepo) apply(st *step) {
 		}
 		if rec.refs == 0 {
 			if d, ok := st.recs[k]; ok {
-				rec.cid, rec.value = d.cid, d.value // named by an app.bulleted key
+				rec.value = d.value // named by an app.bulleted key
 				c.held++
 			} else {
 				c.blocks[k] = st.blocks[k]
@@ -203,7 +203,7 @@ func (c *carRepo) apply(st *step) {
 	// a record kept as a block and now named by an app.bulleted key too
 	for k, d := range st.recs {
 		if rec, ok := c.recs[k]; ok && rec.value.IsZero() {
-			rec.cid, rec.value = d.cid, d.value
+			rec.value = d.value
 			c.recs[k] = rec
 			c.held++
 			delete(c.blocks, k)
@@ -229,11 +229,11 @@ func (st *step) record(c *carRepo, key string, v cid.Cid) store.Record {
 	r := store.Record{Collection: coll, RKey: rkey}
 	if v.Defined() {
 		vk := v.KeyString()
-		rec, ok := st.recs[vk]
-		if !ok {
-			rec = c.recs[vk]
+		if rec, ok := st.recs[vk]; ok {
+			r.CID, r.Value = rec.cid, rec.value
+		} else {
+			r.CID, r.Value = cidText(vk), c.recs[vk].value
 		}
-		r.CID, r.Value = rec.cid, rec.value
 	}
 	return r
 }

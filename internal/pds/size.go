@@ -32,10 +32,7 @@ func (r *Repo) Size() int64 {
 		}
 		// a record's slot and entry (its key is the bytes of the MST's CID
 		// of it; its value's bytes and its CID's text are the tree's)
-		n += int64(len(c.recs)) * (slotBytes + int64(unsafe.Sizeof(carRecord{})))
-		// a value is a block's bytes, read with its CID before them in
-		// one allocation (go-car's section)
-		n += int64(c.held) * 36
+		n += int64(len(c.recs)) * (slotBytes + int64(unsafe.Sizeof(keptRecord{})))
 		if c.snap != nil {
 			n += snapSize(c.snap)
 		}
