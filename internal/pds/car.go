@@ -265,7 +265,51 @@ func cidOfKey(k string) string {
 
 // SnapshotCAR reads the whole repository as one CAR (com.atproto.sync.getRepo),
 // decoding it while it downloads, and keeps it for later reads.
+//
+// One whole read at a time: a caller that comes while one is under way
+// (at start, a client's first read and the commit stream's catch-up) waits
+// for it and shares its snapshot, instead of downloading and decoding the
+// repository a second time beside it (at 100,000 records that doubled the
+// memory of starting: 250 MB more at its peak). A waiter whose own context
+// ends stops waiting; a read that failed because its caller's context ended
+// is made again by a waiter whose context did not.
 func (r *Repo) SnapshotCAR(ctx context.Context) (*store.Snapshot, error) {
+	for {
+		r.mu.Lock()
+		w := r.whole
+		if w == nil {
+			w = &wholeRead{done: make(chan struct{})}
+			r.whole = w
+			r.mu.Unlock()
+			w.s, w.err = r.snapshotCAR(ctx)
+			r.mu.Lock()
+			r.whole = nil
+			r.mu.Unlock()
+			close(w.done)
+			return w.s, w.err
+		}
+		r.mu.Unlock()
+		r.Stats.WholeWaits.Add(1)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-w.done:
+		}
+		if w.err != nil && (errors.Is(w.err, context.Canceled) || errors.Is(w.err, context.DeadlineExceeded)) && ctx.Err() == nil {
+			continue // the reader's call ended, not ours: read
+		}
+		return w.s, w.err
+	}
+}
+
+// wholeRead is a whole read under way and, once done is closed, its result.
+type wholeRead struct {
+	done chan struct{}
+	s    *store.Snapshot
+	err  error
+}
+
+func (r *Repo) snapshotCAR(ctx context.Context) (*store.Snapshot, error) {
 	f, err := r.fetch(ctx, "")
 	if err != nil {
 		return nil, err

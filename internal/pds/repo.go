@@ -44,6 +44,7 @@ type Stats struct {
 	RateLimited atomic.Int64 // 429 answers
 	Streamed    atomic.Int64 // commits taken in from the commit stream (follow.go)
 	StreamGaps  atomic.Int64 // commits of the stream that could not be taken in (read instead)
+	WholeWaits  atomic.Int64 // whole reads that waited for the one under way instead
 }
 
 // Repo is one repository on a PDS. Reading works for any repository; Apply
@@ -95,6 +96,7 @@ type Repo struct {
 	unsaved    int  // blocks received since the cache was written
 	noSince    bool // the PDS answers getRepo?since= with the whole repository
 	stream     streamState
+	whole      *wholeRead // the whole read under way, which others wait for (car.go)
 }
 
 // New returns the repository did served by c's host.
