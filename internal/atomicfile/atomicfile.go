@@ -1,6 +1,7 @@
 package atomicfile
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -10,6 +11,16 @@ import (
 // concurrent writers (two processes sharing a data directory) never write
 // into each other's: the last rename wins, whole.
 func Write(path string, data []byte, mode os.FileMode) (err error) {
+	return WriteFunc(path, mode, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteFunc is Write of what fill writes, streamed to the temporary file
+// (a large file is never held whole in memory); an error from fill leaves
+// path as it was.
+func WriteFunc(path string, mode os.FileMode, fill func(io.Writer) error) (err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
@@ -27,7 +38,7 @@ func Write(path string, data []byte, mode os.FileMode) (err error) {
 	if err := f.Chmod(mode); err != nil {
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
+	if err := fill(f); err != nil {
 		return err
 	}
 	if err := f.Sync(); err != nil {

@@ -3,6 +3,7 @@ package atomicfile
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -64,5 +65,35 @@ func TestConcurrentWriters(t *testing.T) {
 		if !whole {
 			t.Fatalf("round %d: the file is a mix of writes (%d bytes)", round, len(got))
 		}
+	}
+}
+
+// WriteFunc streams what its function writes; a function that fails half
+// way leaves the file as it was and no temporary file behind.
+func TestWriteFuncFailureLeavesFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "cache.car")
+	if err := Write(path, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	broken := fmt.Errorf("a block could not be made")
+	err := WriteFunc(path, 0o600, func(w io.Writer) error {
+		w.Write(bytes.Repeat([]byte("new"), 1<<16))
+		return broken
+	})
+	if err != broken {
+		t.Fatalf("WriteFunc: %v, want the function's error", err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "old" {
+		t.Fatalf("file now %d bytes, want the old one", len(got))
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "*.tmp")); len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+	if err := WriteFunc(path, 0o600, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "new" {
+		t.Fatalf("file %q, want new", got)
 	}
 }

@@ -1,15 +1,14 @@
 package pds
 
 import (
-	"bytes"
 	"context"
+	"io"
 	"os"
 	"runtime"
 
 	"github.com/ipfs/go-cid"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/atomicfile"
-	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
 // The cache file (Repo.Cache) is a CAR of the last read's blocks, so that a
@@ -74,19 +73,15 @@ func (r *Repo) saveCache(received int, whole bool) {
 	if !due {
 		return
 	}
-	bs, err := parts.blocks()
-	if err != nil {
-		return // an incomplete cache would cost the next start a whole read too
-	}
-	var buf bytes.Buffer
-	if err := store.WriteCAR(&buf, root, bs); err != nil {
-		return
-	}
-	// a cache: a failed write costs the next start a whole read, no more
-	if atomicfile.Write(r.Cache, buf.Bytes(), 0o600) == nil {
+	// streamed to the file a block at a time (a node encoded as it is
+	// written): the whole repository as one buffer, and every node's block
+	// beside it, was the peak of a server's memory (100k records: 130 MB
+	// for a 40 MB file). A block that cannot be made leaves the file as it
+	// was: an incomplete cache would cost the next start a whole read too;
+	// a failed write costs it a whole read, no more.
+	if atomicfile.WriteFunc(r.Cache, 0o600, func(w io.Writer) error { return parts.write(w, root) }) == nil {
 		r.saveCursor(seq, root.String()) // the stream's position goes with it (follow.go)
 		if r.AfterCacheSave != nil {
-			buf = bytes.Buffer{}
 			r.AfterCacheSave()
 		}
 	}

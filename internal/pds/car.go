@@ -193,6 +193,61 @@ func (p cacheParts) blocks() ([]blocks.Block, error) {
 	return bs, failed
 }
 
+// write writes p as a CAR whose root is root: the root's block first, then
+// the others by CID (store.WriteCAR's order), each made as it is written.
+func (p cacheParts) write(w io.Writer, root cid.Cid) error {
+	type part struct {
+		key  string // the CID's bytes
+		kind uint8  // 0 kept, 1 record, 2 node
+		i    int32
+	}
+	parts := make([]part, 0, len(p.kept)+len(p.recs)+len(p.nodes))
+	for i, b := range p.kept {
+		parts = append(parts, part{b.Cid().KeyString(), 0, int32(i)})
+	}
+	for i, rec := range p.recs {
+		parts = append(parts, part{rec.key, 1, int32(i)})
+	}
+	for i, n := range p.nodes {
+		parts = append(parts, part{n.CID.KeyString(), 2, int32(i)})
+	}
+	rk := root.KeyString()
+	slices.SortFunc(parts, func(a, b part) int {
+		switch {
+		case a.key == rk:
+			return -1
+		case b.key == rk:
+			return 1
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	cw, err := store.NewCARWriter(w, root)
+	if err != nil {
+		return err
+	}
+	for _, pt := range parts {
+		id, err := cid.Cast([]byte(pt.key))
+		if err != nil {
+			return fmt.Errorf("block %x: %w", pt.key, err)
+		}
+		var data []byte
+		switch pt.kind {
+		case 0:
+			data = p.kept[pt.i].RawData()
+		case 1:
+			data = p.recs[pt.i].value.CBOR()
+		case 2:
+			if data = encodeNode(p.nodes[pt.i]); data == nil {
+				return fmt.Errorf("MST node %s does not encode", id)
+			}
+		}
+		if err := cw.Block(id, data); err != nil {
+			return err
+		}
+	}
+	return cw.Flush()
+}
+
 // fetched is one CAR as it arrived: its root, its blocks, and those of them
 // decoded (app.bulleted records and MST nodes) while it arrived.
 type fetched struct {
