@@ -487,6 +487,7 @@ func readBlocks(ctx context.Context, rd io.Reader, workers int) (*fetched, error
 	var wg sync.WaitGroup
 	worker := func(w int) {
 		defer wg.Done()
+		var values valueArena
 		for blk := range work {
 			var d decoded
 			raw := blk.RawData()
@@ -498,7 +499,7 @@ func readBlocks(ctx context.Context, rd io.Reader, workers int) (*fetched, error
 				// buffer also holds its CID and length, and is rounded up
 				// to an allocation size (the copy keeps about 40 bytes a
 				// record fewer; the block is dropped once the CAR is read)
-				d.rec.value, d.err = store.DecodeValue(raw)
+				d.rec.value, d.err = store.SharedValue(values.copy(raw))
 				d.rec.cid = blk.Cid().String()
 			default:
 				continue
@@ -541,6 +542,31 @@ func readBlocks(ctx context.Context, rd io.Reader, workers int) (*fetched, error
 		f.dec = results
 	}
 	return f, nil
+}
+
+// valueArena lays the records' values of one read side by side in chunks,
+// rather than each in an allocation of its own among the read's garbage
+// (the CAR's sections, of the same sizes): spread that way, after the
+// read each of the heap's spans held a few values and the rest was free
+// but not given back (100k records: 51 MB in use beyond the live heap). A
+// chunk lives while one of its values does (a value replaced by a later
+// commit keeps its chunk until the chunk's other values go too).
+type valueArena struct{ buf []byte }
+
+// arenaChunk is a chunk's size: about a hundred values.
+const arenaChunk = 32 << 10
+
+// copy is raw copied into the arena (a large one in its own allocation).
+func (a *valueArena) copy(raw []byte) []byte {
+	if len(raw) > arenaChunk/8 {
+		return bytes.Clone(raw)
+	}
+	if cap(a.buf)-len(a.buf) < len(raw) {
+		a.buf = make([]byte, 0, arenaChunk)
+	}
+	start := len(a.buf)
+	a.buf = append(a.buf, raw...)
+	return a.buf[start:len(a.buf):len(a.buf)]
 }
 
 // buildCAR makes the kept repository from a CAR of the whole repository,
