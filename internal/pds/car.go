@@ -1,7 +1,6 @@
 package pds
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -22,7 +21,6 @@ import (
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
-	car "github.com/ipld/go-car"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
@@ -470,14 +468,14 @@ var appPrefix = []byte(store.Prefix)
 func readBlocks(ctx context.Context, rd io.Reader, workers int) (*fetched, error) {
 	// go-car checks every block against its CID: content addressing is what
 	// lets blocks of different reads (and of the cache file) be combined
-	cr, err := car.NewCarReader(bufio.NewReaderSize(rd, 64<<10))
+	cr, hdr, err := newSectionReader(rd)
 	if err != nil {
 		return nil, fmt.Errorf("reading CAR header: %w", err)
 	}
-	if cr.Header.Version != 1 || len(cr.Header.Roots) == 0 {
-		return nil, fmt.Errorf("unsupported CAR (version %d, %d roots)", cr.Header.Version, len(cr.Header.Roots))
+	if hdr.Version != 1 || len(hdr.Roots) == 0 {
+		return nil, fmt.Errorf("unsupported CAR (version %d, %d roots)", hdr.Version, len(hdr.Roots))
 	}
-	root := cr.Header.Roots[0]
+	root := hdr.Roots[0]
 
 	// decoding: app.bulleted records and MST nodes (other apps' records
 	// are skipped); which blocks are current is decided by the MST
@@ -518,7 +516,7 @@ func readBlocks(ctx context.Context, rd io.Reader, workers int) (*fetched, error
 	}
 	f := &fetched{root: root, blocks: blockMap{}}
 	for {
-		blk, err := cr.Next()
+		blk, err := cr.next()
 		if err == io.EOF {
 			break
 		}
@@ -666,7 +664,7 @@ func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
 	for k, b := range f.blocks {
 		rec, named := c.recs[k]
 		if odd[k] || k == rk || named && rec.value.IsZero() {
-			c.blocks[k] = b
+			c.blocks[k] = own(b) // not the read's chunk
 		}
 	}
 	if len(s.Records) < cap(s.Records)/8*7 {
@@ -702,7 +700,7 @@ func (c *carRepo) record(vk string, f *fetched, extra map[string]carRecord) (car
 	if !ok {
 		return carRecord{}, fmt.Errorf("%w: record block %s is missing", errIncomplete, cidOfKey(vk))
 	}
-	v, err := store.SharedValue(blk.RawData())
+	v, err := store.DecodeValue(blk.RawData()) // a copy: not the read's chunk
 	if err != nil {
 		return carRecord{}, err
 	}

@@ -57,7 +57,7 @@ func (c *carRepo) diff(f *fetched, did syntax.DID) (*step, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &step{commit: f.root, rev: commit.Rev, cblock: f.blocks[f.root.KeyString()],
+	st := &step{commit: f.root, rev: commit.Rev, cblock: own(f.blocks[f.root.KeyString()]),
 		newLeaves: map[string]cid.Cid{}, oldLeaves: map[string]cid.Cid{},
 		refs: map[string]int32{}, blocks: blockMap{}, recs: map[string]carRecord{}}
 	boundary := map[string]bool{}
@@ -94,7 +94,7 @@ func (c *carRepo) diff(f *fetched, did syntax.DID) (*step, error) {
 		if odd {
 			blk = f.blocks[k]
 		}
-		st.addedBlocks = append(st.addedBlocks, blk)
+		st.addedBlocks = append(st.addedBlocks, own(blk))
 		return n, nil
 	}
 	if st.root, err = walkNew(commit.Data); err != nil {
@@ -130,7 +130,7 @@ func (c *carRepo) diff(f *fetched, did syntax.DID) (*step, error) {
 			if !ok {
 				return nil, fmt.Errorf("%w: record %s is missing", errIncomplete, cidOfKey(k))
 			}
-			st.blocks[k] = blk
+			st.blocks[k] = own(blk)
 		}
 	}
 	// what changed
