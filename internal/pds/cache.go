@@ -32,7 +32,7 @@ func (r *Repo) loadCache(ctx context.Context) {
 		return
 	}
 	defer f.Close()
-	fe, err := readBlocks(ctx, limit(f, r.Limits.car().max), runtime.GOMAXPROCS(0))
+	fe, err := readBlocks(ctx, limit(f, r.Limits.car().max), runtime.GOMAXPROCS(0), false)
 	if err != nil {
 		return
 	}

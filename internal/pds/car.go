@@ -3,6 +3,7 @@ package pds
 import (
 	"bytes"
 	"context"
+	"encoding/base32"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
+	cbg "github.com/whyrusleeping/cbor-gen"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
@@ -83,14 +85,28 @@ type keptRecord struct {
 	refs  int32
 }
 
-// cidText is the text of the CID whose bytes are k.
+// cidText is the text of the CID whose bytes are k, as Cid.String makes
+// it. A CIDv1 (every CID of a repository) is "b" and its bytes in
+// lower-case base32, made here in one allocation: go-cid's String, by way
+// of multibase, made four (a cold read of 100k records allocated 27 MB to
+// make 6 MB of CID texts).
 func cidText(k string) string {
+	if len(k) > 1 && k[0] == 1 {
+		b := make([]byte, 1+cidBase32.EncodedLen(len(k)))
+		b[0] = 'b'
+		cidBase32.Encode(b[1:], unsafe.Slice(unsafe.StringData(k), len(k)))
+		return unsafe.String(&b[0], len(b))
+	}
 	c, err := cid.Cast([]byte(k))
 	if err != nil {
 		return ""
 	}
 	return c.String()
 }
+
+// cidBase32 is multibase's base32 ("b"): RFC 4648 in lower case, without
+// padding.
+var cidBase32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // block is the kept block of CID key k.
 func (c *carRepo) block(k string) (blocks.Block, bool) {
@@ -248,51 +264,98 @@ func (p cacheParts) write(w io.Writer, root cid.Cid) error {
 
 // fetched is one CAR as it arrived: its root, its blocks, and those of them
 // decoded (app.bulleted records and MST nodes) while it arrived.
+//
+// A read for a whole walk (buildCAR: a cold read, the cache file) keeps a
+// block's bytes only where the walk needs them: the commit, other apps'
+// records, an MST node that does not encode as its block, a block that did
+// not decode. An app.bulleted record is kept as its value and a node as
+// its decoded node; the CAR's chunks are garbage as soon as their blocks
+// are decoded, not when the read ends (100k records: 34 MB of CAR the
+// collector had to count as live at every cycle of the read). A read whose
+// difference is taken (diff) keeps every block: it is small, and the
+// difference names the blocks it needs.
 type fetched struct {
 	root     cid.Cid
-	blocks   blockMap
-	dec      []map[string]decoded // one map per decoding worker
+	rootBlk  blocks.Block
+	index    map[string]*fetchedBlock // by CID key, every block but the root
 	received int
 }
 
-type decoded struct {
-	rec  carRecord
-	node *mst.Node // children not linked yet
-	odd  bool      // the node's block is not its encoding (encodeNode)
-	err  error
+// fetchedBlock is one block of a fetched CAR: its bytes, if kept, and what
+// they decoded to.
+type fetchedBlock struct {
+	cid  cid.Cid
+	data []byte // nil where the block's bytes were not kept
+	dec  decoded
 }
 
+type decoded struct {
+	value store.Value // an app.bulleted record's
+	rec   bool        // an app.bulleted record: value (or err) is set
+	node  *mst.Node   // children not linked yet
+	odd   bool        // the node's block is not its encoding (encodeNode)
+	err   error
+}
+
+// decoded is what block k decoded to while f arrived.
 func (f *fetched) decoded(k string) (decoded, bool) {
-	for _, m := range f.dec {
-		if d, ok := m[k]; ok {
-			return d, true
-		}
+	if e, ok := f.index[k]; ok {
+		return e.dec, true
 	}
 	return decoded{}, false
+}
+
+// has reports whether f brought block k.
+func (f *fetched) has(k string) bool {
+	_, ok := f.index[k]
+	return ok || k == f.root.KeyString()
+}
+
+// block is f's block k, if its bytes were kept.
+func (f *fetched) block(k string) (blocks.Block, bool) {
+	if k == f.root.KeyString() && f.rootBlk != nil {
+		return f.rootBlk, true
+	}
+	if e, ok := f.index[k]; ok && e.data != nil {
+		return e.block(), true
+	}
+	return nil, false
+}
+
+// block is e as a block (its bytes kept).
+func (e *fetchedBlock) block() blocks.Block {
+	b, _ := blocks.NewBlockWithCid(e.data, e.cid)
+	return b
 }
 
 // node is f's MST node k, decoded (a missing one is errIncomplete: indigo's
 // loader would leave the subtree out and its Walk would skip it); odd: its
 // block is not its encoding, and must be kept.
 func (f *fetched) node(k string) (n *mst.Node, odd bool, err error) {
-	blk, ok := f.blocks[k]
+	e, ok := f.index[k]
 	if !ok {
 		return nil, false, fmt.Errorf("%w: MST node %s is missing", errIncomplete, cidOfKey(k))
 	}
-	d, ok := f.decoded(k)
-	if !ok || d.node == nil {
-		d.node, d.odd, d.err = decodeNode(blk)
+	d := e.dec
+	if d.node == nil && d.err == nil {
+		if e.data == nil { // decoded as a record: not a node
+			return nil, false, fmt.Errorf("MST node %s: %w", cidOfKey(k), errNotNode)
+		}
+		d.node, d.odd, d.err = decodeNode(e.block())
 	}
 	if d.err != nil {
-		return nil, false, fmt.Errorf("MST node %s: %w", blk.Cid(), d.err)
+		return nil, false, fmt.Errorf("MST node %s: %w", cidOfKey(k), d.err)
 	}
 	return d.node, d.odd, nil
 }
 
+// errNotNode: an MST entry names a block that is a record, not a node.
+var errNotNode = errors.New("the block is a record, not an MST node")
+
 // commit parses and checks f's commit block.
 func (f *fetched) commit(did syntax.DID) (*atrepo.Commit, error) {
-	cb, ok := f.blocks[f.root.KeyString()]
-	if !ok {
+	cb := f.rootBlk
+	if cb == nil {
 		return nil, fmt.Errorf("%w: no commit block", errIncomplete)
 	}
 	var commit atrepo.Commit
@@ -363,7 +426,7 @@ type wholeRead struct {
 }
 
 func (r *Repo) snapshotCAR(ctx context.Context) (*store.Snapshot, error) {
-	f, err := r.fetch(ctx, "")
+	f, err := r.fetch(ctx, "", false)
 	if err != nil {
 		return nil, err
 	}
@@ -381,8 +444,9 @@ func (r *Repo) snapshotCAR(ctx context.Context) (*store.Snapshot, error) {
 }
 
 // fetch downloads the repository as a CAR: all of it (since ""), or the
-// blocks written after the revision since.
-func (r *Repo) fetch(ctx context.Context, since string) (*fetched, error) {
+// blocks written after the revision since; raw keeps every block's bytes
+// (readBlocks): the read's difference is taken.
+func (r *Repo) fetch(ctx context.Context, since string, raw bool) (*fetched, error) {
 	params := url.Values{"did": {r.did.String()}}
 	if since != "" {
 		params.Set("since", since)
@@ -393,7 +457,7 @@ func (r *Repo) fetch(ctx context.Context, since string) (*fetched, error) {
 	var f *fetched
 	err := send(ctx, r.c, r.Limits.car(), http.MethodGet, "com.atproto.sync.getRepo", params, nil, false, !r.gzip(), func(body io.Reader) error {
 		var err error
-		f, err = readBlocks(ctx, body, runtime.GOMAXPROCS(0)-1)
+		f, err = readBlocks(ctx, body, runtime.GOMAXPROCS(0)-1, raw)
 		return err
 	})
 	if err != nil {
@@ -441,7 +505,7 @@ func (r *Repo) gzip() bool {
 // ReadCAR turns a repository CAR into a snapshot of its app.bulleted.*
 // records.
 func ReadCAR(ctx context.Context, rd io.Reader, did syntax.DID) (*store.Snapshot, error) {
-	f, err := readBlocks(ctx, rd, runtime.GOMAXPROCS(0))
+	f, err := readBlocks(ctx, rd, runtime.GOMAXPROCS(0), false)
 	if err != nil {
 		return nil, err
 	}
@@ -459,13 +523,15 @@ var appPrefix = []byte(store.Prefix)
 // readBlocks reads a CAR: the whole repository, or the blocks written since
 // a revision. Blocks are decoded, spread over the CPUs, while the rest of
 // the CAR is still arriving; the MST, loaded once all blocks are in, says
-// which of them are the current records.
+// which of them are the current records. raw keeps every block's bytes (a
+// read whose difference is taken); otherwise only the bytes a whole walk
+// needs are kept (fetched).
 //
 // workers is how many goroutines decode: from the network, one core fewer
 // than there are, as the reading goroutine needs one (measured on two cores
 // against the reference PDS: a cold 10k read 296 ms with one worker, 329 ms
 // with two); from a file, all of them.
-func readBlocks(ctx context.Context, rd io.Reader, workers int) (*fetched, error) {
+func readBlocks(ctx context.Context, rd io.Reader, workers int, keepRaw bool) (*fetched, error) {
 	// go-car checks every block against its CID: content addressing is what
 	// lets blocks of different reads (and of the cache file) be combined
 	cr, hdr, err := newSectionReader(rd)
@@ -478,66 +544,90 @@ func readBlocks(ctx context.Context, rd io.Reader, workers int) (*fetched, error
 	root := hdr.Roots[0]
 
 	// decoding: app.bulleted records and MST nodes (other apps' records
-	// are skipped); which blocks are current is decided by the MST
+	// are kept as blocks); which blocks are current is decided by the MST.
+	// The blocks are laid in slabs (a block's place never moves, so a
+	// worker fills it while the reader goes on) and indexed once all are in
+	// (a map sized once, instead of maps grown block by block).
 	workers = max(workers, 1)
-	work := make(chan blocks.Block, 1024)
-	results := make([]map[string]decoded, workers)
+	work := make(chan *fetchedBlock, 1024)
 	var wg sync.WaitGroup
-	worker := func(w int) {
+	worker := func() {
 		defer wg.Done()
 		var values valueArena
-		for blk := range work {
-			var d decoded
-			raw := blk.RawData()
+		var cmp nodeComparer
+		for e := range work {
+			raw := e.data
+			keep := true
 			switch {
 			case !store.IsRecordBlock(raw):
-				d.node, d.odd, d.err = decodeNode(blk)
+				e.dec.node, e.dec.odd, e.dec.err = cmp.decodeNode(e.cid, raw)
+				keep = e.dec.odd || e.dec.err != nil
 			case store.IsAppRecordBlock(raw):
 				// a copy of exactly the record's bytes: the block's own
 				// buffer also holds its CID and length, and is rounded up
 				// to an allocation size (the copy keeps about 40 bytes a
 				// record fewer; the block is dropped once the CAR is read)
-				d.rec.value, d.err = store.SharedValue(values.copy(raw))
-				d.rec.cid = blk.Cid().String()
-			default:
-				continue
+				e.dec.value, e.dec.err = store.SharedValue(values.copy(raw))
+				e.dec.rec = true
+				keep = e.dec.err != nil
 			}
-			results[w][blk.Cid().KeyString()] = d
+			switch {
+			case keepRaw:
+			case keep:
+				e.data = bytes.Clone(raw) // not the read's chunk
+			default:
+				e.data = nil
+			}
 		}
 	}
 	started := false
 	start := func() { // on the first block: an unchanged repository brings none
 		started = true
-		for w := range workers {
-			results[w] = map[string]decoded{}
+		for range workers {
 			wg.Add(1)
-			go worker(w)
+			go worker()
 		}
 	}
-	f := &fetched{root: root, blocks: blockMap{}}
+	const slab = 1024
+	var slabs [][]fetchedBlock
+	n := 0
+	f := &fetched{root: root}
 	for {
-		blk, err := cr.next()
+		c, data, err := cr.section()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			close(work)
-			wg.Wait()
+			if started {
+				close(work)
+				wg.Wait()
+			}
 			return nil, fmt.Errorf("reading CAR: %w", err)
 		}
-		f.blocks[blk.Cid().KeyString()] = blk
 		f.received++
-		if blk.Cid() != root {
-			if !started {
-				start()
-			}
-			work <- blk
+		if c == root {
+			f.rootBlk, _ = blocks.NewBlockWithCid(bytes.Clone(data), c) // not the read's chunk
+			continue
 		}
+		if !started {
+			start()
+		}
+		if n%slab == 0 {
+			slabs = append(slabs, make([]fetchedBlock, slab))
+		}
+		e := &slabs[n/slab][n%slab]
+		n++
+		e.cid, e.data = c, data
+		work <- e
 	}
-	close(work)
-	wg.Wait()
 	if started {
-		f.dec = results
+		close(work)
+		wg.Wait()
+	}
+	f.index = make(map[string]*fetchedBlock, n)
+	for i := range n {
+		e := &slabs[i/slab][i%slab]
+		f.index[e.cid.KeyString()] = e
 	}
 	return f, nil
 }
@@ -579,17 +669,15 @@ func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
 	// MST nodes nor the commit all records (a map's table is sized once:
 	// one too big is twice as big)
 	n, nodes := 0, 0
-	for _, m := range f.dec {
-		for _, d := range m {
-			if d.rec.cid != "" {
-				n++
-			} else if d.node != nil || d.err != nil {
-				nodes++
-			}
+	for _, e := range f.index {
+		if e.dec.rec {
+			n++
+		} else if e.dec.node != nil || e.dec.err != nil {
+			nodes++
 		}
 	}
 	c := &carRepo{commit: f.root, rev: commit.Rev, nodes: make(map[string]*mst.Node, nodes),
-		recs: make(map[string]keptRecord, max(len(f.blocks)-nodes-1, 0))}
+		recs: make(map[string]keptRecord, max(len(f.index)-nodes, 0))}
 	odd := map[string]bool{}
 	var load func(id cid.Cid) (*mst.Node, error)
 	load = func(id cid.Cid) (*mst.Node, error) {
@@ -622,7 +710,7 @@ func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
 	s := &store.Snapshot{DID: did, Commit: f.root.String(), Rev: commit.Rev, Records: make([]store.Record, 0, n)}
 	err = walkNode(c.root, func(key []byte, val cid.Cid) error {
 		vk := val.KeyString()
-		if _, ok := f.blocks[vk]; !ok {
+		if !f.has(vk) {
 			return fmt.Errorf("%w: record %s is missing", errIncomplete, key)
 		}
 		rec := c.recs[vk]
@@ -661,10 +749,11 @@ func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
 		}
 	}
 	c.blocks = make(blockMap, nb)
-	for k, b := range f.blocks {
+	c.blocks[rk] = f.rootBlk
+	for k, e := range f.index {
 		rec, named := c.recs[k]
-		if odd[k] || k == rk || named && rec.value.IsZero() {
-			c.blocks[k] = own(b) // not the read's chunk
+		if e.data != nil && (odd[k] || named && rec.value.IsZero()) {
+			c.blocks[k] = own(e.block()) // not the read's chunk
 		}
 	}
 	if len(s.Records) < cap(s.Records)/8*7 {
@@ -689,13 +778,16 @@ func (c *carRepo) record(vk string, f *fetched, extra map[string]carRecord) (car
 		return rec, nil
 	}
 	if f != nil {
-		if d, ok := f.decoded(vk); ok && d.rec.cid != "" {
-			return d.rec, d.err
+		if d, ok := f.decoded(vk); ok && d.rec {
+			if d.err != nil {
+				return carRecord{}, d.err
+			}
+			return carRecord{cid: cidText(vk), value: d.value}, nil
 		}
 	}
 	blk, ok := c.blocks[vk]
 	if !ok && f != nil {
-		blk, ok = f.blocks[vk]
+		blk, ok = f.block(vk)
 	}
 	if !ok {
 		return carRecord{}, fmt.Errorf("%w: record block %s is missing", errIncomplete, cidOfKey(vk))
@@ -796,10 +888,72 @@ func lookup(n *mst.Node, key []byte) *cid.Cid {
 // the NodeData is kept); odd reports that the block is not the node's
 // encoding (encodeNode), so that only the block can stand for it.
 func decodeNode(blk blocks.Block) (n *mst.Node, odd bool, err error) {
-	raw := blk.RawData()
-	d, err := mst.NodeDataFromCBOR(bytes.NewReader(raw))
+	var nc nodeComparer
+	return nc.decodeNode(blk.Cid(), blk.RawData())
+}
+
+// nodeComparer decodes nodes (decodeNode), comparing each one's encoding
+// with its block as it is encoded, without a buffer (a cold read of 100k
+// records encoded 35 MB of nodes only to compare them). One per goroutine.
+type nodeComparer struct {
+	cmp cmpWriter
+	cw  *cbg.CborWriter
+}
+
+func (nc *nodeComparer) decodeNode(id cid.Cid, raw []byte) (n *mst.Node, odd bool, err error) {
+	n, d, shortest, err := parseNode(id, raw)
 	if err != nil {
 		return nil, false, err
+	}
+	if !shortest {
+		return n, true, nil
+	}
+	// with every key shortened by all it shares with the one before, the
+	// block's own data is what indigo's NodeData makes of the node, and is
+	// encoded instead (no NodeData is made again)
+	if nc.cw == nil {
+		nc.cw = cbg.NewCborWriter(&nc.cmp)
+	}
+	nc.cmp = cmpWriter{want: raw}
+	if err := d.MarshalCBOR(nc.cw); err != nil {
+		return n, true, nil
+	}
+	return n, !nc.cmp.same(), nil
+}
+
+// cmpWriter compares what is written to it with want.
+type cmpWriter struct {
+	want []byte
+	off  int
+	diff bool
+}
+
+func (w *cmpWriter) Write(p []byte) (int, error) {
+	if !w.diff {
+		w.diff = len(w.want)-w.off < len(p) || !bytes.Equal(w.want[w.off:w.off+len(p)], p)
+	}
+	w.off += len(p)
+	return len(p), nil
+}
+
+func (w *cmpWriter) WriteString(p string) (int, error) {
+	if !w.diff {
+		w.diff = len(w.want)-w.off < len(p) || string(w.want[w.off:w.off+len(p)]) != p
+	}
+	w.off += len(p)
+	return len(p), nil
+}
+
+// same reports whether exactly want was written.
+func (w *cmpWriter) same() bool { return !w.diff && w.off == len(w.want) }
+
+// parseNode is decodeNode without the comparison: the node, the data it
+// was decoded from, and whether each key of the data shares with the one
+// before all the bytes it can (as NodeData writes them).
+func parseNode(id cid.Cid, raw []byte) (n *mst.Node, d *mst.NodeData, shortest bool, err error) {
+	d, err = mst.NodeDataFromCBOR(bytes.NewReader(raw))
+	if err != nil {
+		return nil, nil, false, err
 	}
 	entries, cids, klen, prev := len(d.Entries), 1+len(d.Entries), 0, 0
 	if d.Left != nil {
@@ -808,7 +962,7 @@ func decodeNode(blk blocks.Block) (n *mst.Node, odd bool, err error) {
 	}
 	for _, e := range d.Entries {
 		if e.PrefixLen < 0 || int(e.PrefixLen) > prev {
-			return nil, false, fmt.Errorf("an entry's key shares %d bytes with the previous %d-byte key", e.PrefixLen, prev)
+			return nil, nil, false, fmt.Errorf("an entry's key shares %d bytes with the previous %d-byte key", e.PrefixLen, prev)
 		}
 		prev = int(e.PrefixLen) + len(e.KeySuffix)
 		klen += prev
@@ -823,16 +977,19 @@ func decodeNode(blk blocks.Block) (n *mst.Node, odd bool, err error) {
 		ids = append(ids, c)
 		return &ids[len(ids)-1]
 	}
-	n = &mst.Node{CID: ref(blk.Cid()), Height: -1, Entries: make([]mst.NodeEntry, 0, entries)}
+	n = &mst.Node{CID: ref(id), Height: -1, Entries: make([]mst.NodeEntry, 0, entries)}
 	if d.Left != nil {
 		n.Entries = append(n.Entries, mst.NodeEntry{ChildCID: ref(*d.Left)})
 	}
 	var key []byte
+	shortest = true
 	for _, e := range d.Entries {
 		start := len(keys)
+		prevKey := key
 		keys = append(keys, key[:e.PrefixLen]...)
 		keys = append(keys, e.KeySuffix...)
 		key = keys[start:len(keys):len(keys)]
+		shortest = shortest && int(e.PrefixLen) == mst.CountPrefixLen(prevKey, key)
 		n.Entries = append(n.Entries, mst.NodeEntry{Key: key, Value: ref(e.Value)})
 		if n.Height < 0 {
 			n.Height = mst.HeightForKey(key)
@@ -841,7 +998,7 @@ func decodeNode(blk blocks.Block) (n *mst.Node, odd bool, err error) {
 			n.Entries = append(n.Entries, mst.NodeEntry{ChildCID: ref(*e.Right)})
 		}
 	}
-	return n, !bytes.Equal(encodeNode(n), raw), nil
+	return n, d, shortest, nil
 }
 
 // encodeNode is n's block (DAG-CBOR, as indigo writes it).

@@ -46,35 +46,44 @@ func newSectionReader(rd io.Reader) (*sectionReader, *car.CarHeader, error) {
 
 // next is the next block, or io.EOF after the last.
 func (s *sectionReader) next() (blocks.Block, error) {
+	c, data, err := s.section()
+	if err != nil {
+		return nil, err
+	}
+	return blocks.NewBlockWithCid(data, c)
+}
+
+// section is the next block's CID and bytes, or io.EOF after the last.
+func (s *sectionReader) section() (cid.Cid, []byte, error) {
 	if _, err := s.br.Peek(1); err != nil {
-		return nil, err // io.EOF: no more blocks
+		return cid.Undef, nil, err // io.EOF: no more blocks
 	}
 	l, err := binary.ReadUvarint(s.br)
 	if err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, err
+		return cid.Undef, nil, err
 	}
 	if l > uint64(util.MaxAllowedSectionSize) {
-		return nil, fmt.Errorf("malformed CAR: a section of %d bytes", l)
+		return cid.Undef, nil, fmt.Errorf("malformed CAR: a section of %d bytes", l)
 	}
 	buf := s.take(int(l))
 	if _, err := io.ReadFull(s.br, buf); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, err
+		return cid.Undef, nil, err
 	}
 	n, c, err := cid.CidFromBytes(buf)
 	if err != nil {
-		return nil, err
+		return cid.Undef, nil, err
 	}
 	data := buf[n:]
-	if !blockMatches(c, data) {
-		return nil, fmt.Errorf("mismatch in content integrity, name: %s", c)
+	if !blockMatches(buf[:n], c, data) {
+		return cid.Undef, nil, fmt.Errorf("mismatch in content integrity, name: %s", c)
 	}
-	return blocks.NewBlockWithCid(data, c)
+	return c, data, nil
 }
 
 // take is n bytes of the current chunk (a new one when it is full).
@@ -91,13 +100,13 @@ func (s *sectionReader) take(n int) []byte {
 	return s.chunk[start : start+n : start+n]
 }
 
-// blockMatches reports whether data is the block c names (SHA-256 without
-// a hasher's allocations, other hashes as go-car checks them).
-func blockMatches(c cid.Cid, data []byte) bool {
-	h := c.Hash()
-	if len(h) == 34 && h[0] == 0x12 && h[1] == 0x20 {
+// blockMatches reports whether data is the block c names, cb being c's
+// bytes (a CIDv1 with a one-byte codec and SHA-256, what repositories
+// hold, without an allocation; others as go-car checks them).
+func blockMatches(cb []byte, c cid.Cid, data []byte) bool {
+	if len(cb) == 36 && cb[0] == 1 && cb[1] < 0x80 && cb[2] == 0x12 && cb[3] == 0x20 {
 		sum := sha256.Sum256(data)
-		return bytes.Equal(h[2:], sum[:])
+		return bytes.Equal(cb[4:], sum[:])
 	}
 	hashed, err := c.Prefix().Sum(data)
 	return err == nil && hashed.Equals(c)

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"testing"
 
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
 	car "github.com/ipld/go-car"
+	mh "github.com/multiformats/go-multihash"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
@@ -70,7 +72,7 @@ func TestSectionReaderAgreesWithGoCar(t *testing.T) {
 		t.Fatalf("%d blocks", len(got))
 	}
 	for i, b := range got { // later chunks never wrote over earlier blocks
-		if !blockMatches(b.Cid(), b.RawData()) {
+		if !blockMatches(b.Cid().Bytes(), b.Cid(), b.RawData()) {
 			t.Fatalf("block %d changed after it was read", i)
 		}
 	}
@@ -101,4 +103,57 @@ func readAll(raw []byte) error {
 			return err
 		}
 	}
+}
+
+// TestBlockMatches: a block is checked against its CID on the fast path
+// (CIDv1, SHA-256) and the general one (CIDv0, SHA-512, a two-byte codec)
+// alike; a changed byte fails both.
+func TestBlockMatches(t *testing.T) {
+	data := []byte("\xa1ahbello")
+	for _, c := range []cid.Cid{
+		mustSum(t, cid.NewPrefixV1(cid.DagCBOR, mh.SHA2_256), data),
+		mustSum(t, cid.NewPrefixV1(cid.Raw, mh.SHA2_256), data),
+		mustSum(t, cid.NewPrefixV0(mh.SHA2_256), data),
+		mustSum(t, cid.NewPrefixV1(cid.DagCBOR, mh.SHA2_512), data),
+		mustSum(t, cid.NewPrefixV1(cid.DagJOSE, mh.SHA2_256), data), // codec 0x85 0x01
+	} {
+		if !blockMatches(c.Bytes(), c, data) {
+			t.Errorf("%s does not match its block", c)
+		}
+		bad := bytes.Clone(data)
+		bad[3] ^= 1
+		if blockMatches(c.Bytes(), c, bad) {
+			t.Errorf("%s matches a changed block", c)
+		}
+	}
+}
+
+// TestCIDText: the text made without go-cid is go-cid's, for a CIDv1 of
+// any codec and hash; a CIDv0 and bytes that are no CID as before.
+func TestCIDText(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 500 {
+		data := make([]byte, rng.IntN(64))
+		for j := range data {
+			data[j] = byte(rng.Uint32())
+		}
+		prefixes := []cid.Prefix{cid.NewPrefixV1(cid.DagCBOR, mh.SHA2_256), cid.NewPrefixV1(cid.Raw, mh.SHA2_512),
+			cid.NewPrefixV1(cid.DagJOSE, mh.SHA2_256), cid.NewPrefixV0(mh.SHA2_256), cid.NewPrefixV1(cid.DagCBOR, mh.IDENTITY)}
+		c := mustSum(t, prefixes[i%len(prefixes)], data)
+		if got := cidText(c.KeyString()); got != c.String() {
+			t.Fatalf("cidText %q, go-cid %q", got, c.String())
+		}
+	}
+	if got := cidText("\x12"); got != "" {
+		t.Fatalf("not a CID: %q", got)
+	}
+}
+
+func mustSum(t *testing.T, p cid.Prefix, data []byte) cid.Cid {
+	t.Helper()
+	c, err := p.Sum(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

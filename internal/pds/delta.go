@@ -201,7 +201,7 @@ func (r *Repo) advance(ctx context.Context) error {
 		if noSince {
 			since = ""
 		}
-		f, err := r.fetch(ctx, since)
+		f, err := r.fetch(ctx, since, true)
 		if err != nil {
 			return err
 		}

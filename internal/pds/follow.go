@@ -409,7 +409,7 @@ func (r *Repo) takeIn(ctx context.Context, e *comatproto.SyncSubscribeRepos_Comm
 	if err := atrepo.VerifyCommitSignature(ctx, r.Directory, e); err != nil {
 		return fmt.Errorf("commit %s of the stream failed verification against the account's key: %w (read from the PDS instead)", e.Rev, err)
 	}
-	f, err := readBlocks(ctx, bytes.NewReader(e.Blocks), 1)
+	f, err := readBlocks(ctx, bytes.NewReader(e.Blocks), 1, true)
 	if err != nil {
 		return fmt.Errorf("commit %s of the stream: %w", e.Rev, err)
 	}
@@ -439,7 +439,7 @@ func (r *Repo) takeIn(ctx context.Context, e *comatproto.SyncSubscribeRepos_Comm
 	}
 	r.mu.Unlock()
 	r.Stats.Streamed.Add(1)
-	r.saveCache(len(f.blocks), false)
+	r.saveCache(f.received, false)
 	return nil
 }
 

@@ -57,7 +57,7 @@ func (c *carRepo) diff(f *fetched, did syntax.DID) (*step, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &step{commit: f.root, rev: commit.Rev, cblock: own(f.blocks[f.root.KeyString()]),
+	st := &step{commit: f.root, rev: commit.Rev, cblock: own(f.rootBlk),
 		newLeaves: map[string]cid.Cid{}, oldLeaves: map[string]cid.Cid{},
 		refs: map[string]int32{}, blocks: blockMap{}, recs: map[string]carRecord{}}
 	boundary := map[string]bool{}
@@ -92,7 +92,7 @@ func (c *carRepo) diff(f *fetched, did syntax.DID) (*step, error) {
 		st.added = append(st.added, n)
 		var blk blocks.Block // kept only if the node does not encode as it
 		if odd {
-			blk = f.blocks[k]
+			blk, _ = f.block(k)
 		}
 		st.addedBlocks = append(st.addedBlocks, own(blk))
 		return n, nil
@@ -126,7 +126,7 @@ func (c *carRepo) diff(f *fetched, did syntax.DID) (*step, error) {
 	}
 	for k, d := range st.refs {
 		if d > 0 && c.recs[k].refs == 0 {
-			blk, ok := f.blocks[k]
+			blk, ok := f.block(k)
 			if !ok {
 				return nil, fmt.Errorf("%w: record %s is missing", errIncomplete, cidOfKey(k))
 			}

@@ -204,16 +204,55 @@ func (m *model) commitState() {
 	m.past[cc.String()] = maps.Clone(m.state)
 }
 
-// since is the simulated getRepo?since=rev ("" : the whole repository).
+// since is the simulated getRepo?since=rev ("" : the whole repository),
+// read as the server reads it: a whole repository for a walk (buildCAR),
+// a difference with every block's bytes (diff).
 func (m *model) since(rev string) *fetched {
-	f := &fetched{root: m.commit, blocks: blockMap{}}
+	return fetchedOf(m.t, m.commit, m.sent(rev), rev != "")
+}
+
+// sinceRaw is since, every block's bytes kept: the whole repository from
+// a PDS that ignores since, whose difference is taken.
+func (m *model) sinceRaw(rev string) *fetched {
+	return fetchedOf(m.t, m.commit, m.sent(rev), true)
+}
+
+// sent is the blocks getRepo?since=rev brings.
+func (m *model) sent(rev string) blockMap {
+	bs := blockMap{}
 	for k, s := range m.stored {
 		if rev == "" || s.rev > rev {
-			f.blocks[k] = s.blk
-			f.received++
+			bs[k] = s.blk
 		}
 	}
+	return bs
+}
+
+// fetchedOf is what readBlocks makes of a CAR of bs with root (raw: every
+// block's bytes kept), decoded by two workers.
+func fetchedOf(t testing.TB, root cid.Cid, bs blockMap, raw bool) *fetched {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := store.WriteCAR(&buf, root, slices.Collect(maps.Values(bs))); err != nil {
+		t.Fatal(err)
+	}
+	f, err := readBlocks(context.Background(), &buf, 2, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.received != len(bs) {
+		t.Fatalf("read %d blocks of %d", f.received, len(bs))
+	}
 	return f
+}
+
+// count is how many blocks f holds.
+func (f *fetched) count() int {
+	n := len(f.index)
+	if f.rootBlk != nil {
+		n++
+	}
+	return n
 }
 
 // appRecords is the app.bulleted part of a state, as a snapshot lists it.
@@ -302,17 +341,22 @@ func (m *model) checkKept(c *carRepo) {
 	if !bytes.Equal(buf.Bytes(), whole.Bytes()) {
 		m.t.Fatalf("the streamed cache (%d bytes) is not WriteCAR's (%d)", buf.Len(), whole.Len())
 	}
-	f, err := readBlocks(context.Background(), &buf, 1)
+	f, err := readBlocks(context.Background(), bytes.NewReader(buf.Bytes()), 1, true)
 	if err != nil {
 		m.t.Fatal("reading the cache back:", err)
 	}
-	if len(f.blocks) != len(want) {
-		m.t.Fatalf("the cache holds %d blocks, the repository has %d", len(f.blocks), len(want))
+	if f.count() != len(want) {
+		m.t.Fatalf("the cache holds %d blocks, the repository has %d", f.count(), len(want))
 	}
 	for k := range want {
-		if b, ok := f.blocks[k]; !ok || !bytes.Equal(b.RawData(), m.stored[k].blk.RawData()) {
+		if b, ok := f.block(k); !ok || !bytes.Equal(b.RawData(), m.stored[k].blk.RawData()) {
 			m.t.Fatalf("block %s is not in the cache as it is", cidOfKey(k))
 		}
+	}
+	// as a start reads it (the bytes a walk does not need dropped)
+	f, err = readBlocks(context.Background(), &buf, 1, false)
+	if err != nil {
+		m.t.Fatal("reading the cache back:", err)
 	}
 	fresh, err := buildCAR(f, m.did)
 	if err != nil {
@@ -428,7 +472,7 @@ func TestMSTDiffRandom(t *testing.T) {
 				}
 				f := m.since(c.rev)
 				if m.rng.IntN(8) == 0 {
-					f = m.since("") // a PDS that ignores since
+					f = m.sinceRaw("") // a PDS that ignores since
 				}
 				st, err := c.diff(f, m.did)
 				if err != nil {
@@ -583,12 +627,12 @@ func TestOddNodeBlockKept(t *testing.T) {
 	m := newModel(t, 7)
 	m.mutate(3) // a small tree: one node
 	m.commitState()
-	f := m.since("")
+	bs := m.sent("")
 	var commit atrepo.Commit
-	if err := commit.UnmarshalCBOR(bytes.NewReader(f.blocks[m.commit.KeyString()].RawData())); err != nil {
+	if err := commit.UnmarshalCBOR(bytes.NewReader(bs[m.commit.KeyString()].RawData())); err != nil {
 		t.Fatal(err)
 	}
-	root := f.blocks[commit.Data.KeyString()]
+	root := bs[commit.Data.KeyString()]
 	d, err := mst.NodeDataFromCBOR(bytes.NewReader(root.RawData()))
 	if err != nil || d.Left != nil {
 		t.Fatalf("the root node: %v, left %v", err, d.Left)
@@ -615,26 +659,26 @@ func TestOddNodeBlockKept(t *testing.T) {
 	}
 	cc, _ := cid.NewPrefixV1(cid.DagCBOR, 0x12).Sum(buf.Bytes())
 	cb, _ := blocks.NewBlockWithCid(buf.Bytes(), cc)
-	delete(f.blocks, m.commit.KeyString())
-	delete(f.blocks, root.Cid().KeyString())
-	f.root, f.blocks[cc.KeyString()], f.blocks[oddCID.KeyString()] = cc, cb, oddBlk
-	c, err := buildCAR(f, m.did)
+	delete(bs, m.commit.KeyString())
+	delete(bs, root.Cid().KeyString())
+	bs[cc.KeyString()], bs[oddCID.KeyString()] = cb, oddBlk
+	c, err := buildCAR(fetchedOf(t, cc, bs, false), m.did)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.odd != 1 || c.blockCount() != len(f.blocks) {
-		t.Fatalf("odd nodes %d, blocks %d, want 1 and %d", c.odd, c.blockCount(), len(f.blocks))
+	if c.odd != 1 || c.blockCount() != len(bs) {
+		t.Fatalf("odd nodes %d, blocks %d, want 1 and %d", c.odd, c.blockCount(), len(bs))
 	}
 	buf.Reset()
 	if err := store.WriteCAR(&buf, c.commit, c.allBlocks()); err != nil {
 		t.Fatal(err)
 	}
-	back, err := readBlocks(context.Background(), &buf, 1)
+	back, err := readBlocks(context.Background(), &buf, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, ok := back.blocks[oddCID.KeyString()]; !ok || !bytes.Equal(b.RawData(), odd) || len(back.blocks) != len(f.blocks) {
-		t.Fatalf("the cache holds %d blocks of %d, the odd node as it came: %v", len(back.blocks), len(f.blocks), ok)
+	if b, ok := back.block(oddCID.KeyString()); !ok || !bytes.Equal(b.RawData(), odd) || back.count() != len(bs) {
+		t.Fatalf("the cache holds %d blocks of %d, the odd node as it came: %v", back.count(), len(bs), ok)
 	}
 	fresh, err := buildCAR(back, m.did)
 	if err != nil {
@@ -642,5 +686,89 @@ func TestOddNodeBlockKept(t *testing.T) {
 	}
 	if want := m.appRecords(m.state); !sameList(fresh.snap.Records, want) {
 		t.Fatalf("opened afresh: %d records, want %d", len(fresh.snap.Records), len(want))
+	}
+}
+
+// TestWholeReadKeepsOnlyWhatItNeeds: a whole read for a walk keeps the
+// bytes of other apps' records (and of the commit) only, its app.bulleted
+// records as values and its nodes decoded, and nothing it keeps points
+// into the read's chunks; a read whose difference is taken keeps every
+// block's bytes.
+func TestWholeReadKeepsOnlyWhatItNeeds(t *testing.T) {
+	m := newModel(t, 11)
+	m.mutate(400)
+	m.commitState()
+	f := m.since("")
+	var recs, nodes, others int
+	for k, e := range f.index {
+		switch {
+		case e.dec.rec:
+			recs++
+			if e.data != nil || e.dec.err != nil || e.dec.value.IsZero() {
+				t.Fatalf("record %s: bytes kept %v, %v", cidOfKey(k), e.data != nil, e.dec.err)
+			}
+		case e.dec.node != nil:
+			nodes++
+			if e.data != nil || e.dec.odd {
+				t.Fatalf("node %s: bytes kept %v, odd %v", cidOfKey(k), e.data != nil, e.dec.odd)
+			}
+		default:
+			others++
+			if e.data == nil || !bytes.Equal(e.data, m.stored[k].blk.RawData()) {
+				t.Fatalf("block %s of another app: its bytes are not kept", cidOfKey(k))
+			}
+		}
+	}
+	if recs == 0 || nodes < 2 || others == 0 {
+		t.Fatalf("%d records, %d nodes, %d other blocks", recs, nodes, others)
+	}
+	raw := m.sinceRaw("")
+	for k := range m.stored {
+		if b, ok := raw.block(k); !ok || !bytes.Equal(b.RawData(), m.stored[k].blk.RawData()) {
+			t.Fatalf("block %s is not kept by a raw read", cidOfKey(k))
+		}
+	}
+}
+
+// TestNodeWithShortPrefixIsOdd: a node block whose key shares fewer bytes
+// with the one before than it could decodes to the same node, but is not
+// that node's encoding: it is odd (kept as its block), even though its own
+// data encodes as it.
+func TestNodeWithShortPrefixIsOdd(t *testing.T) {
+	m := newModel(t, 7)
+	m.mutate(3)
+	m.commitState()
+	bs := m.sent("")
+	var commit atrepo.Commit
+	if err := commit.UnmarshalCBOR(bytes.NewReader(bs[m.commit.KeyString()].RawData())); err != nil {
+		t.Fatal(err)
+	}
+	root := bs[commit.Data.KeyString()]
+	want, odd, err := decodeNode(root)
+	if err != nil || odd {
+		t.Fatalf("the node as it was: odd %v, %v", odd, err)
+	}
+	d, err := mst.NodeDataFromCBOR(bytes.NewReader(root.RawData()))
+	if err != nil || len(d.Entries) < 2 || d.Entries[1].PrefixLen == 0 {
+		t.Fatalf("the root node: %v, %d entries", err, len(d.Entries))
+	}
+	e := &d.Entries[1]
+	first := d.Entries[0].KeySuffix
+	e.KeySuffix = append([]byte{first[e.PrefixLen-1]}, e.KeySuffix...)
+	e.PrefixLen--
+	var buf bytes.Buffer
+	if err := d.MarshalCBOR(&buf); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := cid.NewPrefixV1(cid.DagCBOR, 0x12).Sum(buf.Bytes())
+	blk, _ := blocks.NewBlockWithCid(buf.Bytes(), id)
+	n, odd, err := decodeNode(blk)
+	if err != nil || !odd {
+		t.Fatalf("a shortened prefix: odd %v, %v", odd, err)
+	}
+	for i := range n.Entries {
+		if !bytes.Equal(n.Entries[i].Key, want.Entries[i].Key) {
+			t.Fatalf("entry %d: key %q, want %q", i, n.Entries[i].Key, want.Entries[i].Key)
+		}
 	}
 }
