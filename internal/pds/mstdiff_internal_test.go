@@ -29,7 +29,7 @@ import (
 // the new revision), and getRepo?since=rev answers the stored blocks of
 // later revisions.
 type model struct {
-	t      *testing.T
+	t      testing.TB
 	rng    *rand.Rand
 	did    syntax.DID
 	state  map[string]cid.Cid      // key → record CID
@@ -58,7 +58,7 @@ type entry struct {
 	val cid.Cid
 }
 
-func newModel(t *testing.T, seed uint64) *model {
+func newModel(t testing.TB, seed uint64) *model {
 	m := &model{t: t, rng: rand.New(rand.NewPCG(seed, seed*7+1)), did: "did:plc:modelrepository0000000000",
 		state: map[string]cid.Cid{}, values: map[string]blocks.Block{}, stored: map[string]storedBlock{},
 		past: map[string]map[string]cid.Cid{}, tree: mst.NewEmptyTree(), committed: map[string]cid.Cid{},
