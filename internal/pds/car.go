@@ -22,7 +22,6 @@ import (
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
-	cbg "github.com/whyrusleeping/cbor-gen"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
@@ -35,14 +34,14 @@ var errIncomplete = errors.New("the CAR does not hold the whole repository")
 type blockMap map[string]blocks.Block
 
 // carRepo is the repository as last read, kept current commit by commit:
-// its commit, its MST with every node decoded and linked, and exactly the
-// blocks reachable from the commit (the commit, the MST nodes and the
-// records of every collection). A record named by an app.bulleted key is
-// kept as its store.Value alone, which holds the block's bytes, and an MST
-// node as its decoded node alone, which encodes as the block again (block
-// makes the block, for the cache file); any other record, the commit and
-// a node whose block is not the node's own encoding are kept as blocks. A
-// later
+// its commit, its MST, and exactly the blocks reachable from the commit
+// (the commit, the MST nodes and the records of every collection). A
+// record named by an app.bulleted key is kept as its store.Value alone,
+// which holds the block's bytes; an MST node as its block's bytes alone,
+// decoded when a walk passes it (as parsed, a node took 2.5 times its
+// bytes: its entries, each with a key and two CIDs in their own
+// allocations; at 249k records 50 MB against 20); any other record and
+// the commit are kept as blocks. A later
 // getRepo?since=rev brings only the blocks written after rev; the
 // difference they make to the MST is found without walking the unchanged
 // part (diff) and applied in place (apply), so that a commit costs what it
@@ -55,12 +54,11 @@ type blockMap map[string]blocks.Block
 type carRepo struct {
 	commit cid.Cid
 	rev    string
-	root   *mst.Node
-	blocks blockMap              // the commit, odd nodes, records without a value
-	nodes  map[string]*mst.Node  // by CID key; a kept node is never modified
+	root   cid.Cid               // the MST's root node
+	blocks blockMap              // the commit, records without a value
+	nodes  map[string][]byte     // every node's block by CID key, never modified
 	recs   map[string]keptRecord // every record named by a key, by CID key
 	held   int                   // how many of recs hold their bytes in value
-	odd    int                   // how many nodes are kept as blocks too
 	// the records at commit, made when asked for: kept (snap) until they
 	// are first handed out, then only while their reader keeps them (a
 	// reader builds its own tree of them and drops the list)
@@ -115,7 +113,7 @@ func (c *carRepo) block(k string) (blocks.Block, bool) {
 	}
 	var raw []byte
 	if n, ok := c.nodes[k]; ok {
-		raw = encodeNode(n)
+		raw = n
 	} else if rec, ok := c.recs[k]; ok && !rec.value.IsZero() {
 		raw = rec.value.CBOR()
 	}
@@ -131,7 +129,7 @@ func (c *carRepo) block(k string) (blocks.Block, bool) {
 }
 
 // blockCount is how many blocks c keeps.
-func (c *carRepo) blockCount() int { return len(c.blocks) + c.held + len(c.nodes) - c.odd }
+func (c *carRepo) blockCount() int { return len(c.blocks) + c.held + len(c.nodes) }
 
 // allBlocks is every block c keeps (those of records and nodes made again
 // from their values and nodes).
@@ -143,7 +141,7 @@ func (c *carRepo) allBlocks() []blocks.Block {
 // parts is what c's blocks are made of, listed under Repo.mu; made into
 // blocks (blocks) without it, as a kept node or value is never modified.
 func (c *carRepo) parts() cacheParts {
-	p := cacheParts{kept: make([]blocks.Block, 0, len(c.blocks)), nodes: make([]*mst.Node, 0, len(c.nodes)-c.odd),
+	p := cacheParts{kept: make([]blocks.Block, 0, len(c.blocks)), nodes: make([]heldNode, 0, len(c.nodes)),
 		recs: make([]heldRecord, 0, c.held)}
 	for _, b := range c.blocks {
 		p.kept = append(p.kept, b)
@@ -154,19 +152,22 @@ func (c *carRepo) parts() cacheParts {
 		}
 	}
 	for k, n := range c.nodes {
-		if _, ok := c.blocks[k]; !ok {
-			p.nodes = append(p.nodes, n)
-		}
+		p.nodes = append(p.nodes, heldNode{k, n})
 	}
 	return p
 }
 
 // cacheParts is a kept repository's blocks: kept as blocks, held as
-// record values, and decoded nodes.
+// record values, and nodes' bytes.
 type cacheParts struct {
 	kept  []blocks.Block
-	nodes []*mst.Node
+	nodes []heldNode
 	recs  []heldRecord
+}
+
+type heldNode struct {
+	key  string // the CID's bytes
+	data []byte
 }
 
 type heldRecord struct {
@@ -174,8 +175,8 @@ type heldRecord struct {
 	value store.Value
 }
 
-// blocks makes p's blocks (a node's by encoding it); an error says one
-// could not be made (and is left out).
+// blocks makes p's blocks; an error says one could not be made (and is
+// left out).
 func (p cacheParts) blocks() ([]blocks.Block, error) {
 	bs := append(make([]blocks.Block, 0, len(p.kept)+len(p.nodes)+len(p.recs)), p.kept...)
 	var failed error
@@ -192,14 +193,13 @@ func (p cacheParts) blocks() ([]blocks.Block, error) {
 		bs = append(bs, b)
 	}
 	for _, n := range p.nodes {
-		raw := encodeNode(n)
-		if raw == nil {
-			failed = fmt.Errorf("MST node %s does not encode", n.CID)
-			continue
+		id, err := cid.Cast([]byte(n.key))
+		var b blocks.Block
+		if err == nil {
+			b, err = blocks.NewBlockWithCid(n.data, id)
 		}
-		b, err := blocks.NewBlockWithCid(raw, *n.CID)
 		if err != nil {
-			failed = fmt.Errorf("MST node %s: %w", n.CID, err)
+			failed = fmt.Errorf("MST node %s: %w", cidOfKey(n.key), err)
 			continue
 		}
 		bs = append(bs, b)
@@ -223,7 +223,7 @@ func (p cacheParts) write(w io.Writer, root cid.Cid) error {
 		parts = append(parts, part{rec.key, 1, int32(i)})
 	}
 	for i, n := range p.nodes {
-		parts = append(parts, part{n.CID.KeyString(), 2, int32(i)})
+		parts = append(parts, part{n.key, 2, int32(i)})
 	}
 	rk := root.KeyString()
 	slices.SortFunc(parts, func(a, b part) int {
@@ -251,9 +251,7 @@ func (p cacheParts) write(w io.Writer, root cid.Cid) error {
 		case 1:
 			data = p.recs[pt.i].value.CBOR()
 		case 2:
-			if data = encodeNode(p.nodes[pt.i]); data == nil {
-				return fmt.Errorf("MST node %s does not encode", id)
-			}
+			data = p.nodes[pt.i].data
 		}
 		if err := cw.Block(id, data); err != nil {
 			return err
@@ -266,14 +264,13 @@ func (p cacheParts) write(w io.Writer, root cid.Cid) error {
 // decoded (app.bulleted records and MST nodes) while it arrived.
 //
 // A read for a whole walk (buildCAR: a cold read, the cache file) keeps a
-// block's bytes only where the walk needs them: the commit, other apps'
-// records, an MST node that does not encode as its block, a block that did
-// not decode. An app.bulleted record is kept as its value and a node as
-// its decoded node; the CAR's chunks are garbage as soon as their blocks
-// are decoded, not when the read ends (100k records: 34 MB of CAR the
-// collector had to count as live at every cycle of the read). A read whose
-// difference is taken (diff) keeps every block: it is small, and the
-// difference names the blocks it needs.
+// block's bytes only where they are kept beyond it (the commit, MST nodes,
+// other apps' records: copied out of the read's chunks) or a block did not
+// decode; an app.bulleted record is kept as its value. The CAR's chunks
+// are garbage as soon as their blocks are decoded, not when the read ends
+// (100k records: 34 MB of CAR the collector had to count as live at every
+// cycle of the read). A read whose difference is taken (diff) keeps every
+// block: it is small, and the difference names the blocks it needs.
 type fetched struct {
 	root     cid.Cid
 	rootBlk  blocks.Block
@@ -292,8 +289,7 @@ type fetchedBlock struct {
 type decoded struct {
 	value store.Value // an app.bulleted record's
 	rec   bool        // an app.bulleted record: value (or err) is set
-	node  *mst.Node   // children not linked yet
-	odd   bool        // the node's block is not its encoding (encodeNode)
+	node  *mst.Node   // an MST node's (children not linked)
 	err   error
 }
 
@@ -329,24 +325,27 @@ func (e *fetchedBlock) block() blocks.Block {
 }
 
 // node is f's MST node k, decoded (a missing one is errIncomplete: indigo's
-// loader would leave the subtree out and its Walk would skip it); odd: its
-// block is not its encoding, and must be kept.
-func (f *fetched) node(k string) (n *mst.Node, odd bool, err error) {
+// loader would leave the subtree out and its Walk would skip it), and its
+// block's bytes.
+func (f *fetched) node(k string) (n *mst.Node, data []byte, err error) {
 	e, ok := f.index[k]
 	if !ok {
-		return nil, false, fmt.Errorf("%w: MST node %s is missing", errIncomplete, cidOfKey(k))
+		return nil, nil, fmt.Errorf("%w: MST node %s is missing", errIncomplete, cidOfKey(k))
 	}
 	d := e.dec
 	if d.node == nil && d.err == nil {
-		if e.data == nil { // decoded as a record: not a node
-			return nil, false, fmt.Errorf("MST node %s: %w", cidOfKey(k), errNotNode)
+		if e.data == nil || d.rec { // decoded as a record: not a node
+			return nil, nil, fmt.Errorf("MST node %s: %w", cidOfKey(k), errNotNode)
 		}
-		d.node, d.odd, d.err = decodeNode(e.block())
+		d.node, d.err = parseNode(e.cid, e.data)
 	}
 	if d.err != nil {
-		return nil, false, fmt.Errorf("MST node %s: %w", cidOfKey(k), d.err)
+		return nil, nil, fmt.Errorf("MST node %s: %w", cidOfKey(k), d.err)
 	}
-	return d.node, d.odd, nil
+	if e.data == nil {
+		return nil, nil, fmt.Errorf("%w: the bytes of MST node %s were not kept", errIncomplete, cidOfKey(k))
+	}
+	return d.node, e.data, nil
 }
 
 // errNotNode: an MST entry names a block that is a record, not a node.
@@ -434,12 +433,17 @@ func (r *Repo) snapshotCAR(ctx context.Context) (*store.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	received := f.received
+	f = nil // garbage from here on
 	r.Stats.Walks.Add(1)
 	r.mu.Lock()
-	s, _ := c.snapshot(r.did)
+	s, _, _ := c.snapshot(r.did) // made by buildCAR
 	r.keep(c)
 	r.mu.Unlock()
-	r.saveCache(f.received, true)
+	if r.AfterWholeRead != nil {
+		r.AfterWholeRead()
+	}
+	r.saveCache(received, true)
 	return s, nil
 }
 
@@ -554,14 +558,15 @@ func readBlocks(ctx context.Context, rd io.Reader, workers int, keepRaw bool) (*
 	worker := func() {
 		defer wg.Done()
 		var values valueArena
-		var cmp nodeComparer
 		for e := range work {
 			raw := e.data
 			keep := true
 			switch {
 			case !store.IsRecordBlock(raw):
-				e.dec.node, e.dec.odd, e.dec.err = cmp.decodeNode(e.cid, raw)
-				keep = e.dec.odd || e.dec.err != nil
+				e.dec.node, e.dec.err = parseNode(e.cid, raw)
+				if !keepRaw && e.dec.err == nil {
+					e.data, keep = values.copy(raw), false // kept as its bytes, among the values
+				}
 			case store.IsAppRecordBlock(raw):
 				// a copy of exactly the record's bytes: the block's own
 				// buffer also holds its CID and length, and is rounded up
@@ -572,7 +577,7 @@ func readBlocks(ctx context.Context, rd io.Reader, workers int, keepRaw bool) (*
 				keep = e.dec.err != nil
 			}
 			switch {
-			case keepRaw:
+			case keepRaw, e.dec.node != nil:
 			case keep:
 				e.data = bytes.Clone(raw) // not the read's chunk
 			default:
@@ -632,7 +637,8 @@ func readBlocks(ctx context.Context, rd io.Reader, workers int, keepRaw bool) (*
 	return f, nil
 }
 
-// valueArena lays the records' values of one read side by side in chunks,
+// valueArena lays the records' values (and MST nodes' blocks) of one read
+// side by side in chunks,
 // rather than each in an allocation of its own among the read's garbage
 // (the CAR's sections, of the same sizes): spread that way, after the
 // read each of the heap's spans held a few values and the rest was free
@@ -676,71 +682,39 @@ func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
 			nodes++
 		}
 	}
-	c := &carRepo{commit: f.root, rev: commit.Rev, nodes: make(map[string]*mst.Node, nodes),
+	c := &carRepo{commit: f.root, rev: commit.Rev, root: commit.Data, nodes: make(map[string][]byte, nodes),
 		recs: make(map[string]keptRecord, max(len(f.index)-nodes, 0))}
-	odd := map[string]bool{}
-	var load func(id cid.Cid) (*mst.Node, error)
-	load = func(id cid.Cid) (*mst.Node, error) {
-		k := id.KeyString()
-		if n, ok := c.nodes[k]; ok {
-			return n, nil
-		}
-		n, o, err := f.node(k)
-		if err != nil {
-			return nil, err
-		}
-		if o {
-			odd[k] = true
-		}
-		for i, e := range n.Entries {
-			if e.ChildCID != nil {
-				child, err := load(*e.ChildCID)
-				if err != nil {
-					return nil, err
-				}
-				n.Entries[i].Child = child
-			}
-		}
-		c.nodes[k] = n
-		return n, nil
-	}
-	if c.root, err = load(commit.Data); err != nil {
-		return nil, err
-	}
 	s := &store.Snapshot{DID: did, Commit: f.root.String(), Rev: commit.Rev, Records: make([]store.Record, 0, n)}
-	err = walkNode(c.root, func(key []byte, val cid.Cid) error {
-		vk := val.KeyString()
-		if !f.has(vk) {
-			return fmt.Errorf("%w: record %s is missing", errIncomplete, key)
+	// every node as decoded while f arrived, kept as its bytes
+	var walk func(id cid.Cid) error
+	walk = func(id cid.Cid) error {
+		k := id.KeyString()
+		nd, data, err := f.node(k)
+		if err != nil {
+			return err
 		}
-		rec := c.recs[vk]
-		rec.refs++
-		if bytes.HasPrefix(key, appPrefix) {
-			var text string
-			if rec.value.IsZero() {
-				d, err := c.record(vk, f, nil)
-				if err != nil {
-					return fmt.Errorf("record %s: %w", key, err)
+		c.nodes[k] = data
+		for _, e := range nd.Entries {
+			switch {
+			case e.ChildCID != nil:
+				if err := walk(*e.ChildCID); err != nil {
+					return err
 				}
-				rec.value, text = d.value, d.cid
-			} else {
-				text = cidText(vk) // a second key naming the same record
+			case e.IsValue():
+				if err := c.take(f, s, e.Key, *e.Value); err != nil {
+					return err
+				}
 			}
-			coll, rkey, _ := strings.Cut(keyString(key), "/")
-			s.Records = append(s.Records, store.Record{Collection: coll, RKey: rkey, CID: text, Value: rec.value})
 		}
-		c.recs[vk] = rec
 		return nil
-	})
-	if err != nil {
+	}
+	if err := walk(commit.Data); err != nil {
 		return nil, err
 	}
-	// only what is reachable is kept, a node's block only if the node
-	// does not encode as it, a record's only if no value holds its bytes
-	// (a new map: a Go map does not shrink)
+	// only what is reachable is kept, a record's block only if no value
+	// holds its bytes (a new map: a Go map does not shrink)
 	rk := f.root.KeyString()
-	c.odd = len(odd)
-	nb := c.odd + 1
+	nb := 1
 	for _, rec := range c.recs {
 		if rec.value.IsZero() {
 			nb++
@@ -751,8 +725,7 @@ func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
 	c.blocks = make(blockMap, nb)
 	c.blocks[rk] = f.rootBlk
 	for k, e := range f.index {
-		rec, named := c.recs[k]
-		if e.data != nil && (odd[k] || named && rec.value.IsZero()) {
+		if rec, named := c.recs[k]; named && rec.value.IsZero() && e.data != nil {
 			c.blocks[k] = own(e.block()) // not the read's chunk
 		}
 	}
@@ -766,6 +739,33 @@ func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
 	}
 	c.snap = s
 	return c, nil
+}
+
+// take counts the record val that key names, and lists it in s if it is
+// an app.bulleted record (buildCAR's walk).
+func (c *carRepo) take(f *fetched, s *store.Snapshot, key []byte, val cid.Cid) error {
+	vk := val.KeyString()
+	if !f.has(vk) {
+		return fmt.Errorf("%w: record %s is missing", errIncomplete, key)
+	}
+	rec := c.recs[vk]
+	rec.refs++
+	if bytes.HasPrefix(key, appPrefix) {
+		var text string
+		if rec.value.IsZero() {
+			d, err := c.record(vk, f, nil)
+			if err != nil {
+				return fmt.Errorf("record %s: %w", key, err)
+			}
+			rec.value, text = d.value, d.cid
+		} else {
+			text = cidText(vk) // a second key naming the same record
+		}
+		coll, rkey, _ := strings.Cut(keyString(key), "/")
+		s.Records = append(s.Records, store.Record{Collection: coll, RKey: rkey, CID: text, Value: rec.value})
+	}
+	c.recs[vk] = rec
+	return nil
 }
 
 // record is the decoded record of CID key vk: kept, decoded while f
@@ -802,16 +802,16 @@ func (c *carRepo) record(vk string, f *fetched, extra map[string]carRecord) (car
 // snapshot is the app.bulleted records at c's commit, made (by a walk of
 // the whole MST) the first time it is asked for, and again if every reader
 // dropped it since; made reports whether this call made it.
-func (c *carRepo) snapshot(did syntax.DID) (s *store.Snapshot, made bool) {
+func (c *carRepo) snapshot(did syntax.DID) (s *store.Snapshot, made bool, err error) {
 	if s = c.snap; s != nil {
 		c.snap, c.given = nil, weak.Make(s)
-		return s, false
+		return s, false, nil
 	}
 	if s = c.given.Value(); s != nil {
-		return s, false
+		return s, false, nil
 	}
 	s = &store.Snapshot{DID: did, Commit: c.commit.String(), Rev: c.rev, Records: make([]store.Record, 0, c.held)}
-	_ = walkNode(c.root, func(key []byte, val cid.Cid) error {
+	err = c.walk(func(key []byte, val cid.Cid) error {
 		if !bytes.HasPrefix(key, appPrefix) {
 			return nil
 		}
@@ -821,20 +821,22 @@ func (c *carRepo) snapshot(did syntax.DID) (s *store.Snapshot, made bool) {
 		s.Records = append(s.Records, store.Record{Collection: coll, RKey: rkey, CID: cidText(vk), Value: rec.value})
 		return nil
 	})
+	if err != nil {
+		return nil, false, err
+	}
 	if !slices.IsSortedFunc(s.Records, compareRecords) {
 		sortRecords(s.Records)
 	}
 	c.given = weak.Make(s)
-	return s, true
+	return s, true, nil
 }
 
-// keyString is an MST key of a kept node as a string without a copy: a
+// keyString is an MST key of a decoded node as a string without a copy: a
 // record's collection and key are the bytes its node decoded them into
-// (decodeNode: one array a node), never modified once decoded (a kept node
-// is never modified; a commit's new nodes are new). A record's strings
-// thus cost nothing beside its node (32 bytes a record fewer than a copy),
-// and keep that node's keys (a few records' worth) alive while a tree holds
-// the record.
+// (parseNode: one array a node), never modified once decoded. A record's
+// strings thus cost nothing beside the node's keys (32 bytes a record
+// fewer than a copy), which live on (a few records' worth, without the
+// rest of the decoded node) while a tree holds the record.
 func keyString(key []byte) string {
 	if len(key) == 0 {
 		return ""
@@ -842,118 +844,83 @@ func keyString(key []byte) string {
 	return unsafe.String(&key[0], len(key))
 }
 
-// walkNode calls fn on every key of the tree under n, in key order.
-func walkNode(n *mst.Node, fn func(key []byte, val cid.Cid) error) error {
-	for _, e := range n.Entries {
-		switch {
-		case e.Child != nil:
-			if err := walkNode(e.Child, fn); err != nil {
-				return err
-			}
-		case e.ChildCID != nil:
-			return fmt.Errorf("%w: MST node %s is not loaded", errIncomplete, e.ChildCID)
-		case e.IsValue():
-			if err := fn(e.Key, *e.Value); err != nil {
-				return err
-			}
-		}
+// node is the kept MST node k, decoded (children not linked); a node that
+// is not kept is errIncomplete.
+func (c *carRepo) node(k string) (*mst.Node, error) {
+	data, ok := c.nodes[k]
+	if !ok {
+		return nil, fmt.Errorf("%w: MST node %s is not kept", errIncomplete, cidOfKey(k))
 	}
-	return nil
+	id, err := cid.Cast([]byte(k))
+	if err != nil {
+		return nil, err
+	}
+	n, err := parseNode(id, data)
+	if err != nil {
+		return nil, fmt.Errorf("kept MST node %s: %w", id, err)
+	}
+	return n, nil
 }
 
-// lookup is the value of key in the tree under n (nil: not there).
-func lookup(n *mst.Node, key []byte) *cid.Cid {
-	for n != nil {
-		var child *mst.Node // the subtree left of the entry looked at
+// walk calls fn on every key of c's tree, in key order.
+func (c *carRepo) walk(fn func(key []byte, val cid.Cid) error) error {
+	var walk func(k string) error
+	walk = func(k string) error {
+		n, err := c.node(k)
+		if err != nil {
+			return err
+		}
+		for _, e := range n.Entries {
+			switch {
+			case e.ChildCID != nil:
+				if err := walk(e.ChildCID.KeyString()); err != nil {
+					return err
+				}
+			case e.IsValue():
+				if err := fn(e.Key, *e.Value); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return walk(c.root.KeyString())
+}
+
+// lookup is the value of key in c's tree (undefined: not there).
+func (c *carRepo) lookup(key []byte) (cid.Cid, error) {
+	k := c.root.KeyString()
+	for k != "" {
+		n, err := c.node(k)
+		if err != nil {
+			return cid.Undef, err
+		}
+		child := "" // the subtree left of the entry looked at
 	entries:
 		for _, e := range n.Entries {
 			switch c := bytes.Compare(e.Key, key); {
 			case !e.IsValue():
-				child = e.Child
+				child = e.ChildCID.KeyString()
 			case c == 0:
-				return e.Value
+				return *e.Value, nil
 			case c > 0:
 				break entries
 			default:
-				child = nil
+				child = ""
 			}
 		}
-		n = child
+		k = child
 	}
-	return nil
+	return cid.Undef, nil
 }
 
-// decodeNode decodes an MST node as indigo's NodeData.Node does, in fewer
+// parseNode decodes an MST node as indigo's NodeData.Node does, in fewer
 // allocations (its keys share one array, its CIDs another, and nothing of
-// the NodeData is kept); odd reports that the block is not the node's
-// encoding (encodeNode), so that only the block can stand for it.
-func decodeNode(blk blocks.Block) (n *mst.Node, odd bool, err error) {
-	var nc nodeComparer
-	return nc.decodeNode(blk.Cid(), blk.RawData())
-}
-
-// nodeComparer decodes nodes (decodeNode), comparing each one's encoding
-// with its block as it is encoded, without a buffer (a cold read of 100k
-// records encoded 35 MB of nodes only to compare them). One per goroutine.
-type nodeComparer struct {
-	cmp cmpWriter
-	cw  *cbg.CborWriter
-}
-
-func (nc *nodeComparer) decodeNode(id cid.Cid, raw []byte) (n *mst.Node, odd bool, err error) {
-	n, d, shortest, err := parseNode(id, raw)
+// the NodeData is kept).
+func parseNode(id cid.Cid, raw []byte) (n *mst.Node, err error) {
+	d, err := mst.NodeDataFromCBOR(bytes.NewReader(raw))
 	if err != nil {
-		return nil, false, err
-	}
-	if !shortest {
-		return n, true, nil
-	}
-	// with every key shortened by all it shares with the one before, the
-	// block's own data is what indigo's NodeData makes of the node, and is
-	// encoded instead (no NodeData is made again)
-	if nc.cw == nil {
-		nc.cw = cbg.NewCborWriter(&nc.cmp)
-	}
-	nc.cmp = cmpWriter{want: raw}
-	if err := d.MarshalCBOR(nc.cw); err != nil {
-		return n, true, nil
-	}
-	return n, !nc.cmp.same(), nil
-}
-
-// cmpWriter compares what is written to it with want.
-type cmpWriter struct {
-	want []byte
-	off  int
-	diff bool
-}
-
-func (w *cmpWriter) Write(p []byte) (int, error) {
-	if !w.diff {
-		w.diff = len(w.want)-w.off < len(p) || !bytes.Equal(w.want[w.off:w.off+len(p)], p)
-	}
-	w.off += len(p)
-	return len(p), nil
-}
-
-func (w *cmpWriter) WriteString(p string) (int, error) {
-	if !w.diff {
-		w.diff = len(w.want)-w.off < len(p) || string(w.want[w.off:w.off+len(p)]) != p
-	}
-	w.off += len(p)
-	return len(p), nil
-}
-
-// same reports whether exactly want was written.
-func (w *cmpWriter) same() bool { return !w.diff && w.off == len(w.want) }
-
-// parseNode is decodeNode without the comparison: the node, the data it
-// was decoded from, and whether each key of the data shares with the one
-// before all the bytes it can (as NodeData writes them).
-func parseNode(id cid.Cid, raw []byte) (n *mst.Node, d *mst.NodeData, shortest bool, err error) {
-	d, err = mst.NodeDataFromCBOR(bytes.NewReader(raw))
-	if err != nil {
-		return nil, nil, false, err
+		return nil, err
 	}
 	entries, cids, klen, prev := len(d.Entries), 1+len(d.Entries), 0, 0
 	if d.Left != nil {
@@ -962,7 +929,7 @@ func parseNode(id cid.Cid, raw []byte) (n *mst.Node, d *mst.NodeData, shortest b
 	}
 	for _, e := range d.Entries {
 		if e.PrefixLen < 0 || int(e.PrefixLen) > prev {
-			return nil, nil, false, fmt.Errorf("an entry's key shares %d bytes with the previous %d-byte key", e.PrefixLen, prev)
+			return nil, fmt.Errorf("an entry's key shares %d bytes with the previous %d-byte key", e.PrefixLen, prev)
 		}
 		prev = int(e.PrefixLen) + len(e.KeySuffix)
 		klen += prev
@@ -982,14 +949,11 @@ func parseNode(id cid.Cid, raw []byte) (n *mst.Node, d *mst.NodeData, shortest b
 		n.Entries = append(n.Entries, mst.NodeEntry{ChildCID: ref(*d.Left)})
 	}
 	var key []byte
-	shortest = true
 	for _, e := range d.Entries {
 		start := len(keys)
-		prevKey := key
 		keys = append(keys, key[:e.PrefixLen]...)
 		keys = append(keys, e.KeySuffix...)
 		key = keys[start:len(keys):len(keys)]
-		shortest = shortest && int(e.PrefixLen) == mst.CountPrefixLen(prevKey, key)
 		n.Entries = append(n.Entries, mst.NodeEntry{Key: key, Value: ref(e.Value)})
 		if n.Height < 0 {
 			n.Height = mst.HeightForKey(key)
@@ -998,15 +962,5 @@ func parseNode(id cid.Cid, raw []byte) (n *mst.Node, d *mst.NodeData, shortest b
 			n.Entries = append(n.Entries, mst.NodeEntry{ChildCID: ref(*e.Right)})
 		}
 	}
-	return n, d, shortest, nil
-}
-
-// encodeNode is n's block (DAG-CBOR, as indigo writes it).
-func encodeNode(n *mst.Node) []byte {
-	d := n.NodeData()
-	var buf bytes.Buffer
-	if err := d.MarshalCBOR(&buf); err != nil {
-		return nil
-	}
-	return buf.Bytes()
+	return n, nil
 }

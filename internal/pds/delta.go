@@ -3,11 +3,11 @@ package pds
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/bluesky-social/indigo/atproto/atclient"
-	"github.com/ipfs/go-cid"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
@@ -292,9 +292,11 @@ func (st *step) after(c *carRepo, own []transition) []store.Record {
 		if touched[key] {
 			continue
 		}
-		var v cid.Cid
-		if p := lookup(c.root, []byte(key)); p != nil {
-			v = *p
+		v, err := c.lookup([]byte(key))
+		if err != nil {
+			// every node reachable from the root is kept (carRepo): a
+			// kept node that does not decode is this program's fault
+			panic(fmt.Sprintf("pds: looking up %s in the kept repository: %v", key, err))
 		}
 		kept := ""
 		if v.Defined() {
@@ -348,14 +350,14 @@ func (r *Repo) ownCommit(swap, commit, rev string, writes []store.Write, results
 }
 
 // materialise is the snapshot of the kept repository.
-func (r *Repo) materialise() *store.Snapshot {
+func (r *Repo) materialise() (*store.Snapshot, error) {
 	r.mu.Lock()
-	s, made := r.car.snapshot(r.did)
+	s, made, err := r.car.snapshot(r.did)
 	r.mu.Unlock()
 	if made {
 		r.Stats.Walks.Add(1)
 	}
-	return s
+	return s, err
 }
 
 // notFound reports whether getRepo is not served (listRecords instead).

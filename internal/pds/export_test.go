@@ -29,7 +29,6 @@ func ForgetKeptBlocks(r *Repo) {
 	}
 	r.car.blocks = kept
 	clear(r.car.nodes)
-	r.car.odd = 0
 }
 
 // AsksGzip reports whether r asks for gzipped CARs.

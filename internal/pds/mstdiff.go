@@ -1,12 +1,12 @@
 package pds
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strings"
 	"weak"
 
-	"github.com/bluesky-social/indigo/atproto/repo/mst"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
@@ -20,14 +20,11 @@ type step struct {
 	commit cid.Cid
 	rev    string
 	cblock blocks.Block // the new commit's block
-	root   *mst.Node
-	// nodes of the new tree that the kept one does not have (children
-	// linked, to kept nodes where the new tree shares them), with the
-	// blocks of those that do not encode as them (nil for the others); and
-	// the kept nodes the new tree no longer has
-	added       []*mst.Node
-	addedBlocks []blocks.Block
-	removed     []*mst.Node
+	root   cid.Cid      // the new MST's root node
+	// the blocks of the new tree's nodes that the kept one does not have,
+	// and the kept nodes (CID keys) the new tree no longer has
+	added   []heldNode
+	removed []string
 	// the keys of the added and of the removed nodes: every key of the
 	// repository whose entry moved, changed, came or went is in one of them
 	newLeaves, oldLeaves map[string]cid.Cid
@@ -61,61 +58,64 @@ func (c *carRepo) diff(f *fetched, did syntax.DID) (*step, error) {
 		newLeaves: map[string]cid.Cid{}, oldLeaves: map[string]cid.Cid{},
 		refs: map[string]int32{}, blocks: blockMap{}, recs: map[string]carRecord{}}
 	boundary := map[string]bool{}
-	added := map[string]*mst.Node{}
-	var walkNew func(id cid.Cid) (*mst.Node, error)
-	walkNew = func(id cid.Cid) (*mst.Node, error) {
+	added := map[string]bool{}
+	var walkNew func(id cid.Cid) error
+	walkNew = func(id cid.Cid) error {
 		k := id.KeyString()
-		if n, ok := c.nodes[k]; ok {
+		if _, ok := c.nodes[k]; ok {
 			boundary[k] = true
-			return n, nil
+			return nil
 		}
-		if n, ok := added[k]; ok {
-			return n, nil
+		if added[k] {
+			return nil
 		}
-		n, odd, err := f.node(k)
+		n, data, err := f.node(k)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		added[k] = n
-		for i, e := range n.Entries {
+		added[k] = true
+		for _, e := range n.Entries {
 			switch {
 			case e.ChildCID != nil:
-				child, err := walkNew(*e.ChildCID)
-				if err != nil {
-					return nil, err
+				if err := walkNew(*e.ChildCID); err != nil {
+					return err
 				}
-				n.Entries[i].Child = child
 			case e.IsValue():
 				st.newLeaves[string(e.Key)] = *e.Value
 			}
 		}
-		st.added = append(st.added, n)
-		var blk blocks.Block // kept only if the node does not encode as it
-		if odd {
-			blk, _ = f.block(k)
-		}
-		st.addedBlocks = append(st.addedBlocks, own(blk))
-		return n, nil
+		st.added = append(st.added, heldNode{k, bytes.Clone(data)}) // not the read's chunk
+		return nil
 	}
-	if st.root, err = walkNew(commit.Data); err != nil {
+	if err := walkNew(commit.Data); err != nil {
 		return nil, err
 	}
-	var walkOld func(n *mst.Node)
-	walkOld = func(n *mst.Node) {
-		if boundary[n.CID.KeyString()] {
-			return
+	st.root = commit.Data
+	var walkOld func(k string) error
+	walkOld = func(k string) error {
+		if boundary[k] {
+			return nil
 		}
-		st.removed = append(st.removed, n)
+		n, err := c.node(k)
+		if err != nil {
+			return err
+		}
+		st.removed = append(st.removed, k)
 		for _, e := range n.Entries {
 			switch {
-			case e.Child != nil:
-				walkOld(e.Child)
+			case e.ChildCID != nil:
+				if err := walkOld(e.ChildCID.KeyString()); err != nil {
+					return err
+				}
 			case e.IsValue():
 				st.oldLeaves[string(e.Key)] = *e.Value
 			}
 		}
+		return nil
 	}
-	walkOld(c.root)
+	if err := walkOld(c.root.KeyString()); err != nil {
+		return nil, err
+	}
 
 	// how many keys name each record block, and the blocks newly named
 	for _, v := range st.newLeaves {
@@ -160,21 +160,11 @@ func (c *carRepo) diff(f *fetched, did syntax.DID) (*step, error) {
 func (c *carRepo) apply(st *step) {
 	delete(c.blocks, c.commit.KeyString())
 	c.blocks[st.commit.KeyString()] = st.cblock
-	for _, n := range st.removed {
-		k := n.CID.KeyString()
+	for _, k := range st.removed {
 		delete(c.nodes, k)
-		if _, ok := c.blocks[k]; ok {
-			delete(c.blocks, k)
-			c.odd--
-		}
 	}
-	for i, n := range st.added {
-		k := n.CID.KeyString()
-		c.nodes[k] = n
-		if b := st.addedBlocks[i]; b != nil {
-			c.blocks[k] = b
-			c.odd++
-		}
+	for _, n := range st.added {
+		c.nodes[n.key] = n.data
 	}
 	for k, d := range st.refs {
 		if d == 0 {

@@ -112,7 +112,7 @@ func coldReadMemory(b *testing.B, car []byte, m *model) (alloc, peak, kept uint6
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, _ := c.snapshot(m.did)
+	s, _, _ := c.snapshot(m.did)
 	b.StopTimer()
 	close(stop)
 	top := <-done

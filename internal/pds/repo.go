@@ -73,6 +73,12 @@ type Repo struct {
 	// encoded at once, and the read before it used: nothing else makes the
 	// collector run once the server is idle).
 	AfterCacheSave func()
+	// AfterWholeRead, when set, is called once a whole read's repository
+	// is kept, before the read returns and its cache file is written: the
+	// download and its decoding are garbage by then (serve gives them back
+	// to the system at once, so that what it holds after its first read is
+	// what it keeps, not the read's peak).
+	AfterWholeRead func()
 	// Directory verifies the commit stream's commits against the account's
 	// signing key (Follow); without it they are not taken in, only heard.
 	Directory identity.Directory
@@ -163,8 +169,11 @@ func (r *Repo) Snapshot(ctx context.Context) (*store.Snapshot, error) {
 	// commits are not in it yet
 	live := r.fresh() && r.pending == 0
 	r.mu.Unlock()
+	// (a kept tree that cannot be listed, errIncomplete, is read again)
 	if !r.ListOnly && live {
-		return r.materialise(), nil
+		if s, err := r.materialise(); err == nil {
+			return s, nil
+		}
 	}
 	if !r.ListOnly && kept {
 		if noSince {
@@ -176,12 +185,17 @@ func (r *Repo) Snapshot(ctx context.Context) (*store.Snapshot, error) {
 			same := head == r.car.commit.String() && head == r.head
 			r.mu.Unlock()
 			if same {
-				return r.materialise(), nil
+				if s, err := r.materialise(); err == nil {
+					return s, nil
+				}
 			}
 		}
 		err := r.advance(ctx)
 		if err == nil {
-			return r.materialise(), nil
+			var s *store.Snapshot
+			if s, err = r.materialise(); err == nil {
+				return s, nil
+			}
 		}
 		if fatal(ctx, err) {
 			return nil, err // a whole read would stall or overflow the same way

@@ -3,16 +3,14 @@ package pds
 import (
 	"unsafe"
 
-	"github.com/bluesky-social/indigo/atproto/repo/mst"
-
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
 // Size estimates the bytes the repository keeps in memory besides what an
 // engine's tree over it shares and counts itself (outline.Tree.Size: the
 // records' values, CIDs, collections and record keys): the blocks kept
-// as blocks (the commit, other apps' records, odd MST nodes), the decoded
-// MST, the records by CID, the snapshot's list while it is kept, the
+// as blocks (the commit, other apps' records), the MST's nodes' blocks,
+// the records by CID, the snapshot's list while it is kept, the
 // recent changes. It walks the kept blocks and nodes once (a few
 // milliseconds at 100,000 records). A hosted instance evicts users by it
 // (internal/hosted); TestSizeTracksHeap holds the two sizes together
@@ -27,8 +25,10 @@ func (r *Repo) Size() int64 {
 			// and bytes
 			n += slotBytes + blockBytes + int64(len(k)+cap(b.RawData()))
 		}
-		for k, nd := range c.nodes {
-			n += slotBytes + int64(len(k)) + nodeSize(nd)
+		for _, nd := range c.nodes {
+			// the slot, its slice header, the CID (the key) and the bytes
+			// (in the read's arena of values)
+			n += slotBytes + 24 + cidKeyBytes + int64(len(nd))
 		}
 		// a record's slot and entry (its key is the bytes of the MST's CID
 		// of it; its value's bytes and its CID's text are the tree's)
@@ -55,25 +55,6 @@ const (
 	// a block in an interface: the BasicBlock struct and its CID's header
 	blockBytes = 64
 )
-
-// nodeSize is an MST node's struct, its entries, their keys (one array,
-// decodeNode) and CIDs (one array of headers, and each CID's bytes).
-func nodeSize(nd *mst.Node) int64 {
-	n := int64(unsafe.Sizeof(*nd)) + int64(cap(nd.Entries))*int64(unsafe.Sizeof(mst.NodeEntry{}))
-	if nd.CID != nil {
-		n += 16 + cidKeyBytes
-	}
-	for _, e := range nd.Entries {
-		n += int64(cap(e.Key))
-		if e.Value != nil {
-			n += 16 + cidKeyBytes
-		}
-		if e.ChildCID != nil {
-			n += 16 + cidKeyBytes
-		}
-	}
-	return n
-}
 
 // snapSize is a snapshot's list of records (their strings and values are
 // the tree's).
