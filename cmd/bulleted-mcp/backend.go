@@ -84,6 +84,11 @@ func openBackend(ctx context.Context, dir string, f remoteFlags) (*backend, erro
 	// the stream's catch-up): at 100k records the process held its peak,
 	// 470 MB for 110 MB kept, since nothing made the collector run again
 	r.AfterCacheSave = func() { go debug.FreeOSMemory() }
+	// and a whole read's download and decoding go back at once, before the
+	// tree is built on top of them (249k records: a collection of 50 ms
+	// against a read of several seconds; with the MST kept as its blocks,
+	// RSS after the first read 406 → 319 MB and its peak 414 → 351 MB)
+	r.AfterWholeRead = debug.FreeOSMemory
 	r.Cursor = filepath.Join(dir, "stream-"+name+".json") // the commit stream's position, with the cache (serve --follow)
 	r.Directory = directory                               // to verify the stream's commits
 	ledgerPath := filepath.Join(dir, "budget-"+name+".json")
