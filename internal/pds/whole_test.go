@@ -58,6 +58,8 @@ func TestWholeReadsShared(t *testing.T) {
 	}
 	g := &gatedGetRepo{open: make(chan struct{})}
 	r := login(t, srv, a, t.TempDir(), &http.Client{Transport: g})
+	var after atomic.Int64
+	r.AfterWholeRead = func() { after.Add(1) }
 	var wg sync.WaitGroup
 	snaps := make([]*store.Snapshot, 3)
 	errs := make([]error, 3)
@@ -81,6 +83,23 @@ func TestWholeReadsShared(t *testing.T) {
 	}
 	if n, cars := g.requests.Load(), r.Stats.CARs.Load(); n != 1 || cars != 1 {
 		t.Fatalf("%d getRepo requests, %d whole reads: want one", n, cars)
+	}
+	// the hook that gives the read's garbage back ran once, for the whole
+	// read; a read of what changed since does not call it
+	if n := after.Load(); n != 1 {
+		t.Fatalf("AfterWholeRead called %d times for one whole read", n)
+	}
+	if _, err := outline.New(seedRepo).DoFunc(ctx, false, func(p *outline.Planner) error {
+		return p.Insert(outline.Position{}, []outline.NewNode{{Text: "four"}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.Snapshot(ctx)
+	if err != nil || len(s.Records) != len(snaps[0].Records)+1 {
+		t.Fatalf("a read after another client's insert: %v", err)
+	}
+	if n, diffs := after.Load(), r.Stats.Diffs.Load(); n != 1 || diffs != 1 {
+		t.Fatalf("after a read of what changed (%d since reads): AfterWholeRead called %d times", diffs, n)
 	}
 }
 
