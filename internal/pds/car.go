@@ -560,13 +560,9 @@ func readBlocks(ctx context.Context, rd io.Reader, workers int, keepRaw bool) (*
 		var values valueArena
 		for e := range work {
 			raw := e.data
-			keep := true
 			switch {
 			case !store.IsRecordBlock(raw):
 				e.dec.node, e.dec.err = parseNode(e.cid, raw)
-				if !keepRaw && e.dec.err == nil {
-					e.data, keep = values.copy(raw), false // kept as its bytes, among the values
-				}
 			case store.IsAppRecordBlock(raw):
 				// a copy of exactly the record's bytes: the block's own
 				// buffer also holds its CID and length, and is rounded up
@@ -574,14 +570,15 @@ func readBlocks(ctx context.Context, rd io.Reader, workers int, keepRaw bool) (*
 				// record fewer; the block is dropped once the CAR is read)
 				e.dec.value, e.dec.err = store.SharedValue(values.copy(raw))
 				e.dec.rec = true
-				keep = e.dec.err != nil
 			}
 			switch {
-			case keepRaw, e.dec.node != nil:
-			case keep:
-				e.data = bytes.Clone(raw) // not the read's chunk
+			case keepRaw:
+			case e.dec.rec && e.dec.err == nil:
+				e.data = nil // kept as its value
+			case e.dec.node != nil:
+				e.data = values.copy(raw) // kept as its bytes, beside the values
 			default:
-				e.data = nil
+				e.data = bytes.Clone(raw) // other apps' records, what did not decode: not the read's chunk
 			}
 		}
 	}

@@ -44,15 +44,6 @@ func newSectionReader(rd io.Reader) (*sectionReader, *car.CarHeader, error) {
 	return &sectionReader{br: br}, h, nil
 }
 
-// next is the next block, or io.EOF after the last.
-func (s *sectionReader) next() (blocks.Block, error) {
-	c, data, err := s.section()
-	if err != nil {
-		return nil, err
-	}
-	return blocks.NewBlockWithCid(data, c)
-}
-
 // section is the next block's CID and bytes, or io.EOF after the last.
 func (s *sectionReader) section() (cid.Cid, []byte, error) {
 	if _, err := s.br.Peek(1); err != nil {

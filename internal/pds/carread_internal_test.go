@@ -157,3 +157,12 @@ func mustSum(t *testing.T, p cid.Prefix, data []byte) cid.Cid {
 	}
 	return c
 }
+
+// next is the next block, or io.EOF after the last.
+func (s *sectionReader) next() (blocks.Block, error) {
+	c, data, err := s.section()
+	if err != nil {
+		return nil, err
+	}
+	return blocks.NewBlockWithCid(data, c)
+}

@@ -35,7 +35,7 @@ func BenchmarkReadCARMemory(b *testing.B) {
 		sizes = append(sizes, 100_000, 249_000)
 	}
 	for _, n := range sizes {
-		b.Run(fmtN(n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			car, m := outlineCAR(b, n)
 			b.ReportMetric(float64(len(car))/(1<<20), "CAR-MB")
 			var alloc, peak, kept uint64
@@ -48,8 +48,6 @@ func BenchmarkReadCARMemory(b *testing.B) {
 		})
 	}
 }
-
-func fmtN(n int) string { return fmt.Sprintf("n=%d", n) }
 
 // outlineCAR is a CAR of a repository holding the generated outline of
 // about n records (outlinegen, as the scale benchmarks seed), with the
