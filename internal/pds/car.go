@@ -35,13 +35,14 @@ type blockMap map[string]blocks.Block
 
 // carRepo is the repository as last read, kept current commit by commit:
 // its commit, its MST, and exactly the blocks reachable from the commit
-// (the commit, the MST nodes and the records of every collection). A
-// record named by an app.bulleted key is kept as its store.Value alone,
-// which holds the block's bytes; an MST node as its block's bytes alone,
-// decoded when a walk passes it (as parsed, a node took 2.5 times its
-// bytes: its entries, each with a key and two CIDs in their own
-// allocations; at 249k records 50 MB against 20); any other record and
-// the commit are kept as blocks. A later
+// (the commit, the MST nodes and the records of every collection). An MST
+// node is kept as its block's bytes, decoded when a walk passes it (as
+// parsed, a node took 2.5 times its bytes: its entries, each with a key
+// and two CIDs in their own allocations; at 249k records 50 MB against
+// 20), with the values of the app.bulleted records its entries name, in
+// entry order: a record is found where its key is, and no map of records
+// by CID is kept (at 249k records its table and keys took 27 MB). Any
+// other record and the commit are kept as blocks. A later
 // getRepo?since=rev brings only the blocks written after rev; the
 // difference they make to the MST is found without walking the unchanged
 // part (diff) and applied in place (apply), so that a commit costs what it
@@ -54,11 +55,13 @@ type blockMap map[string]blocks.Block
 type carRepo struct {
 	commit cid.Cid
 	rev    string
-	root   cid.Cid               // the MST's root node
-	blocks blockMap              // the commit, records without a value
-	nodes  map[string][]byte     // every node's block by CID key, never modified
-	recs   map[string]keptRecord // every record named by a key, by CID key
-	held   int                   // how many of recs hold their bytes in value
+	root   cid.Cid             // the MST's root node
+	blocks blockMap            // the commit, other apps' records
+	nodes  map[string]keptNode // every node by CID key, never modified
+	// other apps' records (named by keys outside app.bulleted) by CID key:
+	// how many keys name each (its block is in blocks)
+	others map[string]int32
+	held   int // how many app.bulleted keys the tree has
 	// the records at commit, made when asked for: kept (snap) until they
 	// are first handed out, then only while their reader keeps them (a
 	// reader builds its own tree of them and drops the list)
@@ -66,21 +69,20 @@ type carRepo struct {
 	given weak.Pointer[store.Snapshot]
 }
 
+// keptNode is a kept MST node: its block's bytes, and the values of the
+// app.bulleted records its entries name, one per entry in entry order (a
+// zero Value for another app's record); vals is nil if none is
+// app.bulleted.
+type keptNode struct {
+	data []byte
+	vals []store.Value
+}
+
 // carRecord is a record block, decoded (its CID's text and its value) if
 // an app.bulleted key names it.
 type carRecord struct {
 	cid   string
 	value store.Value
-}
-
-// keptRecord is a kept record block: its value if an app.bulleted key
-// names it (kept nowhere else), and how many keys of the MST name it. Its
-// CID's text is not kept here (the snapshot and the tree made from it hold
-// it; a later walk makes it again from the map's key): 24 bytes where 40
-// were, a hash map's slot of 40 rather than 56 bytes a record.
-type keptRecord struct {
-	value store.Value
-	refs  int32
 }
 
 // cidText is the text of the CID whose bytes are k, as Cid.String makes
@@ -106,16 +108,18 @@ func cidText(k string) string {
 // padding.
 var cidBase32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
-// block is the kept block of CID key k.
+// block is the kept block of CID key k: a record's is looked for in every
+// node (a walk of the whole tree: tests and the rare record a difference
+// names that no block brought and no changed node held).
 func (c *carRepo) block(k string) (blocks.Block, bool) {
 	if b, ok := c.blocks[k]; ok {
 		return b, true
 	}
 	var raw []byte
 	if n, ok := c.nodes[k]; ok {
-		raw = n
-	} else if rec, ok := c.recs[k]; ok && !rec.value.IsZero() {
-		raw = rec.value.CBOR()
+		raw = n.data
+	} else if v, ok := c.find(k); ok {
+		raw = v.CBOR()
 	}
 	id, err := cid.Cast([]byte(k))
 	if raw == nil || err != nil {
@@ -128,7 +132,27 @@ func (c *carRepo) block(k string) (blocks.Block, bool) {
 	return b, true
 }
 
-// blockCount is how many blocks c keeps.
+// find is the value of the app.bulleted record of CID key vk, looked for in
+// every kept node.
+func (c *carRepo) find(vk string) (v store.Value, ok bool) {
+	for _, n := range c.nodes {
+		if n.vals == nil {
+			continue
+		}
+		_ = nodeValues(n.data, func(i int, k string) {
+			if !ok && k == vk && !n.vals[i].IsZero() {
+				v, ok = n.vals[i], true
+			}
+		})
+		if ok {
+			return v, true
+		}
+	}
+	return store.Value{}, false
+}
+
+// blockCount is about how many blocks c keeps (a record two app.bulleted
+// keys name counts twice).
 func (c *carRepo) blockCount() int { return len(c.blocks) + c.held + len(c.nodes) }
 
 // allBlocks is every block c keeps (those of records and nodes made again
@@ -141,15 +165,9 @@ func (c *carRepo) allBlocks() []blocks.Block {
 // parts is what c's blocks are made of, listed under Repo.mu; made into
 // blocks (blocks) without it, as a kept node or value is never modified.
 func (c *carRepo) parts() cacheParts {
-	p := cacheParts{kept: make([]blocks.Block, 0, len(c.blocks)), nodes: make([]heldNode, 0, len(c.nodes)),
-		recs: make([]heldRecord, 0, c.held)}
+	p := cacheParts{kept: make([]blocks.Block, 0, len(c.blocks)), nodes: make([]heldNode, 0, len(c.nodes))}
 	for _, b := range c.blocks {
 		p.kept = append(p.kept, b)
-	}
-	for k, rec := range c.recs {
-		if !rec.value.IsZero() {
-			p.recs = append(p.recs, heldRecord{k, rec.value})
-		}
 	}
 	for k, n := range c.nodes {
 		p.nodes = append(p.nodes, heldNode{k, n})
@@ -162,12 +180,11 @@ func (c *carRepo) parts() cacheParts {
 type cacheParts struct {
 	kept  []blocks.Block
 	nodes []heldNode
-	recs  []heldRecord
 }
 
 type heldNode struct {
-	key  string // the CID's bytes
-	data []byte
+	key string // the CID's bytes
+	keptNode
 }
 
 type heldRecord struct {
@@ -175,12 +192,46 @@ type heldRecord struct {
 	value store.Value
 }
 
+// records is the app.bulleted records p's nodes hold, each once, in CID
+// key order (their keys are the nodes' bytes); an error says a node could
+// not be read (its records are left out).
+func (p cacheParts) records() ([]heldRecord, error) {
+	n := 0
+	for _, nd := range p.nodes {
+		n += len(nd.vals)
+	}
+	recs := make([]heldRecord, 0, n)
+	var failed error
+	for _, nd := range p.nodes {
+		if nd.vals == nil {
+			continue
+		}
+		err := nodeValues(nd.data, func(i int, vk string) {
+			if i < len(nd.vals) && !nd.vals[i].IsZero() {
+				recs = append(recs, heldRecord{vk, nd.vals[i]})
+			}
+		})
+		if err != nil {
+			failed = fmt.Errorf("MST node %s: %w", cidOfKey(nd.key), err)
+		}
+	}
+	slices.SortFunc(recs, func(a, b heldRecord) int { return strings.Compare(a.key, b.key) })
+	return slices.CompactFunc(recs, func(a, b heldRecord) bool { return a.key == b.key }), failed
+}
+
 // blocks makes p's blocks; an error says one could not be made (and is
 // left out).
 func (p cacheParts) blocks() ([]blocks.Block, error) {
-	bs := append(make([]blocks.Block, 0, len(p.kept)+len(p.nodes)+len(p.recs)), p.kept...)
-	var failed error
-	for _, rec := range p.recs {
+	recs, failed := p.records()
+	bs := append(make([]blocks.Block, 0, len(p.kept)+len(p.nodes)+len(recs)), p.kept...)
+	kept := make(map[string]bool, len(p.kept))
+	for _, b := range p.kept {
+		kept[b.Cid().KeyString()] = true
+	}
+	for _, rec := range recs {
+		if kept[rec.key] {
+			continue // another app's record too, kept as its block
+		}
 		id, err := cid.Cast([]byte(rec.key))
 		var b blocks.Block
 		if err == nil {
@@ -209,17 +260,22 @@ func (p cacheParts) blocks() ([]blocks.Block, error) {
 
 // write writes p as a CAR whose root is root: the root's block first, then
 // the others by CID (store.WriteCAR's order), each made as it is written.
+// A node that cannot be read fails it (the file would miss its records).
 func (p cacheParts) write(w io.Writer, root cid.Cid) error {
+	recs, err := p.records()
+	if err != nil {
+		return err
+	}
 	type part struct {
 		key  string // the CID's bytes
 		kind uint8  // 0 kept, 1 record, 2 node
 		i    int32
 	}
-	parts := make([]part, 0, len(p.kept)+len(p.recs)+len(p.nodes))
+	parts := make([]part, 0, len(p.kept)+len(recs)+len(p.nodes))
 	for i, b := range p.kept {
 		parts = append(parts, part{b.Cid().KeyString(), 0, int32(i)})
 	}
-	for i, rec := range p.recs {
+	for i, rec := range recs {
 		parts = append(parts, part{rec.key, 1, int32(i)})
 	}
 	for i, n := range p.nodes {
@@ -239,7 +295,10 @@ func (p cacheParts) write(w io.Writer, root cid.Cid) error {
 	if err != nil {
 		return err
 	}
-	for _, pt := range parts {
+	for j, pt := range parts {
+		if j > 0 && pt.key == parts[j-1].key {
+			continue // a record both an app.bulleted key and another name
+		}
 		id, err := cid.Cast([]byte(pt.key))
 		if err != nil {
 			return fmt.Errorf("block %x: %w", pt.key, err)
@@ -249,7 +308,7 @@ func (p cacheParts) write(w io.Writer, root cid.Cid) error {
 		case 0:
 			data = p.kept[pt.i].RawData()
 		case 1:
-			data = p.recs[pt.i].value.CBOR()
+			data = recs[pt.i].value.CBOR()
 		case 2:
 			data = p.nodes[pt.i].data
 		}
@@ -669,8 +728,8 @@ func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
 	}
 	// the records decoded while f arrived bound the app.bulleted records
 	// (a whole CAR holds only what is reachable), the blocks that are not
-	// MST nodes nor the commit all records (a map's table is sized once:
-	// one too big is twice as big)
+	// records the nodes (a map's table is sized once: one too big is twice
+	// as big)
 	n, nodes := 0, 0
 	for _, e := range f.index {
 		if e.dec.rec {
@@ -679,10 +738,11 @@ func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
 			nodes++
 		}
 	}
-	c := &carRepo{commit: f.root, rev: commit.Rev, root: commit.Data, nodes: make(map[string][]byte, nodes),
-		recs: make(map[string]keptRecord, max(len(f.index)-nodes, 0))}
+	c := &carRepo{commit: f.root, rev: commit.Rev, root: commit.Data, nodes: make(map[string]keptNode, nodes),
+		others: map[string]int32{}}
 	s := &store.Snapshot{DID: did, Commit: f.root.String(), Rev: commit.Rev, Records: make([]store.Record, 0, n)}
-	// every node as decoded while f arrived, kept as its bytes
+	// every node as decoded while f arrived, kept as its bytes with its
+	// app.bulleted records' values
 	var walk func(id cid.Cid) error
 	walk = func(id cid.Cid) error {
 		k := id.KeyString()
@@ -690,7 +750,14 @@ func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
 		if err != nil {
 			return err
 		}
-		c.nodes[k] = data
+		kn := keptNode{data: data}
+		values := 0
+		for _, e := range nd.Entries {
+			if e.IsValue() {
+				values++
+			}
+		}
+		i := 0 // the entry's place among the node's values
 		for _, e := range nd.Entries {
 			switch {
 			case e.ChildCID != nil:
@@ -698,32 +765,37 @@ func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
 					return err
 				}
 			case e.IsValue():
-				if err := c.take(f, s, e.Key, *e.Value); err != nil {
+				if err := c.take(f, s, &kn, values, i, e.Key, *e.Value); err != nil {
 					return err
 				}
+				i++
 			}
 		}
+		c.nodes[k] = kn
 		return nil
 	}
 	if err := walk(commit.Data); err != nil {
 		return nil, err
 	}
-	// only what is reachable is kept, a record's block only if no value
-	// holds its bytes (a new map: a Go map does not shrink)
-	rk := f.root.KeyString()
-	nb := 1
-	for _, rec := range c.recs {
-		if rec.value.IsZero() {
-			nb++
-		} else {
-			c.held++
+	// only what is reachable is kept: the commit and other apps' records
+	// as blocks (not the read's chunk)
+	c.blocks = make(blockMap, len(c.others)+1)
+	c.blocks[f.root.KeyString()] = f.rootBlk
+	for k := range c.others {
+		e, ok := f.index[k]
+		if !ok {
+			continue
 		}
-	}
-	c.blocks = make(blockMap, nb)
-	c.blocks[rk] = f.rootBlk
-	for k, e := range f.index {
-		if rec, named := c.recs[k]; named && rec.value.IsZero() && e.data != nil {
-			c.blocks[k] = own(e.block()) // not the read's chunk
+		data := e.data
+		if data == nil && e.dec.rec && e.dec.err == nil {
+			data = e.dec.value.CBOR() // an app.bulleted record another key names
+		}
+		if data != nil {
+			b, err := blocks.NewBlockWithCid(data, e.cid)
+			if err != nil {
+				return nil, err
+			}
+			c.blocks[k] = own(b)
 		}
 	}
 	if len(s.Records) < cap(s.Records)/8*7 {
@@ -738,39 +810,38 @@ func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
 	return c, nil
 }
 
-// take counts the record val that key names, and lists it in s if it is
-// an app.bulleted record (buildCAR's walk).
-func (c *carRepo) take(f *fetched, s *store.Snapshot, key []byte, val cid.Cid) error {
+// take notes the record val that key names, the i-th of the values of
+// node n: an app.bulleted record's value is held in n (vals made for its
+// count of values) and listed in s; another app's is counted (buildCAR's
+// walk).
+func (c *carRepo) take(f *fetched, s *store.Snapshot, n *keptNode, values, i int, key []byte, val cid.Cid) error {
 	vk := val.KeyString()
 	if !f.has(vk) {
 		return fmt.Errorf("%w: record %s is missing", errIncomplete, key)
 	}
-	rec := c.recs[vk]
-	rec.refs++
-	if bytes.HasPrefix(key, appPrefix) {
-		var text string
-		if rec.value.IsZero() {
-			d, err := c.record(vk, f, nil)
-			if err != nil {
-				return fmt.Errorf("record %s: %w", key, err)
-			}
-			rec.value, text = d.value, d.cid
-		} else {
-			text = cidText(vk) // a second key naming the same record
-		}
-		coll, rkey, _ := strings.Cut(keyString(key), "/")
-		s.Records = append(s.Records, store.Record{Collection: coll, RKey: rkey, CID: text, Value: rec.value})
+	if !bytes.HasPrefix(key, appPrefix) {
+		c.others[vk]++
+		return nil
 	}
-	c.recs[vk] = rec
+	d, err := c.record(vk, f, nil)
+	if err != nil {
+		return fmt.Errorf("record %s: %w", key, err)
+	}
+	if n.vals == nil {
+		n.vals = make([]store.Value, values)
+	}
+	n.vals[i] = d.value
+	c.held++
+	coll, rkey, _ := strings.Cut(keyString(key), "/")
+	s.Records = append(s.Records, store.Record{Collection: coll, RKey: rkey, CID: d.cid, Value: d.value})
 	return nil
 }
 
-// record is the decoded record of CID key vk: kept, decoded while f
-// arrived (or in extra), or decoded now from f's or the kept blocks.
+// record is the decoded record of CID key vk: in extra, decoded while f
+// arrived, decoded now from f's or the kept blocks, or (the rare record
+// that none of these holds: one whose key did not change, or a copy of
+// another's bytes) found in the kept tree.
 func (c *carRepo) record(vk string, f *fetched, extra map[string]carRecord) (carRecord, error) {
-	if rec, ok := c.recs[vk]; ok && !rec.value.IsZero() {
-		return carRecord{cid: cidText(vk), value: rec.value}, nil
-	}
 	if rec, ok := extra[vk]; ok {
 		return rec, nil
 	}
@@ -787,6 +858,9 @@ func (c *carRepo) record(vk string, f *fetched, extra map[string]carRecord) (car
 		blk, ok = f.block(vk)
 	}
 	if !ok {
+		if v, ok := c.find(vk); ok {
+			return carRecord{cid: cidText(vk), value: v}, nil
+		}
 		return carRecord{}, fmt.Errorf("%w: record block %s is missing", errIncomplete, cidOfKey(vk))
 	}
 	v, err := store.DecodeValue(blk.RawData()) // a copy: not the read's chunk
@@ -808,14 +882,15 @@ func (c *carRepo) snapshot(did syntax.DID) (s *store.Snapshot, made bool, err er
 		return s, false, nil
 	}
 	s = &store.Snapshot{DID: did, Commit: c.commit.String(), Rev: c.rev, Records: make([]store.Record, 0, c.held)}
-	err = c.walk(func(key []byte, val cid.Cid) error {
+	err = c.walk(func(key []byte, val cid.Cid, v store.Value) error {
 		if !bytes.HasPrefix(key, appPrefix) {
 			return nil
 		}
-		vk := val.KeyString()
-		rec := c.recs[vk]
+		if v.IsZero() {
+			return fmt.Errorf("record %s: its value is not kept", key)
+		}
 		coll, rkey, _ := strings.Cut(keyString(key), "/")
-		s.Records = append(s.Records, store.Record{Collection: coll, RKey: rkey, CID: cidText(vk), Value: rec.value})
+		s.Records = append(s.Records, store.Record{Collection: coll, RKey: rkey, CID: cidText(val.KeyString()), Value: v})
 		return nil
 	})
 	if err != nil {
@@ -841,32 +916,42 @@ func keyString(key []byte) string {
 	return unsafe.String(&key[0], len(key))
 }
 
-// node is the kept MST node k, decoded (children not linked); a node that
-// is not kept is errIncomplete.
-func (c *carRepo) node(k string) (*mst.Node, error) {
-	data, ok := c.nodes[k]
+// node is the kept MST node k, decoded (children not linked), with its
+// values (keptNode.vals); a node that is not kept is errIncomplete.
+func (c *carRepo) node(k string) (*mst.Node, []store.Value, error) {
+	kn, ok := c.nodes[k]
 	if !ok {
-		return nil, fmt.Errorf("%w: MST node %s is not kept", errIncomplete, cidOfKey(k))
+		return nil, nil, fmt.Errorf("%w: MST node %s is not kept", errIncomplete, cidOfKey(k))
 	}
 	id, err := cid.Cast([]byte(k))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	n, err := parseNode(id, data)
+	n, err := parseNode(id, kn.data)
 	if err != nil {
-		return nil, fmt.Errorf("kept MST node %s: %w", id, err)
+		return nil, nil, fmt.Errorf("kept MST node %s: %w", id, err)
 	}
-	return n, nil
+	return n, kn.vals, nil
 }
 
-// walk calls fn on every key of c's tree, in key order.
-func (c *carRepo) walk(fn func(key []byte, val cid.Cid) error) error {
+// valueAt is the i-th of a node's values (zero: another app's record).
+func valueAt(vals []store.Value, i int) store.Value {
+	if i < len(vals) {
+		return vals[i]
+	}
+	return store.Value{}
+}
+
+// walk calls fn on every key of c's tree, in key order, with its record's
+// value (zero: another app's).
+func (c *carRepo) walk(fn func(key []byte, val cid.Cid, v store.Value) error) error {
 	var walk func(k string) error
 	walk = func(k string) error {
-		n, err := c.node(k)
+		n, vals, err := c.node(k)
 		if err != nil {
 			return err
 		}
+		i := 0
 		for _, e := range n.Entries {
 			switch {
 			case e.ChildCID != nil:
@@ -874,9 +959,10 @@ func (c *carRepo) walk(fn func(key []byte, val cid.Cid) error) error {
 					return err
 				}
 			case e.IsValue():
-				if err := fn(e.Key, *e.Value); err != nil {
+				if err := fn(e.Key, *e.Value, valueAt(vals, i)); err != nil {
 					return err
 				}
+				i++
 			}
 		}
 		return nil
@@ -884,31 +970,36 @@ func (c *carRepo) walk(fn func(key []byte, val cid.Cid) error) error {
 	return walk(c.root.KeyString())
 }
 
-// lookup is the value of key in c's tree (undefined: not there).
-func (c *carRepo) lookup(key []byte) (cid.Cid, error) {
+// lookup is the value of key in c's tree (undefined: not there), and its
+// record's value (zero: another app's).
+func (c *carRepo) lookup(key []byte) (cid.Cid, store.Value, error) {
 	k := c.root.KeyString()
 	for k != "" {
-		n, err := c.node(k)
+		n, vals, err := c.node(k)
 		if err != nil {
-			return cid.Undef, err
+			return cid.Undef, store.Value{}, err
 		}
 		child := "" // the subtree left of the entry looked at
+		i := 0
 	entries:
 		for _, e := range n.Entries {
-			switch c := bytes.Compare(e.Key, key); {
-			case !e.IsValue():
+			if !e.IsValue() {
 				child = e.ChildCID.KeyString()
+				continue
+			}
+			switch c := bytes.Compare(e.Key, key); {
 			case c == 0:
-				return *e.Value, nil
+				return *e.Value, valueAt(vals, i), nil
 			case c > 0:
 				break entries
 			default:
 				child = ""
 			}
+			i++
 		}
 		k = child
 	}
-	return cid.Undef, nil
+	return cid.Undef, store.Value{}, nil
 }
 
 // parseNode decodes an MST node as indigo's NodeData.Node does, in fewer

@@ -292,7 +292,7 @@ func (st *step) after(c *carRepo, own []transition) []store.Record {
 		if touched[key] {
 			continue
 		}
-		v, err := c.lookup([]byte(key))
+		v, val, err := c.lookup([]byte(key))
 		if err != nil {
 			// every node reachable from the root is kept (carRepo): a
 			// kept node that does not decode is this program's fault
@@ -303,7 +303,12 @@ func (st *step) after(c *carRepo, own []transition) []store.Record {
 			kept = v.String()
 		}
 		if h.CID != kept {
-			out = append(out, st.record(c, key, v))
+			coll, rkey, _ := strings.Cut(key, "/")
+			r := store.Record{Collection: coll, RKey: rkey}
+			if v.Defined() {
+				r.CID, r.Value = kept, val
+			}
+			out = append(out, r)
 		}
 	}
 	slices.SortFunc(out, store.CompareRecords)

@@ -5,9 +5,10 @@
 //
 // Data flow from intent to commit: the first read downloads the whole
 // repository as one CAR (com.atproto.sync.getRepo), decoding blocks while it
-// arrives, walks its MST (indigo's atproto/repo/mst) and keeps the
-// app.bulleted.* records, as their bytes, and the MST's nodes, as their
-// blocks (decoded again where a walk passes them). Every later read is one getRepo?since=rev: while
+// arrives, walks its MST (indigo's atproto/repo/mst) and keeps the MST's
+// nodes, as their blocks (decoded again where a walk passes them), each
+// with the app.bulleted.* records its entries name, as their bytes (no map
+// of records by CID). Every later read is one getRepo?since=rev: while
 // the repository is unchanged nothing but the CAR header comes back and the
 // cached snapshot and tree are used as they are; when it changed only the
 // blocks written since come, and the MST difference they make is found

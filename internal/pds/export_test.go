@@ -23,7 +23,7 @@ func ForgetKeptBlocks(r *Repo) {
 	defer r.mu.Unlock()
 	kept := blockMap{}
 	for k, b := range r.car.blocks {
-		if _, ok := r.car.recs[k]; ok || k == r.car.commit.KeyString() {
+		if _, ok := r.car.others[k]; ok || k == r.car.commit.KeyString() {
 			kept[k] = b
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"weak"
 
+	"github.com/bluesky-social/indigo/atproto/repo/mst"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
@@ -21,15 +22,17 @@ type step struct {
 	rev    string
 	cblock blocks.Block // the new commit's block
 	root   cid.Cid      // the new MST's root node
-	// the blocks of the new tree's nodes that the kept one does not have,
-	// and the kept nodes (CID keys) the new tree no longer has
+	// the new tree's nodes that the kept one does not have (with their
+	// records' values), and the kept nodes (CID keys) the new tree no
+	// longer has
 	added   []heldNode
 	removed []string
+	held    int // the change of the count of app.bulleted keys
 	// the keys of the added and of the removed nodes: every key of the
 	// repository whose entry moved, changed, came or went is in one of them
 	newLeaves, oldLeaves map[string]cid.Cid
-	refs                 map[string]int32     // record CID key → change of its count
-	blocks               blockMap             // record blocks newly named
+	refs                 map[string]int32     // another app's record's CID key → change of its count
+	blocks               blockMap             // other apps' record blocks newly named
 	recs                 map[string]carRecord // records decoded for the changes
 	changes              []change             // app.bulleted keys changed, in key order
 }
@@ -49,6 +52,11 @@ type change struct {
 // comparing the entries of the nodes found on each side; a key in a node
 // both trees share did not change. The cost is the nodes that changed (the
 // paths from each changed key to the root), not the size of the tree.
+//
+// A new node's record values come from the removed nodes (a key that did
+// not change was in one of them), from f, or (a record whose bytes another
+// unchanged key already names, which f need not bring) from a walk of the
+// kept tree.
 func (c *carRepo) diff(f *fetched, did syntax.DID) (*step, error) {
 	commit, err := f.commit(did)
 	if err != nil {
@@ -59,6 +67,7 @@ func (c *carRepo) diff(f *fetched, did syntax.DID) (*step, error) {
 		refs: map[string]int32{}, blocks: blockMap{}, recs: map[string]carRecord{}}
 	boundary := map[string]bool{}
 	added := map[string]bool{}
+	var fresh []*mst.Node // st.added's nodes, decoded
 	var walkNew func(id cid.Cid) error
 	walkNew = func(id cid.Cid) error {
 		k := id.KeyString()
@@ -84,23 +93,26 @@ func (c *carRepo) diff(f *fetched, did syntax.DID) (*step, error) {
 				st.newLeaves[string(e.Key)] = *e.Value
 			}
 		}
-		st.added = append(st.added, heldNode{k, bytes.Clone(data)}) // not the read's chunk
+		st.added = append(st.added, heldNode{k, keptNode{data: bytes.Clone(data)}}) // not the read's chunk
+		fresh = append(fresh, n)
 		return nil
 	}
 	if err := walkNew(commit.Data); err != nil {
 		return nil, err
 	}
 	st.root = commit.Data
+	old := map[string]store.Value{} // the removed nodes' records, by CID key
 	var walkOld func(k string) error
 	walkOld = func(k string) error {
 		if boundary[k] {
 			return nil
 		}
-		n, err := c.node(k)
+		n, vals, err := c.node(k)
 		if err != nil {
 			return err
 		}
 		st.removed = append(st.removed, k)
+		i := 0
 		for _, e := range n.Entries {
 			switch {
 			case e.ChildCID != nil:
@@ -109,6 +121,11 @@ func (c *carRepo) diff(f *fetched, did syntax.DID) (*step, error) {
 				}
 			case e.IsValue():
 				st.oldLeaves[string(e.Key)] = *e.Value
+				if v := valueAt(vals, i); !v.IsZero() {
+					old[e.Value.KeyString()] = v
+					st.held--
+				}
+				i++
 			}
 		}
 		return nil
@@ -117,16 +134,33 @@ func (c *carRepo) diff(f *fetched, did syntax.DID) (*step, error) {
 		return nil, err
 	}
 
-	// how many keys name each record block, and the blocks newly named
-	for _, v := range st.newLeaves {
-		st.refs[v.KeyString()]++
+	// how many keys name each other app's record block, and the blocks
+	// newly named
+	for key, v := range st.newLeaves {
+		if !strings.HasPrefix(key, store.Prefix) {
+			st.refs[v.KeyString()]++
+		}
 	}
-	for _, v := range st.oldLeaves {
-		st.refs[v.KeyString()]--
+	for key, v := range st.oldLeaves {
+		if !strings.HasPrefix(key, store.Prefix) {
+			st.refs[v.KeyString()]--
+		}
 	}
 	for k, d := range st.refs {
-		if d > 0 && c.recs[k].refs == 0 {
+		if d > 0 && c.others[k] == 0 {
 			blk, ok := f.block(k)
+			if !ok {
+				// bytes an app.bulleted key names too, which f need not
+				// bring again
+				v, held := old[k]
+				if !held {
+					v, held = c.find(k)
+				}
+				if id, err := cid.Cast([]byte(k)); err == nil && held {
+					blk, err = blocks.NewBlockWithCid(v.CBOR(), id)
+					ok = err == nil
+				}
+			}
 			if !ok {
 				return nil, fmt.Errorf("%w: record %s is missing", errIncomplete, cidOfKey(k))
 			}
@@ -135,24 +169,63 @@ func (c *carRepo) diff(f *fetched, did syntax.DID) (*step, error) {
 	}
 	// what changed
 	for key, v := range st.newLeaves {
-		old, had := st.oldLeaves[key]
-		if had && old == v || !strings.HasPrefix(key, store.Prefix) {
+		was, had := st.oldLeaves[key]
+		if had && was == v || !strings.HasPrefix(key, store.Prefix) {
 			continue
 		}
-		st.changes = append(st.changes, change{key: key, old: old, new: v})
+		st.changes = append(st.changes, change{key: key, old: was, new: v})
 		vk := v.KeyString()
-		rec, err := c.record(vk, f, st.recs)
+		if _, ok := st.recs[vk]; ok {
+			continue
+		}
+		if ov, ok := old[vk]; ok {
+			st.recs[vk] = carRecord{cid: cidText(vk), value: ov}
+			continue
+		}
+		rec, err := c.record(vk, f, nil)
 		if err != nil {
 			return nil, fmt.Errorf("record %s: %w", key, err)
 		}
 		st.recs[vk] = rec
 	}
-	for key, old := range st.oldLeaves {
+	for key, was := range st.oldLeaves {
 		if _, ok := st.newLeaves[key]; !ok && strings.HasPrefix(key, store.Prefix) {
-			st.changes = append(st.changes, change{key: key, old: old})
+			st.changes = append(st.changes, change{key: key, old: was})
 		}
 	}
 	slices.SortFunc(st.changes, func(a, b change) int { return strings.Compare(a.key, b.key) })
+	// the new nodes' values
+	for j, n := range fresh {
+		values := 0
+		for _, e := range n.Entries {
+			if e.IsValue() {
+				values++
+			}
+		}
+		i := 0
+		for _, e := range n.Entries {
+			if !e.IsValue() {
+				continue
+			}
+			if bytes.HasPrefix(e.Key, appPrefix) {
+				vk := e.Value.KeyString()
+				v, ok := old[vk]
+				if !ok {
+					rec, err := c.record(vk, f, st.recs)
+					if err != nil {
+						return nil, fmt.Errorf("record %s: %w", e.Key, err)
+					}
+					v = rec.value
+				}
+				if st.added[j].vals == nil {
+					st.added[j].vals = make([]store.Value, values)
+				}
+				st.added[j].vals[i] = v
+				st.held++
+			}
+			i++
+		}
+	}
 	return st, nil
 }
 
@@ -164,40 +237,23 @@ func (c *carRepo) apply(st *step) {
 		delete(c.nodes, k)
 	}
 	for _, n := range st.added {
-		c.nodes[n.key] = n.data
+		c.nodes[n.key] = n.keptNode
 	}
+	c.held += st.held
 	for k, d := range st.refs {
 		if d == 0 {
 			continue
 		}
-		rec := c.recs[k]
-		if rec.refs+d <= 0 {
-			if !rec.value.IsZero() {
-				c.held--
-			}
-			delete(c.recs, k)
+		refs := c.others[k]
+		if refs+d <= 0 {
+			delete(c.others, k)
 			delete(c.blocks, k)
 			continue
 		}
-		if rec.refs == 0 {
-			if d, ok := st.recs[k]; ok {
-				rec.value = d.value // named by an app.bulleted key
-				c.held++
-			} else {
-				c.blocks[k] = st.blocks[k]
-			}
+		if refs == 0 {
+			c.blocks[k] = st.blocks[k]
 		}
-		rec.refs += d
-		c.recs[k] = rec
-	}
-	// a record kept as a block and now named by an app.bulleted key too
-	for k, d := range st.recs {
-		if rec, ok := c.recs[k]; ok && rec.value.IsZero() {
-			rec.value = d.value
-			c.recs[k] = rec
-			c.held++
-			delete(c.blocks, k)
-		}
+		c.others[k] = refs + d
 	}
 	c.commit, c.rev, c.root, c.snap, c.given = st.commit, st.rev, st.root, nil, weak.Pointer[store.Snapshot]{}
 }
@@ -213,7 +269,8 @@ func (st *step) records(c *carRepo) []store.Record {
 	return out
 }
 
-// record is key with the value v (undefined: deleted).
+// record is key with the value v (undefined: deleted): a changed key's,
+// decoded by diff.
 func (st *step) record(c *carRepo, key string, v cid.Cid) store.Record {
 	coll, rkey, _ := strings.Cut(key, "/")
 	r := store.Record{Collection: coll, RKey: rkey}
@@ -222,7 +279,8 @@ func (st *step) record(c *carRepo, key string, v cid.Cid) store.Record {
 		if rec, ok := st.recs[vk]; ok {
 			r.CID, r.Value = rec.cid, rec.value
 		} else {
-			r.CID, r.Value = cidText(vk), c.recs[vk].value
+			r.CID = cidText(vk)
+			r.Value, _ = c.find(vk) // not a change of st: never so far
 		}
 	}
 	return r

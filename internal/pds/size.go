@@ -9,9 +9,9 @@ import (
 // Size estimates the bytes the repository keeps in memory besides what an
 // engine's tree over it shares and counts itself (outline.Tree.Size: the
 // records' values, CIDs, collections and record keys): the blocks kept
-// as blocks (the commit, other apps' records), the MST's nodes' blocks,
-// the records by CID, the snapshot's list while it is kept, the
-// recent changes. It walks the kept blocks and nodes once (a few
+// as blocks (the commit, other apps' records), the MST's nodes' blocks
+// and their lists of values, other apps' records' counts, the snapshot's
+// list while it is kept, the recent changes. It walks the kept blocks and nodes once (a few
 // milliseconds at 100,000 records). A hosted instance evicts users by it
 // (internal/hosted); TestSizeTracksHeap holds the two sizes together
 // within 0.7×–1.4× of the heap a read repository takes.
@@ -26,13 +26,15 @@ func (r *Repo) Size() int64 {
 			n += slotBytes + blockBytes + int64(len(k)+cap(b.RawData()))
 		}
 		for _, nd := range c.nodes {
-			// the slot, its slice header, the CID (the key) and the bytes
-			// (in the read's arena of values)
-			n += slotBytes + 24 + cidKeyBytes + int64(len(nd))
+			// the slot, its two slice headers, the CID (the key), the
+			// bytes (in the read's arena of values) and its values' list
+			// (their bytes are the tree's)
+			n += slotBytes + int64(unsafe.Sizeof(nd)) + cidKeyBytes + int64(len(nd.data)) +
+				int64(cap(nd.vals))*int64(unsafe.Sizeof(store.Value{}))
 		}
-		// a record's slot and entry (its key is the bytes of the MST's CID
-		// of it; its value's bytes and its CID's text are the tree's)
-		n += int64(len(c.recs)) * (slotBytes + int64(unsafe.Sizeof(keptRecord{})))
+		// another app's record's slot and count (its key is the bytes of
+		// the MST's CID of it; its block is counted above)
+		n += int64(len(c.others)) * (slotBytes + 8)
 		if c.snap != nil {
 			n += snapSize(c.snap)
 		}
