@@ -16,7 +16,7 @@ func (x *Index) Size() int64 {
 
 // entryBytes is an entry's fixed cost: the struct, its map slot and key,
 // and its record CIDs.
-const entryBytes = 144 // the struct is 64, its slot and key about 80
+const entryBytes = 128 // the struct is 48, its slot and key about 80
 
 // Cache keeps one index per repository (by DID), bounded by the bytes they
 // hold: past MaxBytes the least recently used are dropped (and built again

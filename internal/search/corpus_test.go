@@ -251,7 +251,7 @@ func checkCorpus(t *testing.T, x *Index) {
 func checkBlock(t *testing.T, x *Index, bl *block) {
 	t.Helper()
 	c := &bl.text
-	if len(c.off) != len(bl.rows)+1 || len(c.note) != len(bl.rows) || c.off[len(bl.rows)] != len(c.buf) {
+	if len(c.off) != len(bl.rows)+1 || len(c.note) != len(bl.rows) || int(c.off[len(bl.rows)]) != len(c.buf) {
 		t.Fatalf("corpus of %d offsets, %d note offsets, end %d of %d bytes, for %d bullets", len(c.off), len(c.note), c.off[len(c.off)-1], len(c.buf), len(bl.rows))
 	}
 	for i, r := range bl.rows {
@@ -274,8 +274,8 @@ func checkBlock(t *testing.T, x *Index, bl *block) {
 		if got := string(c.buf[c.off[i]:c.off[i+1]]); got != want {
 			t.Fatalf("bullet %d (%s): region %q, want %q", i, it.Key(), got, want)
 		}
-		if lower := strings.ToLower(it.Str("text")); e != nil && c.note[i] != c.off[i]+len(lower)+1 {
-			t.Fatalf("bullet %d (%s): note at %d, want %d", i, it.Key(), c.note[i], c.off[i]+len(lower)+1)
+		if lower := strings.ToLower(it.Str("text")); e != nil && int(c.note[i]) != int(c.off[i])+len(lower)+1 {
+			t.Fatalf("bullet %d (%s): note at %d, want %d", i, it.Key(), c.note[i], int(c.off[i])+len(lower)+1)
 		}
 	}
 }

@@ -41,24 +41,34 @@ var (
 	ErrQuery = errors.New("invalid query")
 )
 
-// entry is what a search needs of one bullet besides its text: 57 bytes
-// in a 64-byte allocation (it was 176 with its times as time.Time, its
+// entry is what a search needs of one bullet besides its text: 41 bytes
+// in a 48-byte allocation (it was 176 with its times as time.Time, its
 // facets inline, its layout's name and its lower-cased text and note;
-// one per bullet). The lower-cased text and note are in the corpus of
-// the entry's block only, made from the record when the block is laid out.
+// then 64 with its note's CID; one per bullet). The lower-cased text and
+// note are in the corpus of the entry's block only, made from the record
+// when the block is laid out.
 type entry struct {
-	cid, noteCID string
-	facets       *facets // nil without tags, mentions or an unknown layout (most bullets)
-	created      stamp
-	completed    stamp
-	layout       uint8 // an index in layouts, or otherLayout (the name is in facets)
+	cid       string
+	facets    *facets // nil without tags, mentions, a note or an unknown layout (most bullets)
+	created   stamp
+	completed stamp
+	layout    uint8 // an index in layouts, or otherLayout (the name is in facets)
 }
 
-// facets are a bullet's tags (lower case) and mentioned DIDs, and its
-// layout when it is not one of layouts.
+// facets are a bullet's tags (lower case) and mentioned DIDs, its note's
+// CID, and its layout when it is not one of layouts.
 type facets struct {
 	tags, mentions []string
 	layout         string
+	noteCID        string
+}
+
+// noteCID is the CID of e's note ("": none).
+func (e *entry) noteCID() string {
+	if e.facets == nil {
+		return ""
+	}
+	return e.facets.noteCID
 }
 
 // layouts are the layouts an entry names by index: none, then the
@@ -188,7 +198,7 @@ type corpus struct {
 	// off[i] is where row i's text begins (off[len(rows)] is the end);
 	// note[i] where its note begins. A row without text to search (a
 	// mirror) has off[i] == off[i+1].
-	off, note []int
+	off, note []int32
 }
 
 // sep follows each text and note in the corpus. It is not in any
@@ -215,30 +225,30 @@ func (b *block) layOut() {
 		c.buf = make([]byte, 0, n)
 	}
 	if cap(c.off) < len(b.rows)+1 {
-		c.off, c.note = make([]int, 0, len(b.rows)+1), make([]int, 0, len(b.rows))
+		c.off, c.note = make([]int32, 0, len(b.rows)+1), make([]int32, 0, len(b.rows))
 	}
 	c.buf, c.off, c.note = c.buf[:0], c.off[:0], c.note[:0]
 	for _, r := range b.rows {
-		c.off = append(c.off, len(c.buf))
+		c.off = append(c.off, int32(len(c.buf)))
 		if r.e == nil {
-			c.note = append(c.note, len(c.buf))
+			c.note = append(c.note, int32(len(c.buf)))
 			continue
 		}
 		c.buf = appendLower(c.buf, r.it.Str("text"))
 		c.buf = append(c.buf, sep)
-		c.note = append(c.note, len(c.buf))
+		c.note = append(c.note, int32(len(c.buf)))
 		if r.it.Note != nil {
 			t, _ := r.it.Note.Value.Text("text")
 			c.buf = appendLower(c.buf, t)
 		}
 		c.buf = append(c.buf, sep)
 	}
-	c.off = append(c.off, len(c.buf))
+	c.off = append(c.off, int32(len(c.buf)))
 	b.dirty = false
 }
 
 func (b *block) bytes() int64 {
-	return int64(cap(b.text.buf) + 8*(cap(b.text.off)+cap(b.text.note)) + 24*cap(b.rows) + 64)
+	return int64(cap(b.text.buf) + 4*(cap(b.text.off)+cap(b.text.note)) + 24*cap(b.rows) + 64)
 }
 
 // region is row i's lower-cased text and note in the block's corpus.
@@ -280,18 +290,18 @@ func New() *Index { return &Index{entries: map[string]*entry{}, starts: []int{0}
 
 func derive(it *outline.Item) *entry {
 	e := &entry{cid: it.Rec.CID}
+	var f facets
 	if it.Note != nil {
-		e.noteCID = it.Note.CID
+		f.noteCID = it.Note.CID
 	}
 	if it.Rec.Value.Has("facets") { // read in place, nothing decoded
-		var f facets
 		for _, t := range facet.StoredValues(it.Rec.Value, facet.Tag) {
 			f.tags = append(f.tags, strings.ToLower(t))
 		}
 		f.mentions = facet.StoredValues(it.Rec.Value, facet.Mention)
-		if f.tags != nil || f.mentions != nil {
-			e.facets = &f
-		}
+	}
+	if f.tags != nil || f.mentions != nil || f.noteCID != "" {
+		e.facets = &f
 	}
 	e.setLayout(it.Str("layout"))
 	e.created, e.completed = parseStamp(it.Str("createdAt")), parseStamp(it.Str("completedAt"))
@@ -371,7 +381,7 @@ func (x *Index) entry(it *outline.Item) *entry {
 		noteCID = it.Note.CID
 	}
 	e := x.entries[it.Key()]
-	if e == nil || e.cid != it.Rec.CID || e.noteCID != noteCID || it.Rec.CID == "" {
+	if e == nil || e.cid != it.Rec.CID || e.noteCID() != noteCID || it.Rec.CID == "" {
 		e = derive(it)
 		x.entries[it.Key()] = e
 		x.Derived++
@@ -1190,7 +1200,7 @@ func (x *Index) scanText(m *matcher, a, b, limit int) []found {
 func (bl *block) scanText(m *matcher, a, b, base, limit int, out []found) []found {
 	c := &bl.text
 	n := len(m.needle)
-	p, end := c.off[a], c.off[b]
+	p, end := int(c.off[a]), int(c.off[b])
 	i := a
 	for len(out) < limit && p < end {
 		j := bytes.Index(c.buf[p:end], m.needle)
@@ -1200,14 +1210,15 @@ func (bl *block) scanText(m *matcher, a, b, base, limit int, out []found) []foun
 		at := p + j
 		// the entry whose region holds at: off only grows, and empty
 		// regions (off[i] == off[i+1]) cannot hold it
-		i += sort.Search(b-i, func(k int) bool { return c.off[i+k+1] > at })
+		i += sort.Search(b-i, func(k int) bool { return int(c.off[i+k+1]) > at })
 		var pos int
 		var inNote bool
+		off, note, next := int(c.off[i]), int(c.note[i]), int(c.off[i+1])
 		switch {
-		case at+n < c.note[i]: // in the text (which ends with sep at note[i]-1)
-			pos = at - c.off[i]
-		case at >= c.note[i] && at+n < c.off[i+1]:
-			pos, inNote = at-c.note[i], true
+		case at+n < note: // in the text (which ends with sep at note[i]-1)
+			pos = at - off
+		case at >= note && at+n < next:
+			pos, inNote = at-note, true
 		default: // across a separator: look again from the next byte
 			p = at + 1
 			continue
@@ -1215,7 +1226,7 @@ func (bl *block) scanText(m *matcher, a, b, base, limit int, out []found) []foun
 		if text, _ := c.region(i); m.filter(bl.rows[i].e, text) {
 			out = append(out, found{base + i, pos, n, inNote})
 		}
-		p = c.off[i+1] // one hit per bullet
+		p = next // one hit per bullet
 	}
 	return out
 }
