@@ -132,6 +132,8 @@ func TestBlockMatches(t *testing.T) {
 // any codec and hash; a CIDv0 and bytes that are no CID as before.
 func TestCIDText(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
+	var names recordNames // the same texts, side by side in its arena
+	var made, want []string
 	for i := range 500 {
 		data := make([]byte, rng.IntN(64))
 		for j := range data {
@@ -142,6 +144,13 @@ func TestCIDText(t *testing.T) {
 		c := mustSum(t, prefixes[i%len(prefixes)], data)
 		if got := cidText(c.KeyString()); got != c.String() {
 			t.Fatalf("cidText %q, go-cid %q", got, c.String())
+		}
+		made, want = append(made, names.cid(c.KeyString())), append(want, c.String())
+		_, _ = names.of(append([]byte("app.bulleted.node/"), data...))
+	}
+	for i := range made { // none overwritten by a later one
+		if made[i] != want[i] {
+			t.Fatalf("recordNames.cid %q, go-cid %q", made[i], want[i])
 		}
 	}
 	if got := cidText("\x12"); got != "" {

@@ -182,11 +182,11 @@ func (c *carRepo) diff(f *fetched, did syntax.DID) (*step, error) {
 			st.recs[vk] = carRecord{cid: cidText(vk), value: ov}
 			continue
 		}
-		rec, err := c.record(vk, f, nil)
+		v, err := c.value(vk, f, nil)
 		if err != nil {
 			return nil, fmt.Errorf("record %s: %w", key, err)
 		}
-		st.recs[vk] = rec
+		st.recs[vk] = carRecord{cid: cidText(vk), value: v}
 	}
 	for key, was := range st.oldLeaves {
 		if _, ok := st.newLeaves[key]; !ok && strings.HasPrefix(key, store.Prefix) {
@@ -211,11 +211,10 @@ func (c *carRepo) diff(f *fetched, did syntax.DID) (*step, error) {
 				vk := e.Value.KeyString()
 				v, ok := old[vk]
 				if !ok {
-					rec, err := c.record(vk, f, st.recs)
-					if err != nil {
+					var err error
+					if v, err = c.value(vk, f, st.recs); err != nil {
 						return nil, fmt.Errorf("record %s: %w", e.Key, err)
 					}
-					v = rec.value
 				}
 				if st.added[j].vals == nil {
 					st.added[j].vals = make([]store.Value, values)
