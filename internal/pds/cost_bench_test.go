@@ -29,6 +29,8 @@ import (
 //     forward from the commit before, planned, committed) against a bare
 //     applyWrites creating the same record (and, to tell what the engine's
 //     one check that nobody else wrote costs, a bare getLatestCommit);
+//   - insert-followed: the same inserts while the repository follows its
+//     commit stream (serve's default), against the same bare applyWrites;
 //   - cold: a new Repo's Snapshot (of the twin) from nothing (getRepo downloaded,
 //     decoded, its MST loaded, the records listed) against the bare getRepo
 //     download of the same repository (read to the end, nothing decoded).
@@ -107,13 +109,40 @@ func BenchmarkPDSCost(b *testing.B) {
 				})
 			}
 			b.StopTimer()
-			b.ReportMetric(float64(r.Stats.Heads.Load()-heads)/float64(len(ins)), "heads/insert")
+			headsPer := float64(r.Stats.Heads.Load()-heads) / float64(len(ins))
+			// the same inserts while the repository follows its commit stream
+			// (serve's default): while the stream is live no read asks the
+			// PDS, so an insert is its applyWrites and this server's own work
+			fctx, stop := context.WithCancel(ctx)
+			defer stop()
+			go r.Follow(fctx, func() {}, nil)
+			for deadline := time.Now().Add(30 * time.Second); !r.Live(); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) { // a bound for a stuck stream, not a speed check
+					b.Fatal("the commit stream did not become live")
+				}
+			}
+			var followed []float64
+			fheads := r.Stats.Heads.Load()
+			for i := range len(ins) {
+				timed(&followed, func() {
+					if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
+						return p.Insert(outline.Position{Parent: parent, Where: "first"}, []outline.NewNode{{Text: fmt.Sprint("followed ", i)}})
+					}); err != nil {
+						b.Fatal(err)
+					}
+				})
+			}
+			stop()
+			b.ReportMetric(float64(r.Stats.Heads.Load()-fheads)/float64(len(followed)), "heads/insert-followed")
+			b.ReportMetric(headsPer, "heads/insert")
 			b.ReportMetric(float64(r.Stats.Diffs.Load()-diffs)/float64(len(ins)), "diffs/insert")
 			med := func(xs []float64) float64 { slices.Sort(xs); return xs[len(xs)/2] }
 			mi, mb, mc, mbc := med(ins), med(bareIns), med(cold), med(bareCold)
 			b.ReportMetric(mi, "insert-ms")
 			b.ReportMetric(mb, "bare-applyWrites-ms")
 			b.ReportMetric(mi/mb, "insert-ratio")
+			b.ReportMetric(med(followed), "insert-followed-ms")
+			b.ReportMetric(med(followed)/mb, "insert-followed-ratio")
 			b.ReportMetric(med(bareHead), "bare-getLatestCommit-ms")
 			b.ReportMetric(mc, "cold-ms")
 			b.ReportMetric(mbc, "bare-getRepo-ms")
