@@ -760,14 +760,7 @@ func buildCAR(f *fetched, did syntax.DID) (*carRepo, error) {
 			return err
 		}
 		kn := keptNode{data: data}
-		values, app := 0, false
-		for _, e := range nd.Entries {
-			if e.IsValue() {
-				values++
-				app = app || bytes.HasPrefix(e.Key, appPrefix)
-			}
-		}
-		if app { // from one list for all nodes, as the names
+		if values, app := valueCount(nd); app { // from one list for all nodes, as the names
 			if cap(slab)-len(slab) < values {
 				slab = make([]store.Value, 0, max(values, 1024))
 			}
@@ -974,6 +967,18 @@ func (c *carRepo) node(k string) (*mst.Node, []store.Value, error) {
 		return nil, nil, fmt.Errorf("kept MST node %s: %w", id, err)
 	}
 	return n, kn.vals, nil
+}
+
+// valueCount is how many of n's entries are values (keptNode.vals's
+// length), and whether an app.bulleted key names one.
+func valueCount(n *mst.Node) (values int, app bool) {
+	for _, e := range n.Entries {
+		if e.IsValue() {
+			values++
+			app = app || bytes.HasPrefix(e.Key, appPrefix)
+		}
+	}
+	return values, app
 }
 
 // valueAt is the i-th of a node's values (zero: another app's record).

@@ -196,12 +196,7 @@ func (c *carRepo) diff(f *fetched, did syntax.DID) (*step, error) {
 	slices.SortFunc(st.changes, func(a, b change) int { return strings.Compare(a.key, b.key) })
 	// the new nodes' values
 	for j, n := range fresh {
-		values := 0
-		for _, e := range n.Entries {
-			if e.IsValue() {
-				values++
-			}
-		}
+		values, _ := valueCount(n)
 		i := 0
 		for _, e := range n.Entries {
 			if !e.IsValue() {
