@@ -18,6 +18,7 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
 
@@ -27,10 +28,13 @@ import (
 //
 //   - insert: a one-bullet insert through the engine (its tree brought
 //     forward from the commit before, planned, committed) against a bare
-//     applyWrites creating the same record (and, to tell what the engine's
-//     one check that nobody else wrote costs, a bare getLatestCommit);
-//   - insert-followed: the same inserts while the repository follows its
-//     commit stream (serve's default), against the same bare applyWrites;
+//     applyWrites creating the same record, each first every other time
+//     (heads/insert: the requests asking whether anybody else wrote, none
+//     while our own last commit is trusted, pds.TrustOwn; and a bare
+//     getLatestCommit, what one costs);
+//   - insert-followed: the same pairs while the repository follows its
+//     commit stream (serve's default; its commits verified against the
+//     account's key, as serve does);
 //   - cold: a new Repo's Snapshot (of the twin) from nothing (getRepo downloaded,
 //     decoded, its MST loaded, the records listed) against the bare getRepo
 //     download of the same repository (read to the end, nothing decoded).
@@ -63,6 +67,7 @@ func BenchmarkPDSCost(b *testing.B) {
 			c := tr.Client()
 			var ins, bareIns, bareHead, cold, bareCold []float64
 			heads, diffs := r.Stats.Heads.Load(), r.Stats.Diffs.Load()
+			var insDiffs int64
 			var coldCPU, bareCPU time.Duration
 			timed := func(into *[]float64, fn func()) {
 				cpu := processCPU()
@@ -76,23 +81,42 @@ func BenchmarkPDSCost(b *testing.B) {
 					bareCPU += processCPU() - cpu
 				}
 			}
-			for i := 0; b.Loop(); i++ {
-				var made *outline.Outcome
-				timed(&ins, func() {
-					made, err = e.DoFunc(ctx, false, func(p *outline.Planner) error {
-						return p.Insert(outline.Position{Parent: parent, Where: "first"}, []outline.NewNode{{Text: fmt.Sprint("engine ", i)}})
+			// the bare write: the record the engine wrote first, under a key
+			// of its own
+			var tmpl *store.Write
+			bareWrite := func(into *[]float64, i int) {
+				v := outline.Copy(tmpl.Value)
+				v["text"] = fmt.Sprint("bare ", i)
+				body, _ := json.Marshal(map[string]any{"repo": twin.DID.String(), "writes": []any{map[string]any{
+					"$type": "com.atproto.repo.applyWrites#create", "collection": lexicon.Node, "rkey": fmt.Sprintf("%sb%d", tmpl.RKey, i), "value": v}}})
+				timed(into, func() { bare(b, c, http.MethodPost, "com.atproto.repo.applyWrites", nil, body) })
+			}
+			insert := func(into *[]float64, text string) {
+				timed(into, func() {
+					made, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
+						return p.Insert(outline.Position{Parent: parent, Where: "first"}, []outline.NewNode{{Text: text}})
 					})
 					if err != nil {
 						b.Fatal(err)
 					}
+					if tmpl == nil {
+						tmpl = &made.Plan.Writes[0]
+					}
 				})
-				// the same record, bare
-				w := made.Plan.Writes[0]
-				v := outline.Copy(w.Value)
-				v["text"] = fmt.Sprint("bare ", i)
-				body, _ := json.Marshal(map[string]any{"repo": twin.DID.String(), "writes": []any{map[string]any{
-					"$type": "com.atproto.repo.applyWrites#create", "collection": lexicon.Node, "rkey": fmt.Sprintf("%sb", w.RKey), "value": v}}})
-				timed(&bareIns, func() { bare(b, c, http.MethodPost, "com.atproto.repo.applyWrites", nil, body) })
+			}
+			// ours and the bare write in turns, each first every other time:
+			// neither always comes right after the previous iteration's reads
+			pair := func(ours, bares *[]float64, i int, text string) {
+				if i%2 == 0 || tmpl == nil {
+					insert(ours, text)
+					bareWrite(bares, i)
+				} else {
+					bareWrite(bares, i)
+					insert(ours, text)
+				}
+			}
+			for i := 0; b.Loop(); i++ {
+				pair(&ins, &bareIns, i, fmt.Sprint("engine ", i))
 				timed(&bareHead, func() {
 					bare(b, c, http.MethodGet, "com.atproto.sync.getLatestCommit", map[string]string{"did": twin.DID.String()}, nil)
 				})
@@ -110,9 +134,14 @@ func BenchmarkPDSCost(b *testing.B) {
 			}
 			b.StopTimer()
 			headsPer := float64(r.Stats.Heads.Load()-heads) / float64(len(ins))
+			insDiffs = r.Stats.Diffs.Load() - diffs
 			// the same inserts while the repository follows its commit stream
 			// (serve's default): while the stream is live no read asks the
 			// PDS, so an insert is its applyWrites and this server's own work
+			// (verified against the account's key, as serve does: without a
+			// directory every commit of the stream is a gap, read instead)
+			r.Directory = pds.Directory(srv.PLCURL)
+			gaps := r.Stats.StreamGaps.Load()
 			fctx, stop := context.WithCancel(ctx)
 			defer stop()
 			go r.Follow(fctx, func() {}, nil)
@@ -121,28 +150,28 @@ func BenchmarkPDSCost(b *testing.B) {
 					b.Fatal("the commit stream did not become live")
 				}
 			}
-			var followed []float64
-			fheads := r.Stats.Heads.Load()
+			var followed, bareFollowed []float64
+			fheads, fdiffs := r.Stats.Heads.Load(), r.Stats.Diffs.Load()
 			for i := range len(ins) {
-				timed(&followed, func() {
-					if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
-						return p.Insert(outline.Position{Parent: parent, Where: "first"}, []outline.NewNode{{Text: fmt.Sprint("followed ", i)}})
-					}); err != nil {
-						b.Fatal(err)
-					}
-				})
+				pair(&followed, &bareFollowed, len(ins)+i, fmt.Sprint("followed ", i))
 			}
 			stop()
+			if g := r.Stats.StreamGaps.Load() - gaps; g > 0 {
+				b.Logf("%d of the stream's commits were gaps (read instead): %s", g, pds.LastGap(r))
+			}
 			b.ReportMetric(float64(r.Stats.Heads.Load()-fheads)/float64(len(followed)), "heads/insert-followed")
 			b.ReportMetric(headsPer, "heads/insert")
-			b.ReportMetric(float64(r.Stats.Diffs.Load()-diffs)/float64(len(ins)), "diffs/insert")
+			b.ReportMetric(float64(insDiffs)/float64(len(ins)), "diffs/insert")
+			b.ReportMetric(float64(r.Stats.Diffs.Load()-fdiffs)/float64(len(followed)), "diffs/insert-followed")
 			med := func(xs []float64) float64 { slices.Sort(xs); return xs[len(xs)/2] }
 			mi, mb, mc, mbc := med(ins), med(bareIns), med(cold), med(bareCold)
 			b.ReportMetric(mi, "insert-ms")
 			b.ReportMetric(mb, "bare-applyWrites-ms")
 			b.ReportMetric(mi/mb, "insert-ratio")
-			b.ReportMetric(med(followed), "insert-followed-ms")
-			b.ReportMetric(med(followed)/mb, "insert-followed-ratio")
+			mf, mbf := med(followed), med(bareFollowed)
+			b.ReportMetric(mf, "insert-followed-ms")
+			b.ReportMetric(mbf, "bare-applyWrites-followed-ms")
+			b.ReportMetric(mf/mbf, "insert-followed-ratio")
 			b.ReportMetric(med(bareHead), "bare-getLatestCommit-ms")
 			b.ReportMetric(mc, "cold-ms")
 			b.ReportMetric(mbc, "bare-getRepo-ms")
