@@ -12,7 +12,9 @@
 // timeout can only count a batch that did not land, never miss one that
 // did. A charge is given back (Refund) only when the batch is known not to
 // have landed: refused before it was written, or read back absent with the
-// repository moved past the commit it was swapped onto. A batch is charged
+// repository moved past the commit it was swapped onto. A batch the PDS
+// refuses for its swapCommit is not given back: its rate limiter counted
+// the request before the handler refused it. A batch is charged
 // once under its key, however often it is sent (retries, a resume after a
 // kill). Release gives back what is left of the reservation when the
 // operation ends or stops. A plan that fits is therefore never cut off

@@ -58,7 +58,8 @@ func allNodes(t testing.TB, p *pdstest.Server, a *pdstest.Account) []string {
 // first batch: the two that get their reservation land completely (none is
 // stopped midway by the other instance's spending), the third is refused
 // before anything of it is written, and the points in the rolling hour,
-// read back from the table, never pass the limit.
+// read back from the table, never pass the limit (they are what landed and
+// the batches refused for their swapCommit, which the PDS counts too).
 func TestPlanReservation(t *testing.T) {
 	p := testPDS(t)
 	e := newEnv(t)
@@ -183,8 +184,13 @@ func TestPlanReservation(t *testing.T) {
 	if spent > limit || peak > limit {
 		t.Errorf("spent %d (peak %d) of %d points", spent, peak, limit)
 	}
-	if spent != landed*cost {
-		t.Errorf("spent %d points for %d operations of %d", spent, landed, cost)
+	// what landed, and each batch the PDS refused for its swapCommit
+	// while the operations raced (the PDS's rate limiter counted it; a
+	// batch of 200 creates is 600 points, the last of 50 is 150)
+	if extra := spent - landed*cost; extra < 0 || !sumOf(extra, 600, 150) {
+		t.Errorf("spent %d points for %d operations of %d: %d more is not a sum of refused batches (600, 150)", spent, landed, cost, extra)
+	} else if extra > 0 {
+		t.Logf("%d of the points are batches refused for their swapCommit", extra)
 	}
 	if held != 0 {
 		t.Errorf("%d points still reserved after the operations", held)
@@ -241,4 +247,18 @@ func TestPlanLease(t *testing.T) {
 	if spent, _ := l.Spent(ctx, did, time.Hour); spent != 5 {
 		t.Fatalf("spent %d, want 5", spent)
 	}
+}
+
+// sumOf reports whether n is a sum of the parts (each any number of times).
+func sumOf(n int, parts ...int) bool {
+	ok := make([]bool, n+1)
+	ok[0] = true
+	for i := 1; i <= n; i++ {
+		for _, p := range parts {
+			if p <= i && ok[i-p] {
+				ok[i] = true
+			}
+		}
+	}
+	return ok[n]
 }

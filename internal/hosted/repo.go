@@ -30,7 +30,14 @@ type userRepo struct {
 var (
 	_ store.Repository = (*userRepo)(nil)
 	_ store.Budgeted   = (*userRepo)(nil)
+	_ store.Deltas     = (*userRepo)(nil)
 )
+
+// userRepo is deliberately not a store.Known: a user's calls may land on
+// any instance, so a write after this instance's own last commit cannot
+// guess that no other instance wrote since (every guess that failed would
+// cost a refused applyWrites, counted by the PDS). Its writes ask first,
+// through Changes.
 
 // CheckBudget tells whether cost points fit in the user's shared budget now
 // (store.Budgeted), and how many are left in the rolling hour.
@@ -71,6 +78,12 @@ func (r *userRepo) Head(ctx context.Context) (string, string, error) { return r.
 
 func (r *userRepo) Snapshot(ctx context.Context) (*store.Snapshot, error) {
 	return r.inner.Snapshot(ctx)
+}
+
+// Changes implements store.Deltas: the user's kept tree is brought forward
+// by what each commit changed, as serve's is, not rebuilt from a snapshot.
+func (r *userRepo) Changes(ctx context.Context, since string) (string, string, []store.Record, bool, error) {
+	return r.inner.Changes(ctx, since)
 }
 
 // bookkeeping bounds the database work after a batch, even when the
@@ -135,7 +148,9 @@ func (r *userRepo) settleFailed(ctx context.Context, did, plan string, spent int
 		r.ledger.Refund(bctx, did, plan, spent, cost) // refused before sending
 		return
 	}
-	if notWritten(err) {
+	if notWritten(err) && !errors.Is(err, store.ErrStale) {
+		// (a write refused for its swapCommit stays counted: the PDS's
+		// rate limiter counts a request before its handler refuses it)
 		r.ledger.Refund(bctx, did, plan, spent, cost) // if it fails, counted: never under
 	}
 }

@@ -183,6 +183,34 @@ func (e *Engine) Tree(ctx context.Context) (*Tree, error) {
 	return e.keep(Rebuild(s, prev)), nil
 }
 
+// TrustPoints bounds what a wrong guess of writeTree may cost: a write
+// planned on the commit known without asking whose first batch costs more
+// points is planned again after asking (a batch the PDS refuses for its
+// swapCommit still counts against its rate limits).
+const TrustPoints = 30
+
+// writeTree is the tree a write is planned on. With trust, a repository
+// that knows its latest commit without asking (store.Known: its own last
+// commit, made moments ago) answers without a request; trusted says so.
+// The write is swapped onto that commit like any other: if the repository
+// moved on, it is refused whole, nothing is written, and the caller plans
+// again on Tree, which asks. Reads always ask (Tree).
+func (e *Engine) writeTree(ctx context.Context, trust bool) (t *Tree, trusted bool, err error) {
+	e.mu.Lock()
+	prev := e.cache
+	e.mu.Unlock()
+	if k, ok := e.Repo.(store.Known); ok && trust && prev != nil {
+		if commit, rev, changes, ok := k.KnownChanges(prev.Commit); ok {
+			if commit == prev.Commit {
+				return prev, true, nil
+			}
+			return e.keepFrom(prev.Next(commit, rev, changes), changes, false), true, nil
+		}
+	}
+	t, err = e.Tree(ctx)
+	return t, false, err
+}
+
 // keep makes t the cached tree unless a newer one is there already (the
 // change log compares it with the tree it replaces: keepFrom).
 func (e *Engine) keep(t *Tree) *Tree { return e.keepFrom(t, nil, true) }
@@ -205,16 +233,26 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 	}
 	keys := e.nextKeys()
 	now := e.Now()
+	trust := !dryRun // the first plan of a write may trust the commit known (writeTree)
 	for attempt := 0; ; attempt++ {
-		t, err := e.Tree(ctx)
+		t, trusted, err := e.writeTree(ctx, trust)
+		trust = false
 		if err != nil {
 			return nil, unavailable(err)
 		}
 		p := e.newPlanner(ctx, t, now, keys)
-		if err := intent.Plan(p); err != nil {
-			return nil, err
+		err = intent.Plan(p)
+		var plan *Plan
+		if err == nil {
+			plan, err = p.finish()
 		}
-		plan, err := p.finish()
+		if trusted && (err != nil || len(plan.Writes) == 0 || store.Cost(plan.Writes[:Cut(plan.Writes)[0]]) > TrustPoints) {
+			// only a write that would be sent is planned on a guess: a
+			// refusal or "nothing to change" may be the commit known being
+			// behind, and a dear first batch is not worth the risk; ask
+			attempt--
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -233,6 +271,10 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 			return out, nil
 		}
 		op, err := e.commit(ctx, t, plan, keys.keys, now, out)
+		if errors.Is(err, errReplan) && trusted {
+			attempt-- // the guess was wrong: plan again at once on what the PDS has
+			continue
+		}
 		if errors.Is(err, errReplan) {
 			if err := replanWait(ctx, attempt); err != nil {
 				return nil, err

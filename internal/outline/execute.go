@@ -74,6 +74,8 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 		return nil, fail(ErrConflict, "wait for it to finish, then call operations", "%v", err)
 	}
 	defer e.ops.release(ctx, op.ID)
+	// fresh: planned just now, never sent before this call (not resumed)
+	fresh := op.State == OpPlanned
 	remaining := 0
 	for _, w := range op.Writes[op.landedWrites():] {
 		remaining += store.Cost([]store.Write{w})
@@ -126,6 +128,14 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 				return commits, err
 			}
 			continue
+		case errors.Is(err, store.ErrStale) && fresh && op.Landed == 0 && len(op.Undoes) == 0:
+			// refused for its swapCommit, nothing of this batch can land and
+			// no batch before it was sent: plan again, no read needed here
+			// (the next plan's read finds what moved)
+			if err := e.ops.move(ctx, op, phaseForgotten, step{}); err != nil {
+				return nil, err
+			}
+			return nil, errReplan
 		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrRecordExists), errors.Is(err, store.ErrRecordMissing):
 			s, rerr := e.Repo.Snapshot(ctx)
 			if rerr != nil {
@@ -159,6 +169,7 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 				}
 			}
 			conflicts++
+			fresh = false // what was read decides from now on
 			if conflicts > Retries*4 {
 				return commits, e.stop(ctx, op, err, "the repository kept changing", false)
 			}

@@ -141,8 +141,12 @@ func (e *Engine) Apply(ctx context.Context, id string, intent Intent) (*Outcome,
 		return nil, fail(ErrInvalidInput, "call with the same arguments as the dry run, or dry-run these arguments for a new plan id",
 			"plan %q was made for different arguments; nothing was written", id)
 	}
+	// the first check may trust the commit known (writeTree), if its first
+	// batch is cheap
+	trust := len(kp.plan.Writes) > 0 && store.Cost(kp.plan.Writes[:kp.plan.Batches[0]]) <= TrustPoints
 	for attempt := 0; ; attempt++ {
-		t, err := e.Tree(ctx)
+		t, trusted, err := e.writeTree(ctx, trust)
+		trust = false
 		if err != nil {
 			e.putBack(kp)
 			return nil, unavailable(err)
@@ -155,6 +159,10 @@ func (e *Engine) Apply(ctx context.Context, id string, intent Intent) (*Outcome,
 		}
 		out := &Outcome{Plan: kp.plan, Before: t}
 		op, err := e.commit(ctx, t, kp.plan, kp.keys, kp.now, out)
+		if errors.Is(err, errReplan) && trusted {
+			attempt-- // the guess was wrong: check again at once against what the PDS has
+			continue
+		}
 		if errors.Is(err, errReplan) {
 			if err := replanWait(ctx, attempt); err != nil {
 				e.putBack(kp)

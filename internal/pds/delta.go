@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/bluesky-social/indigo/atproto/atclient"
 
@@ -108,6 +109,34 @@ func (r *Repo) Changes(ctx context.Context, since string) (string, string, []sto
 	}
 	c, rev, ch, ok, _ := r.composed(since, "")
 	return c, rev, ch, ok, nil
+}
+
+// TrustOwn is how long after our own last commit a write may be planned on
+// it without asking the PDS whether anyone else wrote since
+// (KnownChanges): the write is swapped onto it, so if someone did, it is
+// refused, nothing is written, and it is planned again after a read. A
+// series of writes by one agent saves a request each; a write that meets
+// another writer's commit costs one refused request more.
+const TrustOwn = 30 * time.Second
+
+// KnownChanges implements store.Known: Changes without a request, while
+// the commit stream is live or when the head known is our own last commit,
+// made within TrustOwn, with nothing since that says the PDS moved on (a
+// write refused for its swapCommit). A read that raced the write, a
+// foreign commit taken in, or a whole read ends the trust (pending is 0).
+func (r *Repo) KnownChanges(since string) (string, string, []store.Record, bool) {
+	if r.ListOnly {
+		return "", "", nil, false
+	}
+	r.mu.Lock()
+	trusted := r.car != nil && (r.fresh() ||
+		r.pending > 0 && r.pending < maxPending && !r.stream.swapped && time.Since(r.ownAt) < TrustOwn)
+	r.mu.Unlock()
+	if !trusted {
+		return "", "", nil, false
+	}
+	c, rev, ch, ok, _ := r.composed(since, "")
+	return c, rev, ch, ok
 }
 
 // composed is what changed from since to the head known, if the head known
@@ -352,6 +381,7 @@ func (r *Repo) ownCommit(swap, commit, rev string, writes []store.Write, results
 	}
 	r.push(transition{from: swap, to: commit, rev: rev, changes: changes})
 	r.pending++
+	r.ownAt = time.Now()
 }
 
 // materialise is the snapshot of the kept repository.

@@ -2,6 +2,7 @@ package pds
 
 import (
 	"context"
+	"time"
 
 	"github.com/bluesky-social/indigo/events"
 )
@@ -55,4 +56,12 @@ func LastGap(r *Repo) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.stream.lastGap
+}
+
+// AgeOwnCommit makes r's own last commit d older (KnownChanges trusts it
+// for TrustOwn).
+func AgeOwnCommit(r *Repo, d time.Duration) {
+	r.mu.Lock()
+	r.ownAt = r.ownAt.Add(-d)
+	r.mu.Unlock()
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store/storetest"
+	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
 
 var (
@@ -314,6 +315,18 @@ func TestBudgetAgainstRateLimits(t *testing.T) {
 		}
 		return ns
 	}
+	// a write refused for its swapCommit: the PDS's rate limiter counts a
+	// request before its handler refuses it, so the ledger keeps its 3
+	// points (the last insert below and the second client's 429 tell both
+	// counts)
+	stale := "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm"
+	if _, err := r.Apply(ctx, stale, []store.Write{{Op: store.Create, Collection: lexicon.Node, RKey: "3kstaleswap22",
+		Value: map[string]any{"$type": lexicon.Node, "text": "stale", "sortKey": "a", "createdAt": "2026-12-05T10:00:00.000Z"}}}); !errors.Is(err, store.ErrStale) {
+		t.Fatalf("a write on a stale commit: %v, want ErrStale", err)
+	}
+	if left := ledger.Left(); left != 5000-3 {
+		t.Fatalf("after a write refused for its swapCommit the ledger has %d points left, want 4997 (the PDS counted it)", left)
+	}
 	ok := 0
 	for i := 0; i < 20; i++ {
 		_, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, bullets(200)) })
@@ -329,17 +342,18 @@ func TestBudgetAgainstRateLimits(t *testing.T) {
 	if ok != 8 || r.Stats.RateLimited.Load() != 0 {
 		t.Fatalf("%d inserts of 600 points, %d 429s", ok, r.Stats.RateLimited.Load())
 	}
-	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, bullets(66)) }); err != nil {
-		t.Fatalf("198 points of the last 200: %v", err)
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, bullets(65)) }); err != nil {
+		t.Fatalf("195 points of the last 197: %v", err)
 	}
 	if left := ledger.Left(); left != 2 {
 		t.Fatalf("left %d", left)
 	}
-	// a second client whose ledger knows nothing: the server says 429
+	// a second client whose ledger knows nothing: the server says 429 to
+	// 3 points (it has 2 left only if it counted the refused write)
 	r2 := login(t, rl, a, t.TempDir(), nil)
 	l2, _ := budget.New("")
 	r2.Budget = l2
-	_, err = outline.New(r2).DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, bullets(10)) })
+	_, err = outline.New(r2).DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, bullets(1)) })
 	if !errors.Is(err, outline.ErrBudget) || r2.Stats.RateLimited.Load() != 1 {
 		t.Fatalf("want a budget error from a 429, got %v (429s: %d)", err, r2.Stats.RateLimited.Load())
 	}

@@ -98,6 +98,7 @@ type Repo struct {
 	headRev    string
 	history    []transition // the last moves of head (delta.go)
 	pending    int          // how many of them are our own commits not yet in car
+	ownAt      time.Time    // when the last of them was made (KnownChanges)
 	cacheTried bool
 	unsaved    int  // blocks received since the cache was written
 	noSince    bool // the PDS answers getRepo?since= with the whole repository
@@ -399,7 +400,11 @@ func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Writ
 		}
 		if isErrorName(err, http.StatusBadRequest, "InvalidSwap") {
 			r.swapRefused()
-			refund()
+			// not refunded: the PDS's rate limiter counts a request before
+			// its handler refuses it for its swapCommit
+			if !maybe {
+				return nil, fmt.Errorf("%w: %w: %v", store.ErrConflict, store.ErrStale, err)
+			}
 			return nil, fmt.Errorf("%w: %v", store.ErrConflict, err)
 		}
 		var ae *atclient.APIError

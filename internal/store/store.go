@@ -15,6 +15,11 @@ var (
 	// ErrConflict means the repository's commit is no longer swapCommit:
 	// somebody else wrote since the snapshot. Re-read and re-plan.
 	ErrConflict = errors.New("repository changed since the snapshot (InvalidSwap)")
+	// ErrStale comes with ErrConflict when the write was refused for its
+	// swapCommit and no earlier request of the same call can still land:
+	// nothing of it was written, and nothing will be (no read is needed to
+	// know).
+	ErrStale = errors.New("refused for its swapCommit, nothing of it written")
 	// ErrTooManyWrites means a batch exceeded MaxBatch.
 	ErrTooManyWrites = errors.New("too many writes in one batch")
 	// ErrRecordExists means a create named a record key already in use.
@@ -151,4 +156,17 @@ type Deltas interface {
 	// when the repository cannot tell (since is too old or unknown): read a
 	// Snapshot instead.
 	Changes(ctx context.Context, since string) (commit, rev string, changes []Record, ok bool, err error)
+}
+
+// Known is implemented by a Deltas that can tell, without asking anyone,
+// what changed up to a commit it has good reason to think is still the
+// latest: its own last commit, made moments ago. A write planned on that
+// commit is guarded by swapCommit like any other, so the guess is never
+// silently wrong: if the repository moved on meanwhile, the write is
+// refused (ErrConflict), nothing of it is written, and Changes asks the
+// repository again. Reads use Changes, which always asks.
+type Known interface {
+	// KnownChanges is Changes answered from what is known (ok false: it
+	// cannot be, or should not be trusted: call Changes).
+	KnownChanges(since string) (commit, rev string, changes []Record, ok bool)
 }
