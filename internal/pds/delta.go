@@ -136,6 +136,9 @@ func (r *Repo) KnownChanges(since string) (string, string, []store.Record, bool)
 		return "", "", nil, false
 	}
 	c, rev, ch, ok, _ := r.composed(since, "")
+	if ok {
+		r.Stats.Trusted.Add(1)
+	}
 	return c, rev, ch, ok
 }
 

@@ -120,15 +120,21 @@ const faultTimeout = 4 * time.Second
 // the occurrence of the applyWrites to spoil (1 for a one-batch
 // operation, 2 for a multi-batch one: one batch landed before it).
 type faultCase struct {
-	name   string
-	faults func(w int) []pdstest.Fault
+	name string
+	// faults: reads is how many getRepo requests the operation makes
+	// before its first write (1; 0 when it is planned on the client's own
+	// last commit without asking)
+	faults func(w, reads int) []pdstest.Fault
+	// ownRead: the fault is on the operation's own read, which an
+	// operation planned without asking does not make (not run with those)
+	ownRead bool
 	// budgetError: the only acceptable failure is a clear budget error
 	// (nothing written) or an incomplete operation.
 	budgetError bool
 }
 
-func onWrite(kind pdstest.FaultKind, f func(*pdstest.Fault)) func(w int) []pdstest.Fault {
-	return func(w int) []pdstest.Fault {
+func onWrite(kind pdstest.FaultKind, f func(*pdstest.Fault)) func(w, reads int) []pdstest.Fault {
+	return func(w, _ int) []pdstest.Fault {
 		x := pdstest.Fault{Method: pdstest.ApplyWrites, Kind: kind, Nth: w}
 		if f != nil {
 			f(&x)
@@ -137,12 +143,11 @@ func onWrite(kind pdstest.FaultKind, f func(*pdstest.Fault)) func(w int) []pdste
 	}
 }
 
-// withReadBack adds a fault on every getRepo from the second on: the
-// first is the operation's own read, the next ones read back after the
-// spoiled write.
-func withReadBack(write func(int) []pdstest.Fault, kind pdstest.FaultKind, every bool) func(w int) []pdstest.Fault {
-	return func(w int) []pdstest.Fault {
-		return append(write(w), pdstest.Fault{Method: pdstest.GetRepo, Kind: kind, Nth: 2, Every: every})
+// withReadBack adds a fault on every getRepo after the operation's own
+// reads: those read back after the spoiled write.
+func withReadBack(write func(w, reads int) []pdstest.Fault, kind pdstest.FaultKind, every bool) func(w, reads int) []pdstest.Fault {
+	return func(w, reads int) []pdstest.Fault {
+		return append(write(w, reads), pdstest.Fault{Method: pdstest.GetRepo, Kind: kind, Nth: reads + 1, Every: every})
 	}
 }
 
@@ -160,10 +165,10 @@ var faultCases = []faultCase{
 	{name: "413 every write", faults: onWrite(pdstest.TooLarge, func(f *pdstest.Fault) { f.Every = true })},
 	{name: "hang, not forwarded", faults: onWrite(pdstest.Hang, nil)},
 	{name: "hang after forward", faults: onWrite(pdstest.HangAfterForward, nil)},
-	{name: "endless getRepo body", faults: func(int) []pdstest.Fault {
+	{name: "endless getRepo body", ownRead: true, faults: func(int, int) []pdstest.Fault {
 		return []pdstest.Fault{{Method: pdstest.GetRepo, Kind: pdstest.EndlessBody, Every: true}}
 	}},
-	{name: "corrupted CAR", faults: func(int) []pdstest.Fault {
+	{name: "corrupted CAR", ownRead: true, faults: func(int, int) []pdstest.Fault {
 		return []pdstest.Fault{{Method: pdstest.GetRepo, Kind: pdstest.CorruptCAR, Every: true}}
 	}},
 	{name: "drop, endless read-back", faults: withReadBack(onWrite(pdstest.DropAfterForward, nil), pdstest.EndlessBody, true)},
@@ -204,6 +209,10 @@ type opKind struct {
 	// setup builds the prior outline with eng (directly on the PDS) and
 	// returns it, the intended outline, and the operation.
 	setup func(t *testing.T, ctx context.Context, eng *outline.Engine, did string) (prior, intended []pdstest.Shape, run func(ctx context.Context, eng *outline.Engine) (*opReport, error))
+	// trusted: the client under test makes a commit of its own first
+	// (Target's layout, which the shapes do not show), so that the
+	// operation is planned on it without asking the PDS (store.Known)
+	trusted bool
 }
 
 // priorOutline is where every insert starts: A (with a note), Target with
@@ -254,6 +263,7 @@ func insertUnderTarget(fanout ...int) func(t *testing.T, ctx context.Context, en
 }
 
 var opKinds = []opKind{
+	{name: "insert 1+1 note on our own last commit", nth: 1, sign: 1, recovery: "undo", setup: insertUnderTarget(1), trusted: true},
 	{name: "insert 50+50 notes", nth: 1, sign: 1, recovery: "undo", setup: insertUnderTarget(50)},
 	{name: "insert 300+300 notes, 3 levels", nth: 2, sign: 1, recovery: "resume", setup: insertUnderTarget(12, 4, 5)},
 	{name: "delete subtree of 301+301", nth: 2, sign: -1, recovery: "undo", setup: func(t *testing.T, ctx context.Context, eng *outline.Engine, did string) ([]pdstest.Shape, []pdstest.Shape, func(context.Context, *outline.Engine) (*opReport, error)) {
@@ -292,7 +302,9 @@ func TestFaultMatrix(t *testing.T) {
 	var order []string
 	for _, fc := range faultCases {
 		for _, ok := range opKinds {
-			order = append(order, fc.name+" × "+ok.name)
+			if !(fc.ownRead && ok.trusted) {
+				order = append(order, fc.name+" × "+ok.name)
+			}
 		}
 	}
 	t.Cleanup(func() {
@@ -307,6 +319,9 @@ func TestFaultMatrix(t *testing.T) {
 	})
 	for _, fc := range faultCases {
 		for _, ok := range opKinds {
+			if fc.ownRead && ok.trusted {
+				continue // it makes no read of its own to spoil
+			}
 			t.Run(fc.name+"/"+ok.name, func(t *testing.T) {
 				t.Parallel()
 				runFaultCase(t, fc, ok)
@@ -414,9 +429,21 @@ func runFaultCase(t *testing.T, fc faultCase, ok opKind) {
 	if _, err := r.eng.Tree(ctx); err != nil { // warm: the operation's read is a getRepo?since
 		t.Fatal(err)
 	}
+	if ok.trusted {
+		target := keyOf(t, ctx, did, "Target")
+		layout := "h2"
+		if _, err := r.eng.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Edit(target, outline.Edit{Layout: &layout}) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trusted := r.repo.Stats.Trusted.Load()
 
 	var armed []*pdstest.Armed
-	for _, f := range fc.faults(ok.nth) {
+	reads := 1
+	if ok.trusted {
+		reads = 0
+	}
+	for _, f := range fc.faults(ok.nth, reads) {
 		armed = append(armed, r.proxy.Arm(f))
 	}
 	rep, opErr := run(ctx, r.eng)
@@ -432,6 +459,9 @@ func runFaultCase(t *testing.T, fc faultCase, ok opKind) {
 	}
 	r.proxy.Disarm()
 	events := r.proxy.Events()
+	if ok.trusted && r.repo.Stats.Trusted.Load() == trusted {
+		t.Errorf("the operation was not planned on the client's own last commit: the case tests the asking path")
+	}
 
 	// the repository right after the call
 	after := readBack(t, ctx, did)

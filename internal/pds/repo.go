@@ -45,6 +45,7 @@ type Stats struct {
 	Streamed    atomic.Int64 // commits taken in from the commit stream (follow.go)
 	StreamGaps  atomic.Int64 // commits of the stream that could not be taken in (read instead)
 	WholeWaits  atomic.Int64 // whole reads that waited for the one under way instead
+	Trusted     atomic.Int64 // writes planned on our own last commit without asking (KnownChanges)
 }
 
 // Repo is one repository on a PDS. Reading works for any repository; Apply
