@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ const (
 	killChildEnv = "BULLETED_KILL_CHILD" // set: TestMain runs killChild instead of the tests
 	killLimit    = 4500                  // the hourly limit the children keep (a 300-bullet insert is 900 points)
 	killBullets  = 300
+	killOneByOne = 12 // one-bullet inserts of a KILL_ONE_BY_ONE child
 )
 
 // killChild inserts killBullets bullets at the top level and exits 0 (done),
@@ -51,6 +53,18 @@ func killChild() int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	if os.Getenv("KILL_ONE_BY_ONE") != "" {
+		// one-bullet inserts, each after the last: all but the first are
+		// planned on the child's own last commit without asking the PDS
+		for i := range killOneByOne {
+			if _, err := insertOp(ctx, e, "", []outline.NewNode{{Text: fmt.Sprintf("k%d-%d", os.Getpid(), i)}}); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			fmt.Fprintf(os.Stderr, "inserted %d, trusted %d\n", i+1, r.Stats.Trusted.Load())
+		}
+		return 0
 	}
 	nodes := make([]outline.NewNode, killBullets)
 	for i := range nodes {
@@ -196,6 +210,81 @@ func TestKillLoopNeverOverspends(t *testing.T) {
 		t.Errorf("the limit was never reached (%d runs, %d killed)", runs, killed)
 	}
 	t.Logf("%d runs: %d killed, %d refused by the budget", runs, killed, refused)
+}
+
+// A process killed (kill -9) while a write planned on its own last commit
+// (without asking the PDS) is on its way: the PDS commits it, the answer
+// never comes. Three children of one data directory, each killed at a
+// later write; then one left to finish. Read back from the PDS: every
+// bullet once, and the ledger counts at least every point that landed.
+func TestKillTrustedWrite(t *testing.T) {
+	ctx := context.Background()
+	a := account(t, srv)
+	proxy := pdstest.NewFaultProxy(t, srv.URL)
+	dir := t.TempDir()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for run, nth := range []int{2, 5, 9, 0} { // 0: no fault, it finishes
+		events := len(proxy.Events())
+		if nth > 0 {
+			proxy.Arm(pdstest.Fault{Method: pdstest.ApplyWrites, Kind: pdstest.HangAfterForward, Nth: nth})
+		}
+		cmd := exec.Command(self, "-test.run=^$")
+		cmd.Env = append(os.Environ(), killChildEnv+"=1", "KILL_ONE_BY_ONE=1", "KILL_DIR="+dir, "KILL_PDS="+proxy.URL,
+			"KILL_HANDLE="+a.Handle, "KILL_PASSWORD="+a.AppPassword)
+		out := &lockedBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		deadline := time.After(60 * time.Second) // a bound for a stuck child, not a speed check
+		killed := false
+	wait:
+		for {
+			select {
+			case err := <-exited:
+				if err != nil || nth > 0 {
+					t.Fatalf("run %d: the child ended (%v) before the held write: %s", run, err, out)
+				}
+				break wait
+			case <-deadline:
+				cmd.Process.Kill()
+				t.Fatalf("run %d: the child did not get anywhere: %s", run, out)
+			case <-time.After(10 * time.Millisecond):
+				if evs := proxy.Events(); nth > 0 && len(evs) > events && evs[events].PDSStatus != 0 {
+					cmd.Process.Signal(os.Kill) // the held write landed; its answer never comes
+					<-exited
+					killed = true
+					break wait
+				}
+			}
+		}
+		proxy.Disarm()
+		if killed && !strings.Contains(out.String(), fmt.Sprintf("inserted %d, trusted %d", nth-1, nth-2)) {
+			t.Fatalf("run %d: the writes before the held one were not all planned on the child's own last commit: %s", run, out)
+		}
+		tr := readBack(t, ctx, a.DID.String())
+		if p := tr.CheckConsistent(true); len(p) > 0 {
+			t.Fatalf("run %d: read back: %v", run, p)
+		}
+		landed := 3 * recordCount(tr)
+		l, err := budget.New(filepath.Join(dir, "budget.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		counted := l.Spent(budget.Window)
+		t.Logf("run %d (held write %d): killed %v; %d bullets, %d points landed, the ledger counts %d", run, nth, killed, recordCount(tr), landed, counted)
+		if counted < landed {
+			t.Errorf("run %d: %d points landed, the ledger counts only %d", run, landed, counted)
+		}
+		if want := 3 * (2 + 5 + 9 + killOneByOne); run == 3 && landed != want {
+			t.Errorf("after the last child finished: %d points landed, want %d (each killed child's writes up to the held one, which landed, and %d)", landed, want, killOneByOne)
+		}
+	}
 }
 
 // lockedBuffer collects a child's output (written by exec's copying
