@@ -18,7 +18,11 @@
 // Repo.Changes (store.Deltas) reports the records that difference changed,
 // so the engine keeps its tree current at the cost of what changed. Our own
 // commits need no read at all: Apply records what each one wrote, and the
-// next read is a getLatestCommit that finds the PDS still there. The whole
+// next read is a getLatestCommit that finds the PDS still there; a write
+// within TrustOwn of our own last commit does not even ask that
+// (Repo.KnownChanges, store.Known): it is planned on that commit and its
+// swapCommit refuses it if anyone else wrote since (store.ErrStale, then
+// planned again after a read). The whole
 // list of records is made only for callers of Snapshot. The last read can
 // be kept in a file (Repo.Cache) so that a restart starts incremental.
 // listRecords paging remains as a fallback. The engine plans against that snapshot and calls Apply, which
