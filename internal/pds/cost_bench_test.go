@@ -207,7 +207,11 @@ func bare(b *testing.B, c *atclient.APIClient, method, nsid string, params map[s
 		req.Headers.Set("Content-Type", "application/json")
 	}
 	req.Headers.Set("Accept-Encoding", "identity")
-	resp, err := c.Do(context.Background(), req)
+	// bounded in time, not in size (a bare getRepo of 100k records is more
+	// than the client's 16 MB bound for other responses)
+	ctx, cancel := context.WithTimeout(pds.Unbounded(context.Background()), 5*time.Minute)
+	defer cancel()
+	resp, err := c.Do(ctx, req)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -65,3 +65,9 @@ func AgeOwnCommit(r *Repo, d time.Duration) {
 	r.ownAt = r.ownAt.Add(-d)
 	r.mu.Unlock()
 }
+
+// Unbounded marks ctx so that a client of NewHTTPClient leaves its
+// requests' size alone (benchmarks' bare downloads of big repositories).
+func Unbounded(ctx context.Context) context.Context {
+	return context.WithValue(ctx, selfBounded{}, true)
+}
