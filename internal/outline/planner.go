@@ -73,6 +73,9 @@ func (k *keyList) get() string {
 		return s
 	}
 	s := k.clock.Next().String()
+	for refusedKey(s) { // the PDS would refuse the whole batch for it
+		s = k.clock.Next().String()
+	}
 	k.keys = append(k.keys, s)
 	k.next++
 	return s
