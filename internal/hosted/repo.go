@@ -148,9 +148,11 @@ func (r *userRepo) settleFailed(ctx context.Context, did, plan string, spent int
 		r.ledger.Refund(bctx, did, plan, spent, cost) // refused before sending
 		return
 	}
-	if notWritten(err) && !errors.Is(err, store.ErrStale) {
-		// (a write refused for its swapCommit stays counted: the PDS's
-		// rate limiter counts a request before its handler refuses it)
+	if notWritten(err) && !errors.Is(err, store.ErrConflict) {
+		// (a write refused for its swapCommit, or read back absent after
+		// the repository moved on, stays counted: the PDS's rate limiter
+		// counts a request before its handler refuses it, and after an
+		// ambiguous failure an earlier send of it may be what landed)
 		r.ledger.Refund(bctx, did, plan, spent, cost) // if it fails, counted: never under
 	}
 }

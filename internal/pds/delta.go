@@ -359,7 +359,15 @@ type applyResult struct {
 // returned) are what changed. Anything that does not add up leaves the
 // head where it is: the next read then finds out by reading the blocks.
 func (r *Repo) ownCommit(swap, commit, rev string, writes []store.Write, results []applyResult) {
+	// a commit of ours that is not recorded ends the trust in the head
+	// known (KnownChanges): it is not the PDS's any more
+	untrust := func() {
+		r.mu.Lock()
+		r.ownAt = time.Time{}
+		r.mu.Unlock()
+	}
 	if swap == "" || commit == "" || len(results) != len(writes) {
+		untrust()
 		return
 	}
 	changes := make([]store.Record, 0, len(writes))
@@ -371,6 +379,7 @@ func (r *Repo) ownCommit(swap, commit, rev string, writes []store.Write, results
 		if w.Op != store.Delete {
 			v, err := store.ValueOf(w.Value) // as a read of the commit keeps it
 			if err != nil || v.CID() != results[i].CID {
+				untrust()
 				return
 			}
 			rec.CID, rec.Value = results[i].CID, v
@@ -380,6 +389,7 @@ func (r *Repo) ownCommit(swap, commit, rev string, writes []store.Write, results
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.car == nil || r.head != swap || r.pending >= maxPending {
+		r.ownAt = time.Time{}
 		return
 	}
 	r.push(transition{from: swap, to: commit, rev: rev, changes: changes})

@@ -117,6 +117,23 @@ func TestTrustedWriteMeetsAnotherWriter(t *testing.T) {
 		t.Fatalf("A after undo read back: %q, want the other client's text", got)
 	}
 
+	// 2b. the other client changes A again; ours sets it to the text the
+	// commit known still has (the undo above was our own last commit):
+	// "nothing to change" on the guess would be wrong, so it asks and writes
+	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error {
+		s := "A, elsewhere again"
+		return p.Edit(itemA, outline.Edit{Text: &s})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	undone := "A, edited elsewhere"
+	if out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Edit(itemA, outline.Edit{Text: &undone}) }); err != nil || out.NoChange {
+		t.Fatalf("an edit to the text the guess already has, after another client changed it: %v (no change: %v)", err, out != nil && out.NoChange)
+	}
+	if got := readBack(t, ctx, did).Nodes[itemA].Text(); got != undone {
+		t.Fatalf("A read back: %q, want %q", got, undone)
+	}
+
 	// 3. the other client deletes Parent's subtree; ours inserts under it
 	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error { return p.DeleteNode(top, "subtree") }); err != nil {
 		t.Fatal(err)
