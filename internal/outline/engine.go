@@ -167,10 +167,7 @@ func (e *Engine) Tree(ctx context.Context) (*Tree, error) {
 			return nil, err
 		}
 		if ok {
-			if commit == prev.Commit {
-				return prev, nil
-			}
-			return e.keepFrom(prev.Next(commit, rev, changes), changes, false), nil
+			return e.forward(prev, commit, rev, changes), nil
 		}
 	}
 	s, err := e.Repo.Snapshot(ctx)
@@ -201,14 +198,20 @@ func (e *Engine) writeTree(ctx context.Context, trust bool) (t *Tree, trusted bo
 	e.mu.Unlock()
 	if k, ok := e.Repo.(store.Known); ok && trust && prev != nil {
 		if commit, rev, changes, ok := k.KnownChanges(prev.Commit); ok {
-			if commit == prev.Commit {
-				return prev, true, nil
-			}
-			return e.keepFrom(prev.Next(commit, rev, changes), changes, false), true, nil
+			return e.forward(prev, commit, rev, changes), true, nil
 		}
 	}
 	t, err = e.Tree(ctx)
 	return t, false, err
+}
+
+// forward is prev brought to commit by what changed since (store.Deltas),
+// kept as the cached tree.
+func (e *Engine) forward(prev *Tree, commit, rev string, changes []store.Record) *Tree {
+	if commit == prev.Commit {
+		return prev
+	}
+	return e.keepFrom(prev.Next(commit, rev, changes), changes, false)
 }
 
 // keep makes t the cached tree unless a newer one is there already (the

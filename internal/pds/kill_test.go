@@ -128,16 +128,7 @@ func TestKillLoopNeverOverspends(t *testing.T) {
 		if fault != nil {
 			proxy.Arm(*fault)
 		}
-		cmd := exec.Command(self, "-test.run=^$")
-		cmd.Env = append(os.Environ(), killChildEnv+"=1", "KILL_DIR="+dir, "KILL_PDS="+proxy.URL,
-			"KILL_HANDLE="+a.Handle, "KILL_PASSWORD="+a.AppPassword)
-		out := &lockedBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
+		cmd, out, exited := startKillChild(t, self, dir, proxy.URL, a)
 		var waitErr error
 		done := false
 		var timer <-chan time.Time
@@ -231,16 +222,7 @@ func TestKillTrustedWrite(t *testing.T) {
 		if nth > 0 {
 			proxy.Arm(pdstest.Fault{Method: pdstest.ApplyWrites, Kind: pdstest.HangAfterForward, Nth: nth})
 		}
-		cmd := exec.Command(self, "-test.run=^$")
-		cmd.Env = append(os.Environ(), killChildEnv+"=1", "KILL_ONE_BY_ONE=1", "KILL_DIR="+dir, "KILL_PDS="+proxy.URL,
-			"KILL_HANDLE="+a.Handle, "KILL_PASSWORD="+a.AppPassword)
-		out := &lockedBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
+		cmd, out, exited := startKillChild(t, self, dir, proxy.URL, a, "KILL_ONE_BY_ONE=1")
 		deadline := time.After(60 * time.Second) // a bound for a stuck child, not a speed check
 		killed := false
 	wait:
@@ -285,6 +267,24 @@ func TestKillTrustedWrite(t *testing.T) {
 			t.Errorf("after the last child finished: %d points landed, want %d (each killed child's writes up to the held one, which landed, and %d)", landed, want, killOneByOne)
 		}
 	}
+}
+
+// startKillChild starts the test binary self as a kill child (killChild)
+// writing as a through pdsURL with data directory dir, env added: its
+// process, its output so far, and its end.
+func startKillChild(t *testing.T, self, dir, pdsURL string, a *pdstest.Account, env ...string) (*exec.Cmd, *lockedBuffer, chan error) {
+	t.Helper()
+	cmd := exec.Command(self, "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), killChildEnv+"=1", "KILL_DIR="+dir, "KILL_PDS="+pdsURL,
+		"KILL_HANDLE="+a.Handle, "KILL_PASSWORD="+a.AppPassword), env...)
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	return cmd, out, exited
 }
 
 // lockedBuffer collects a child's output (written by exec's copying
