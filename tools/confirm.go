@@ -2,27 +2,24 @@ package tools
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
-	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
-	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
 
 // Confirmation of big destructive edits. When the client can ask the
-// person (elicitation), a write that deletes more than Confirm.Deletes
-// bullets or moves more than Confirm.Moves is first planned as a dry run;
-// the person is asked with the counts and the plan's summary; an accepted
-// plan is applied exactly as it was shown (outline.Engine.Apply), and a
-// declined or unanswered one writes nothing and answers with kind
-// declined. Without elicitation nothing changes (dry runs stay the way).
+// person (elicitation), a write whose plan removes more than
+// Confirm.Deletes bullets and mirrors or moves more than Confirm.Moves is
+// held by the engine's gate, whatever made the plan (guarded). Without
+// elicitation nothing changes (dry runs stay the way).
 
 // ConfirmRules are the thresholds above which a write asks the person.
 type ConfirmRules struct {
-	Deletes int // bullets deleted (0: never ask)
-	Moves   int // bullets moved (0: never ask)
+	Deletes int // bullets and mirrors removed (0: never ask)
+	Moves   int // bullets and mirrors moved (0: never ask)
 }
 
 // DefaultConfirm are the thresholds serve uses unless told otherwise.
@@ -55,97 +52,66 @@ func confirmerFrom(ctx context.Context) Confirmer {
 	return c
 }
 
-// bigEdit counts the bullets a plan deletes and moves (a bullet whose
-// parent or sortKey changes), and says whether they pass the rules.
-func bigEdit(p *outline.Plan, r ConfirmRules) (deletes, moves int, big bool) {
-	for i, w := range p.Writes {
-		if w.Collection != lexicon.Node {
-			continue
-		}
-		prev := p.Prev[i]
-		switch {
-		case w.Op == "delete":
-			deletes++
-		case prev != nil && w.Value != nil && (w.Value["parent"] != prev.Value.Get("parent") || w.Value["sortKey"] != prev.Value.Get("sortKey")):
-			moves++
-		}
-	}
-	big = (r.Deletes > 0 && deletes > r.Deletes) || (r.Moves > 0 && moves > r.Moves)
-	return deletes, moves, big
-}
-
-// confirmed runs in as a write that may need the person's confirmation
-// first. plan, when set, is the dry run's plan id the call names: that plan
-// is the one shown and applied. done is false when confirmation does not
-// apply (the caller runs the write as usual); otherwise out, ask or err is
-// the call's answer.
-func confirmed(ctx context.Context, env *Env, name string, in outline.Intent, plan string) (out *outline.Outcome, ask *mcp.CallToolResult, done bool, err error) {
+// guarded runs a write (run) under the gate's confirmation: when the
+// client can ask the person, the engine holds every plan whose gate
+// verdict passes the rules (outline.ConfirmNeeded), whatever made it — an
+// intent, a batch, an import, a kept plan applied by id, undo — and keeps
+// it; the person is asked with the counts and the plan's summary; an
+// accepted plan is applied exactly as it was shown (outline.Engine.Apply
+// under outline.Confirmed); a declined or unanswered one writes nothing
+// and answers with kind declined. in names the call for Apply (the same
+// tool and arguments); named is the plan id the call itself names (kept
+// for the agent after a refusal; a plan held only to ask is dropped).
+// Without elicitation run runs as it is.
+func guarded(ctx context.Context, env *Env, name string, in outline.Intent, named string, run func(context.Context) (*outline.Outcome, error)) (*outline.Outcome, *mcp.CallToolResult, error) {
 	c := confirmerFrom(ctx)
 	if c == nil || env.Confirm == nil {
-		return nil, nil, false, nil
+		out, err := run(ctx)
+		return out, nil, err
 	}
+	ctx = outline.WithConfirm(ctx, outline.Threshold{Deletes: env.Confirm.Deletes, Moves: env.Confirm.Moves})
 	if state, accepted, ok := c.Answer(); ok {
 		if !accepted {
-			return nil, nil, true, declined(name, "the person declined")
+			if state != named {
+				env.Engine.DropPlan(state)
+			}
+			return nil, nil, declined(name, "the person declined")
 		}
-		out, err := env.Engine.Apply(ctx, state, in)
-		return out, nil, true, err
+		out, err := env.Engine.Apply(outline.Confirmed(ctx, state), state, in)
+		return out, nil, err
 	}
-	var p *outline.Plan
-	id := plan
-	if id != "" {
-		if p = env.Engine.PlanOf(id); p == nil {
-			return nil, nil, false, nil // Apply says it is not known
-		}
-	} else {
-		if !restructures(in) {
-			return nil, nil, false, nil // nothing to ask about: no look first
-		}
-		dry, err := env.Engine.Do(ctx, in, true)
-		if err != nil || dry.NoChange {
-			return nil, nil, false, nil // the write itself says it
-		}
-		p, id = dry.Plan, dry.PlanID
+	out, err := run(ctx)
+	var need *outline.ConfirmNeeded
+	if !errors.As(err, &need) {
+		return out, nil, err
 	}
-	deletes, moves, big := bigEdit(p, *env.Confirm)
-	if !big {
-		if plan == "" && id != "" {
-			env.Engine.DropPlan(id) // a look only: not an agent's plan
-		}
-		return nil, nil, false, nil
-	}
-	if id == "" {
-		return nil, nil, true, &outline.Error{Kind: outline.ErrDeclined,
-			Msg:  fmt.Sprintf("%s would delete %d and move %d bullet(s): too large to hold as a plan for the person to confirm; nothing was written", name, deletes, moves),
+	v := need.Verdict
+	if need.PlanID == "" {
+		return nil, nil, &outline.Error{Kind: outline.ErrDeclined,
+			Msg:  fmt.Sprintf("%s would remove %d and move %d bullet(s): too large to hold as a plan for the person to confirm; nothing was written", name, v.Removed(), v.Moved),
 			Next: "split it into smaller operations (each is asked for on its own)"}
 	}
 	msg := fmt.Sprintf("%s wants to %s: %d bullet(s) deleted, %d moved, %d record write(s) in all (cost %d points). Allow it?",
-		name, p.Summary, deletes, moves, len(p.Writes), p.Cost)
-	accepted, ask, err := c.Confirm(ctx, id, msg)
+		name, need.Summary, v.Removed(), v.Moved, v.Writes, v.Cost)
+	if v.Mirrors > 0 {
+		msg = fmt.Sprintf("%s wants to %s: %d bullet(s) deleted (%d of them mirrors), %d moved, %d record write(s) in all (cost %d points). Allow it?",
+			name, need.Summary, v.Removed(), v.Mirrors, v.Moved, v.Writes, v.Cost)
+	}
+	accepted, ask, err := c.Confirm(ctx, need.PlanID, msg)
 	if ask != nil {
-		return nil, ask, true, nil
+		return nil, ask, nil
 	}
-	if err != nil {
-		return nil, nil, true, declined(name, "no answer came ("+err.Error()+")")
+	if err != nil || !accepted {
+		if need.PlanID != named {
+			env.Engine.DropPlan(need.PlanID)
+		}
+		if err != nil {
+			return nil, nil, declined(name, "no answer came ("+err.Error()+")")
+		}
+		return nil, nil, declined(name, "the person declined")
 	}
-	if !accepted {
-		return nil, nil, true, declined(name, "the person declined")
-	}
-	out, err = env.Engine.Apply(ctx, id, in)
-	return out, nil, true, err
-}
-
-// restructures reports whether in can delete or move bullets, the edits a
-// person is asked about; a write of any other intent (an insert, an edit)
-// is not planned twice to find out.
-func restructures(in outline.Intent) bool {
-	switch x := in.(type) {
-	case annotated:
-		return restructures(x.Intent)
-	case intent.Delete, intent.Move, intent.Sort, intent.Batch:
-		return true
-	}
-	return false
+	out, err = env.Engine.Apply(outline.Confirmed(ctx, need.PlanID), need.PlanID, in)
+	return out, nil, err
 }
 
 func declined(name, why string) error {

@@ -7,6 +7,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/markup"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 )
 
@@ -40,7 +41,13 @@ func importTool() Tool {
 		} else if err != nil {
 			return nil, err
 		}
-		out, err := env.Engine.Do(ctx, intent.Insert{Pos: position(a, "parent"), Nodes: d.Nodes}, dry)
+		in := intent.Insert{Pos: position(a, "parent"), Nodes: d.Nodes}
+		out, ask, err := guarded(ctx, env, "import_outline", in, "", func(ctx context.Context) (*outline.Outcome, error) {
+			return env.Engine.Do(ctx, in, dry)
+		})
+		if ask != nil {
+			return ask, nil
+		}
 		if err != nil {
 			return toolError(err)
 		}

@@ -132,23 +132,14 @@ func runWrite(ctx context.Context, env *Env, name string, in outline.Intent, a A
 	if id != "" && dry {
 		return badArgs("plan applies a dry run's plan: pass it without dry_run")
 	}
-	if !dry {
-		out, ask, done, err := confirmed(ctx, env, name, in, id)
-		if ask != nil {
-			return ask, nil
-		} else if done {
-			if err != nil {
-				return toolError(err)
-			}
-			return writeResult(out, a), nil
+	out, ask, err := guarded(ctx, env, name, in, id, func(ctx context.Context) (*outline.Outcome, error) {
+		if id != "" {
+			return env.Engine.Apply(ctx, id, in)
 		}
-	}
-	var out *outline.Outcome
-	var err error
-	if id != "" {
-		out, err = env.Engine.Apply(ctx, id, in)
-	} else {
-		out, err = env.Engine.Do(ctx, in, dry)
+		return env.Engine.Do(ctx, in, dry)
+	})
+	if ask != nil {
+		return ask, nil
 	}
 	if err != nil {
 		return toolError(err)

@@ -29,7 +29,13 @@ func undoTool() Tool {
 		if err != nil {
 			return badArgs("%v", err)
 		}
-		out, err := env.Engine.Undo(ctx, steps, a.Str("operation"), dry)
+		req := outline.UndoRequest{Steps: steps, Operation: a.Str("operation")}
+		out, ask, err := guarded(ctx, env, "undo", req, "", func(ctx context.Context) (*outline.Outcome, error) {
+			return env.Engine.Undo(ctx, steps, req.Operation, dry)
+		})
+		if ask != nil {
+			return ask, nil
+		}
 		if err != nil {
 			return toolError(err)
 		}

@@ -45,6 +45,15 @@ type Plan struct {
 	Touched     []string        `json:"-"` // record keys whose neighbourhood to show
 	Prev        []*store.Record `json:"-"` // the record each write replaces (nil: none)
 	Batches     []int           `json:"-"` // end (exclusive) of each commit's writes
+	// Labels name the input each write came from ("nodes[0]"), for the
+	// gate's errors; Shared are the parents in other repositories the plan
+	// was admitted to write under (contributions to shared outlines).
+	Labels []string        `json:"-"`
+	Shared map[string]bool `json:"-"`
+	// Verdict is what the gate counted (set when the plan passed it).
+	Verdict Verdict `json:"-"`
+	// Undoes are the operations an undo's plan rolls back.
+	Undoes []string `json:"-"`
 }
 
 // Outcome is a plan and, unless dry run, the commits it made.
@@ -249,6 +258,9 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 		if err == nil {
 			plan, err = p.finish()
 		}
+		if err == nil {
+			plan.Verdict, err = gate(t, plan)
+		}
 		if trusted && (err != nil || len(plan.Writes) == 0 || store.Cost(plan.Writes[:Cut(plan.Writes)[0]]) > TrustPoints) {
 			// only a write that would be sent is planned on a guess: a
 			// refusal or "nothing to change" may be the commit known being
@@ -259,7 +271,6 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 		if err != nil {
 			return nil, err
 		}
-		plan.Batches = Cut(plan.Writes)
 		out := &Outcome{Plan: plan, DryRun: dryRun, Before: t, BudgetLeft: e.budgetLeft(ctx)}
 		if len(plan.Writes) == 0 {
 			out.NoChange = true
@@ -272,6 +283,10 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 			}
 			out.PlanID = e.keepPlan(intent, t, plan, keys, now)
 			return out, nil
+		}
+		if needsConfirm(ctx, plan.Verdict, "") {
+			// held for the person: kept as a plan they can see and accept
+			return nil, &ConfirmNeeded{PlanID: e.keepPlan(intent, t, plan, keys, now), Verdict: plan.Verdict, Summary: plan.Summary}
 		}
 		op, err := e.commit(ctx, t, plan, keys.keys, now, out)
 		if errors.Is(err, errReplan) && trusted {
@@ -299,7 +314,7 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 func (e *Engine) commit(ctx context.Context, t *Tree, plan *Plan, keys []string, started time.Time, out *Outcome) (*Operation, error) {
 	op := &Operation{ID: e.clock.Next().String(), DID: e.Repo.DID().String(), Summary: plan.Summary, Started: started,
 		State: OpPlanned, Writes: plan.Writes, Prev: plan.Prev, Batches: plan.Batches, Keys: keys,
-		Around: aroundOf(t, plan.Writes)}
+		Around: aroundOf(t, plan.Writes), Undoes: plan.Undoes}
 	commits, err := e.execute(ctx, op, t.Commit)
 	out.Commits = commits
 	out.BudgetLeft = e.budgetLeft(ctx)

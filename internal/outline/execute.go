@@ -460,10 +460,11 @@ func (e *Engine) Resume(ctx context.Context, id string, dryRun bool) (*Outcome, 
 	} else if live {
 		return nil, fail(ErrConflict, "wait for it to finish, then call operations", "operation %s is being committed right now", id)
 	}
-	s, err := e.Repo.Snapshot(ctx)
+	t, err := e.Tree(ctx)
 	if err != nil {
 		return nil, unavailable(err)
 	}
+	s := t.Snapshot()
 	if dryRun {
 		// finding what landed and placing the rest anew must not change
 		// the kept operation
@@ -500,6 +501,21 @@ func (e *Engine) Resume(ctx context.Context, id string, dryRun bool) (*Outcome, 
 	}
 	if moved > 0 {
 		plan.Diagnostics = append(plan.Diagnostics, fmt.Sprintf("%d bullet(s) still to write were given new sortKeys: other bullets were written among their planned places since the operation stopped", moved))
+	}
+	// what is left passes the gate against the repository as it is now
+	from := op.landedWrites()
+	gp := &Plan{Writes: op.Writes[from:], Prev: op.Prev[from:], Shared: restoredForeignParents(t, op.Writes[from:])}
+	for _, b := range op.Batches[op.Landed:] {
+		gp.Batches = append(gp.Batches, b-from)
+	}
+	if _, err := gate(t, gp); err != nil {
+		var oe *Error
+		if errors.As(err, &oe) {
+			oe.Msg = fmt.Sprintf("cannot resume %s: %s", op.ID, oe.Msg)
+			oe.Next = fmt.Sprintf("undo it with operation=%s to roll back what landed, then plan again", op.ID)
+			oe.Data = op.Report()
+		}
+		return nil, err
 	}
 	if dryRun {
 		rep := op.Report()

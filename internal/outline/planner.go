@@ -6,16 +6,13 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
-	"runtime"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
-	"github.com/bulleted-mcp/bulleted-mcp/validate"
 )
 
 // Planner accumulates the writes of one plan. Its exported methods are the
@@ -272,10 +269,10 @@ func (p *Planner) advance() {
 // Copy returns a shallow copy of a record value for editing.
 func Copy(v map[string]any) map[string]any { return maps.Clone(v) }
 
-// finish checks and prices the plan: the record bound and every record
-// against the lexicons. What each write replaces is kept (Plan.Prev, which
-// undo reads); no inverse writes are built (they were never read, and
-// made every dry-run delete decode each deleted record).
+// finish prices the plan and names what each write replaces (Plan.Prev,
+// which undo reads; no inverse writes are built: they were never read, and
+// made every dry-run delete decode each deleted record). The rules are
+// checked by the gate (gate.go), on this plan as on every other.
 func (p *Planner) finish() (*Plan, error) {
 	if err := p.mirrorCycle(); err != nil {
 		return nil, err
@@ -283,7 +280,6 @@ func (p *Planner) finish() (*Plan, error) {
 	ws := make([]store.Write, 0, len(p.writes))
 	labels := make([]string, 0, len(p.writes))
 	prev := make([]*store.Record, 0, len(p.writes))
-	creates, deletes := 0, 0
 	for i, w := range p.writes {
 		if w.Op == "" {
 			continue
@@ -297,87 +293,14 @@ func (p *Planner) finish() (*Plan, error) {
 		} else {
 			prev = append(prev, nil)
 		}
-		switch w.Op {
-		case store.Create:
-			creates++
-		case store.Delete:
-			deletes++
-		}
-	}
-	if n := p.base.Count + creates - deletes; creates > 0 && n > lexicon.MaxRepoRecords {
-		return nil, fail(ErrTooLarge, "delete records first or write fewer", "the plan would take the repository to %s records; the app view's bound is %s", validate.Count(n), validate.Count(lexicon.MaxRepoRecords))
-	}
-	if err := p.validate(ws, labels); err != nil {
-		return nil, err
 	}
 	p.plan.Writes = ws
 	p.plan.Prev = prev
+	p.plan.Labels = labels
+	p.plan.Shared = p.shared
 	p.plan.Cost = store.Cost(ws)
+	p.plan.Batches = Cut(ws)
 	return &p.plan, nil
-}
-
-// validate checks every created and updated record against the lexicons
-// and the record rules, on every core for a large plan; the error is the
-// one of the first invalid write in plan order.
-func (p *Planner) validate(ws []store.Write, labels []string) error {
-	v := validate.Default()
-	errs := make([]error, len(ws))
-	check := func(i int) {
-		w := ws[i]
-		if w.Op == store.Delete {
-			return
-		}
-		u := syntax.ATURI(p.t.uri(w.Collection, w.RKey))
-		var opt validate.Options
-		if pa, _ := w.Value["parent"].(string); w.Op != store.Delete && w.Collection == lexicon.Node && p.shared[pa] {
-			opt.KeptParent = pa // a contribution, admitted by the owner's outline
-		}
-		if w.Op == store.Update && (w.Collection == lexicon.Node || w.Collection == lexicon.Mirror) {
-			// an edit that keeps a parent in another repository (a
-			// contribution to a shared outline) does not make one
-			if cur, ok := p.base.Record(w.Collection, w.RKey); ok {
-				if pa, _ := cur.Value.Text("parent"); pa != "" && pa == w.Value["parent"] {
-					opt.KeptParent = pa
-				}
-			}
-		}
-		errs[i] = v.DataWith(atInts(w.Value).(map[string]any), w.Collection, &u, opt)
-	}
-	workers := runtime.GOMAXPROCS(0)
-	if len(ws) < 256 || workers < 2 {
-		for i := range ws {
-			check(i)
-			if errs[i] != nil {
-				break
-			}
-		}
-	} else {
-		var wg sync.WaitGroup
-		for k := 0; k < workers; k++ {
-			wg.Add(1)
-			go func(k int) {
-				defer wg.Done()
-				for i := k; i < len(ws); i += workers {
-					check(i)
-				}
-			}(k)
-		}
-		wg.Wait()
-	}
-	for i, err := range errs {
-		if err == nil {
-			continue
-		}
-		var ve *validate.Error
-		if errors.As(err, &ve) {
-			if labels[i] != "" {
-				ve = ve.WithPrefix(labels[i])
-			}
-			return &Error{Kind: ErrInvalidInput, Msg: ve.Error(), Next: "fix the named field and call again"}
-		}
-		return err
-	}
-	return nil
 }
 
 // atInts returns v with Go ints as int64, the integer type of AT Protocol

@@ -160,6 +160,18 @@ func (e *Engine) Apply(ctx context.Context, id string, intent Intent) (*Outcome,
 				Next: "read the outline, then dry-run the change again and review the new plan",
 				Data: map[string]any{"changed": changed}}
 		}
+		v, gerr := gate(t, kp.plan)
+		if gerr != nil && trusted {
+			attempt-- // (refused only on what the PDS has: ask)
+			continue
+		} else if gerr != nil {
+			return nil, gerr // the plan no longer holds: dropped
+		}
+		kp.plan.Verdict = v
+		if needsConfirm(ctx, v, kp.id) {
+			e.putBack(kp)
+			return nil, &ConfirmNeeded{PlanID: kp.id, Verdict: v, Summary: kp.plan.Summary}
+		}
 		out := &Outcome{Plan: kp.plan, Before: t}
 		op, err := e.commit(ctx, t, kp.plan, kp.keys, kp.now, out)
 		if errors.Is(err, errReplan) && trusted {

@@ -22,27 +22,24 @@ func (e *Engine) Undo(ctx context.Context, steps int, id string, dryRun bool) (*
 	if err != nil {
 		return nil, err
 	}
-	s, err := e.Repo.Snapshot(ctx)
+	// the kept tree, brought to the repository's commit: an undo costs what
+	// it puts back, not a whole snapshot
+	t, err := e.Tree(ctx)
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	targets, ids := undoTargets(s, stack)
-	if err := targets.changedSince(s); err != nil {
+	targets, ids := undoTargets(t, stack)
+	if err := targets.changedSince(t); err != nil {
 		return nil, err
 	}
 	ws, prev := targets.writes()
-	if err := keptChildren(s, ws); err != nil {
-		return nil, err
-	}
-	if err := undoMirrorCycle(s, ws); err != nil {
-		return nil, err
-	}
 	summary := "undo " + strings.Join(ids, ", ")
 	for _, op := range stack {
 		summary += "; undid: " + strings.TrimSuffix(op.Summary, ".")
 	}
-	plan := &Plan{Writes: ws, Prev: prev, Cost: store.Cost(ws), Summary: summary, Batches: Cut(ws)}
-	out := &Outcome{Plan: plan, DryRun: dryRun, BudgetLeft: e.budgetLeft(ctx)}
+	plan := &Plan{Writes: ws, Prev: prev, Cost: store.Cost(ws), Summary: summary, Batches: Cut(ws), Undoes: ids,
+		Shared: restoredForeignParents(t, ws)}
+	out := &Outcome{Plan: plan, DryRun: dryRun, Before: t, BudgetLeft: e.budgetLeft(ctx)}
 	if len(ws) == 0 {
 		out.NoChange = true
 		if !dryRun {
@@ -50,13 +47,32 @@ func (e *Engine) Undo(ctx context.Context, steps int, id string, dryRun bool) (*
 		}
 		return out, nil
 	}
+	if plan.Verdict, err = gate(t, plan); err != nil {
+		var oe *Error
+		if errors.As(err, &oe) {
+			oe.Msg = "cannot undo: " + oe.Msg
+			switch {
+			case errors.Is(err, ErrHasChildren):
+				oe.Next = "move those bullets elsewhere (move_node) first, then undo again"
+			case errors.Is(err, ErrCycle):
+				oe.Next = "move the mirror (or the bullets around it) elsewhere first, then undo again"
+			default:
+				oe.Next = "read the outline and fix it by hand with the edit tools"
+			}
+		}
+		return nil, err
+	}
 	if dryRun {
 		return out, nil
 	}
 	keys := e.nextKeys()
+	if needsConfirm(ctx, plan.Verdict, "") {
+		pid := e.keepPlan(UndoRequest{Steps: steps, Operation: id}, t, plan, keys, e.Now())
+		return nil, &ConfirmNeeded{PlanID: pid, Verdict: plan.Verdict, Summary: summary}
+	}
 	op := &Operation{ID: keys.clock.Next().String(), DID: e.Repo.DID().String(), Summary: summary, Started: e.Now(),
 		State: OpPlanned, Writes: ws, Prev: prev, Batches: plan.Batches, Undoes: ids}
-	commits, err := e.execute(ctx, op, s.Commit)
+	commits, err := e.execute(ctx, op, t.Commit)
 	out.Commits = commits
 	out.BudgetLeft = e.budgetLeft(ctx)
 	if errors.Is(err, errReplan) {
@@ -68,6 +84,39 @@ func (e *Engine) Undo(ctx context.Context, steps int, id string, dryRun bool) (*
 	rep := op.Report()
 	out.Op = &rep
 	return out, nil
+}
+
+// UndoRequest names an undo (the newest Steps operations, or the one
+// named Operation) as the intent of a plan kept for the person's
+// confirmation: Apply(ctx, id, UndoRequest{…}) commits that plan. It plans
+// nothing itself: undo is planned by Engine.Undo.
+type UndoRequest struct {
+	Steps     int    `json:"steps,omitempty"`
+	Operation string `json:"operation,omitempty"`
+}
+
+// Plan implements Intent: an undo cannot be planned through the kit.
+func (UndoRequest) Plan(*Planner) error {
+	return fail(ErrInvalidInput, "call operations with undo", "an undo is planned by the engine's Undo, not as an intent")
+}
+
+// restoredForeignParents are the parents in other repositories that an
+// undo's writes put back (contributions that were admitted when first
+// written).
+func restoredForeignParents(t *Tree, ws []store.Write) map[string]bool {
+	var m map[string]bool
+	for _, w := range ws {
+		if w.Collection != lexicon.Node || w.Op == store.Delete {
+			continue
+		}
+		if pa := parentOf(w.Value); pa != "" && sameRepoParent(t.DID.String(), pa) == "" && strings.HasPrefix(pa, "at://") {
+			if m == nil {
+				m = map[string]bool{}
+			}
+			m[pa] = true
+		}
+	}
+	return m
 }
 
 // undoStack picks the operations to undo, newest first: the newest steps
@@ -130,13 +179,13 @@ type undoSet struct {
 // first; an incomplete one's batches found in s), every record to put back:
 // as the newest left it and as it was before the oldest. It returns them
 // and the operations' ids.
-func undoTargets(s *store.Snapshot, stack []*Operation) (*undoSet, []string) {
+func undoTargets(t *Tree, stack []*Operation) (*undoSet, []string) {
 	set := &undoSet{byPath: map[string]*undoTarget{}}
 	var ids []string
 	for _, op := range stack {
 		cp := *op
 		if cp.State != OpDone {
-			for cp.Landed < len(cp.Batches) && batchLanded(s, cp.batch(cp.Landed)) {
+			for cp.Landed < len(cp.Batches) && landedIn(t, cp.batch(cp.Landed)) {
 				cp.Landed++
 			}
 		}
@@ -161,14 +210,13 @@ func undoTargets(s *store.Snapshot, stack []*Operation) (*undoSet, []string) {
 }
 
 // changedSince refuses (conflict) when a record to put back is not as the
-// newest operation left it in s.
-func (set *undoSet) changedSince(s *store.Snapshot) error {
-	idx := index(s)
+// newest operation left it in t.
+func (set *undoSet) changedSince(t *Tree) error {
 	var changed []string
 	for _, path := range set.order {
-		t := set.byPath[path]
-		got, ok := idx[path]
-		if ok != t.cur || (ok && got != t.after) {
+		u := set.byPath[path]
+		r, ok := t.Record(u.coll, u.rkey)
+		if ok != u.cur || (ok && r.CID != u.after) {
 			changed = append(changed, path)
 		}
 	}
@@ -206,72 +254,26 @@ func (set *undoSet) writes() ([]store.Write, []*store.Record) {
 	return ws, prev
 }
 
-// keptChildren refuses (has_children) an undo that would delete a node
-// which gained children it does not delete too.
-func keptChildren(s *store.Snapshot, ws []store.Write) error {
-	deleting := map[string]bool{}
-	for _, w := range ws {
-		if w.Op == store.Delete && w.Collection == lexicon.Node {
-			deleting[w.RKey] = true
+// landedIn reports whether batch is in t (batchLanded on the kept tree).
+func landedIn(t *Tree, batch []store.Write) bool {
+	for _, w := range batch {
+		if w.Op == store.Create {
+			_, ok := t.Record(w.Collection, w.RKey)
+			return ok
 		}
 	}
-	if len(deleting) == 0 {
-		return nil
-	}
-	var kept []string
-	for _, r := range s.Records {
-		if (r.Collection == lexicon.Node || r.Collection == lexicon.Mirror) && !(deleting[r.RKey] && r.Collection == lexicon.Node) {
-			if pk := sameRepoParent(s.DID.String(), r.Value.Str("parent")); pk != "" && deleting[pk] {
-				if r.Collection == lexicon.Mirror || !deleting[r.RKey] {
-					kept = append(kept, fmt.Sprintf("%s (under %s)", r.RKey, pk))
-				}
+	for _, w := range batch {
+		r, ok := t.Record(w.Collection, w.RKey)
+		if w.Op == store.Delete {
+			if ok {
+				return false
 			}
+			continue
+		}
+		want, err := store.RecordCID(w.Value)
+		if err != nil || !ok || r.CID != want {
+			return false
 		}
 	}
-	if len(kept) == 0 {
-		return nil
-	}
-	return fail(ErrHasChildren, "move those bullets elsewhere (move_node) first, then undo again", "cannot undo: it would delete bullets that gained children since: %s", strings.Join(kept, ", "))
-}
-
-// undoMirrorCycle refuses (cycle) an undo that would put a mirror back
-// inside its own original's subtree (an older operation undone alone,
-// around later moves).
-func undoMirrorCycle(s *store.Snapshot, ws []store.Write) error {
-	if !undoTouchesMirrors(ws, s) {
-		return nil
-	}
-	before := Build(s)
-	err := NewMirrorCycle(before, before.Next(s.Commit, s.Rev, WriteChanges(ws)))
-	var oe *Error
-	if errors.As(err, &oe) {
-		oe.Msg = "cannot undo: " + oe.Msg
-		oe.Next = "move the mirror (or the bullets around it) elsewhere first, then undo again"
-	}
-	return err
-}
-
-// undoTouchesMirrors reports whether undo writes ws could make a mirror
-// render inside its own original: they write a mirror, or move nodes while
-// the repository has mirrors.
-func undoTouchesMirrors(ws []store.Write, s *store.Snapshot) bool {
-	nodes := false
-	for _, w := range ws {
-		switch {
-		case w.Op == store.Delete:
-		case w.Collection == lexicon.Mirror:
-			return true
-		case w.Collection == lexicon.Node:
-			nodes = true
-		}
-	}
-	if !nodes {
-		return false
-	}
-	for _, r := range s.Records {
-		if r.Collection == lexicon.Mirror {
-			return true
-		}
-	}
-	return false
+	return true
 }
