@@ -157,8 +157,8 @@ func gate(t *Tree, plan *Plan) (Verdict, error) {
 	batchOf := func(i int) int { return sort.SearchInts(batches, i+1) }
 
 	creates, deletes := 0, 0
-	reparented := []string{}              // nodes whose parent the plan sets (rule 1's cycle walk)
-	placedUnder := map[string][]int{}     // parent field → writes placing a bullet there (rule 5)
+	reparented := []string{}             // nodes whose parent the plan sets (rule 1's cycle walk)
+	placedUnder := map[string][]int{}    // parent field → writes placing a bullet there (rule 5)
 	mirrorsMatter := t.Mirrors.Len() > 0 // a node moving can put a mirror inside its original
 	mirrorWrite, nodeMove := false, false
 	for i, w := range plan.Writes {
