@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -101,6 +102,9 @@ Clients:`)
 	plan, err := install.Prepare(client, path, srv)
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp install: %v\n", err)
+		if pe := (*install.ParseError)(nil); errors.As(err, &pe) && client.Name == "vscode" && *config == "" {
+			fmt.Fprintf(stderr, "VS Code can add it itself:\n  %s\n", install.VSCodeAddCommand(srv))
+		}
 		return 1
 	}
 	if !plan.Changed {

@@ -335,6 +335,19 @@ func ClaudeCodeCommand(s Server) string {
 	return strings.Join(words, " ")
 }
 
+// VSCodeAddCommand is VS Code's own command that adds s to the user's
+// mcp.json (for a file install cannot rewrite: one with comments), quoted
+// for a POSIX shell.
+func VSCodeAddCommand(s Server) string {
+	cfg := struct {
+		Name    string   `json:"name"`
+		Type    string   `json:"type"`
+		Command string   `json:"command"`
+		Args    []string `json:"args"`
+	}{s.Name, "stdio", s.Command, s.Args}
+	return "code --add-mcp " + shellQuote(string(mustJSON(cfg)))
+}
+
 func shellQuote(s string) string {
 	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=@%+,-") == "" {
 		return s
@@ -416,7 +429,7 @@ func parseObject(data []byte) (object, error) {
 	return o, nil
 }
 
-// jsonErr says where, by line, and names comments and trailing commas
+// jsonErr says where, by line, and names a comment or a trailing comma
 // (JSONC, which VS Code's files may hold), which this package does not
 // rewrite.
 func jsonErr(data []byte, dec *json.Decoder, err error) error {
@@ -426,8 +439,12 @@ func jsonErr(data []byte, dec *json.Decoder, err error) error {
 		off = se.Offset
 	}
 	line := 1 + bytes.Count(data[:min(int(off), len(data))], []byte("\n"))
-	if bytes.Contains(data, []byte("//")) || bytes.Contains(data, []byte("/*")) {
-		return fmt.Errorf("line %d: %w (comments, or a trailing comma: JSON with comments is not rewritten, lest they be lost)", line, err)
+	switch msg := err.Error(); {
+	case strings.Contains(msg, "invalid character '/'"):
+		return fmt.Errorf("line %d: %w (a comment: JSON with comments is not rewritten, lest its comments be lost)", line, err)
+	case strings.Contains(msg, "invalid character '}' looking for beginning of object key"),
+		strings.Contains(msg, "invalid character ']' looking for beginning of value"):
+		return fmt.Errorf("line %d: %w (a trailing comma?)", line, err)
 	}
 	return fmt.Errorf("line %d: %w", line, err)
 }

@@ -278,6 +278,7 @@ func TestInstallMalformed(t *testing.T) {
 			`{"a": 1, "a": 2}`,
 			"{\n  // mine\n  \"" + c.Key + "\": {}\n}",
 			`{"a": 1} {}`,
+			`{"url": "https://example.com", "` + c.Key + `": {},}`,
 		} {
 			path := filepath.Join(t.TempDir(), "config.json")
 			os.WriteFile(path, []byte(bad), 0o600)
@@ -289,8 +290,11 @@ func TestInstallMalformed(t *testing.T) {
 			if got, _ := os.ReadFile(path); string(got) != bad || len(backups(t, path)) != 0 {
 				t.Errorf("%s: %q: the file became %q, backups %q", c.Name, bad, got, backups(t, path))
 			}
-			if strings.Contains(bad, "//") && (err == nil || !strings.Contains(err.Error(), "comments")) {
-				t.Errorf("%s: the error does not name the comments: %v", c.Name, err)
+			if strings.Contains(bad, "// mine") && (err == nil || !strings.Contains(err.Error(), "a comment")) {
+				t.Errorf("%s: the error does not name the comment: %v", c.Name, err)
+			}
+			if strings.HasSuffix(bad, ",}") && (err == nil || !strings.Contains(err.Error(), "trailing comma")) {
+				t.Errorf("%s: the error does not name the trailing comma: %v", c.Name, err)
 			}
 		}
 	}
@@ -409,6 +413,11 @@ func TestInstallClaudeCodeCommand(t *testing.T) {
 	t.Parallel()
 	got := ClaudeCodeCommand(Server{Name: "bulleted", Command: "/Users/ann/My Tools/bulleted-mcp", Args: []string{"serve", "--pds", "https://pds.example", "--identifier", "ann's"}})
 	want := `claude mcp add --scope user bulleted -- '/Users/ann/My Tools/bulleted-mcp' serve --pds https://pds.example --identifier 'ann'\''s'`
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	got = VSCodeAddCommand(Server{Name: "bulleted", Command: "/usr/local/bin/bulleted-mcp", Args: []string{"serve"}})
+	want = `code --add-mcp '{"name":"bulleted","type":"stdio","command":"/usr/local/bin/bulleted-mcp","args":["serve"]}'`
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
