@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -101,5 +102,28 @@ func TestInstallCommand(t *testing.T) {
 	var help bytes.Buffer
 	if code := run([]string{"--help"}, nil, &help, &help); code != 0 || !strings.Contains(help.String(), "  install ") {
 		t.Errorf("usage does not list install: %s", help.String())
+	}
+}
+
+// TestInstallDocs: every "bulleted-mcp install CLIENT …" line that
+// docs/install.md gives runs (as a dry run against a temporary file): a
+// client renamed or a serve flag removed fails here rather than for a
+// reader.
+func TestInstallDocs(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../docs/install.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := regexp.MustCompile(`(?m)^bulleted-mcp install (\S+)([^#\n]*)`).FindAllStringSubmatch(string(raw), -1)
+	if len(lines) < 4 {
+		t.Fatalf("found %d install command lines in docs/install.md", len(lines))
+	}
+	for i, m := range lines {
+		args := append([]string{"install", m[1], "--config", filepath.Join(t.TempDir(), "c.json"), "--command", "/opt/bulleted-mcp", "--dry-run"}, strings.Fields(m[2])...)
+		var out bytes.Buffer
+		if code := run(args, nil, &out, &out); code != 0 {
+			t.Errorf("docs/install.md line %d %q: exit %d: %s", i, m[0], code, out.String())
+		}
 	}
 }
