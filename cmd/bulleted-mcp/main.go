@@ -27,6 +27,7 @@ func init() {
 		{"validate", "validate record files against the app.bulleted lexicons", runValidate},
 		{"export", "write the outline as car, json, markdown or opml (no row cap)", runExport},
 		{"import", "replace the embedded repository with a CAR file", runImport},
+		{"install", "add this server to a client: install claude-desktop|claude-code|vscode|cursor", runInstall},
 		{"version", "print the module version and the commit it was built from", runVersion},
 	}
 }

@@ -124,6 +124,17 @@ func (l *prefixList) Set(v string) error {
 const shutdownGrace = 10 * time.Second
 
 func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return serveOrCheck(args, stdin, stdout, stderr, false)
+}
+
+// checkServeArgs parses args with serve's flags and runs nothing: 0 when
+// they parse (install writes them into a client's configuration), 2 after
+// saying why not on stderr.
+func checkServeArgs(args []string, stderr io.Writer) int {
+	return serveOrCheck(args, nil, io.Discard, stderr, true)
+}
+
+func serveOrCheck(args []string, stdin io.Reader, stdout, stderr io.Writer, checkOnly bool) int {
 	fs, dir, rf := newFlagsRemote("serve", "Usage: bulleted-mcp serve [--store DIR] [--pds URL --identifier HANDLE] [--http ADDR [--allow-origin ORIGIN]] [--read-only]\n\nRuns the MCP server on the embedded repository (default) or your PDS\n(--pds, app password in BULLETED_APP_PASSWORD): over stdio (default), or\nstreamable HTTP on ADDR at /mcp, with the outline live for a person at\n/view (its operations with Undo; the token, if set, given once as\n/view?token=TOKEN). Off loopback, HTTP requires the bearer\ntoken in BULLETED_MCP_TOKEN; with a token set, every request must carry it.\nBrowser requests (an Origin header) are accepted from loopback origins when\nbound to loopback, and from --allow-origin origins. SIGINT or SIGTERM stops\nthe server; requests under way get "+shutdownGrace.String()+" to finish.", stderr)
 	httpAddr := fs.String("http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8080) instead of stdio")
 	var origins originList
@@ -149,6 +160,13 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: --payload: %v\n", err)
 		return 2
+	}
+	if checkOnly {
+		if fs.NArg() > 0 {
+			fmt.Fprintf(stderr, "bulleted-mcp: serve takes no argument %q\n", fs.Arg(0))
+			return 2
+		}
+		return 0
 	}
 	// the mode each session gets, said once at its start
 	var logMu sync.Mutex
