@@ -70,7 +70,8 @@ type Options struct {
 
 // ListTTL is the caching hint on tools/list, prompts/list and
 // resources/templates/list results: they do not change while the server
-// runs.
+// runs (tools/list differs between clients only by the view links, which
+// follow a client's own declaration: the hint's scope is private).
 const ListTTL = time.Hour
 
 // MaxResultBytes bounds a tool result (text and structured content
