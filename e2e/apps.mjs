@@ -35,8 +35,9 @@ const check = (cond, msg) => {
 }
 fs.mkdirSync(out, { recursive: true })
 
-// the server, through the SDK client
-const client = new Client({ name: 'bulleted-e2e-apps', version: '1.0.0' })
+// the server, through the SDK client, declaring the MCP Apps extension
+// (the server links the views only for a client that does)
+const client = new Client({ name: 'bulleted-e2e-apps', version: '1.0.0' }, { capabilities: { extensions: { 'io.modelcontextprotocol/ui': { mimeTypes: ['text/html;profile=mcp-app'] } } } })
 await client.connect(new StdioClientTransport({ command: bin, args: ['serve', '--store', store], env: process.env, stderr: 'inherit' }))
 const call = async (name, args) => {
   const res = await client.callTool({ name, arguments: args })
@@ -47,6 +48,7 @@ const { tools } = await client.listTools()
 const tool = (n) => tools.find((t) => t.name === n)
 const { resources } = await client.listResources()
 const views = {}
+const byURI = {}
 for (const name of ['outline', 'diff']) {
   const uri = `ui://bulleted/${name}.html`
   check(resources.some((r) => r.uri === uri && r.mimeType === 'text/html;profile=mcp-app'), `${uri} not listed`)
@@ -55,6 +57,7 @@ for (const name of ['outline', 'diff']) {
   const csp = c._meta?.ui?.csp
   check(csp && Array.isArray(csp.connectDomains) && csp.connectDomains.length === 0 && Array.isArray(csp.resourceDomains) && csp.resourceDomains.length === 0, `${uri}: _meta.ui.csp ${JSON.stringify(c._meta)}`)
   views[name] = { html: c.text, csp, bytes: Buffer.byteLength(c.text) }
+  byURI[uri] = name
 }
 check(tool('read_outline')._meta?.ui?.resourceUri === 'ui://bulleted/outline.html', 'read_outline does not link the outline view')
 check(tool('apply_batch')._meta?.ui?.resourceUri === 'ui://bulleted/diff.html', 'apply_batch does not link the diff view')
@@ -92,10 +95,11 @@ const srv = http.createServer((req, res) => {
     res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' })
     return res.end(hostPage)
   }
-  const fm = /^\/frame\/(outline|diff)$/.exec(u.pathname)
-  if (fm) {
-    res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8', 'Content-Security-Policy': cspOf(views[fm[1]].csp) })
-    return res.end(views[fm[1]].html)
+  // a view by its ui:// URI (the host page asks for the one the tool links)
+  const name = u.pathname === '/frame' && byURI[u.searchParams.get('uri')]
+  if (name) {
+    res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8', 'Content-Security-Policy': cspOf(views[name].csp) })
+    return res.end(views[name].html)
   }
   if (u.pathname.startsWith('/nm/')) {
     const f = path.join(nm, decodeURIComponent(u.pathname.slice(4)))
@@ -136,6 +140,9 @@ await page.waitForFunction(() => window.__hostReady === true, null, { timeout: 3
 const frame = () => page.frameLocator('#view')
 const show = async (o) => {
   await page.evaluate((o) => window.showView(o), o).catch((e) => fail(`showView ${o.view}: ${e.message}\n${logs.join('\n')}`))
+  // the host rendered the view the tool links, the one expected
+  const src = new URL(await page.locator('#view').getAttribute('src'), origin)
+  check(byURI[src.searchParams.get('uri')] === o.view, `${o.tool.name}: the host rendered ${src}, want the ${o.view} view`)
 }
 const shot = async (name) => {
   await page.waitForTimeout(100) // let the size change land (a screenshot only)

@@ -53,7 +53,9 @@ func outDir(t *testing.T, name string) string {
 
 // TestAppsViewsInBrowser: headless Chromium loads the outline and diff
 // views in a host page built on the official AppBridge, with data from a
-// real server on the embedded store (e2e/apps.mjs): the bullets shown are
+// real server on the embedded store (e2e/apps.mjs), to a client that
+// declared the MCP Apps extension, each view the one its tool links
+// (_meta.ui.resourceUri, as a host reads it): the bullets shown are
 // the outline read back (order, todo state), clicking one asks for a
 // follow-up, Apply on a dry run's view lands exactly the dry run's records
 // (read back here from the store), a stale view's Apply is refused with
@@ -135,6 +137,17 @@ func TestAppsViewsInBrowser(t *testing.T) {
 			t.Errorf("screenshot %s: %v", s, err)
 		}
 	}
+}
+
+// TestSDKAppsNegotiation: MCP Apps capability negotiation through the
+// official TypeScript SDK client (e2e/negotiate.mjs): the server declares
+// io.modelcontextprotocol/ui with text/html;profile=mcp-app; a client that
+// declared it too gets _meta.ui.resourceUri on the tools with a view, one
+// that did not gets no _meta; never the deprecated flat key; every tool
+// has its title. Over stdio, and over HTTP with both clients on one server.
+func TestSDKAppsNegotiation(t *testing.T) {
+	bin := build(t)
+	runScript(t, "negotiate.mjs", nil, bin, t.TempDir())
 }
 
 // TestViewPageInBrowser: /view in headless Chromium (e2e/view.mjs) on

@@ -559,9 +559,16 @@ func (h *billHarness) toolsList(tb testing.TB) (with, without, model int) {
 	}
 	bare, _ := json.Marshal(map[string]any{"tools": list.Tools})
 	all, _ := json.Marshal(map[string]any{"tools": json.RawMessage(mustField(tb, resp.Result, "tools"))})
-	// what a model is shown: _meta (the MCP Apps view links) is for the host
+	// what a model is shown: _meta (the MCP Apps view links) and the titles
+	// (title and annotations.title: the display name) are for the host
 	for _, t := range list.Tools {
 		delete(t, "_meta")
+		delete(t, "title")
+		var ann map[string]json.RawMessage
+		if json.Unmarshal(t["annotations"], &ann) == nil && ann != nil {
+			delete(ann, "title")
+			t["annotations"], _ = json.Marshal(ann)
+		}
 	}
 	shown, _ := json.Marshal(map[string]any{"tools": list.Tools})
 	return len(all), len(bare), len(shown)
@@ -668,7 +675,7 @@ func BenchmarkAgentBill(b *testing.B) {
 	with, without, model := h.toolsList(b)
 	// printed, not logged: a benchmark's log is cut to its first lines
 	fmt.Println(billTable(n, tasks, with, without))
-	fmt.Printf("tools/list without output schemas and _meta (what a model is shown): %.1f KB\n", float64(model)/1000)
+	fmt.Printf("tools/list without output schemas, _meta and titles (what a model is shown): %.1f KB\n", float64(model)/1000)
 	fmt.Println(h.floor(b))
 	bills := h.payloadBills(b)
 	fmt.Println(payloadTable(bills))
@@ -724,7 +731,7 @@ func TestAgentBillHarness(t *testing.T) {
 	floor := h.floor(t)
 	t.Log(billTable(n, tasks, with, without), "\n", floor)
 	if model >= 12*1024 {
-		t.Errorf("tools/list as a model is shown it (no output schemas, no _meta): %d bytes, over 12 KB", model)
+		t.Errorf("tools/list as a model is shown it (no output schemas, _meta or titles): %d bytes, over 12 KB", model)
 	}
 	for _, tk := range tasks {
 		if tk.stopped != "" || tk.want != tk.found || tk.twice != 0 || len(tk.calls) == 0 {

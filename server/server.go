@@ -70,7 +70,8 @@ type Options struct {
 
 // ListTTL is the caching hint on tools/list, prompts/list and
 // resources/templates/list results: they do not change while the server
-// runs.
+// runs (tools/list differs between clients only by the view links, which
+// follow a client's own declaration: the hint's scope is private).
 const ListTTL = time.Hour
 
 // MaxResultBytes bounds a tool result (text and structured content
@@ -117,7 +118,7 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 	for _, m := range []mcp.MCPMethod{mcp.MethodToolsList, mcp.MethodPromptsList, mcp.MethodResourcesTemplatesList} {
 		opts = append(opts, mcpserver.WithMethodCacheHints(m, ListTTL.Milliseconds(), mcp.CacheScopePrivate))
 	}
-	opts = append(opts, appOptions(rs != nil)...) // the views (apps.go)
+	opts = append(opts, appOptions(list, rs != nil)...) // the views (apps.go)
 	s := mcpserver.NewMCPServer("bulleted-mcp", Version, opts...)
 	if rs != nil {
 		rs.register(s)
@@ -134,7 +135,7 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 	registerApps(s)
 	for _, t := range list {
 		t := t
-		m := withApp(t)
+		m := t.MCP() // its view's link added per client (apps.go)
 		if pl.mode == tools.PayloadText {
 			m.RawOutputSchema = nil // no structured content: no output schema
 		}

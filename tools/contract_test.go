@@ -20,9 +20,14 @@ import (
 )
 
 // Input schemas every client handles: no $ref, $defs, oneOf, anyOf or
-// recursion, and tools/list (output schemas aside) under 12 KB.
+// recursion, and tools/list under 12 KB as a model is shown it: without
+// the output schemas, and without the titles (the display name a host
+// shows a person, sent as title and annotations.title: the model sees the
+// name, description and input schema). Every tool has a title of at most
+// 40 characters.
 func TestSchemaLint(t *testing.T) {
 	var list []mcp.Tool
+	withTitles := 0
 	for _, tl := range tools.All() {
 		raw, _ := json.Marshal(tl.Schema)
 		for _, bad := range []string{`"$ref"`, `"$defs"`, `"oneOf"`, `"anyOf"`, `"allOf"`, `"definitions"`} {
@@ -35,10 +40,16 @@ func TestSchemaLint(t *testing.T) {
 		}
 		m := tl.MCP()
 		m.RawOutputSchema = nil
+		if m.Title == "" || m.Title != tl.Title || m.Annotations.Title != tl.Title || len(m.Title) > 40 {
+			t.Errorf("%s: title %q, annotations.title %q (want the tool's title, 1 to 40 characters)", tl.Name, m.Title, m.Annotations.Title)
+		}
+		raw, _ = json.Marshal(m)
+		withTitles += len(raw)
+		m.Title, m.Annotations.Title = "", ""
 		list = append(list, m)
 	}
 	raw, _ := json.Marshal(map[string]any{"tools": list})
-	t.Logf("tools/list without output schemas: %d bytes for %d tools", len(raw), len(list))
+	t.Logf("tools/list without output schemas: %d bytes for %d tools without their titles (the tools alone: %d with them)", len(raw), len(list), withTitles)
 	if len(raw) >= 12*1024 {
 		t.Fatalf("tools/list is %d bytes; keep it under 12 KB", len(raw))
 	}

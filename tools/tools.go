@@ -86,11 +86,15 @@ type Tool struct {
 	Guard func(ctx context.Context, env *Env, a Args) error
 }
 
-// MCP returns the mcp-go tool with all four annotations set explicitly and
-// its output schema.
+// MCP returns the mcp-go tool with its title, all four annotations set
+// explicitly and its output schema. The title goes twice: as the tool's
+// title (protocol 2025-06-18 and later) and as annotations.title (the
+// only place 2025-03-26 clients read one).
 func (t Tool) MCP() mcp.Tool {
 	raw, _ := json.Marshal(t.Schema)
 	m := mcp.NewTool(t.Name,
+		mcp.WithToolTitle(t.Title),
+		mcp.WithTitleAnnotation(t.Title),
 		mcp.WithDescription(t.Description),
 		mcp.WithRawInputSchema(raw),
 		mcp.WithReadOnlyHintAnnotation(t.Ann.ReadOnly),
