@@ -5,7 +5,8 @@ import (
 	"strings"
 )
 
-// Markdown is the README's tool list, generated from the tool definitions.
+// Markdown is the tool table of docs/tools.md, generated from the tool
+// definitions.
 func Markdown() string {
 	var b strings.Builder
 	b.WriteString("| tool | read-only | destructive | what it does |\n|---|---|---|---|\n")
