@@ -133,7 +133,8 @@ var pendingDocs = map[string]bool{
 // Markdown page names one of its headings.
 func TestDocLinks(t *testing.T) {
 	t.Parallel()
-	link := regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
+	// Markdown links and images, and the HTML ones (<img src="…">)
+	link := regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)|<(?:img|a)\s[^>]*?(?:src|href)="([^"]+)"`)
 	for _, f := range readmeFiles(t) {
 		raw, err := os.ReadFile(f)
 		if err != nil {
@@ -144,7 +145,7 @@ func TestDocLinks(t *testing.T) {
 			t.Errorf("the README links only %d pages and pictures", len(links))
 		}
 		for _, m := range links {
-			target := string(m[1])
+			target := string(m[1]) + string(m[2])
 			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 				continue
 			}
