@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"testing"
 
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
@@ -13,7 +14,7 @@ import (
 // TestReadmeExamples: every "bulleted-mcp call TOOL 'JSON'" example in the
 // README and docs/*.md names a tool and passes that tool's input checks (the
 // schema, unknown keys refused), and the README shows at least five tools
-// with an example each (its card tools).
+// with an example each (its card tools) and counts the tools right.
 func TestReadmeExamples(t *testing.T) {
 	t.Parallel()
 	byName := map[string]tools.Tool{}
@@ -48,8 +49,14 @@ func TestReadmeExamples(t *testing.T) {
 			}
 			seen[name] = true
 		}
-		if f == "../README.md" && len(seen) < 5 {
+		if f != "../README.md" {
+			continue
+		}
+		if len(seen) < 5 {
 			t.Errorf("the README gives examples of %d tools (%v), want the five card tools", len(seen), seen)
+		}
+		if m := regexp.MustCompile(`The server has (\d+) tools`).FindStringSubmatch(string(raw)); m == nil || m[1] != strconv.Itoa(len(byName)) {
+			t.Errorf("the README counts the tools as %v; there are %d", m, len(byName))
 		}
 	}
 }
