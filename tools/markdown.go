@@ -13,7 +13,7 @@ func Markdown() string {
 	var b strings.Builder
 	b.WriteString("| tool | read-only | destructive | what it does |\n|---|---|---|---|\n")
 	for _, t := range All() {
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", t.Name, yes(t.Ann.ReadOnly), yes(t.Ann.Destructive), cell(t.Description))
+		fmt.Fprintf(&b, "| [`%s`](#%s) | %s | %s | %s |\n", t.Name, t.Name, yes(t.Ann.ReadOnly), yes(t.Ann.Destructive), cell(t.Description))
 	}
 	for _, t := range All() {
 		fmt.Fprintf(&b, "\n### `%s`\n\n%s\n\n", t.Name, t.Description)
