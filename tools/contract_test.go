@@ -233,17 +233,17 @@ func checkOutput(t *testing.T, f *fixture, tool string, args map[string]any) {
 	}
 }
 
-// TestReadmeKinds: the README lists exactly the error kinds of
+// TestDocsKinds: docs/tools.md lists exactly the error kinds of
 // outline.Kinds, in order (the one table of them).
-func TestReadmeKinds(t *testing.T) {
+func TestDocsKinds(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile("../README.md")
+	raw, err := os.ReadFile(toolsDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile(`(?s)\(kinds: (.*?)\)`).FindSubmatch(raw)
 	if m == nil {
-		t.Fatal("the README has no (kinds: …) list")
+		t.Fatalf("%s has no (kinds: …) list", toolsDoc)
 	}
 	var got []string
 	for _, k := range regexp.MustCompile("`([a-z_]+)`").FindAllSubmatch(m[1], -1) {
@@ -252,6 +252,6 @@ func TestReadmeKinds(t *testing.T) {
 	want := outline.KindNames()
 	want = want[:len(want)-1] // "error" is the bug case, not listed
 	if !slices.Equal(got, want) {
-		t.Fatalf("README kinds %v, the table has %v", got, want)
+		t.Fatalf("%s kinds %v, the table has %v", toolsDoc, got, want)
 	}
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata snapshots and the README tool list")
+var update = flag.Bool("update", false, "rewrite testdata snapshots and the tool table in docs/tools.md")
 
 // openLocal opens an embedded store in a temporary directory, closed when
 // the test ends.
@@ -254,27 +254,33 @@ func TestSchemaSnapshots(t *testing.T) {
 	}
 }
 
-// TestREADMEToolList checks the README's tool list is the one generated from
-// the code.
-func TestREADMEToolList(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+// toolsDoc is the reference page holding the generated tool table (moved
+// there from the README).
+const toolsDoc = "../docs/tools.md"
+
+// TestDocsToolList checks the tool table in docs/tools.md is the one
+// generated from the code (one pair of markers, in order).
+func TestDocsToolList(t *testing.T) {
+	doc, err := os.ReadFile(toolsDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const begin, end = "<!-- tools:begin -->\n", "<!-- tools:end -->"
-	s := string(readme)
+	s := string(doc)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
-	if i < 0 || j < i {
-		t.Fatal("README lacks the tools markers")
+	if i < 0 || j < i || strings.Count(s, begin) != 1 || strings.Count(s, end) != 1 {
+		t.Fatalf("%s lacks one pair of tools markers", toolsDoc)
 	}
 	gen := tools.Markdown()
 	if *update {
 		s = s[:i+len(begin)] + gen + s[j:]
-		os.WriteFile("../README.md", []byte(s), 0o644)
+		if err := os.WriteFile(toolsDoc, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		return
 	}
 	if s[i+len(begin):j] != gen {
-		t.Fatal("README tool list is stale; run go test ./tools -update")
+		t.Fatalf("the tool table in %s is stale; run go test ./tools -update", toolsDoc)
 	}
 }
 

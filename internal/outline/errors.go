@@ -12,7 +12,7 @@ import (
 // and what it means. Kinds is the one table of them: the sentinels and
 // their doc comments (zz_kinds.go, by go generate), tools' kindOf and the
 // output schemas' enum are made from it; tests hold zz_kinds.go and the
-// README's list to it.
+// list in docs/tools.md to it.
 type Kind struct {
 	Err  error
 	Name string

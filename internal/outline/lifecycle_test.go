@@ -12,7 +12,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
 
-// The transition table, as the design says it (README, "operations"):
+// The transition table, as the design says it (docs/writes.md, "operation"):
 // planned → running (batches sent) → landed | unknown | stopped;
 // stopped/unknown → resumed (running) → …; landed → undone; and forgotten
 // for an operation of which nothing landed.
