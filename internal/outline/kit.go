@@ -26,8 +26,9 @@ func (f PlanFunc) Plan(p *Planner) error { return f(p) }
 
 // The kit: what an intent may use to read the outline and plan writes.
 // The engine's rules (parents in this repository or an admitting shared
-// outline, no cascade, no cycles, policy roots owned, valid records) are
-// checked on the whole plan when it is finished, whatever the intent did.
+// outline, no cascade, no cycles, notes with their bullets, policy roots
+// owned, no tied sortKeys, valid records) are checked on the whole plan by
+// the gate (gate.go) right before it is sent, whatever the intent did.
 
 // Tree is the outline as the plan sees it now: the snapshot with the
 // writes planned so far (earlier steps of a batch, and this intent's own
@@ -66,6 +67,14 @@ func (p *Planner) Create(coll string, value map[string]any, label string) string
 	rkey := p.newKey()
 	p.create(coll, rkey, value, label)
 	return rkey
+}
+
+// CreateAt plans creating a record of coll at record key rkey: a note,
+// whose key is its bullet's (a note created with its bullet is written in
+// the bullet's commit: Cut keeps writes of one key together when they are
+// adjacent, so plan the note right after its bullet).
+func (p *Planner) CreateAt(coll, rkey string, value map[string]any, label string) {
+	p.create(coll, rkey, value, label)
 }
 
 // Update plans replacing rec's value by value (a copy: use Copy to start

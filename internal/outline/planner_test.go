@@ -3,6 +3,8 @@ package outline_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
@@ -253,6 +255,35 @@ func TestCut(t *testing.T) {
 	}
 	if start != len(ws) {
 		t.Fatalf("cut covers %d of %d writes", start, len(ws))
+	}
+}
+
+// TestCutAtTheBoundary: the 200th write is a node and the 201st its note:
+// the cut that would fall between them falls before the node (the count
+// bound), and likewise when the bytes bound would fall there.
+func TestCutAtTheBoundary(t *testing.T) {
+	node := func(k string) store.Write {
+		return store.Write{Op: store.Create, Collection: lexicon.Node, RKey: k, Value: map[string]any{"text": "t"}}
+	}
+	var ws []store.Write
+	for i := 0; i < store.MaxBatch-1; i++ {
+		ws = append(ws, node(fmt.Sprintf("a%04d", i)))
+	}
+	ws = append(ws, node("edge"), store.Write{Op: store.Create, Collection: lexicon.Note, RKey: "edge", Value: map[string]any{"text": "its note"}})
+	ws = append(ws, node("after"))
+	ends := outline.Cut(ws)
+	if want := []int{store.MaxBatch - 1, len(ws)}; !slices.Equal(ends, want) {
+		t.Fatalf("count bound: cut at %v, want %v (the node at %d and its note at %d together)", ends, want, store.MaxBatch-1, store.MaxBatch)
+	}
+	// the bytes bound: the node fits, its note would pass it
+	big := strings.Repeat("x", store.MaxBatchBytes/2)
+	ws = []store.Write{
+		{Op: store.Create, Collection: lexicon.Node, RKey: "a", Value: map[string]any{"text": big}},
+		node("edge"),
+		{Op: store.Create, Collection: lexicon.Note, RKey: "edge", Value: map[string]any{"text": big}},
+	}
+	if ends := outline.Cut(ws); !slices.Equal(ends, []int{1, 3}) {
+		t.Fatalf("bytes bound: cut at %v, want [1 3]", ends)
 	}
 }
 

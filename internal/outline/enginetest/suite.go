@@ -32,6 +32,8 @@ func Run(t *testing.T, open Open, steps int) {
 	t.Run("ResumeAfterForeignAppends", func(t *testing.T) { resumeAfterForeignAppends(t, open) })
 	t.Run("SortChildren", func(t *testing.T) { sortChildren(t, open) })
 	t.Run("EveryIntentAndItsInverse", func(t *testing.T) { everyIntentAndItsInverse(t, open) })
+	t.Run("GateWorldChanged", func(t *testing.T) { worldChanged(t, open) })
+	t.Run("GateProperty", func(t *testing.T) { gateProperty(t, open, steps) })
 }
 
 // Insert plans and commits new top-level or nested bullets and returns their
