@@ -609,15 +609,23 @@ func preview(before, after *outline.Tree, p *outline.Plan, rows int) (string, st
 	if after == nil {
 		after = before.Next(before.Commit, before.Rev, outline.WriteChanges(p.Writes))
 	}
+	// keys are looked up directly (Resolve would compare every bullet's
+	// text for a key that is not there, as a created one is before)
+	get := func(t *outline.Tree, k string) *outline.Item {
+		if it := t.Nodes.Get(k); it != nil {
+			return it
+		}
+		return t.Mirrors.Get(k)
+	}
 	scope := ""
 	for _, k := range p.Touched {
-		if it, err := after.Resolve(k); err == nil {
+		if it := get(after, k); it != nil {
 			if par := after.Parent(it); par != nil {
 				scope = par.Key()
 			}
 			break
 		}
-		if it, err := before.Resolve(k); err == nil { // deleted by the plan
+		if it := get(before, k); it != nil { // deleted by the plan
 			if par := before.Parent(it); par != nil {
 				scope = par.Key()
 			}
@@ -628,23 +636,18 @@ func preview(before, after *outline.Tree, p *outline.Plan, rows int) (string, st
 	focus := map[string]bool{}
 	for _, t := range []*outline.Tree{before, after} {
 		for _, k := range p.Touched {
-			it, err := t.Resolve(k)
-			if err != nil {
+			it := get(t, k)
+			if it == nil {
 				continue
 			}
 			focus[k] = true
-			sibs := t.Roots
-			if par := t.Parent(it); par != nil {
-				sibs = par.Children
-			}
-			for i, s := range sibs {
-				if s == it {
-					if i > 0 {
-						focus[sibs[i-1].Key()] = true
-					}
-					if i+1 < len(sibs) {
-						focus[sibs[i+1].Key()] = true
-					}
+			sibs := t.ChildrenOf(t.Parent(it))
+			if i := siblingIndex(sibs, it); i >= 0 {
+				if i > 0 {
+					focus[sibs[i-1].Key()] = true
+				}
+				if i+1 < len(sibs) {
+					focus[sibs[i+1].Key()] = true
 				}
 			}
 		}
@@ -652,13 +655,39 @@ func preview(before, after *outline.Tree, p *outline.Plan, rows int) (string, st
 	render := func(t *outline.Tree) string {
 		var root *outline.Item
 		if scope != "" {
-			it, err := t.Resolve(scope)
-			if err != nil {
+			if root = t.Nodes.Get(scope); root == nil {
 				return "(" + scope + " does not exist here)"
 			}
-			root = it
 		}
-		v, err := view.Read(t, root, view.Options{Depth: 2, Limit: -1})
+		// a long list is rendered only around what is touched: from the
+		// first block the focus falls in to the last, at most a few
+		// times the rows shown; the rest is counted
+		o := view.Options{Depth: 2, Limit: -1}
+		kids := t.ChildrenOf(root)
+		pre, post := 0, 0
+		if len(kids) > 64 {
+			lo, hi := len(kids), -1
+			for k := range focus {
+				it := get(t, k)
+				for hops := 0; it != nil && hops < 2; hops++ {
+					par := t.Parent(it)
+					if par == root || (par != nil && root != nil && par.Key() == root.Key()) {
+						if i := siblingIndex(kids, it); i >= 0 {
+							lo, hi = min(lo, i), max(hi, i)
+						}
+						break
+					}
+					it = par
+				}
+			}
+			if hi < 0 {
+				lo, hi = 0, 0
+			}
+			hi = min(hi+1, lo+4*rows, len(kids))
+			o.Span = [2]int{lo, max(hi, lo+1)}
+			pre, post = lo, len(kids)-o.Span[1]
+		}
+		v, err := view.Read(t, root, o)
 		if err != nil {
 			return err.Error()
 		}
@@ -666,9 +695,30 @@ func preview(before, after *outline.Tree, p *outline.Plan, rows int) (string, st
 		if root != nil {
 			head = "  "
 		}
-		return around(v.Text(false), head, focus, rows)
+		return around(v.Text(false), head, focus, rows, pre, post)
 	}
 	return render(before), render(after)
+}
+
+// siblingIndex is it's index in sibs (sibling order: sortKey bytes, record
+// key, nodes first), found by halves; -1 when it is not there.
+func siblingIndex(sibs []*outline.Item, it *outline.Item) int {
+	i := sort.Search(len(sibs), func(j int) bool {
+		s := sibs[j]
+		if s.SortKey() != it.SortKey() {
+			return s.SortKey() > it.SortKey()
+		}
+		if s.Key() != it.Key() {
+			return s.Key() > it.Key()
+		}
+		return s.Mirror || !it.Mirror
+	})
+	for ; i < len(sibs) && sibs[i].SortKey() == it.SortKey(); i++ {
+		if sibs[i] == it || (sibs[i].Key() == it.Key() && sibs[i].Mirror == it.Mirror) {
+			return i
+		}
+	}
+	return -1
 }
 
 // others reads another identity's repository (a handle or DID) as a tree;
@@ -678,11 +728,12 @@ func (env *Env) others() outline.Others { return env.Engine.Others() }
 // around keeps, of a text view, the blocks (a line starting with head+"- "
 // and the deeper lines under it) that name a focus key (·KEY), the lines
 // before the first block (the title, the root), and counts the blocks left
-// out; at most rows lines.
-func around(txt, head string, focus map[string]bool, rows int) string {
+// out (pre and post more left out of the rendered window before and
+// after it); at most rows lines.
+func around(txt, head string, focus map[string]bool, rows, pre, post int) string {
 	var out []string
 	var block []string
-	hit, skipped := false, 0
+	hit, skipped := false, pre
 	flush := func() {
 		if len(block) == 0 {
 			return
@@ -711,7 +762,7 @@ func around(txt, head string, focus map[string]bool, rows int) string {
 		}
 	}
 	flush()
-	if skipped > 0 {
+	if skipped += post; skipped > 0 {
 		out = append(out, fmt.Sprintf("%s… %d bullet(s)", head, skipped))
 	}
 	if len(out) > rows {

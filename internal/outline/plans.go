@@ -245,16 +245,13 @@ func changedWhereTouched(base, now *Tree, plan *Plan) []string {
 			parents["at://"+base.DID.String()+"/"+lexicon.Node+"/"+w.RKey] = true
 		}
 	}
-	idx := func(t *Tree) map[string]store.Record {
-		m := map[string]store.Record{}
-		for _, r := range t.Records() {
-			m[r.Collection+"/"+r.RKey] = r
-		}
-		return m
-	}
-	a, b := idx(base), idx(now)
 	var out []string
+	noted := map[string]bool{}
 	note := func(path, what string, r store.Record) {
+		if noted[path] {
+			return
+		}
+		noted[path] = true
 		txt, _ := r.Value.Text("text")
 		if txt != "" {
 			out = append(out, fmt.Sprintf("%s %s %q", path, what, clip(txt, 40)))
@@ -262,28 +259,65 @@ func changedWhereTouched(base, now *Tree, plan *Plan) []string {
 			out = append(out, path+" "+what)
 		}
 	}
-	touched := func(path string, r store.Record) bool {
-		if written[path] {
-			return true
-		}
-		if r.Collection != lexicon.Node && r.Collection != lexicon.Mirror {
-			return false
-		}
-		p, _ := r.Value.Text("parent")
-		return parents[p]
-	}
-	for path, ra := range a {
-		rb, ok := b[path]
+	// what changed is looked up where the plan touches, never by
+	// indexing either tree: the records it writes, then the sibling lists
+	// it places into or takes from
+	compare := func(path string, ra store.Record, okA bool, rb store.Record, okB bool) {
 		switch {
-		case !ok && touched(path, ra):
+		case okA && !okB:
 			note(path, "was deleted", ra)
-		case ok && rb.CID != ra.CID && (touched(path, ra) || touched(path, rb)):
+		case !okA && okB:
+			note(path, "was added", rb)
+		case okA && okB && ra.CID != rb.CID:
 			note(path, "was changed", rb)
 		}
 	}
-	for path, rb := range b {
-		if _, ok := a[path]; !ok && touched(path, rb) {
-			note(path, "was added", rb)
+	for path := range written {
+		coll, rkey, _ := strings.Cut(path, "/")
+		ra, okA := base.Record(coll, rkey)
+		rb, okB := now.Record(coll, rkey)
+		compare(path, ra, okA, rb, okB)
+	}
+	did := base.DID.String()
+	kids := func(t *Tree, parent string) []*Item {
+		if parent == "" {
+			return t.Roots
+		}
+		if it := t.Nodes.Get(sameRepoParent(did, parent)); it != nil {
+			return it.Children
+		}
+		return nil
+	}
+	pathOf := func(it *Item) string { return it.Rec.Collection + "/" + it.Key() }
+	for parent := range parents {
+		if parent != "" && sameRepoParent(did, parent) == "" {
+			continue // another identity's bullet: its siblings are not read here
+		}
+		a, b := kids(base, parent), kids(now, parent)
+		inA := make(map[string]*Item, len(a))
+		for _, it := range a {
+			inA[pathOf(it)] = it
+		}
+		for _, it := range b {
+			path := pathOf(it)
+			if written[path] {
+				continue
+			}
+			if old, ok := inA[path]; ok {
+				delete(inA, path)
+				if old.Rec.CID != it.Rec.CID {
+					note(path, "was changed", it.Rec)
+				}
+				continue
+			}
+			note(path, "was added", it.Rec)
+		}
+		for path, it := range inA {
+			if written[path] {
+				continue
+			}
+			rb, okB := now.Record(it.Rec.Collection, it.Key())
+			compare(path, it.Rec, true, rb, okB)
 		}
 	}
 	sort.Strings(out)

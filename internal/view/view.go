@@ -96,6 +96,10 @@ type Options struct {
 	// Detached puts the detached bullets and their subtrees, whole, in
 	// View.Detached (a read of the whole outline, root nil, only).
 	Detached bool
+	// Span, when Span[1] > 0, renders only the root's children of index
+	// Span[0] up to (not including) Span[1], with what is under them: a
+	// window around what a dry run touches in a long list (no cursor).
+	Span [2]int
 }
 
 // DefaultLimit of rows in one page, so a huge outline does not flood the
@@ -277,7 +281,12 @@ func Read(t *outline.Tree, root *outline.Item, o Options) (*View, error) {
 		v.Root.ChildCount = len(w.children(top))
 		w.rows[root] = nil
 	}
-	w.resume(w.children(top), 1, path, root)
+	if es := w.children(top); o.Span[1] > 0 && o.Cursor == "" {
+		lo, hi := min(max(o.Span[0], 0), len(es)), min(o.Span[1], len(es))
+		w.all(es[lo:max(lo, hi)], 1, root)
+	} else {
+		w.resume(es, 1, path, root)
+	}
 	if o.Detached && root == nil {
 		v.detachedRows(t, o.Fields)
 	}
