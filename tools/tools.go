@@ -659,43 +659,53 @@ func preview(before, after *outline.Tree, p *outline.Plan, rows int) (string, st
 				return "(" + scope + " does not exist here)"
 			}
 		}
-		// a long list is rendered only around what is touched: from the
-		// first block the focus falls in to the last, at most a few
-		// times the rows shown; the rest is counted
-		o := view.Options{Depth: 2, Limit: -1}
+		// rendered only around what is touched: from the first block the
+		// focus falls in to the last, at most a few times the rows shown,
+		// and no more rows than the preview can show; the rest is counted
+		o := view.Options{Depth: 2, Limit: 3*rows + 16}
 		kids := t.ChildrenOf(root)
-		pre, post := 0, 0
-		if len(kids) > 64 {
-			lo, hi := len(kids), -1
-			for k := range focus {
-				it := get(t, k)
-				for hops := 0; it != nil && hops < 2; hops++ {
-					par := t.Parent(it)
-					if par == root || (par != nil && root != nil && par.Key() == root.Key()) {
-						if i := siblingIndex(kids, it); i >= 0 {
-							lo, hi = min(lo, i), max(hi, i)
-						}
-						break
+		lo, hi := len(kids), -1
+		for k := range focus {
+			it := get(t, k)
+			for hops := 0; it != nil && hops < 2; hops++ {
+				par := t.Parent(it)
+				if par == root || (par != nil && root != nil && par.Key() == root.Key()) {
+					if i := siblingIndex(kids, it); i >= 0 {
+						lo, hi = min(lo, i), max(hi, i)
 					}
-					it = par
+					break
 				}
+				it = par
 			}
-			if hi < 0 {
-				lo, hi = 0, 0
-			}
-			hi = min(hi+1, lo+4*rows, len(kids))
-			o.Span = [2]int{lo, max(hi, lo+1)}
-			pre, post = lo, len(kids)-o.Span[1]
 		}
+		if hi < 0 {
+			lo, hi = 0, min(len(kids), 4*rows)
+		} else {
+			hi = min(hi+1, lo+4*rows, len(kids))
+		}
+		o.Span = [2]int{lo, max(hi, lo+1)}
+		pre, post := lo, max(0, len(kids)-o.Span[1])
 		v, err := view.Read(t, root, o)
 		if err != nil {
 			return err.Error()
+		}
+		cut := v.Cursor != ""
+		if cut {
+			// the blocks of the window the limit left out are counted too
+			shown := 0
+			for _, r := range v.Nodes {
+				if r.Depth == 1 {
+					shown++
+				}
+			}
+			post += max(0, min(o.Span[1], len(kids))-o.Span[0]-shown)
+			v.Cursor = "" // a preview has no next page
 		}
 		head := ""
 		if root != nil {
 			head = "  "
 		}
-		return around(v.Text(false), head, focus, rows, pre, post)
+		return around(v.Text(false), head, focus, rows, pre, post, cut)
 	}
 	return render(before), render(after)
 }
@@ -729,8 +739,9 @@ func (env *Env) others() outline.Others { return env.Engine.Others() }
 // and the deeper lines under it) that name a focus key (·KEY), the lines
 // before the first block (the title, the root), and counts the blocks left
 // out (pre and post more left out of the rendered window before and
-// after it); at most rows lines.
-func around(txt, head string, focus map[string]bool, rows, pre, post int) string {
+// after it); at most rows lines (cut: the window was cut short, so what is
+// not shown is counted as at least).
+func around(txt, head string, focus map[string]bool, rows, pre, post int, cut bool) string {
 	var out []string
 	var block []string
 	hit, skipped := false, pre
@@ -765,9 +776,13 @@ func around(txt, head string, focus map[string]bool, rows, pre, post int) string
 	if skipped += post; skipped > 0 {
 		out = append(out, fmt.Sprintf("%s… %d bullet(s)", head, skipped))
 	}
-	if len(out) > rows {
-		n := len(out) - rows
-		out = append(out[:rows], fmt.Sprintf("… %d more line(s) of the preview not shown", n))
+	switch {
+	case len(out) > rows && cut:
+		out = append(out[:rows], fmt.Sprintf("… at least %d more line(s) of the preview not shown", len(out)-rows))
+	case len(out) > rows:
+		out = append(out[:rows], fmt.Sprintf("… %d more line(s) of the preview not shown", len(out)-rows))
+	case cut:
+		out = append(out, "… more line(s) of the preview not shown")
 	}
 	return strings.Join(out, "\n") + "\n"
 }

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
+	"github.com/bulleted-mcp/bulleted-mcp/tools"
+)
+
+// BenchmarkReviewPath measures the review path against the write it
+// reviews, through the tools (the layer an agent calls), on the generated
+// outline of n records in the embedded store: server CPU (this process's)
+// per call of
+//
+//   - a one-bullet insert_after and its dry run (30 of each);
+//   - sort_children of 2,000 children: its dry run, the sort, its undo;
+//   - move_node of a run of 5,001 siblings and its undo;
+//   - a dry-run delete of a 10,001-bullet subtree, the delete and its undo;
+//
+// and the live heap after the workload. Targets (issue 38): a dry run ≤ 2×
+// its write; undo ≤ 2× the write it undoes; the 10k dry-run delete ≤ 30 ms.
+//
+//	go test ./cmd/bulleted-mcp -run '^$' -bench ReviewPath -benchtime 1x
+//	BULLETED_SCALE=1 … (10k and 100k); BULLETED_SCALE=2 … (and 249k)
+func BenchmarkReviewPath(b *testing.B) {
+	for _, n := range pdsHeapSizes() {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				reviewRows(b, n)
+			}
+		})
+	}
+}
+
+// cpuTime is this process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func reviewRows(b *testing.B, n int) {
+	b.StopTimer()
+	defer b.StartTimer()
+	ctx := context.Background()
+	env := scaleEnv(b, n)
+	rng := rand.New(rand.NewPCG(1, 2))
+	mk := func(text string, kids int) string {
+		ns := make([]outline.NewNode, kids)
+		for i := range ns {
+			ns[i] = outline.NewNode{Text: fmt.Sprintf("%s %08d", text, rng.IntN(1e8))}
+		}
+		out, err := env.Engine.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: text, Children: ns}}}, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return out.Plan.Created[0].RKey
+	}
+	sortme, movefrom, moveto, delme := mk("sort me", 2000), mk("move from", 5001), mk("move to", 0), mk("delete me", 10_000)
+	section := firstSection(b, env)
+	runtime.GC()
+
+	call := func(name string, args map[string]any) time.Duration {
+		raw, _ := json.Marshal(args)
+		t0 := cpuTime()
+		res, err := callTool(ctx, env, name, string(raw))
+		d := cpuTime() - t0
+		if err != nil || res.IsError {
+			b.Fatalf("%s %s: %v %v", name, raw, err, res.Content)
+		}
+		return d
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	var write, dry time.Duration
+	for i := range 30 {
+		args := map[string]any{"parent": section, "position": "first", "text": fmt.Sprintf("review %d", i)}
+		write += call("insert_after", args)
+		args["dry_run"] = true
+		dry += call("insert_after", args)
+	}
+	b.ReportMetric(ms(write/30), "insert-ms")
+	b.ReportMetric(ms(dry/30), "insert-dry-ms")
+	b.ReportMetric(float64(dry)/float64(write), "dry/insert")
+
+	sortDry := call("sort_children", map[string]any{"node": sortme, "by": "text", "dry_run": true})
+	sort := call("sort_children", map[string]any{"node": sortme, "by": "text"})
+	sortUndo := call("undo", map[string]any{})
+	b.ReportMetric(ms(sort), "sort-ms")
+	b.ReportMetric(float64(sortDry)/float64(sort), "sort-dry/sort")
+	b.ReportMetric(float64(sortUndo)/float64(sort), "sort-undo/sort")
+
+	tr, err := env.Engine.Tree(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var keys []string
+	for _, it := range tr.Nodes.Get(movefrom).Children {
+		keys = append(keys, it.Key())
+	}
+	move := call("move_node", map[string]any{"nodes": keys, "parent": moveto})
+	moveUndo := call("undo", map[string]any{})
+	b.ReportMetric(ms(move), "move5001-ms")
+	b.ReportMetric(float64(moveUndo)/float64(move), "move-undo/move")
+
+	delDry := call("delete_node", map[string]any{"node": delme, "children": "subtree", "dry_run": true})
+	del := call("delete_node", map[string]any{"node": delme, "children": "subtree"})
+	delUndo := call("undo", map[string]any{})
+	b.ReportMetric(ms(delDry), "delete10k-dry-ms")
+	b.ReportMetric(ms(del), "delete10k-ms")
+	b.ReportMetric(float64(delUndo)/float64(del), "delete-undo/delete")
+
+	runtime.GC()
+	b.ReportMetric(float64(liveHeap())/(1<<20), "heap-MB")
+	if rss := selfRSS(); rss > 0 {
+		b.ReportMetric(float64(rss)/(1<<20), "rss-MB")
+	}
+	_ = tools.ResultBudget
+}
+
+// selfRSS is this process's resident set (bytes), 0 when unknown.
+func selfRSS() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	var size, res int64
+	fmt.Sscan(string(b), &size, &res)
+	return res * int64(os.Getpagesize())
+}
