@@ -146,7 +146,7 @@ func serveOrCheck(args []string, stdin io.Reader, stdout, stderr io.Writer, chec
 	publicURL := fs.String("public-url", os.Getenv("BULLETED_MCP_PUBLIC_URL"), "hosted mode (with --database): the https URL clients reach this server at (env BULLETED_MCP_PUBLIC_URL)")
 	database := fs.String("database", os.Getenv("BULLETED_MCP_DATABASE"), "hosted mode: a postgres:// URL; many users sign in with OAuth, all state in Postgres (env BULLETED_MCP_DATABASE; needs --http, --public-url and "+hosted.SealKeyEnv+")")
 	payload := fs.String("payload", os.Getenv("BULLETED_PAYLOAD"), "which part of a tool result carries it in full: auto (structured for clients known to show the model only the structured content: Claude Code, Codex, VS Code; both for the others), both, structured (the text a short rendering) or text (no structured content, no output schemas); default auto (env BULLETED_PAYLOAD)")
-	confirmDeletes := fs.Int("confirm-deletes", tools.DefaultConfirm.Deletes, "when the client can ask the person (elicitation), a write deleting more than this many bullets asks first; 0: never")
+	confirmDeletes := fs.Int("confirm-deletes", tools.DefaultConfirm.Deletes, "when the client can ask the person (elicitation), a write removing more than this many bullets and mirrors asks first, whatever made the plan (undo and plan=ID too); 0: never")
 	confirmMoves := fs.Int("confirm-moves", tools.DefaultConfirm.Moves, "likewise for a write moving more than this many bullets; 0: never")
 	var proxies prefixList
 	fs.Var(&proxies, "trusted-proxy", "hosted mode: a reverse proxy (IP or CIDR; repeatable or comma-separated) whose X-Forwarded-For names the client address the rate limits count (default: none, the connection's address counts)")
