@@ -114,7 +114,7 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 			e.changes.landed(batch, res.Rev, res.Results, writer)
 			commits = append(commits, *res)
 			if err := e.ops.move(ctx, op, phaseRunning, step{landed: []string{res.Commit}}); err != nil {
-				return commits, err
+				return commits, e.journalLost(op, err)
 			}
 			swap = res.Commit
 			continue
@@ -125,7 +125,7 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 				return commits, e.stop(ctx, op, err, "a single record is too large for the repository", false)
 			}
 			if err := e.ops.move(ctx, op, phaseRunning, step{}); err != nil {
-				return commits, err
+				return commits, e.journalLost(op, err)
 			}
 			continue
 		case errors.Is(err, store.ErrStale) && fresh && op.Landed == 0 && len(op.Undoes) == 0:
@@ -144,7 +144,7 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 			if batchLanded(s, batch) {
 				e.changes.landed(batch, s.Rev, nil, writer)
 				if err := e.ops.move(ctx, op, phaseRunning, step{landed: []string{s.Commit}}); err != nil {
-					return commits, err
+					return commits, e.journalLost(op, err)
 				}
 				swap = s.Commit
 				continue
@@ -165,7 +165,7 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 				return commits, e.stop(ctx, op, perr, "a bullet its bullets were placed after is gone", false)
 			} else if n > 0 {
 				if err := e.ops.move(ctx, op, phaseRunning, step{}); err != nil {
-					return commits, err
+					return commits, e.journalLost(op, err)
 				}
 			}
 			conflicts++
@@ -186,7 +186,7 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 				if s, rerr := e.Repo.Snapshot(ctx); rerr == nil && batchLanded(s, batch) {
 					e.changes.landed(batch, s.Rev, nil, writer)
 					if err := e.ops.move(ctx, op, phaseRunning, step{landed: []string{s.Commit}}); err != nil {
-						return commits, err
+						return commits, e.journalLost(op, err)
 					}
 					swap = s.Commit
 					continue
@@ -204,13 +204,30 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 		}
 	}
 	if err := e.ops.move(ctx, op, phaseLanded, step{}); err != nil {
-		return commits, err
+		return commits, e.journalLost(op, err)
 	}
 	if len(op.Undoes) > 0 {
 		e.markUndone(ctx, op.Undoes)
 	}
 	e.ops.prune(ctx) // a failure leaves more operations than JournalSize, pruned next time
 	return commits, nil
+}
+
+// journalLost is the answer when the operations journal cannot record op
+// after a batch of it was sent: never a plain error that invites a retry
+// (the retry would write again what landed), but an incomplete operation
+// with what landed, as the repository answered, and what to do. The
+// journal is brought in line with the repository by the next resume or
+// undo, which find in the repository what landed.
+func (e *Engine) journalLost(op *Operation, err error) error {
+	op.State = OpIncomplete
+	op.Reason = "the operations journal could not record it: " + err.Error()
+	rep := op.Report()
+	rep.Next = fmt.Sprintf("do not repeat the call (what landed would be written twice): once the journal answers again, operations resume=%s finishes it (what landed is read from the repository) or undo operation=%s rolls it back", op.ID, op.ID)
+	return &Error{Kind: ErrIncomplete,
+		Msg: fmt.Sprintf("operation %s (%s): %d of %d batch(es) landed (%d of %d writes), as the repository answered, but the operations journal could not record it (%v); nothing more was sent",
+			op.ID, op.Summary, op.Landed, len(op.Batches), rep.LandedWrites, len(op.Writes), err),
+		Next: rep.Next, Data: rep}
 }
 
 // definite reports whether err means the batch was refused before it was
