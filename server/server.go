@@ -368,12 +368,10 @@ func bound(res *mcp.CallToolResult, room int, mode tools.Payload) *mcp.CallToolR
 // progressNotifier sends notifications/progress for a request that asked
 // for them (a multi-commit plan reports before each commit).
 func progressNotifier(ctx context.Context, token mcp.ProgressToken) outline.Progress {
-	srv := mcpserver.ServerFromContext(ctx)
 	return func(done, total, writes, allWrites int) {
-		if srv == nil {
-			return
-		}
-		_ = srv.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
+		// progress is advisory: a client that cannot be told still gets
+		// the result, which says what was committed
+		_ = notify(ctx, "notifications/progress", map[string]any{
 			"progressToken": token,
 			"progress":      done,
 			"total":         total,

@@ -25,7 +25,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
-	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/hosted"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/markup"
@@ -264,7 +263,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}()
 	}
 	if *httpAddr == "" {
-		if err := mcpserver.NewStdioServer(s).Listen(ctx, stdin, stdout); err != nil && !errors.Is(err, context.Canceled) {
+		if err := server.ServeStdio(ctx, s, stdin, stdout); err != nil && !errors.Is(err, context.Canceled) {
 			fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 			return 1
 		}
