@@ -185,7 +185,13 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 			if c := confirmerFor(ctx, s, req); c != nil && env.Confirm != nil {
 				ctx = tools.WithConfirmer(ctx, c)
 			}
-			res, err = t.Handle(ctx, env, args)
+			if !t.Ann.ReadOnly && env.WriteRefused != nil {
+				// a read-only store: refused before anything is planned
+				// or journalled
+				res, err = nil, env.WriteRefused
+			} else {
+				res, err = t.Handle(ctx, env, args)
+			}
 			if err == nil && res != nil && res.ResultType == mcp.ResultTypeInputRequired {
 				return res, nil // the client asks the person and calls again
 			}
