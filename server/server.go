@@ -186,7 +186,13 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 			if c := confirmerFor(ctx, s, req); c != nil && env.Confirm != nil {
 				ctx = tools.WithConfirmer(ctx, c)
 			}
-			res, err = t.Handle(ctx, env, args)
+			if !t.Ann.ReadOnly && env.WriteRefused != nil {
+				// a read-only store: refused before anything is planned
+				// or journalled
+				res, err = nil, env.WriteRefused
+			} else {
+				res, err = t.Handle(ctx, env, args)
+			}
 			if err == nil && res != nil && res.ResultType == mcp.ResultTypeInputRequired {
 				return res, nil // the client asks the person and calls again
 			}
@@ -369,12 +375,10 @@ func bound(res *mcp.CallToolResult, room int, mode tools.Payload) *mcp.CallToolR
 // progressNotifier sends notifications/progress for a request that asked
 // for them (a multi-commit plan reports before each commit).
 func progressNotifier(ctx context.Context, token mcp.ProgressToken) outline.Progress {
-	srv := mcpserver.ServerFromContext(ctx)
 	return func(done, total, writes, allWrites int) {
-		if srv == nil {
-			return
-		}
-		_ = srv.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
+		// progress is advisory: a client that cannot be told still gets
+		// the result, which says what was committed
+		_ = notify(ctx, "notifications/progress", map[string]any{
 			"progressToken": token,
 			"progress":      done,
 			"total":         total,

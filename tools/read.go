@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
@@ -32,6 +33,10 @@ func readTree(ctx context.Context, env *Env, repo string) (t *outline.Tree, hand
 	r := strings.TrimPrefix(strings.TrimSpace(repo), "@")
 	if r == "" || r == t.DID.String() {
 		return t, "", nil, nil
+	}
+	// a repo that can never be read is the caller's to fix, not to retry
+	if _, perr := syntax.ParseAtIdentifier(r); perr != nil {
+		return nil, "", typed("invalid", fmt.Sprintf("repo %q is not a handle or a DID: %v", repo, perr), "give repo as a handle (alice.example.com) or a DID (did:plc:…), or leave it out to read your own outline; nothing was read", false, nil), nil
 	}
 	if env.others() == nil {
 		return nil, "", typed("unavailable", fmt.Sprintf("reading %s needs the PDS backend (bulleted-mcp serve --pds URL); offline only your own repository (%s) can be read", r, t.DID), "omit repo", false, nil), nil

@@ -42,6 +42,10 @@ type Env struct {
 	// trees, minutes, bytes); nil: one made on first use with the default
 	// bounds.
 	Snapshots *Snapshots
+	// WriteRefused, if set, is why the repository cannot be written (an
+	// embedded store in a read-only directory: store.ErrReadOnly): every
+	// tool that writes answers it before anything runs.
+	WriteRefused error
 
 	searchMu sync.Mutex
 	snapMu   sync.Mutex
@@ -225,6 +229,10 @@ var (
 // toolError turns an engine error the model can act on into an isError
 // result; anything else is a Go error (a bug or an outage).
 func toolError(err error) (*mcp.CallToolResult, error) {
+	if errors.Is(err, store.ErrReadOnly) {
+		// no kind of its own in outline.Kinds: unavailable, not to retry
+		return typed("unavailable", err.Error(), "not one to retry: read with read_outline, search or export; write to a writable copy of the store", false, nil), nil
+	}
 	var oe *outline.Error
 	if errors.As(err, &oe) {
 		kind := kindOf(oe.Kind)

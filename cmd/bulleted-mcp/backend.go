@@ -70,7 +70,7 @@ func openBackend(ctx context.Context, dir string, f remoteFlags) (*backend, erro
 			l.Close()
 			return nil, err
 		}
-		return &backend{env: &tools.Env{Engine: eng}, repo: l, close: func() { l.Close() }, notices: l.Notices()}, nil
+		return &backend{env: &tools.Env{Engine: eng, WriteRefused: l.WriteRefused()}, repo: l, close: func() { l.Close() }, notices: l.Notices()}, nil
 	}
 	directory := pds.Directory(*f.plc)
 	c, did, _, err := pds.Login{PDS: *f.pds, Identifier: *f.identifier, Password: os.Getenv(pds.PasswordEnv), Dir: dir, Directory: directory}.OpenPreferOAuth(ctx)

@@ -25,7 +25,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
-	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/hosted"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/markup"
@@ -282,7 +281,7 @@ func serveOrCheck(args []string, stdin io.Reader, stdout, stderr io.Writer, chec
 		}()
 	}
 	if *httpAddr == "" {
-		if err := mcpserver.NewStdioServer(s).Listen(ctx, stdin, stdout); err != nil && !errors.Is(err, context.Canceled) {
+		if err := server.ServeStdio(ctx, s, stdin, stdout); err != nil && !errors.Is(err, context.Canceled) {
 			fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 			return 1
 		}

@@ -141,16 +141,22 @@ type Local struct {
 	reachable int                // blocks the commit at root uses (at its load)
 	log       *os.File
 	logOff    int64    // how much of the log has been read (and is whole)
-	lock      *os.File // flock'd while the files are read or written
-	pub       atcrypto.PublicKey
-	notes     Notices // what opening found and said (a recovered HEAD)
+	lock      *os.File // flock'd while the files are read or written; nil: a read-only directory without one
+	// readOnly: the directory is read-only (ReadOnlyDir): the store is
+	// read and exported, never written (ErrReadOnly)
+	readOnly bool
+	pub      atcrypto.PublicKey
+	notes    Notices // what opening found and said (a recovered HEAD)
 	// verified: the commit at root was loaded completely and its signature
 	// checked with signing.key in this process (or signed by it); compaction
 	// runs only then
 	verified bool
 }
 
-// OpenLocal opens (or creates) the embedded repository in dir.
+// OpenLocal opens (or creates) the embedded repository in dir. In a
+// read-only directory (a read-only medium or mount, or one this process may
+// not write) the store opens for reading: reads and exports work, with no
+// file made there, and every write is refused with ErrReadOnly.
 func OpenLocal(dir string) (*Local, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -158,41 +164,101 @@ func OpenLocal(dir string) (*Local, error) {
 	// other processes may use the same directory (an MCP client's server
 	// and a shell's `call`): every access to its files holds a lock on
 	// dir/lock, and each reader picks up what the others committed
-	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	readOnly := atomicfile.ReadOnlyDir(dir)
+	lock, created, err := openLock(filepath.Join(dir, "lock"), readOnly)
 	if err != nil {
 		return nil, err
 	}
-	if err := atomicfile.Lock(lock, true); err != nil {
-		lock.Close()
+	if lock != nil {
+		if err := atomicfile.Lock(lock, !readOnly); err != nil {
+			lock.Close()
+			return nil, err
+		}
+	}
+	// a refused open leaves no lock file it made behind
+	refuse := func(err error) (*Local, error) {
+		if lock != nil {
+			if created {
+				os.Remove(lock.Name())
+			}
+			lock.Close()
+		}
 		return nil, err
 	}
-	defer atomicfile.Unlock(lock)
-	key, err := loadKey(dir)
+	defer func() {
+		if lock != nil {
+			atomicfile.Unlock(lock)
+		}
+	}()
+	key, err := loadKey(dir, readOnly)
 	if err != nil {
-		lock.Close()
-		return nil, err
+		return refuse(err)
 	}
 	pub, err := key.PublicKey()
 	if err != nil {
-		lock.Close()
-		return nil, err
+		return refuse(err)
 	}
 	did, err := syntax.ParseDID(pub.DIDKey())
 	if err != nil {
-		lock.Close()
-		return nil, err
+		return refuse(err)
 	}
-	l := &Local{dir: dir, key: key, pub: pub, did: did, lock: lock}
+	l := &Local{dir: dir, key: key, pub: pub, did: did, lock: lock, readOnly: readOnly}
 	if err := l.load(); err != nil {
-		lock.Close()
-		return nil, err
+		return refuse(err)
+	}
+	if readOnly {
+		l.notes.Add(fmt.Sprintf("The embedded store's directory %s is read-only: the outline reads and exports, and every write is refused (nothing can be written there).", dir))
 	}
 	return l, nil
 }
 
+// ErrReadOnly: the store's directory is read-only, so nothing can be
+// written to the store (reads and exports work).
+var ErrReadOnly = errors.New("the embedded store is read-only")
+
+// readOnlyErr is ErrReadOnly for the store in dir, saying what to do.
+func readOnlyErr(dir, what string) error {
+	return fmt.Errorf("%w: %s is a read-only directory (a read-only medium or mount, or not writable by this process), so %s; reading and exporting it work. To change the outline, copy the directory somewhere writable and use the copy (--store COPY), or make the directory writable", ErrReadOnly, dir, what)
+}
+
+// ReadOnly reports whether the store opened read-only (ErrReadOnly).
+func (l *Local) ReadOnly() bool { return l.readOnly }
+
+// WriteRefused is the error every write gets (ErrReadOnly), or nil when the
+// store can be written.
+func (l *Local) WriteRefused() error {
+	if !l.readOnly {
+		return nil
+	}
+	return readOnlyErr(l.dir, "nothing can be written to the store: nothing was written")
+}
+
+// openLock opens the lock file at path, creating it (created) unless the
+// directory is read-only: then an existing one is opened for reading
+// (flock works on it), and none is nil (nothing can write there to lock
+// against).
+func openLock(path string, readOnly bool) (f *os.File, created bool, err error) {
+	if readOnly {
+		f, err := os.Open(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, false, nil
+		}
+		return f, false, err
+	}
+	f, err = os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	if err == nil {
+		return f, true, nil
+	}
+	if !errors.Is(err, os.ErrExist) {
+		return nil, false, err
+	}
+	f, err = os.OpenFile(path, os.O_RDWR, 0o600)
+	return f, false, err
+}
+
 // loadKey reads dir/signing.key, or makes one for a new store: never for a
 // directory whose other files say the store exists (checkKeyless).
-func loadKey(dir string) (*atcrypto.PrivateKeyK256, error) {
+func loadKey(dir string, readOnly bool) (*atcrypto.PrivateKeyK256, error) {
 	path := filepath.Join(dir, "signing.key")
 	raw, err := os.ReadFile(path)
 	if err == nil {
@@ -208,6 +274,9 @@ func loadKey(dir string) (*atcrypto.PrivateKeyK256, error) {
 	if err := checkKeyless(dir); err != nil {
 		return nil, err
 	}
+	if readOnly {
+		return nil, readOnlyErr(dir, "no store can be made there (it holds none: no signing.key)")
+	}
 	k, err := atcrypto.GeneratePrivateKeyK256()
 	if err != nil {
 		return nil, err
@@ -218,7 +287,23 @@ func loadKey(dir string) (*atcrypto.PrivateKeyK256, error) {
 	return k, nil
 }
 
-func (l *Local) logPath() string  { return filepath.Join(l.dir, "blocks.log") }
+func (l *Local) logPath() string { return filepath.Join(l.dir, "blocks.log") }
+
+// openLog opens the block log for reading and appending (create: making it
+// if missing), or only for reading in a read-only store.
+func (l *Local) openLog(create bool) (*os.File, error) {
+	switch {
+	case l.readOnly:
+		f, err := os.Open(l.logPath())
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, readOnlyErr(l.dir, "no store can be made there (it holds no block log)")
+		}
+		return f, err
+	case create:
+		return os.OpenFile(l.logPath(), os.O_CREATE|os.O_RDWR, 0o600)
+	}
+	return os.OpenFile(l.logPath(), os.O_RDWR, 0o600)
+}
 func (l *Local) headPath() string { return filepath.Join(l.dir, "HEAD") }
 
 // readLog adds the blocks of the log sections at base.. (at most limit
@@ -364,7 +449,7 @@ func (l *Local) load() error {
 			return err
 		}
 	}
-	f, err := os.OpenFile(l.logPath(), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := l.openLog(true)
 	if err != nil {
 		return err
 	}
@@ -399,6 +484,10 @@ func (l *Local) load() error {
 				f.Close()
 				return err
 			}
+			if l.readOnly {
+				f.Close()
+				return readOnlyErr(l.dir, "no store can be made there (it holds no outline: an empty block log, no HEAD)")
+			}
 			l.log, l.logOff = f, 0
 			return l.initEmpty()
 		}
@@ -413,7 +502,9 @@ func (l *Local) load() error {
 			return err
 		}
 		l.log, l.logOff = f, good
-		os.Remove(l.compactPath())
+		if !l.readOnly {
+			os.Remove(l.compactPath())
+		}
 		return nil
 	}
 	if err := l.setRoot(ctx, c); err != nil {
@@ -427,14 +518,18 @@ func (l *Local) load() error {
 		return fmt.Errorf("%w: HEAD's commit %s does not load: %v; nothing was changed. Restore the directory from a backup; removing HEAD makes the next open recover the newest commit of the log that loads completely (and say which)", ErrCorrupt, c, err)
 	}
 	behind := l.journalAhead(c, l.rev)
-	if good != info.Size() {
+	if good != info.Size() && !l.readOnly {
 		// a torn append after HEAD's commit (a crash mid-write): cut it
+		// (read-only: left, and read up to it)
 		if err := f.Truncate(good); err != nil {
 			f.Close()
 			return err
 		}
 	}
 	l.log, l.logOff = f, good
+	if l.readOnly {
+		return nil
+	}
 	// a compaction that did not finish left its file: the log is whole
 	os.Remove(l.compactPath())
 	if !behind && l.stale() {
@@ -778,11 +873,18 @@ func (l *Local) persist(root cid.Cid) error {
 
 // locked runs fn holding the directory lock (exclusive for writers), after
 // catching up with what other processes committed.
+// A read-only store refuses writers (ErrReadOnly) and reads under a shared
+// lock, if the directory has a lock file.
 func (l *Local) locked(ctx context.Context, exclusive bool, fn func() error) error {
-	if err := atomicfile.Lock(l.lock, exclusive); err != nil {
-		return err
+	if exclusive && l.readOnly {
+		return l.WriteRefused()
 	}
-	defer atomicfile.Unlock(l.lock)
+	if l.lock != nil {
+		if err := atomicfile.Lock(l.lock, exclusive); err != nil {
+			return err
+		}
+		defer atomicfile.Unlock(l.lock)
+	}
 	if err := l.refresh(ctx); err != nil {
 		return err
 	}
@@ -815,7 +917,7 @@ func (l *Local) refresh(ctx context.Context) error {
 	}
 	now, err := os.Stat(l.logPath())
 	if err == nil && !os.SameFile(info, now) {
-		f, err := os.OpenFile(l.logPath(), os.O_RDWR, 0o600)
+		f, err := l.openLog(false)
 		if err != nil {
 			return err
 		}
@@ -1050,7 +1152,9 @@ func (l *Local) apply(ctx context.Context, swapCommit string, writes []Write) (*
 func (l *Local) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.lock.Close()
+	if l.lock != nil {
+		l.lock.Close()
+	}
 	return l.log.Close()
 }
 

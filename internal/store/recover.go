@@ -142,11 +142,14 @@ func (l *Local) recoverHead(ctx context.Context, why string, good, size int64) e
 			incomplete++
 			continue
 		}
-		if err := atomicfile.Write(l.headPath(), []byte(cd.c.String()+"\n"), 0o600); err != nil {
+		rewrote := "rewrote HEAD to it"
+		if l.readOnly {
+			rewrote = "read it from there (the directory is read-only: HEAD was not rewritten)"
+		} else if err := atomicfile.Write(l.headPath(), []byte(cd.c.String()+"\n"), 0o600); err != nil {
 			return fmt.Errorf("recovered HEAD (commit %s) but could not write it: %w", cd.c, err)
 		}
-		msg := fmt.Sprintf("The embedded store's HEAD file was %s: recovered it from the block log as commit %s (rev %s, %d records), the newest of the log's %d commit(s) that loads completely and verifies with signing.key, and rewrote HEAD to it.",
-			why, cd.c, cd.commit.Rev, len(l.snap.Records), len(cands))
+		msg := fmt.Sprintf("The embedded store's HEAD file was %s: recovered it from the block log as commit %s (rev %s, %d records), the newest of the log's %d commit(s) that loads completely and verifies with signing.key, and %s.",
+			why, cd.c, cd.commit.Rev, len(l.snap.Records), len(cands), rewrote)
 		if incomplete > 0 {
 			msg += fmt.Sprintf(" %d newer commit(s) in the log do not load completely (blocks missing): what they wrote is not in the outline.", incomplete)
 		}

@@ -114,7 +114,7 @@ const parseText = (txt) => {
     if ((q = / \[by (\S+), read-only\]$/.exec(body))) { row.author = q[1]; row.readOnly = true; body = body.slice(0, q.index); } else if (/ \[mirrored, read-only\]$/.test(body)) { row.readOnly = true; body = body.slice(0, -22); }
     if (row.mirror) {
       const mm = /^(?:"(.*)" )?\(?mirror of (\S+?)(?:, read-only)?\)?(?: \(original missing\))?$/.exec(body);
-      if (mm) { row.mirror.original = mm[2]; body = mm[1] !== undefined ? JSON.parse('"' + mm[1] + '"') : ''; if (/original missing/.test(m[2])) row.mirror.missing = true; }
+      if (mm) { row.mirror.original = mm[2]; body = mm[1] === undefined ? '' : (() => { try { return JSON.parse('"' + mm[1] + '"'); } catch (e) { return mm[1]; } })(); if (/original missing/.test(m[2])) row.mirror.missing = true; }
     }
     row.text = body;
     while (stack.length && stack[stack.length - 1].depth >= depth) stack.pop();
