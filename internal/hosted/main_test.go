@@ -29,6 +29,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	pdstest.RoomOnBusyMachine()
 	var err error
 	pg, err = pgtest.Start()
 	if err != nil {

@@ -33,6 +33,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(killChildEnv) != "" {
 		os.Exit(killChild()) // a child of TestKillLoopNeverOverspends
 	}
+	pdstest.RoomOnBusyMachine()
 	s, err := pdstest.StartServer(pdstest.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

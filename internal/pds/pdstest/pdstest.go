@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -254,4 +255,18 @@ func (s *Server) CreateAccount(ctx context.Context, name string) (*Account, erro
 // client of the same account.
 func (s *Server) Client(ctx context.Context, a *Account) (*atclient.APIClient, error) {
 	return atclient.LoginWithPasswordHost(ctx, s.URL, a.DID.String(), a.Password, "", nil)
+}
+
+// RoomOnBusyMachine raises go test's default 10-minute timeout to 30 for
+// a test binary that starts servers and runs fault matrices: on a busy
+// two-core machine (the CI's, with other work beside it) such a package
+// can pass the default while every test in it passes. An explicit
+// -timeout other than 10m is kept. Call it in TestMain before m.Run.
+func RoomOnBusyMachine() {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if f := flag.Lookup("test.timeout"); f != nil && f.Value.String() == (10*time.Minute).String() {
+		f.Value.Set((30 * time.Minute).String())
+	}
 }
