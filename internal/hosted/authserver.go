@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/bluesky-social/indigo/atproto/auth/oauth"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/bulleted-mcp/bulleted-mcp/server"
@@ -118,10 +120,20 @@ func oerr(status int, code, format string, args ...any) *oauthError {
 	return &oauthError{Code: code, Desc: fmt.Sprintf(format, args...), status: status}
 }
 
-func writeOAuthError(w http.ResponseWriter, err error) {
+// writeOAuthError answers err as RFC 6749 wants. An error that is not an
+// oauthError is the server's own: its details (a database's user, host
+// and port, say) go to the operator's log, and the client is told only
+// what it may know: the service is unavailable (503, Retry-After) when the
+// database does not answer, an internal error otherwise.
+func (s *Server) writeOAuthError(w http.ResponseWriter, err error) {
 	var oe *oauthError
 	if !errors.As(err, &oe) {
-		oe = oerr(500, "server_error", "%v", err)
+		if dbDown(err) {
+			s.unavailable(w, "token endpoint", err)
+			return
+		}
+		s.logf("oauth: internal error: %v", err)
+		oe = oerr(500, "server_error", "internal error (the details are in the service's log)")
 	}
 	if oe.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Basic realm="bulleted-mcp"`)
@@ -231,21 +243,21 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method != http.MethodPost {
-		writeOAuthError(w, oerr(405, "invalid_request", "POST a JSON client metadata document"))
+		s.writeOAuthError(w, oerr(405, "invalid_request", "POST a JSON client metadata document"))
 		return
 	}
 	var m clientMeta
 	raw, err := io.ReadAll(r.Body)
 	if err != nil {
-		writeOAuthError(w, bodyError(err, "reading the body"))
+		s.writeOAuthError(w, bodyError(err, "reading the body"))
 		return
 	}
 	if err := json.Unmarshal(raw, &m); err != nil {
-		writeOAuthError(w, oerr(400, "invalid_client_metadata", "the body is not a JSON client metadata document: %v", err))
+		s.writeOAuthError(w, oerr(400, "invalid_client_metadata", "the body is not a JSON client metadata document: %v", err))
 		return
 	}
 	if err := m.check(); err != nil {
-		writeOAuthError(w, err)
+		s.writeOAuthError(w, err)
 		return
 	}
 	if m.TokenEndpointAuthMethod == "" {
@@ -266,7 +278,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	stored.ClientSecret = ""
 	raw, _ = json.Marshal(stored)
 	if _, err := s.db.Exec(r.Context(), "INSERT INTO oauth_clients (client_id, kind, secret_hash, metadata) VALUES ($1, 'dcr', $2, $3)", m.ClientID, secretHash, raw); err != nil {
-		writeOAuthError(w, err)
+		s.writeOAuthError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, m)
@@ -842,21 +854,21 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method != http.MethodPost {
-		writeOAuthError(w, oerr(405, "invalid_request", "POST a form"))
+		s.writeOAuthError(w, oerr(405, "invalid_request", "POST a form"))
 		return
 	}
 	if err := r.ParseForm(); err != nil {
-		writeOAuthError(w, bodyError(err, "bad form"))
+		s.writeOAuthError(w, bodyError(err, "bad form"))
 		return
 	}
 	ctx := r.Context()
 	c, err := s.authClient(ctx, r)
 	if err != nil {
-		writeOAuthError(w, err)
+		s.writeOAuthError(w, err)
 		return
 	}
 	if res := r.PostForm.Get("resource"); res != "" && strings.TrimRight(res, "/") != s.resource {
-		writeOAuthError(w, oerr(400, "invalid_target", "this server issues tokens only for the resource %s", s.resource))
+		s.writeOAuthError(w, oerr(400, "invalid_target", "this server issues tokens only for the resource %s", s.resource))
 		return
 	}
 	var out *tokenResponse
@@ -869,7 +881,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		err = oerr(400, "unsupported_grant_type", "grant_type must be authorization_code or refresh_token")
 	}
 	if err != nil {
-		writeOAuthError(w, err)
+		s.writeOAuthError(w, err)
 		return
 	}
 	writeJSON(w, 200, out)
@@ -986,17 +998,17 @@ func (s *Server) refreshGrant(ctx context.Context, c *regClient, f url.Values) (
 // token itself. Unknown tokens are not an error.
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
-		writeOAuthError(w, oerr(405, "invalid_request", "POST a form"))
+		s.writeOAuthError(w, oerr(405, "invalid_request", "POST a form"))
 		return
 	}
 	if err := r.ParseForm(); err != nil {
-		writeOAuthError(w, bodyError(err, "bad form"))
+		s.writeOAuthError(w, bodyError(err, "bad form"))
 		return
 	}
 	ctx := r.Context()
 	c, err := s.authClient(ctx, r)
 	if err != nil {
-		writeOAuthError(w, err)
+		s.writeOAuthError(w, err)
 		return
 	}
 	h := hashToken(r.PostForm.Get("token"))
@@ -1010,7 +1022,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		writeOAuthError(w, err)
+		s.writeOAuthError(w, err)
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
@@ -1078,7 +1090,7 @@ func (s *Server) bearer(next http.Handler) http.Handler {
 			s.challenge(w, 401, "invalid_token", "unknown access token")
 			return
 		case err != nil:
-			http.Error(w, "token check failed: "+err.Error(), http.StatusServiceUnavailable)
+			s.unavailable(w, "token check", err)
 			return
 		case !live:
 			s.challenge(w, 401, "invalid_token", "the access token expired or was revoked")
@@ -1122,4 +1134,29 @@ func toolCall(body []byte) (string, bool) {
 		return "", false
 	}
 	return m.Params.Name, true
+}
+
+// unavailable answers 503 with Retry-After and a generic reason, and logs
+// what failed for the operator (never sent to the client: it may name the
+// database's user, host and port).
+func (s *Server) unavailable(w http.ResponseWriter, what string, err error) {
+	s.logf("%s: %v", what, err)
+	w.Header().Set("Retry-After", "5")
+	http.Error(w, "the service is temporarily unavailable; retry in a few seconds", http.StatusServiceUnavailable)
+}
+
+// dbDown reports whether err is the database not answering (a connection
+// that failed or was lost), rather than a query's own error.
+func dbDown(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P") // connection exception, operator intervention (shutdown)
+	}
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce) || pgconn.SafeToRetry(err) || errors.Is(err, context.DeadlineExceeded) || isNetErr(err)
+}
+
+func isNetErr(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne)
 }
