@@ -19,14 +19,29 @@ import (
 // that cannot be read, or holds another repository, is ignored.
 
 // loadCache makes the cache file the last read, once, if there is none.
+// A caller that comes while another loads it waits for that load (or its
+// ctx): the follower's start must see the kept commit its stream position
+// belongs to, not nothing because a first read is still loading it.
 func (r *Repo) loadCache(ctx context.Context) {
 	r.mu.Lock()
-	if r.Cache == "" || r.cacheTried || r.car != nil || r.list != nil {
+	if r.Cache == "" || r.car != nil || r.list != nil {
 		r.mu.Unlock()
 		return
 	}
+	if r.cacheTried {
+		loading := r.cacheLoading
+		r.mu.Unlock()
+		select {
+		case <-loading:
+		case <-ctx.Done():
+		}
+		return
+	}
 	r.cacheTried = true
+	loading := make(chan struct{})
+	r.cacheLoading = loading
 	r.mu.Unlock()
+	defer close(loading)
 	f, err := os.Open(r.Cache)
 	if err != nil {
 		return

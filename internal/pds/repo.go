@@ -101,10 +101,13 @@ type Repo struct {
 	pending    int          // how many of them are our own commits not yet in car
 	ownAt      time.Time    // when the last of them was made (KnownChanges)
 	cacheTried bool
-	unsaved    int  // blocks received since the cache was written
-	noSince    bool // the PDS answers getRepo?since= with the whole repository
-	stream     streamState
-	whole      *wholeRead // the whole read under way, which others wait for (car.go)
+	// cacheLoading is closed when the load of the cache file under way
+	// (cacheTried) has ended
+	cacheLoading chan struct{}
+	unsaved      int  // blocks received since the cache was written
+	noSince      bool // the PDS answers getRepo?since= with the whole repository
+	stream       streamState
+	whole        *wholeRead // the whole read under way, which others wait for (car.go)
 }
 
 // New returns the repository did served by c's host.
@@ -174,9 +177,11 @@ func (r *Repo) Snapshot(ctx context.Context) (*store.Snapshot, error) {
 	// (a kept tree that cannot be listed, errIncomplete, is read again)
 	if !r.ListOnly && live {
 		if s, err := r.materialise(); err == nil {
+			r.noteRead(ctx, true)
 			return s, nil
 		}
 	}
+	r.noteRead(ctx, false)
 	if !r.ListOnly && kept {
 		if noSince {
 			head, _, err := r.Head(ctx)
