@@ -79,3 +79,6 @@ func CaughtUp(r *Repo) bool {
 	defer r.mu.Unlock()
 	return r.stream.live
 }
+
+// SaveCache writes r's cache file now (as after a whole read).
+func SaveCache(r *Repo) { r.saveCache(0, true) }

@@ -592,10 +592,11 @@ func (r *Repo) loadCursor(u string, errs func(error)) int64 {
 }
 
 // saveCursor writes the stream's position seq after commit (with the cache
-// file of that commit).
-func (r *Repo) saveCursor(seq int64, commit string) {
+// file of that commit). A failed write costs the next start a read, no
+// more (the caller says it).
+func (r *Repo) saveCursor(seq int64, commit string) error {
 	if r.Cursor == "" || seq <= 0 || r.Jetstream != "" {
-		return // (Jetstream's position is a time, kept in memory only)
+		return nil // (Jetstream's position is a time, kept in memory only)
 	}
 	host := r.StreamHost
 	if host == "" {
@@ -603,10 +604,13 @@ func (r *Repo) saveCursor(seq int64, commit string) {
 	}
 	u, err := subscribeURL(host)
 	if err != nil {
-		return
+		return nil // not following this host
 	}
 	raw, _ := json.Marshal(cursorFile{Stream: u, Seq: seq, Commit: commit})
-	_ = atomicfile.Write(r.Cursor, raw, 0o600) // a failed write costs the next start a read, no more
+	if err := atomicfile.Write(r.Cursor, raw, 0o600); err != nil {
+		return fmt.Errorf("the commit stream's position: %w", err)
+	}
+	return nil
 }
 
 // finalSave writes the cache (and so the cursor) when Follow ends with

@@ -80,6 +80,11 @@ type Repo struct {
 	// to the system at once, so that what it holds after its first read is
 	// what it keeps, not the read's peak).
 	AfterWholeRead func()
+	// Notices, if set, hears what the next tool result must say (a read
+	// cache that could not be written); Warn, if set, hears it at once
+	// (serve: stderr). Each failure is said once until a write succeeds.
+	Notices *store.Notices
+	Warn    func(msg string)
 	// Directory verifies the commit stream's commits against the account's
 	// signing key (Follow); without it they are not taken in, only heard.
 	Directory identity.Directory
@@ -104,6 +109,7 @@ type Repo struct {
 	// cacheLoading is closed when the load of the cache file under way
 	// (cacheTried) has ended
 	cacheLoading chan struct{}
+	cacheFailing bool // the last write of the cache file (or position) failed, and was said
 	unsaved      int  // blocks received since the cache was written
 	noSince      bool // the PDS answers getRepo?since= with the whole repository
 	stream       streamState
