@@ -186,6 +186,10 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 			if c := confirmerFor(ctx, s, req); c != nil && env.Confirm != nil {
 				ctx = tools.WithConfirmer(ctx, c)
 			}
+			// what the repository says of this call's reads (a followed
+			// stream gone quiet: how stale the answer may be) comes back
+			// with its result
+			ctx, calls := store.WithCallNotes(ctx)
 			if !t.Ann.ReadOnly && env.WriteRefused != nil {
 				// a read-only store: refused before anything is planned
 				// or journalled
@@ -210,7 +214,7 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 			}
 			// the notices go at the head, never cut: the rest is bound to
 			// leave them room
-			return noteStore(env, res, seen.take(sid, env), mode), nil
+			return noteStore(env, res, seen.take(sid, env), mode, calls.Take()...), nil
 		})
 	}
 	return s, nil
@@ -244,15 +248,16 @@ var seenOf sync.Map // weak.Pointer[mcpserver.MCPServer] → *seenRevs (dropped 
 // on every result, what others changed since the session's previous one
 // (changed; nil: nothing): at the head of the text and as "notices" (and
 // "changedByOthers") in the structured content. res is bound (bound) to
-// leave them room within MaxResultBytes.
-func noteStore(env *tools.Env, res *mcp.CallToolResult, changed *outline.Changed, mode tools.Payload) *mcp.CallToolResult {
+// leave them room within MaxResultBytes. calls are what the repository
+// said of this call's reads (store.CallNotes), told first.
+func noteStore(env *tools.Env, res *mcp.CallToolResult, changed *outline.Changed, mode tools.Payload, calls ...string) *mcp.CallToolResult {
 	if res == nil || env == nil {
 		return bound(res, 0, mode)
 	}
-	var notes []string
+	notes := calls
 	if env.Engine != nil {
 		if n, ok := env.Engine.Repo.(store.Noticer); ok {
-			notes = n.TakeNotices()
+			notes = append(notes, n.TakeNotices()...)
 		}
 	}
 	if env.Notices != nil {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -70,7 +71,7 @@ func ViewHandler(s *mcpserver.MCPServer, env *tools.Env, o ViewOptions) http.Han
 	if o.MaxStreams <= 0 {
 		o.MaxStreams = ViewStreams
 	}
-	v := &viewServer{s: s, env: env, o: o, streams: make(chan struct{}, o.MaxStreams), want: sha256.Sum256([]byte(o.Token))}
+	v := &viewServer{s: s, env: env, o: o, want: sha256.Sum256([]byte(o.Token))}
 	v.allowedHosts = map[string]bool{}
 	for _, a := range o.AllowOrigins {
 		if n, err := NormalizeOrigin(a); err == nil {
@@ -86,7 +87,8 @@ type viewServer struct {
 	s            *mcpserver.MCPServer
 	env          *tools.Env
 	o            ViewOptions
-	streams      chan struct{}
+	smu          sync.Mutex
+	streams      []chan struct{} // the live streams' ends, oldest first (closed: make room)
 	want         [32]byte
 	allowedHosts map[string]bool
 	loopback     bool
@@ -215,17 +217,14 @@ func (v *viewServer) undo(w http.ResponseWriter, r *http.Request) {
 // events streams the outline and the operations as server-sent events: a
 // "state" event {rev, outline, operations} now and whenever the
 // repository's revision changes (looked at every Poll), a comment every
-// 15 s to keep the connection open. At most MaxStreams at once; more are
-// answered 503.
+// 15 s to keep the connection open. At most MaxStreams at once: a new one
+// ends the oldest (idle pages, forgotten tabs, or a client holding streams
+// open never lock a viewer out), which is told so and asked to come back
+// in a minute (its page's EventSource reconnects then, and ends the
+// oldest in turn).
 func (v *viewServer) events(w http.ResponseWriter, r *http.Request) {
-	select {
-	case v.streams <- struct{}{}:
-		defer func() { <-v.streams }()
-	default:
-		w.Header().Set("Retry-After", "10")
-		http.Error(w, fmt.Sprintf("too many live views (at most %d); close one", v.o.MaxStreams), http.StatusServiceUnavailable)
-		return
-	}
+	end := v.admit()
+	defer v.leave(end)
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("X-Accel-Buffering", "no")
@@ -277,8 +276,39 @@ func (v *viewServer) events(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-v.o.Done:
 			return
+		case <-end:
+			rc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			fmt.Fprintf(w, "retry: %d\n\n", viewComeBack.Milliseconds())
+			send("notice", fmt.Sprintf("this live view was closed to make room for a newer one (at most %d at once); it reconnects in %s", v.o.MaxStreams, viewComeBack))
+			return
 		case <-tick.C:
 		}
+	}
+}
+
+// viewComeBack is when a page whose stream made room reconnects.
+const viewComeBack = time.Minute
+
+// admit makes room for a stream (ending the oldest when MaxStreams are
+// live) and returns the channel that ends it.
+func (v *viewServer) admit() chan struct{} {
+	end := make(chan struct{})
+	v.smu.Lock()
+	defer v.smu.Unlock()
+	for len(v.streams) >= v.o.MaxStreams {
+		close(v.streams[0])
+		v.streams = v.streams[1:]
+	}
+	v.streams = append(v.streams, end)
+	return end
+}
+
+// leave forgets a stream that ended (unless it was made to).
+func (v *viewServer) leave(end chan struct{}) {
+	v.smu.Lock()
+	defer v.smu.Unlock()
+	if i := slices.Index(v.streams, end); i >= 0 {
+		v.streams = slices.Delete(v.streams, i, i+1)
 	}
 }
 

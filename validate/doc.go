@@ -17,8 +17,9 @@
 // (and JSONNotes) return notes for such values: Bulleted does not render
 // them, or an unknown allow rule grants nothing. Closed enums still refuse.
 // A facet link uri with non-ASCII characters (an IRI, which the reference
-// validator accepts and other clients write) is checked as its
-// percent-encoded form, with a note; links this server detects are written
+// validator accepts and other clients write) is checked as its encoded
+// form (the host name's IDNA A-label, other bytes percent-encoded), with a
+// note; links this server detects are written
 // encoded (package facet). Facet checks one derived facet on its own.
 //
 // Data must come from atdata.UnmarshalJSON (not encoding/json), so that blobs,

@@ -93,6 +93,7 @@ func openBackend(ctx context.Context, dir string, f remoteFlags) (*backend, erro
 	r.Directory = directory                               // to verify the stream's commits
 	ledgerPath := filepath.Join(dir, "budget-"+name+".json")
 	notes := &store.Notices{}
+	r.Notices = notes // a read cache that could not be written (serve says it on stderr too: Warn)
 	if n := missingLedger(ledgerPath, dir, did.String(), time.Now()); n != "" {
 		notes.Add(n)
 	}

@@ -189,6 +189,9 @@ func serveOrCheck(args []string, stdin io.Reader, stdout, stderr io.Writer, chec
 	defer be.close()
 	be.tell(stderr)
 	repo := be.repo
+	if r, ok := repo.(*pds.Repo); ok {
+		r.Warn = func(msg string) { fmt.Fprintf(stderr, "bulleted-mcp: %s\n", msg) } // and in the next result
+	}
 	if _, local := repo.(*store.Local); local {
 		// the embedded store was read at open: build the tree now, and
 		// (while the first requests are served) give the memory the load

@@ -8,6 +8,7 @@
 package facet
 
 import (
+	"golang.org/x/net/idna"
 	"regexp"
 	"slices"
 	"strings"
@@ -159,16 +160,21 @@ func Values(v map[string]any, kind Kind) []string {
 }
 
 // LinkURI is the URI a link facet records for a link as written in the
-// text: every byte that is not printable ASCII (the letters of
-// "https://en.wikipedia.org/wiki/Zürich", a space-like character) is
-// percent-encoded, as RFC 3987 maps an IRI to a URI, so that the facet's uri
-// is a valid lexicon "uri" (printable ASCII only). The text itself keeps the
-// link as written, and the facet's byte range still covers it there.
+// text, as RFC 3987 maps an IRI to a URI, so that the facet's uri is a
+// valid lexicon "uri" (printable ASCII only): a non-ASCII host name
+// ("https://münchen.de/") becomes its IDNA A-label (punycode,
+// "xn--mnchen-3ya.de", the name DNS and browsers resolve; golang.org/x/net/idna's
+// lookup profile), and every other byte that is not printable ASCII (the
+// letters of "https://en.wikipedia.org/wiki/Zürich", a space-like character)
+// is percent-encoded. A host IDNA refuses is percent-encoded too. The text
+// itself keeps the link as written, and the facet's byte range still covers
+// it there.
 func LinkURI(link string) string {
 	const hex = "0123456789ABCDEF"
 	if !strings.ContainsFunc(link, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
 		return link
 	}
+	link = asciiHost(link)
 	var b strings.Builder
 	for i := 0; i < len(link); i++ {
 		c := link[i]
@@ -181,6 +187,37 @@ func LinkURI(link string) string {
 		b.WriteByte(hex[c&15])
 	}
 	return b.String()
+}
+
+// asciiHost is link with its host, when it is a non-ASCII name, as its
+// IDNA A-label (unchanged when there is no such host, or IDNA refuses it).
+func asciiHost(link string) string {
+	i := strings.Index(link, "://")
+	if i <= 0 {
+		return link
+	}
+	start := i + 3
+	end := len(link)
+	if j := strings.IndexAny(link[start:], "/?#"); j >= 0 {
+		end = start + j
+	}
+	auth := link[start:end]
+	if k := strings.LastIndexByte(auth, '@'); k >= 0 {
+		start += k + 1 // the user information stays as it is (percent-encoded)
+		auth = auth[k+1:]
+	}
+	host := auth
+	if k := strings.LastIndexByte(auth, ':'); k >= 0 && !strings.Contains(auth[k+1:], "]") {
+		host = auth[:k]
+	}
+	if !strings.ContainsFunc(host, func(r rune) bool { return r >= 0x80 }) {
+		return link
+	}
+	a, err := idna.Lookup.ToASCII(host)
+	if err != nil || strings.ContainsFunc(a, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
+		return link
+	}
+	return link[:start] + a + link[start+len(host):]
 }
 
 // Feature is the app.bsky.richtext.facet feature object of a span; a

@@ -2,6 +2,7 @@ package pds
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"runtime"
@@ -19,14 +20,29 @@ import (
 // that cannot be read, or holds another repository, is ignored.
 
 // loadCache makes the cache file the last read, once, if there is none.
+// A caller that comes while another loads it waits for that load (or its
+// ctx): the follower's start must see the kept commit its stream position
+// belongs to, not nothing because a first read is still loading it.
 func (r *Repo) loadCache(ctx context.Context) {
 	r.mu.Lock()
-	if r.Cache == "" || r.cacheTried || r.car != nil || r.list != nil {
+	if r.Cache == "" || r.car != nil || r.list != nil {
 		r.mu.Unlock()
 		return
 	}
+	if r.cacheTried {
+		loading := r.cacheLoading
+		r.mu.Unlock()
+		select {
+		case <-loading:
+		case <-ctx.Done():
+		}
+		return
+	}
 	r.cacheTried = true
+	loading := make(chan struct{})
+	r.cacheLoading = loading
 	r.mu.Unlock()
+	defer close(loading)
 	f, err := os.Open(r.Cache)
 	if err != nil {
 		return
@@ -79,10 +95,33 @@ func (r *Repo) saveCache(received int, whole bool) {
 	// for a 40 MB file). A block that cannot be made leaves the file as it
 	// was: an incomplete cache would cost the next start a whole read too;
 	// a failed write costs it a whole read, no more.
-	if atomicfile.WriteFunc(r.Cache, 0o600, func(w io.Writer) error { return parts.write(w, root) }) == nil {
-		r.saveCursor(seq, root.String()) // the stream's position goes with it (follow.go)
+	err := atomicfile.WriteFunc(r.Cache, 0o600, func(w io.Writer) error { return parts.write(w, root) })
+	if err == nil {
+		err = r.saveCursor(seq, root.String()) // the stream's position goes with it (follow.go)
 		if r.AfterCacheSave != nil {
 			r.AfterCacheSave()
 		}
+	}
+	r.cacheWritten(err)
+}
+
+// cacheWritten says a failed write of the cache file or the stream's
+// position (on Warn at once and in the next result through Notices), once
+// until a write succeeds again. It costs no data: the next start reads
+// what the file would have spared it.
+func (r *Repo) cacheWritten(err error) {
+	r.mu.Lock()
+	say := err != nil && !r.cacheFailing
+	r.cacheFailing = err != nil
+	r.mu.Unlock()
+	if !say {
+		return
+	}
+	msg := fmt.Sprintf("The read cache could not be written (%v): nothing is lost, but the next start reads from the PDS what the cache would have spared it (the whole repository, if no older cache is there). Said once until a write succeeds.", err)
+	if r.Notices != nil {
+		r.Notices.Add(msg)
+	}
+	if r.Warn != nil {
+		r.Warn(msg)
 	}
 }

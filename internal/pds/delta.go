@@ -90,8 +90,10 @@ func (r *Repo) Changes(ctx context.Context, since string) (string, string, []sto
 	if live {
 		// the commit stream keeps the kept repository current (follow.go)
 		c, rev, ch, ok, _ := r.composed(since, "")
+		r.noteRead(ctx, true)
 		return c, rev, ch, ok, nil
 	}
+	r.noteRead(ctx, false)
 	if pending > 0 && pending < maxPending || noSince {
 		head, _, err := r.Head(ctx)
 		if err != nil {

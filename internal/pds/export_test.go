@@ -71,3 +71,14 @@ func AgeOwnCommit(r *Repo, d time.Duration) {
 func Unbounded(ctx context.Context) context.Context {
 	return context.WithValue(ctx, selfBounded{}, true)
 }
+
+// CaughtUp reports whether r's follower has caught up on its connection
+// (live), settled or not.
+func CaughtUp(r *Repo) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stream.live
+}
+
+// SaveCache writes r's cache file now (as after a whole read).
+func SaveCache(r *Repo) { r.saveCache(0, true) }

@@ -21,6 +21,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/atomicfile"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
 // How the repository is followed without a call (Follow):
@@ -35,10 +36,10 @@ import (
 // big for the stream, one that fails verification, a #sync) is a gap, and
 // the kept repository is brought forward by a read, as a call would.
 //
-// While the stream is live (connected, caught up, every commit since taken
-// in, and the connection answering pings within freshFor), reads answer
-// from the kept repository without a request; when it is not, they
-// revalidate as without following. Writes are guarded by swapCommit either
+// While the stream is live (connected, caught up and settled, every commit
+// since taken in, and the connection answering pings within deadAfter),
+// reads answer from the kept repository without a request; when it is
+// not, they revalidate as without following (see Bounded staleness below). Writes are guarded by swapCommit either
 // way, and a write refused for its swapCommit makes the next read ask the
 // PDS (a commit the stream did not bring: Jetstream's filter leaves other
 // collections out). The stream's position (the sequence number of the last commit taken
@@ -51,11 +52,28 @@ import (
 // 2 MB on the network, with headroom).
 const followLimit = 4 << 20
 
-// pingEvery is how often the connection is pinged; freshFor is how long
-// after its last sign of life (a message or a pong) reads still trust it.
+// Bounded staleness. The connection is pinged every pingEvery, so that a
+// healthy one is never silent (no message, no pong) for long. A read
+// answered from the kept repository while the connection has been silent
+// for more than quietAfter says how stale it may be (store.NoteCall: the
+// call's result carries it); a connection silent for deadAfter is dropped
+// (its read deadline), reads ask the PDS from then on (fresh), and Follow
+// reconnects and catches up. A half-open connection (no FIN: the peer or a
+// middlebox gone) is so noticed within deadAfter, not never.
+//
+// Caught up. A connection's catch-up (a read, or the replay reaching the
+// PDS's head) proves the kept repository current as of the moment it
+// asked; a commit made just after that reaches the stream only when the
+// PDS hands it over (the reference PDS polls its own log, backing off to
+// once a second when idle). Reads therefore keep asking the PDS for
+// settleFor after a connection caught up, and a read that asks because the
+// follower has not caught up since start says so (the first calls of a
+// restarted server: a getRepo?since of what changed, not a whole read).
 const (
-	pingEvery = 5 * time.Second
-	freshFor  = 3 * pingEvery
+	pingEvery  = 500 * time.Millisecond
+	quietAfter = time.Second
+	deadAfter  = 4 * time.Second
+	settleFor  = 2 * time.Second
 )
 
 // replayWait is how long a replay from the kept cursor may take to reach
@@ -70,12 +88,19 @@ var errGap = errors.New("a gap in the commit stream")
 
 // streamState is what Follow knows; r.mu guards all but life.
 type streamState struct {
-	live    bool         // connected, caught up, every commit since taken in
-	life    atomic.Int64 // unix nanoseconds of the connection's last sign of life
-	seq     int64        // the last event's sequence number
-	carSeq  int64        // the last event taken into the kept repository (or passed by a read)
-	target  string       // while replaying: the rev that makes the stream live
-	lastGap string       // why the last commit of the stream was not taken in (tests)
+	live bool         // connected, caught up, every commit since taken in
+	life atomic.Int64 // unix nanoseconds of the connection's last sign of life
+	// settled: when the connection's catch-up is old enough to trust
+	// (settleFor after it; zero: not caught up yet)
+	settled time.Time
+	// following: Follow runs; started: the first connection's settled
+	// time (zero: none caught up yet since Follow started)
+	following bool
+	started   time.Time
+	seq       int64  // the last event's sequence number
+	carSeq    int64  // the last event taken into the kept repository (or passed by a read)
+	target    string // while replaying: the rev that makes the stream live
+	lastGap   string // why the last commit of the stream was not taken in (tests)
 	// cursorTried: the kept position was used (by the first connection)
 	cursorTried bool
 	// swapped: a write was refused because the PDS's head is not the one
@@ -90,7 +115,49 @@ type streamState struct {
 // fresh reports whether reads may answer from the kept repository without
 // asking the PDS. r.mu is held.
 func (r *Repo) fresh() bool {
-	return r.stream.live && !r.stream.swapped && r.car != nil && time.Since(time.Unix(0, r.stream.life.Load())) < freshFor
+	now := time.Now()
+	return r.stream.live && !r.stream.swapped && r.car != nil && !r.stream.settled.IsZero() && !now.Before(r.stream.settled) &&
+		now.Sub(time.Unix(0, r.stream.life.Load())) < deadAfter
+}
+
+// goLive makes the stream live (caught up); the connection's first time
+// starts its settling. r.mu is held.
+func (r *Repo) goLive() {
+	r.stream.live, r.stream.target = true, ""
+	if r.stream.settled.IsZero() {
+		r.stream.settled = time.Now().Add(settleFor)
+		if r.stream.started.IsZero() {
+			r.stream.started = r.stream.settled
+		}
+	}
+}
+
+// catchingUp reports whether Follow runs and has not caught up (settled)
+// since it started: reads ask the PDS, and say why. r.mu is held.
+func (r *Repo) catchingUp() bool {
+	return r.stream.following && (r.stream.started.IsZero() || time.Now().Before(r.stream.started))
+}
+
+// noteRead says, in the result of the call of ctx (store.NoteCall), what a
+// read could not vouch for: answered from the kept repository (live) while
+// the stream has been silent for more than quietAfter, how stale it may
+// be; answered by asking the PDS because the follower is still catching
+// up after start, why.
+func (r *Repo) noteRead(ctx context.Context, live bool) {
+	if live {
+		quiet := time.Since(time.Unix(0, r.stream.life.Load()))
+		if quiet > quietAfter {
+			store.NoteCall(ctx, "stream", fmt.Sprintf("This read answered from the followed commit stream, which has been silent for %.1f s: commits others made in the last %.1f s may be missing (a connection silent for %s is dropped and reads ask the PDS).",
+				quiet.Seconds(), quiet.Seconds(), deadAfter))
+		}
+		return
+	}
+	r.mu.Lock()
+	catching := r.catchingUp()
+	r.mu.Unlock()
+	if catching {
+		store.NoteCall(ctx, "stream", "This read asked the PDS: the commit stream followed since start has not caught up yet (a commit made just before or after start may not have reached it); reads answer from it without a request once it has.")
+	}
 }
 
 // Live reports whether reads answer from the followed stream.
@@ -120,7 +187,7 @@ func (r *Repo) notLive() {
 func (r *Repo) liveIn(ctx context.Context) {
 	r.mu.Lock()
 	if ctx.Err() == nil {
-		r.stream.live, r.stream.target = true, ""
+		r.goLive()
 		r.stream.carSeq = max(r.stream.carSeq, r.stream.seq)
 	}
 	r.mu.Unlock()
@@ -151,8 +218,9 @@ func (r *Repo) account(ctx context.Context, active bool, errs func(error)) {
 // Follow keeps the repository current from the PDS's commit stream until
 // ctx ends, calling changed after each commit of this repository it took
 // in or read, and after each (re)connection. It reconnects with backoff
-// (1 s to 1 min); each connection has a handshake timeout, a read limit
-// and a ping every 5 s. errs, if set, hears each connection's end
+// (1 s to 1 min); each connection has a handshake timeout, a read limit,
+// a ping every pingEvery and a read deadline deadAfter after its last sign
+// of life. errs, if set, hears each connection's end
 // (wrapped ErrStreamDown) and each commit that could not be taken in.
 func (r *Repo) Follow(ctx context.Context, changed func(), errs func(error)) {
 	if errs == nil {
@@ -171,6 +239,14 @@ func (r *Repo) Follow(ctx context.Context, changed func(), errs func(error)) {
 		return
 	}
 	defer r.finalSave()
+	r.mu.Lock()
+	r.stream.following, r.stream.started = true, time.Time{}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.stream.following = false
+		r.mu.Unlock()
+	}()
 	backoff := time.Second
 	for ctx.Err() == nil {
 		start := time.Now()
@@ -239,13 +315,16 @@ func (r *Repo) listen(ctx context.Context, addr string, replaying bool, changed 
 	// not live once it returns, the connection's context ended first
 	// (liveIn)
 	defer r.notLive()
+	r.mu.Lock()
+	r.stream.settled = time.Time{} // this connection's catch-up settles anew
+	r.mu.Unlock()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer con.Close()
 	con.SetReadLimit(followLimit)
 	alive := func() {
 		r.stream.life.Store(time.Now().UnixNano())
-		_ = con.SetReadDeadline(time.Now().Add(freshFor + pingEvery))
+		_ = con.SetReadDeadline(time.Now().Add(deadAfter))
 	}
 	alive()
 	con.SetPongHandler(func(string) error { alive(); return nil })
@@ -292,7 +371,7 @@ func (r *Repo) catchUp(ctx context.Context, replaying bool, errs func(error)) er
 		}
 		r.mu.Lock()
 		if r.car != nil && r.car.commit.String() == head {
-			r.stream.live = true
+			r.goLive()
 		} else {
 			r.stream.target = rev
 		}
@@ -395,7 +474,7 @@ func (r *Repo) takeIn(ctx context.Context, e *comatproto.SyncSubscribeRepos_Comm
 		// if it was reached so: the commits after come next)
 		r.mu.Lock()
 		if r.stream.target != "" && r.car == c && c.rev >= r.stream.target {
-			r.stream.live, r.stream.target = true, ""
+			r.goLive()
 		}
 		r.mu.Unlock()
 		return nil
@@ -435,7 +514,7 @@ func (r *Repo) takeIn(ctx context.Context, e *comatproto.SyncSubscribeRepos_Comm
 	r.follow(st)
 	r.stream.carSeq = e.Seq
 	if r.stream.target != "" && st.rev >= r.stream.target {
-		r.stream.live, r.stream.target = true, ""
+		r.goLive()
 	}
 	r.mu.Unlock()
 	r.Stats.Streamed.Add(1)
@@ -513,10 +592,11 @@ func (r *Repo) loadCursor(u string, errs func(error)) int64 {
 }
 
 // saveCursor writes the stream's position seq after commit (with the cache
-// file of that commit).
-func (r *Repo) saveCursor(seq int64, commit string) {
+// file of that commit). A failed write costs the next start a read, no
+// more (the caller says it).
+func (r *Repo) saveCursor(seq int64, commit string) error {
 	if r.Cursor == "" || seq <= 0 || r.Jetstream != "" {
-		return // (Jetstream's position is a time, kept in memory only)
+		return nil // (Jetstream's position is a time, kept in memory only)
 	}
 	host := r.StreamHost
 	if host == "" {
@@ -524,10 +604,13 @@ func (r *Repo) saveCursor(seq int64, commit string) {
 	}
 	u, err := subscribeURL(host)
 	if err != nil {
-		return
+		return nil // not following this host
 	}
 	raw, _ := json.Marshal(cursorFile{Stream: u, Seq: seq, Commit: commit})
-	_ = atomicfile.Write(r.Cursor, raw, 0o600) // a failed write costs the next start a read, no more
+	if err := atomicfile.Write(r.Cursor, raw, 0o600); err != nil {
+		return fmt.Errorf("the commit stream's position: %w", err)
+	}
+	return nil
 }
 
 // finalSave writes the cache (and so the cursor) when Follow ends with

@@ -80,6 +80,11 @@ type Repo struct {
 	// to the system at once, so that what it holds after its first read is
 	// what it keeps, not the read's peak).
 	AfterWholeRead func()
+	// Notices, if set, hears what the next tool result must say (a read
+	// cache that could not be written); Warn, if set, hears it at once
+	// (serve: stderr). Each failure is said once until a write succeeds.
+	Notices *store.Notices
+	Warn    func(msg string)
 	// Directory verifies the commit stream's commits against the account's
 	// signing key (Follow); without it they are not taken in, only heard.
 	Directory identity.Directory
@@ -101,10 +106,14 @@ type Repo struct {
 	pending    int          // how many of them are our own commits not yet in car
 	ownAt      time.Time    // when the last of them was made (KnownChanges)
 	cacheTried bool
-	unsaved    int  // blocks received since the cache was written
-	noSince    bool // the PDS answers getRepo?since= with the whole repository
-	stream     streamState
-	whole      *wholeRead // the whole read under way, which others wait for (car.go)
+	// cacheLoading is closed when the load of the cache file under way
+	// (cacheTried) has ended
+	cacheLoading chan struct{}
+	cacheFailing bool // the last write of the cache file (or position) failed, and was said
+	unsaved      int  // blocks received since the cache was written
+	noSince      bool // the PDS answers getRepo?since= with the whole repository
+	stream       streamState
+	whole        *wholeRead // the whole read under way, which others wait for (car.go)
 }
 
 // New returns the repository did served by c's host.
@@ -174,9 +183,11 @@ func (r *Repo) Snapshot(ctx context.Context) (*store.Snapshot, error) {
 	// (a kept tree that cannot be listed, errIncomplete, is read again)
 	if !r.ListOnly && live {
 		if s, err := r.materialise(); err == nil {
+			r.noteRead(ctx, true)
 			return s, nil
 		}
 	}
+	r.noteRead(ctx, false)
 	if !r.ListOnly && kept {
 		if noSince {
 			head, _, err := r.Head(ctx)
