@@ -55,7 +55,7 @@ type changeSet struct {
 // Past limit bullets only their kinds are counted.
 func changesOf(before, after *outline.Tree, p *outline.Plan, limit int) *changeSet {
 	seen := map[string]int{} // key → index in list, or -1 past the limit
-	kinds := map[string]map[string]bool{}
+	kinds := map[string]uint8{} // key → the kinds of change seen (kindBit)
 	var out []Change
 	get := func(t *outline.Tree, coll, key string) *outline.Item {
 		if coll == lexicon.Mirror {
@@ -113,11 +113,8 @@ func changesOf(before, after *outline.Tree, p *outline.Plan, limit int) *changeS
 			c.Change = strings.Join(ks, "+")
 		}
 		i, again := seen[w.RKey]
-		if !again {
-			kinds[w.RKey] = map[string]bool{}
-		}
 		for _, k := range strings.Split(c.Change, "+") {
-			kinds[w.RKey][k] = true
+			kinds[w.RKey] |= kindBit[k]
 		}
 		if again {
 			// a second write of the same bullet (its note, or a mirror and
@@ -167,12 +164,13 @@ func changesOf(before, after *outline.Tree, p *outline.Plan, limit int) *changeS
 	}
 	n := map[string]int{}
 	for _, ks := range kinds {
-		if ks["added"] || ks["deleted"] { // a bullet added or deleted is only that
-			delete(ks, "moved")
-			delete(ks, "changed")
+		if ks&(kindBit["added"]|kindBit["deleted"]) != 0 { // a bullet added or deleted is only that
+			ks &^= kindBit["moved"] | kindBit["changed"]
 		}
-		for k := range ks {
-			n[k]++
+		for k, bit := range kindBit {
+			if ks&bit != 0 {
+				n[k]++
+			}
 		}
 	}
 	var parts []string
@@ -183,3 +181,6 @@ func changesOf(before, after *outline.Tree, p *outline.Plan, limit int) *changeS
 	}
 	return &changeSet{list: out, total: len(seen), counts: strings.Join(parts, ", ")}
 }
+
+// kindBit are the kinds of change as bits, for counting them per bullet.
+var kindBit = map[string]uint8{"added": 1, "moved": 2, "changed": 4, "deleted": 8}
