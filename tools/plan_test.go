@@ -2,6 +2,7 @@ package tools_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
@@ -71,5 +72,55 @@ func TestPlanIDThroughTools(t *testing.T) {
 	tr, _ := e.Tree(context.Background())
 	if len(tr.Roots) != 2 || tr.Nodes.Get(rkey).Str("completedAt") == "" {
 		t.Fatal("the batch's plan is not in the repository")
+	}
+}
+
+// TestPlanOnEveryDryRunThatOffersOne: import_outline's dry run offers
+// plan=ID and the same call with plan=ID applies exactly its records
+// (read back); every tool with dry_run takes plan, except those whose dry
+// run offers none (checked: undo's dry run gives no plan id).
+func TestPlanOnEveryDryRunThatOffersOne(t *testing.T) {
+	l := openLocal(t)
+	e := outline.New(l)
+	c := inProcess(t, &tools.Env{Engine: e})
+	md := "- Groceries\n  - milk\n  - bread\n"
+	dry, sc := call(t, c, "import_outline", map[string]any{"content": md, "dry_run": true})
+	id, _ := sc["plan"].(string)
+	if dry.IsError || id == "" || !strings.Contains(text(dry), "plan="+id) {
+		t.Fatalf("import_outline's dry run offers no plan: %s", text(dry))
+	}
+	var want []string
+	for _, w := range sc["writes"].([]any) {
+		want = append(want, w.(map[string]any)["rkey"].(string))
+	}
+	res, _ := call(t, c, "import_outline", map[string]any{"content": md, "plan": id})
+	if res.IsError {
+		t.Fatalf("import_outline plan=%s: %s", id, text(res))
+	}
+	tr, _ := e.Tree(context.Background())
+	if tr.Nodes.Len() != 3 || len(want) != 3 {
+		t.Fatalf("%d bullets after the import, dry run listed %d writes", tr.Nodes.Len(), len(want))
+	}
+	for _, k := range want {
+		if tr.Nodes.Get(k) == nil {
+			t.Fatalf("the dry run's %s is not in the repository", k)
+		}
+	}
+	if res, _ := call(t, c, "import_outline", map[string]any{"content": md, "plan": id, "dry_run": true}); !res.IsError {
+		t.Fatal("plan with dry_run accepted")
+	}
+
+	undo, sc := call(t, c, "undo", map[string]any{"dry_run": true})
+	if undo.IsError || sc["plan"] != nil {
+		t.Fatalf("undo's dry run: %s (plan %v): it offers a plan, so undo must take plan", text(undo), sc["plan"])
+	}
+	noPlan := map[string]bool{"undo": true, "operations": true} // their dry runs keep no plan
+	for _, tl := range tools.All() {
+		props := tl.Schema["properties"].(map[string]any)
+		_, dry := props["dry_run"]
+		_, plan := props["plan"]
+		if dry && !plan && !noPlan[tl.Name] {
+			t.Errorf("%s has dry_run but no plan", tl.Name)
+		}
 	}
 }
