@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/search"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
 
@@ -26,6 +28,9 @@ type prompt struct {
 	def   mcp.Prompt
 	tools []string
 	text  func(args map[string]string, sec section) string
+	// check validates arguments as the tools they are handed to would
+	// (by name): an error refuses prompts/get naming the argument.
+	check map[string]func(string) error
 }
 
 // section is a prompt's section argument as found in the outline.
@@ -71,6 +76,13 @@ var allPrompts = []prompt{
 			sectionArg("Only this bullet's subtree: its record key or text (completion lists keys); omit for the whole outline.", false),
 			mcp.WithArgument("since", mcp.ArgumentDescription("Start of the week, YYYY-MM-DD (default: 7 days ago)."))),
 		tools: []string{"search", "read_outline", "complete_todo", "update_node", "move_node", "delete_node", "apply_batch"},
+		// since goes to search's completed_from and created_to
+		check: map[string]func(string) error{"since": func(v string) error {
+			if _, err := search.ParseDate(strings.TrimSpace(v), false); err != nil {
+				return errors.New(strings.TrimPrefix(err.Error(), search.ErrQuery.Error()+": "))
+			}
+			return nil
+		}},
 		text: func(args map[string]string, sec section) string {
 			since := strings.TrimSpace(args["since"])
 			if since == "" {
@@ -186,6 +198,17 @@ func (p *prompts) register(s *mcpserver.MCPServer) {
 					return nil, mcpserver.NewHandlerError(&resourceError{code: mcp.INVALID_PARAMS,
 						msg:  fmt.Sprintf("prompt %s needs the argument %s", pr.def.Name, a.Name),
 						data: map[string]any{"prompt": pr.def.Name, "argument": a.Name}})
+				}
+			}
+			for _, a := range pr.def.Arguments {
+				check := pr.check[a.Name]
+				if check == nil || strings.TrimSpace(args[a.Name]) == "" {
+					continue
+				}
+				if err := check(args[a.Name]); err != nil {
+					return nil, mcpserver.NewHandlerError(&resourceError{code: mcp.INVALID_PARAMS,
+						msg:  fmt.Sprintf("prompt %s: argument %s: %v", pr.def.Name, a.Name, err),
+						data: map[string]any{"prompt": pr.def.Name, "argument": a.Name, "value": args[a.Name]}})
 				}
 			}
 			sec := p.section(ctx, strings.TrimSpace(args["section"]))

@@ -131,3 +131,26 @@ func TestPromptsFollowTools(t *testing.T) {
 		t.Fatalf("edit-only prompts %q", got)
 	}
 }
+
+// weekly_review's since goes to search (completed_from, created_to): the
+// prompt refuses what search refuses, with an error naming the argument,
+// and accepts what search accepts.
+func TestPromptArgumentsValidatedAsTheirTools(t *testing.T) {
+	c, _ := promptServer(t, server.Options{})
+	for _, since := range []string{"last tuesday", "2026-11-30", "2026-11-30T09:00:00Z", "30/11/2026", "2026-11-31"} {
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "search"
+		req.Params.Arguments = map[string]any{"state": "done", "completed_from": since}
+		res, err := c.CallTool(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, perr := getPrompt(t, c, "weekly_review", map[string]string{"since": since})
+		if res.IsError != (perr != nil) {
+			t.Errorf("since=%q: search refuses it %v, the prompt refuses it %v (%v)", since, res.IsError, perr != nil, perr)
+		}
+		if perr != nil && (!strings.Contains(perr.Error(), "argument since") || !strings.Contains(perr.Error(), since)) {
+			t.Errorf("since=%q: the error does not name the argument and its value: %v", since, perr)
+		}
+	}
+}
