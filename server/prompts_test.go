@@ -154,3 +154,44 @@ func TestPromptArgumentsValidatedAsTheirTools(t *testing.T) {
 		}
 	}
 }
+
+// The instructions name only the tools exposed: --read-only's teach no
+// write (no write tool, dry_run or plan), and with any choice of families
+// every tool named is one tools/list gives.
+func TestInstructionsNameOnlyWhatIsExposed(t *testing.T) {
+	all := map[string]bool{}
+	for _, tl := range tools.All() {
+		all[tl.Name] = true
+	}
+	for _, o := range []server.Options{{ReadOnly: true}, {}, {Families: []string{tools.FamilyRead, tools.FamilyOps}}, {Families: []string{tools.FamilyRead, tools.FamilyEdit}}} {
+		l, err := store.OpenLocal(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		c, instr := payloadClient(t, l, o, "test")
+		res, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		exposed := map[string]bool{}
+		for _, tl := range res.Tools {
+			exposed[tl.Name] = true
+		}
+		for _, w := range strings.FieldsFunc(instr, func(r rune) bool { return r != '_' && (r < 'a' || r > 'z') }) {
+			if all[w] && !exposed[w] {
+				t.Errorf("%+v: the instructions name %s, which is not exposed", o, w)
+			}
+		}
+		if !strings.Contains(instr, "read_outline") {
+			t.Errorf("%+v: the instructions do not teach read_outline", o)
+		}
+		if o.ReadOnly {
+			for _, s := range []string{"dry_run", "plan=", "write tool", "insert_after"} {
+				if strings.Contains(instr, s) {
+					t.Errorf("read-only instructions teach %q:\n%s", s, instr)
+				}
+			}
+		}
+	}
+}
