@@ -322,3 +322,33 @@ func TestForeignIRILinkKept(t *testing.T) {
 		t.Fatalf("facet not kept as written: %v", v["facets"])
 	}
 }
+
+// TestSortBetweenForeignKeys: a sort that must place a bullet between
+// another client's "a" and "a!" (no key without a space fits there) gives
+// the level fresh keys; read back, the order is the sorted one and no
+// minted key holds a space.
+func TestSortBetweenForeignKeys(t *testing.T) {
+	l := openLocal(t)
+	ctx := context.Background()
+	var ws []store.Write
+	for _, n := range []struct{ rkey, key, text string }{{"3kforeignaaaa", "a", "A"}, {"3kforeign2222", "a!", "C"}, {"3kforeign3333", "a0", "D"}, {"3kforeign4444", "a1", "B"}} {
+		ws = append(ws, store.Write{Op: store.Create, Collection: "app.bulleted.node", RKey: n.rkey, Value: map[string]any{"$type": "app.bulleted.node",
+			"text": n.text, "sortKey": n.key, "createdAt": "2026-03-10T09:00:00.000Z"}})
+	}
+	if _, err := l.Apply(ctx, "", ws); err != nil {
+		t.Fatal(err)
+	}
+	c := inProcess(t, &tools.Env{Engine: outline.New(l)})
+	if res, _ := call(t, c, "sort_children", map[string]any{"by": "text"}); res.IsError {
+		t.Fatalf("sort_children: %s", text(res))
+	}
+	r := nodeRecords(t, l)
+	prev := ""
+	for _, name := range []string{"A", "B", "C", "D"} {
+		k, _ := r[name]["sortKey"].(string)
+		if k <= prev || strings.ContainsRune(k, ' ') {
+			t.Fatalf("%s: sortKey %q after %q (want increasing, no space)", name, k, prev)
+		}
+		prev = k
+	}
+}
