@@ -2,6 +2,7 @@ package tools_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -121,6 +122,30 @@ func TestPlanOnEveryDryRunThatOffersOne(t *testing.T) {
 		_, plan := props["plan"]
 		if dry && !plan && !noPlan[tl.Name] {
 			t.Errorf("%s has dry_run but no plan", tl.Name)
+		}
+	}
+}
+
+// TestUnknownOperationKind: an operation id that names no operation (undo
+// operation=…, operations resume=…) is refused with a kind of its own,
+// operation_missing, not node_missing, and says to list the operations.
+func TestUnknownOperationKind(t *testing.T) {
+	c := inProcess(t, &tools.Env{Engine: outline.New(openLocal(t))})
+	if res, _ := call(t, c, "insert_after", map[string]any{"text": "one"}); res.IsError {
+		t.Fatal(text(res))
+	}
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"undo", map[string]any{"operation": "3nonexistent22"}},
+		{"undo", map[string]any{"operation": "3nonexistent22", "dry_run": true}},
+		{"operations", map[string]any{"resume": "3nonexistent22"}},
+	} {
+		res, sc := call(t, c, tc.tool, tc.args)
+		e, _ := sc["error"].(map[string]any)
+		if !res.IsError || e["kind"] != "operation_missing" || !strings.Contains(fmt.Sprint(e["next"]), "call operations") {
+			t.Errorf("%s %v: %v / %s", tc.tool, tc.args, e, text(res))
 		}
 	}
 }
