@@ -57,7 +57,7 @@ func importTool() Tool {
 			return ask, nil
 		}
 		if err != nil {
-			return toolError(err)
+			return toolError(linePaths(err, "content", d.Lines))
 		}
 		// each created bullet's input line; what of the input was not
 		// imported (an export's Detached section) in the diagnostics

@@ -149,3 +149,38 @@ func TestUnknownOperationKind(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorPathsNameWhatWasSent: an over-long field is reported at the
+// argument the model sent: insert_after text= at text (not nodes[0].text)
+// and its note at note; nodes= at nodes[i]; markdown= and
+// import_outline's content at their input line; update_node's note at
+// note (not note.text).
+func TestErrorPathsNameWhatWasSent(t *testing.T) {
+	c := inProcess(t, &tools.Env{Engine: outline.New(openLocal(t))})
+	long := strings.Repeat("x", 20_000)
+	res, sc := call(t, c, "insert_after", map[string]any{"text": "a"})
+	if res.IsError {
+		t.Fatal(text(res))
+	}
+	key := createdKeys(sc)[0]
+	for _, tc := range []struct {
+		tool      string
+		args      map[string]any
+		want, not string
+	}{
+		{"insert_after", map[string]any{"text": long}, "record: text: 20,000 bytes", "nodes["},
+		{"insert_after", map[string]any{"text": "fine", "note": long + long}, "record: note: 40,000 graphemes", "nodes["},
+		{"insert_after", map[string]any{"nodes": []any{map[string]any{"text": "a"}, map[string]any{"text": long}}}, "nodes[1].text: 20,000 bytes", "nodes[0]"},
+		{"insert_after", map[string]any{"markdown": "- a\n  - b\n  - " + long}, "markdown line 3: 20,000 bytes", "nodes["},
+		{"import_outline", map[string]any{"content": "- a\n- b\n  - " + long}, "content line 3: 20,000 bytes", "nodes["},
+		{"import_outline", map[string]any{"content": "- a\n  " + long + long}, "content line 1 (its note): 40,000 graphemes", "nodes["},
+		{"update_node", map[string]any{"node": key, "note": strings.Repeat("y", 30_000)}, "record: note: 30,000 graphemes", "note.text"},
+	} {
+		res, sc := call(t, c, tc.tool, tc.args)
+		e, _ := sc["error"].(map[string]any)
+		msg := fmt.Sprint(e["message"])
+		if !res.IsError || e["kind"] != "invalid" || !strings.Contains(msg, tc.want) || strings.Contains(msg, tc.not) || !strings.Contains(text(res), tc.want) {
+			t.Errorf("%s: %q, want %q and no %q", tc.tool, msg, tc.want, tc.not)
+		}
+	}
+}
