@@ -184,3 +184,22 @@ func TestErrorPathsNameWhatWasSent(t *testing.T) {
 		}
 	}
 }
+
+// TestNearestKeyThroughTools: a record key one character off is refused
+// (node_missing) naming the existing key, in the text and in the error's
+// details.
+func TestNearestKeyThroughTools(t *testing.T) {
+	c := inProcess(t, &tools.Env{Engine: outline.New(openLocal(t))})
+	res, sc := call(t, c, "insert_after", map[string]any{"text": "call the plumber", "layout": "todo"})
+	if res.IsError {
+		t.Fatal(text(res))
+	}
+	key := createdKeys(sc)[0]
+	typo := key[:len(key)-1]
+	res, sc = call(t, c, "complete_todo", map[string]any{"node": typo})
+	e, _ := sc["error"].(map[string]any)
+	d, _ := e["details"].(map[string]any)
+	if !res.IsError || e["kind"] != "node_missing" || !strings.Contains(text(res), key) || fmt.Sprint(d["nearest"]) != "["+key+"]" {
+		t.Fatalf("%s: %s / %v", typo, text(res), e)
+	}
+}
