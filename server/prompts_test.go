@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -109,13 +110,34 @@ func TestPrompts(t *testing.T) {
 	if _, err := getPrompt(t, c, "reorganise_section", nil); err == nil || !strings.Contains(err.Error(), "needs the argument section") {
 		t.Fatalf("without section: %v", err)
 	}
-	// completion of section: keys of bullets whose text starts so
-	req := mcp.CompleteRequest{}
-	req.Params.Ref = mcp.PromptReference{Type: "ref/prompt", Name: "reorganise_section"}
-	req.Params.Argument.Name, req.Params.Argument.Value = "section", "ho"
-	res, err := c.Complete(context.Background(), req)
-	if err != nil || len(res.Completion.Values) != 1 || res.Completion.Values[0] != keys[1] {
-		t.Fatalf("completion: %+v %v", res, err)
+	// completion of section: the bullets whose text (or a word of it)
+	// starts so, shown by text and named by key; the prompt reads the
+	// value back as that bullet; a key typed completes to the key
+	complete := func(typed string) []string {
+		t.Helper()
+		req := mcp.CompleteRequest{}
+		req.Params.Ref = mcp.PromptReference{Type: "ref/prompt", Name: "reorganise_section"}
+		req.Params.Argument.Name, req.Params.Argument.Value = "section", typed
+		res, err := c.Complete(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Completion.Values
+	}
+	for typed, want := range map[string][]string{
+		"ho":         {"Home ·" + keys[1]},
+		"beta":       {"Ship the beta ·" + keys[2]},
+		"THE B":      {"Ship the beta ·" + keys[2]},
+		"eta":        nil,
+		keys[0][:11]: {keys[0]},
+	} {
+		if got := complete(typed); !slices.Equal(got, want) {
+			t.Errorf("completion of %q: %q, want %q", typed, got, want)
+		}
+	}
+	text, err = getPrompt(t, c, "reorganise_section", map[string]string{"section": "Ship the beta ·" + keys[2]})
+	if err != nil || !strings.Contains(text, `read_outline node="`+keys[2]+`"`) {
+		t.Fatalf("the completion's value as section: %v\n%s", err, text)
 	}
 }
 
