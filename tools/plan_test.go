@@ -203,3 +203,30 @@ func TestNearestKeyThroughTools(t *testing.T) {
 		t.Fatalf("%s: %s / %v", typo, text(res), e)
 	}
 }
+
+// TestBatchErrorPathsNameTheOp: within apply_batch an over-long field is
+// reported at the op and the argument sent: ops[1].args.text, not
+// nodes[0].text (which op?).
+func TestBatchErrorPathsNameTheOp(t *testing.T) {
+	c := inProcess(t, &tools.Env{Engine: outline.New(openLocal(t))})
+	res, sc := call(t, c, "insert_after", map[string]any{"text": "a"})
+	if res.IsError {
+		t.Fatal(text(res))
+	}
+	key := createdKeys(sc)[0]
+	long := strings.Repeat("x", 20_000)
+	for _, tc := range []struct {
+		ops  []any
+		want string
+	}{
+		{[]any{map[string]any{"tool": "insert_after", "args": map[string]any{"text": "fine"}}, map[string]any{"tool": "insert_after", "args": map[string]any{"text": long}}}, "record: ops[1].args.text: 20,000 bytes"},
+		{[]any{map[string]any{"tool": "insert_after", "args": map[string]any{"markdown": "- a\n- " + long}}}, "record: ops[0].args.markdown line 2: 20,000 bytes"},
+		{[]any{map[string]any{"tool": "insert_after", "args": map[string]any{"text": "fine"}}, map[string]any{"tool": "update_node", "args": map[string]any{"node": key, "text": long}}}, "record: ops[1].args.text: 20,000 bytes"},
+	} {
+		res, sc := call(t, c, "apply_batch", map[string]any{"ops": tc.ops})
+		e, _ := sc["error"].(map[string]any)
+		if msg := fmt.Sprint(e["message"]); !res.IsError || !strings.Contains(msg, tc.want) || strings.Contains(msg, "nodes[") {
+			t.Errorf("%q, want %q", msg, tc.want)
+		}
+	}
+}
