@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/search"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
 
@@ -18,7 +20,9 @@ import (
 // the tools to use and their parameters (prompts/list, prompts/get). A
 // prompt is offered only when every tool it names is enabled (--read-only
 // and --tools leave some out). The section argument is completed with the
-// record keys of bullets whose text (or key) starts with what was typed.
+// bullets whose text (or one of its words) or key starts with what was
+// typed: "TEXT ·KEY" for a text that matched, so a person sees what they
+// pick and the prompt reads it back by its key.
 
 // prompt is one template: the tools it names, and its text for the
 // arguments given (sec: the section argument, resolved).
@@ -26,6 +30,9 @@ type prompt struct {
 	def   mcp.Prompt
 	tools []string
 	text  func(args map[string]string, sec section) string
+	// check validates arguments as the tools they are handed to would
+	// (by name): an error refuses prompts/get naming the argument.
+	check map[string]func(string) error
 }
 
 // section is a prompt's section argument as found in the outline.
@@ -68,9 +75,16 @@ var allPrompts = []prompt{
 		def: mcp.NewPrompt("weekly_review",
 			mcp.WithPromptTitle("Weekly review of open todos"),
 			mcp.WithPromptDescription("Review open todos and what was done this week, then complete, reword, regroup or drop them with the person."),
-			sectionArg("Only this bullet's subtree: its record key or text (completion lists keys); omit for the whole outline.", false),
+			sectionArg("Only this bullet's subtree: its record key or text (completion matches text); omit for the whole outline.", false),
 			mcp.WithArgument("since", mcp.ArgumentDescription("Start of the week, YYYY-MM-DD (default: 7 days ago)."))),
 		tools: []string{"search", "read_outline", "complete_todo", "update_node", "move_node", "delete_node", "apply_batch"},
+		// since goes to search's completed_from and created_to
+		check: map[string]func(string) error{"since": func(v string) error {
+			if _, err := search.ParseDate(strings.TrimSpace(v), false); err != nil {
+				return errors.New(strings.TrimPrefix(err.Error(), search.ErrQuery.Error()+": "))
+			}
+			return nil
+		}},
 		text: func(args map[string]string, sec section) string {
 			since := strings.TrimSpace(args["since"])
 			if since == "" {
@@ -93,7 +107,7 @@ var allPrompts = []prompt{
 		def: mcp.NewPrompt("reorganise_section",
 			mcp.WithPromptTitle("Reorganise a section"),
 			mcp.WithPromptDescription("Restructure one bullet's subtree: read it, propose a new structure, then move, regroup and sort it in one batch."),
-			sectionArg("The bullet whose subtree to reorganise: its record key or text (completion lists keys).", true),
+			sectionArg("The bullet whose subtree to reorganise: its record key or text (completion matches text).", true),
 			mcp.WithArgument("goal", mcp.ArgumentDescription("What the new structure should achieve (optional)."))),
 		tools: []string{"read_outline", "apply_batch", "move_node", "insert_after", "update_node", "sort_children", "delete_node"},
 		text: func(args map[string]string, sec section) string {
@@ -116,7 +130,7 @@ var allPrompts = []prompt{
 			mcp.WithPromptTitle("Import a plan"),
 			mcp.WithPromptDescription("Turn a plan (text or Markdown) into bullets and todos, under a section or at the top level, checked with a dry run first."),
 			mcp.WithArgument("plan", mcp.ArgumentDescription("The plan: text or a Markdown list."), mcp.RequiredArgument()),
-			sectionArg("Where it goes: the parent bullet's record key or text (completion lists keys); omit for the top level.", false)),
+			sectionArg("Where it goes: the parent bullet's record key or text (completion matches text); omit for the top level.", false)),
 		tools: []string{"import_outline"},
 		text: func(args map[string]string, sec section) string {
 			where := " at the top level"
@@ -188,6 +202,17 @@ func (p *prompts) register(s *mcpserver.MCPServer) {
 						data: map[string]any{"prompt": pr.def.Name, "argument": a.Name}})
 				}
 			}
+			for _, a := range pr.def.Arguments {
+				check := pr.check[a.Name]
+				if check == nil || strings.TrimSpace(args[a.Name]) == "" {
+					continue
+				}
+				if err := check(args[a.Name]); err != nil {
+					return nil, mcpserver.NewHandlerError(&resourceError{code: mcp.INVALID_PARAMS,
+						msg:  fmt.Sprintf("prompt %s: argument %s: %v", pr.def.Name, a.Name, err),
+						data: map[string]any{"prompt": pr.def.Name, "argument": a.Name, "value": args[a.Name]}})
+				}
+			}
 			sec := p.section(ctx, strings.TrimSpace(args["section"]))
 			return mcp.NewGetPromptResult(pr.def.Description, []mcp.PromptMessage{
 				mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent(pr.text(args, sec))),
@@ -216,8 +241,18 @@ func (p *prompts) section(ctx context.Context, arg string) section {
 	if err != nil {
 		return s
 	}
-	it, err := t.Resolve(arg)
-	if err != nil || it == nil {
+	var it *outline.Item
+	if i := strings.LastIndex(arg, " ·"); i >= 0 {
+		// a completion's value: the text, then the key
+		it, _ = t.Resolve(arg[i+len(" ·"):])
+	}
+	if it == nil {
+		var err error
+		if it, err = t.Resolve(arg); err != nil {
+			it = nil
+		}
+	}
+	if it == nil {
 		it = byText(t, arg)
 	}
 	if it == nil {
@@ -257,13 +292,14 @@ func byText(t *outline.Tree, arg string) *outline.Item {
 	return first
 }
 
-// CompletePromptArgument completes section with the record keys of
-// bullets whose text (or key) starts with what was typed, top-level
-// bullets first, then in outline order (at most MaxCompletions).
+// CompletePromptArgument completes section with the bullets whose text
+// (or a word of it) or key starts with what was typed ("TEXT ·KEY", or the
+// key when only the key matched), top-level bullets first, then in outline
+// order (at most MaxCompletions).
 func (p *prompts) CompletePromptArgument(ctx context.Context, name string, arg mcp.CompleteArgument, _ mcp.CompleteContext) (*mcp.Completion, error) {
 	out := &mcp.Completion{Values: []string{}}
 	if arg.Name != "section" {
 		return out, nil
 	}
-	return keyCompletions(ctx, p.envFor, strings.ToLower(strings.TrimSpace(arg.Value)), true)
+	return keyCompletions(ctx, p.envFor, strings.ToLower(strings.TrimSpace(arg.Value)), true, true)
 }

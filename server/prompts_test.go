@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -109,13 +110,34 @@ func TestPrompts(t *testing.T) {
 	if _, err := getPrompt(t, c, "reorganise_section", nil); err == nil || !strings.Contains(err.Error(), "needs the argument section") {
 		t.Fatalf("without section: %v", err)
 	}
-	// completion of section: keys of bullets whose text starts so
-	req := mcp.CompleteRequest{}
-	req.Params.Ref = mcp.PromptReference{Type: "ref/prompt", Name: "reorganise_section"}
-	req.Params.Argument.Name, req.Params.Argument.Value = "section", "ho"
-	res, err := c.Complete(context.Background(), req)
-	if err != nil || len(res.Completion.Values) != 1 || res.Completion.Values[0] != keys[1] {
-		t.Fatalf("completion: %+v %v", res, err)
+	// completion of section: the bullets whose text (or a word of it)
+	// starts so, shown by text and named by key; the prompt reads the
+	// value back as that bullet; a key typed completes to the key
+	complete := func(typed string) []string {
+		t.Helper()
+		req := mcp.CompleteRequest{}
+		req.Params.Ref = mcp.PromptReference{Type: "ref/prompt", Name: "reorganise_section"}
+		req.Params.Argument.Name, req.Params.Argument.Value = "section", typed
+		res, err := c.Complete(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Completion.Values
+	}
+	for typed, want := range map[string][]string{
+		"ho":         {"Home ·" + keys[1]},
+		"beta":       {"Ship the beta ·" + keys[2]},
+		"THE B":      {"Ship the beta ·" + keys[2]},
+		"eta":        nil,
+		keys[0][:11]: {keys[0]},
+	} {
+		if got := complete(typed); !slices.Equal(got, want) {
+			t.Errorf("completion of %q: %q, want %q", typed, got, want)
+		}
+	}
+	text, err = getPrompt(t, c, "reorganise_section", map[string]string{"section": "Ship the beta ·" + keys[2]})
+	if err != nil || !strings.Contains(text, `read_outline node="`+keys[2]+`"`) {
+		t.Fatalf("the completion's value as section: %v\n%s", err, text)
 	}
 }
 
@@ -129,5 +151,69 @@ func TestPromptsFollowTools(t *testing.T) {
 	c, _ = promptServer(t, server.Options{Families: []string{tools.FamilyEdit}})
 	if got := strings.Join(promptNames(t, c), " "); got != "import_plan" {
 		t.Fatalf("edit-only prompts %q", got)
+	}
+}
+
+// weekly_review's since goes to search (completed_from, created_to): the
+// prompt refuses what search refuses, with an error naming the argument,
+// and accepts what search accepts.
+func TestPromptArgumentsValidatedAsTheirTools(t *testing.T) {
+	c, _ := promptServer(t, server.Options{})
+	for _, since := range []string{"last tuesday", "2026-11-30", "2026-11-30T09:00:00Z", "30/11/2026", "2026-11-31"} {
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "search"
+		req.Params.Arguments = map[string]any{"state": "done", "completed_from": since}
+		res, err := c.CallTool(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, perr := getPrompt(t, c, "weekly_review", map[string]string{"since": since})
+		if res.IsError != (perr != nil) {
+			t.Errorf("since=%q: search refuses it %v, the prompt refuses it %v (%v)", since, res.IsError, perr != nil, perr)
+		}
+		if perr != nil && (!strings.Contains(perr.Error(), "argument since") || !strings.Contains(perr.Error(), since)) {
+			t.Errorf("since=%q: the error does not name the argument and its value: %v", since, perr)
+		}
+	}
+}
+
+// The instructions name only the tools exposed: --read-only's teach no
+// write (no write tool, dry_run or plan), and with any choice of families
+// every tool named is one tools/list gives.
+func TestInstructionsNameOnlyWhatIsExposed(t *testing.T) {
+	all := map[string]bool{}
+	for _, tl := range tools.All() {
+		all[tl.Name] = true
+	}
+	for _, o := range []server.Options{{ReadOnly: true}, {}, {Families: []string{tools.FamilyRead, tools.FamilyOps}}, {Families: []string{tools.FamilyRead, tools.FamilyEdit}}} {
+		l, err := store.OpenLocal(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		c, instr := payloadClient(t, l, o, "test")
+		res, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		exposed := map[string]bool{}
+		for _, tl := range res.Tools {
+			exposed[tl.Name] = true
+		}
+		for _, w := range strings.FieldsFunc(instr, func(r rune) bool { return r != '_' && (r < 'a' || r > 'z') }) {
+			if all[w] && !exposed[w] {
+				t.Errorf("%+v: the instructions name %s, which is not exposed", o, w)
+			}
+		}
+		if !strings.Contains(instr, "read_outline") {
+			t.Errorf("%+v: the instructions do not teach read_outline", o)
+		}
+		if o.ReadOnly {
+			for _, s := range []string{"dry_run", "plan=", "write tool", "insert_after"} {
+				if strings.Contains(instr, s) {
+					t.Errorf("read-only instructions teach %q:\n%s", s, instr)
+				}
+			}
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -338,8 +339,8 @@ func label(t *outline.Tree, it *outline.Item) string {
 }
 
 // CompleteResourceArgument completes the templates' arguments: node with
-// the record keys of bullets whose text (or key) starts with what was
-// typed, case-insensitively, in outline order (at most MaxCompletions;
+// the record keys of bullets whose text (or a word of it) or key starts
+// with what was typed, case-insensitively, in outline order (at most MaxCompletions;
 // hasMore and total say how many more), format with markdown and json.
 func (r *resources) CompleteResourceArgument(ctx context.Context, uri string, arg mcp.CompleteArgument, _ mcp.CompleteContext) (*mcp.Completion, error) {
 	out := &mcp.Completion{Values: []string{}}
@@ -362,14 +363,15 @@ func (r *resources) CompleteResourceArgument(ctx context.Context, uri string, ar
 	if uri != NodeTemplate {
 		return out, nil
 	}
-	return keyCompletions(ctx, r.envFor, prefix, false)
+	return keyCompletions(ctx, r.envFor, prefix, false, false)
 }
 
 // keyCompletions completes a bullet's record key: the keys of bullets
-// (mirrors aside) whose text or key starts with prefix (lower case), in
-// outline order, the top-level ones first when rootsFirst (at most
-// MaxCompletions; hasMore and total say how many more).
-func keyCompletions(ctx context.Context, envFor func(context.Context) (*tools.Env, func(), error), prefix string, rootsFirst bool) (*mcp.Completion, error) {
+// (mirrors aside) whose text, a word of their text, or key starts with
+// prefix (lower case), in outline order, the top-level ones first when
+// rootsFirst (at most MaxCompletions; hasMore and total say how many
+// more). labelled: a bullet found by its text is "TEXT ·KEY".
+func keyCompletions(ctx context.Context, envFor func(context.Context) (*tools.Env, func(), error), prefix string, rootsFirst, labelled bool) (*mcp.Completion, error) {
 	out := &mcp.Completion{Values: []string{}}
 	env, done, err := envFor(ctx)
 	if err != nil {
@@ -383,12 +385,21 @@ func keyCompletions(ctx context.Context, envFor func(context.Context) (*tools.En
 		return nil, err
 	}
 	add := func(it *outline.Item) {
-		if it.Mirror || !strings.HasPrefix(strings.ToLower(it.Str("text")), prefix) && !strings.HasPrefix(strings.ToLower(it.Key()), prefix) {
+		if it.Mirror {
+			return
+		}
+		text := it.Str("text")
+		byText := textMatches(text, prefix)
+		if !byText && !strings.HasPrefix(strings.ToLower(it.Key()), prefix) {
 			return
 		}
 		out.Total++
 		if len(out.Values) < MaxCompletions {
-			out.Values = append(out.Values, it.Key())
+			v := it.Key()
+			if labelled && byText {
+				v = sectionValue(text, v)
+			}
+			out.Values = append(out.Values, v)
 		}
 	}
 	// pre-order: outline order
@@ -413,6 +424,38 @@ func keyCompletions(ctx context.Context, envFor func(context.Context) (*tools.En
 	}
 	out.HasMore = out.Total > len(out.Values)
 	return out, nil
+}
+
+// textMatches reports whether what was typed (lower case) starts text or
+// one of its words, case-insensitively ("tiles" finds "grout the tiles").
+func textMatches(text, typed string) bool {
+	if typed == "" {
+		return true
+	}
+	t := strings.ToLower(text)
+	if strings.HasPrefix(t, typed) {
+		return true
+	}
+	for i := strings.Index(t, typed); i > 0; {
+		r, _ := utf8.DecodeLastRuneInString(t[:i])
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+			return true
+		}
+		j := strings.Index(t[i+1:], typed)
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return false
+}
+
+// sectionValue is a completion value that shows the bullet's text and
+// names it by key: "Groceries ·3kabc…" (a prompt's section argument reads
+// it back by the key after " ·").
+func sectionValue(text, key string) string {
+	text = strings.Join(strings.Fields(text), " ")
+	return clip(text, 60) + " ·" + key
 }
 
 // checkSubscribe refuses a resources/subscribe this server cannot keep

@@ -379,6 +379,11 @@ func TestResourceCompletion(t *testing.T) {
 	if !slices.Equal(res.Completion.Values, []string{keys[0], keys[1], keys[3]}) || res.Completion.HasMore {
 		t.Fatalf("gro: %+v (keys %v)", res.Completion, keys[:4])
 	}
+	// a word of the text: the key (a URI needs one)
+	res = complete(server.NodeTemplate, "node", "Tiles")
+	if !slices.Equal(res.Completion.Values, []string{keys[1]}) {
+		t.Fatalf("tiles: %+v (keys %v)", res.Completion, keys[:4])
+	}
 	res = complete(server.NodeTemplate, "node", "ZZ")
 	if len(res.Completion.Values) != 100 || !res.Completion.HasMore || res.Completion.Total != 120 {
 		t.Fatalf("zz: %d values, hasMore %v, total %d", len(res.Completion.Values), res.Completion.HasMore, res.Completion.Total)

@@ -96,7 +96,7 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 	pl.hooks(hooks)
 	opts := []mcpserver.ServerOption{
 		mcpserver.WithToolCapabilities(false),
-		mcpserver.WithInstructions(Instructions),
+		mcpserver.WithInstructions(instructionsFor(list)),
 		mcpserver.WithRecovery(),
 		mcpserver.WithHooks(hooks),
 	}
@@ -613,4 +613,33 @@ func CheckHTTP(addr, token string) error {
 		return fmt.Errorf("%s: %w", addr, ErrNeedToken)
 	}
 	return nil
+}
+
+// instructionsFor is Instructions for the tools exposed: a paragraph that
+// names a tool left out (--read-only, --tools) is left out, and so is one
+// about writes when no write tool is exposed; a server without one says
+// it reads.
+func instructionsFor(list []tools.Tool) string {
+	exposed, writes := map[string]bool{}, false
+	for _, t := range list {
+		exposed[t.Name] = true
+		writes = writes || !t.Ann.ReadOnly
+	}
+	known := map[string]bool{}
+	for _, t := range tools.All() {
+		known[t.Name] = true
+	}
+	var b strings.Builder
+	for i, para := range strings.SplitAfter(Instructions, "\n") {
+		if i == 0 && !writes {
+			para = strings.Replace(para, " edits a Bulleted outline", " reads a Bulleted outline (read-only: no tool here writes)", 1)
+		}
+		names := strings.FieldsFunc(para, func(r rune) bool { return r != '_' && (r < 'a' || r > 'z') })
+		if slices.ContainsFunc(names, func(w string) bool { return known[w] && !exposed[w] }) ||
+			!writes && strings.Contains(strings.ToLower(para), "write") {
+			continue
+		}
+		b.WriteString(para)
+	}
+	return b.String()
 }

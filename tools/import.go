@@ -21,6 +21,7 @@ func importTool() Tool {
 			"after":    pAfter,
 			"position": pPosition,
 			"dry_run":  pDryRun,
+			"plan":     pPlan,
 		}, "content")}
 	t.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
 		dry, err := a.Bool("dry_run", false)
@@ -42,14 +43,21 @@ func importTool() Tool {
 			return nil, err
 		}
 		in := intent.Insert{Pos: position(a, "parent"), Nodes: d.Nodes}
-		out, ask, err := guarded(ctx, env, "import_outline", in, "", func(ctx context.Context) (*outline.Outcome, error) {
+		id := a.Str("plan")
+		if id != "" && dry {
+			return badArgs("plan applies a dry run's plan: pass it without dry_run")
+		}
+		out, ask, err := guarded(ctx, env, "import_outline", in, id, func(ctx context.Context) (*outline.Outcome, error) {
+			if id != "" {
+				return env.Engine.Apply(ctx, id, in)
+			}
 			return env.Engine.Do(ctx, in, dry)
 		})
 		if ask != nil {
 			return ask, nil
 		}
 		if err != nil {
-			return toolError(err)
+			return toolError(linePaths(err, "content", d.Lines))
 		}
 		// each created bullet's input line; what of the input was not
 		// imported (an export's Detached section) in the diagnostics

@@ -3,6 +3,7 @@ package tools_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -33,11 +34,12 @@ func nodeRecords(t *testing.T, l *store.Local) map[string]map[string]any {
 }
 
 // TestInsertBetweenForeignKeys: another client wrote siblings with keys
-// "a", "a!", "a0"; no key of the alphabet 0-9A-Za-z fits between "a" and
-// "a!" or between "a!" and "a0", but printable ones do ("a " + …). Inserting
-// there writes one new record and rewrites none of that client's keys (it
-// used to respace two of them); the repository as read back has the new
-// bullet strictly between its neighbours.
+// "a", "a!", "a0"; no key of the alphabet 0-9A-Za-z fits between "a!" and
+// "a0", but a graphic one does ("a(V"): inserting there writes one new
+// record and rewrites none of that client's keys. Between "a" and "a!"
+// every key starts "a " (it used to mint "a V", which a client that trims
+// keys misorders): the insert respaces a few siblings instead. Every key
+// minted holds no space, and the repository as read back keeps the order.
 func TestInsertBetweenForeignKeys(t *testing.T) {
 	l := openLocal(t)
 	ctx := context.Background()
@@ -46,30 +48,41 @@ func TestInsertBetweenForeignKeys(t *testing.T) {
 			"text": text, "sortKey": sortKey, "createdAt": "2026-03-10T09:00:00.000Z"}}
 	}
 	if _, err := l.Apply(ctx, "", []store.Write{
-		node("3kforeign1111", "a", "first"),
+		node("3kforeignaaaa", "a", "first"),
 		node("3kforeign2222", "a!", "second"),
 		node("3kforeign3333", "a0", "third"),
 	}); err != nil {
 		t.Fatal(err)
 	}
 	c := inProcess(t, &tools.Env{Engine: outline.New(l)})
-	for _, tc := range []struct{ after, text, lo, hi string }{
-		{"3kforeign1111", "between first and second", "a", "a!"},
-		{"3kforeign2222", "between second and third", "a!", "a0"},
+	order := []string{"first", "second", "third"}
+	for _, tc := range []struct {
+		after, text, before string
+		keep                bool
+	}{
+		{"3kforeign2222", "between second and third", "third", true},
+		{"3kforeignaaaa", "between first and second", "second", false},
 	} {
 		res, sc := call(t, c, "insert_after", map[string]any{"after": tc.after, "text": tc.text})
 		if res.IsError {
 			t.Fatalf("insert_after %s: %s", tc.after, text(res))
 		}
+		i := slices.Index(order, tc.before)
+		order = slices.Insert(order, i, tc.text)
 		r := nodeRecords(t, l)
 		for name, want := range map[string]string{"first": "a", "second": "a!", "third": "a0"} {
-			if got := r[name]["sortKey"]; got != want {
+			if got := r[name]["sortKey"]; tc.keep && got != want {
 				t.Fatalf("%s: the other client's key %q was rewritten to %v (%s)", tc.text, want, got, text(res))
 			}
 		}
-		k, _ := r[tc.text]["sortKey"].(string)
-		if !(tc.lo < k && k < tc.hi) {
-			t.Fatalf("%s: sortKey %q is not strictly between %q and %q", tc.text, k, tc.lo, tc.hi)
+		for j, name := range order {
+			k, _ := r[name]["sortKey"].(string)
+			if strings.ContainsRune(k, ' ') {
+				t.Fatalf("%s: minted sortKey %q holds a space", name, k)
+			}
+			if j > 0 && r[order[j-1]]["sortKey"].(string) >= k {
+				t.Fatalf("%s: read back out of order: %q then %q (%v)", tc.text, r[order[j-1]]["sortKey"], k, order)
+			}
 		}
 		if n := len(sc["created"].([]any)); n != 1 {
 			t.Fatalf("%s: %d records created", tc.text, n)
@@ -307,5 +320,35 @@ func TestForeignIRILinkKept(t *testing.T) {
 	}
 	if s := facet.Record(v); len(s) != 1 || s[0].Value != iri {
 		t.Fatalf("facet not kept as written: %v", v["facets"])
+	}
+}
+
+// TestSortBetweenForeignKeys: a sort that must place a bullet between
+// another client's "a" and "a!" (no key without a space fits there) gives
+// the level fresh keys; read back, the order is the sorted one and no
+// minted key holds a space.
+func TestSortBetweenForeignKeys(t *testing.T) {
+	l := openLocal(t)
+	ctx := context.Background()
+	var ws []store.Write
+	for _, n := range []struct{ rkey, key, text string }{{"3kforeignaaaa", "a", "A"}, {"3kforeign2222", "a!", "C"}, {"3kforeign3333", "a0", "D"}, {"3kforeign4444", "a1", "B"}} {
+		ws = append(ws, store.Write{Op: store.Create, Collection: "app.bulleted.node", RKey: n.rkey, Value: map[string]any{"$type": "app.bulleted.node",
+			"text": n.text, "sortKey": n.key, "createdAt": "2026-03-10T09:00:00.000Z"}})
+	}
+	if _, err := l.Apply(ctx, "", ws); err != nil {
+		t.Fatal(err)
+	}
+	c := inProcess(t, &tools.Env{Engine: outline.New(l)})
+	if res, _ := call(t, c, "sort_children", map[string]any{"by": "text"}); res.IsError {
+		t.Fatalf("sort_children: %s", text(res))
+	}
+	r := nodeRecords(t, l)
+	prev := ""
+	for _, name := range []string{"A", "B", "C", "D"} {
+		k, _ := r[name]["sortKey"].(string)
+		if k <= prev || strings.ContainsRune(k, ' ') {
+			t.Fatalf("%s: sortKey %q after %q (want increasing, no space)", name, k, prev)
+		}
+		prev = k
 	}
 }

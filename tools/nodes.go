@@ -142,7 +142,7 @@ func runWrite(ctx context.Context, env *Env, name string, in outline.Intent, a A
 		return ask, nil
 	}
 	if err != nil {
-		return toolError(err)
+		return toolError(sentPaths(name, a, err))
 	}
 	return writeResult(out, a), nil
 }

@@ -101,3 +101,29 @@ func TestSortChildren(t *testing.T) {
 		t.Fatalf("a text sort with a mirror among the children does not say where it goes: %v", sc["diagnostics"])
 	}
 }
+
+// TestSortTextCollation: by=text is Unicode collation of the root locale,
+// case ignored, numbers by value: accented letters next to their base
+// letter ("éclair" before "Zebra", "Ångström" among the a's), "item 2"
+// before "item 10", "Item 3" (any case) between them. Read back.
+func TestSortTextCollation(t *testing.T) {
+	t.Parallel()
+	r := newRulesRepo(t)
+	r.ok("import_outline", map[string]any{"content": "- P\n  - Zebra\n  - éclair\n  - item 10\n  - Item 3\n  - item 2\n  - Ångström\n  - banana\n  - Eclairs\n  - apple"})
+	r.ok("sort_children", map[string]any{"node": r.key("P"), "by": "text"})
+	type kid struct{ text, key string }
+	var ks []kid
+	for _, rec := range r.records() {
+		if rec.Collection == "app.bulleted.node" && rec.Value.Get("parent") == r.uri("P") {
+			ks = append(ks, kid{rec.Value.Str("text"), rec.Value.Str("sortKey")})
+		}
+	}
+	slices.SortFunc(ks, func(a, b kid) int { return strings.Compare(a.key, b.key) })
+	var got []string
+	for _, k := range ks {
+		got = append(got, k.text)
+	}
+	if want := []string{"Ångström", "apple", "banana", "éclair", "Eclairs", "item 2", "Item 3", "item 10", "Zebra"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("by text: %q, want %q", got, want)
+	}
+}

@@ -195,7 +195,7 @@ func TestToolErrors(t *testing.T) {
 		{"cycle", "move_node", map[string]any{"node": a, "parent": a1}, "own subtree"},
 		{"has children", "delete_node", map[string]any{"node": a}, "children=lift"},
 		{"bad children policy", "delete_node", map[string]any{"node": a, "children": "cascade"}, "children: value must be one of 'refuse', 'lift', 'subtree'"},
-		{"text too long", "insert_after", map[string]any{"text": strings.Repeat("é", 2001)}, "nodes[0].text: 2,001 graphemes, the limit is 2,000"},
+		{"text too long", "insert_after", map[string]any{"text": strings.Repeat("é", 2001)}, "record: text: 2,001 graphemes, the limit is 2,000"},
 		{"unknown rule", "set_comment_policy", map[string]any{"allow": []any{"everyone"}}, "mentioned"},
 		{"both text and nodes", "insert_after", map[string]any{"text": "x", "nodes": []any{}}, "pass one of text, nodes or markdown"},
 		{"bad position", "insert_after", map[string]any{"text": "x", "position": "middle"}, "position: value must be one of 'first', 'last'"},

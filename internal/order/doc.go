@@ -5,11 +5,13 @@
 // agents produce.
 //
 // The lexicon allows any string up to 512 bytes as a sortKey. Where another
-// client's keys leave no alphabet key between two neighbours ("a" and "a!",
-// "a!" and "a0"), Place takes a key of printable ASCII that fits ("a V": a
-// byte between theirs, then an alphabet byte; see Wide) rather than
-// rewriting siblings; only where no printable key fits either does it
-// respace.
+// client's keys leave no alphabet key between two neighbours ("a!" and
+// "a0"), Place takes a key of graphic ASCII, printable without the space,
+// that fits ("a(V": a byte between theirs, then an alphabet byte; see Wide)
+// rather than rewriting siblings; only where no such key fits either ("a"
+// and "a!": every key between them starts "a ") does it respace. No key
+// it mints holds a space: a client that trims keys would misorder it.
+// Existing keys, spaces and all, are kept and compared as bytes.
 //
 // # Encoding
 //

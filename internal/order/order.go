@@ -870,21 +870,23 @@ func strictly(keys []string) bool {
 	return true
 }
 
-// Printable reports whether c may appear in a key that Wide places: the
-// lexicon allows any string as a sortKey (compared as bytes), and printable
-// ASCII (space to tilde) keeps the key valid UTF-8 and readable.
-func Printable(c byte) bool { return c >= ' ' && c <= '~' }
+// Graphic reports whether c may appear in a key that Wide places: the
+// lexicon allows any string as a sortKey (compared as bytes); printable
+// ASCII without the space ('!' to '~') keeps the key valid UTF-8, readable,
+// and whole in a client that trims keys (a key "a V" trimmed is "a V" no
+// more). Existing keys with spaces still bound and order as bytes.
+func Graphic(c byte) bool { return c > ' ' && c <= '~' }
 
 // Wide returns n keys, strictly increasing, strictly between lo and hi (""
-// for an open end), using printable ASCII where no Alphabet key fits: it is
-// for foreign neighbours such as "a" and "a!", or "a!" and "a0", which leave
-// room only for bytes outside the Alphabet ("a " + "V" between "a" and
-// "a!"). The keys share a prefix of bytes copied from the neighbours and one
-// byte strictly between theirs (an Alphabet byte when one fits); a single
-// key ends there if that byte is in the Alphabet, and otherwise in one more
-// Alphabet byte, so it never ends in punctuation or a space and leaves room
-// on both sides. false when no printable key fits (neighbours equal, or
-// apart only in control or non-ASCII bytes).
+// for an open end), using graphic ASCII (Graphic) where no Alphabet key
+// fits: it is for foreign neighbours such as "a!" and "a0", which leave
+// room only for bytes outside the Alphabet ("a(V" between them). The keys
+// share a prefix of bytes copied from the neighbours and one byte strictly
+// between theirs (an Alphabet byte when one fits); a single key ends there
+// if that byte is in the Alphabet, and otherwise in one more Alphabet byte,
+// so it never ends in punctuation and leaves room on both sides. false when
+// no graphic key fits (neighbours equal, or apart only in spaces, control
+// or non-ASCII bytes: "a" and "a!", where every key between starts "a ").
 func Wide(lo, hi string, n int) ([]string, bool) {
 	if n <= 0 || (lo != "" && hi != "" && lo >= hi) {
 		return nil, false
@@ -903,7 +905,7 @@ func Wide(lo, hi string, n int) ([]string, bool) {
 			ch = int(hi[i])
 		}
 		var cands, alpha []byte
-		for c := int(' '); c <= '~'; c++ {
+		for c := int('!'); c <= '~'; c++ {
 			if c > cl && c < ch {
 				cands = append(cands, byte(c))
 				if isDigit(byte(c)) {
@@ -934,14 +936,15 @@ func Wide(lo, hi string, n int) ([]string, bool) {
 			return ks, len(ks[n-1]) <= MaxKey
 		}
 		switch {
-		case cl >= 0 && Printable(byte(cl)):
+		case cl >= 0 && Graphic(byte(cl)):
 			// follow lo: once below hi's byte, hi no longer bounds
 			out = append(out, byte(cl))
 			if cl < ch {
 				hiOn = false
 			}
-		case cl < 0 && ch < 256 && Printable(byte(ch)):
-			// lo is a prefix of out (or open): follow hi
+		case ch < 256 && Graphic(byte(ch)) && cl < ch:
+			// lo is a prefix of out (or open), or its byte is one no key
+			// may copy (a space) just below hi's: follow hi
 			out = append(out, byte(ch))
 			loOn = false
 		default:

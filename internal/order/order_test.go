@@ -75,8 +75,8 @@ func checkPlace(t testing.TB, sibs []string, at, n int, bias Bias) []string {
 }
 
 // wideKey: a new key outside the Alphabet is allowed only where no
-// Alphabet key fits between the neighbours (Wide): printable ASCII, ending
-// in an Alphabet byte, and placed without rewriting any sibling.
+// Alphabet key fits between the neighbours (Wide): graphic ASCII (no
+// space), ending in an Alphabet byte, and placed without rewriting any sibling.
 func wideKey(p Plan, k string) bool {
 	if len(p.Respace) > 0 || k == "" || !isDigit(k[len(k)-1]) {
 		return false
@@ -84,7 +84,7 @@ func wideKey(p Plan, k string) bool {
 	for _, r := range p.Keys {
 		if r == k {
 			for i := 0; i < len(k); i++ {
-				if !Printable(k[i]) {
+				if !Graphic(k[i]) {
 					return false
 				}
 			}
@@ -170,7 +170,7 @@ func dedupe(s []string) []string {
 }
 
 func randKey(rng *rand.Rand) string {
-	const pool = "0aAzZ9!~bV"
+	const pool = "0aAzZ9!~bV "
 	n := 1 + rng.IntN(6)
 	b := make([]byte, n)
 	for i := range b {
@@ -499,9 +499,12 @@ func BenchmarkBetween(b *testing.B) {
 }
 
 // TestWideBetweenForeign: another client's keys "a", "a!", "a0" leave no
-// Alphabet key between "a" and "a!" (only "a " and what follows it) nor
-// between "a!" and "a0"; an insert there takes a printable key that fits
-// and rewrites none of them (it used to respace two).
+// Alphabet key between "a!" and "a0": an insert there takes a graphic key
+// that fits ("a(V") and rewrites none of them (it used to respace two).
+// Between "a" and "a!" every key starts "a " (a space, which a client that
+// trims keys misorders: "a V" was minted there): the insert respaces
+// instead, at most Window siblings, every key minted without a space and
+// the order kept.
 func TestWideBetweenForeign(t *testing.T) {
 	t.Parallel()
 	sibs := []string{"a", "a!", "a0"}
@@ -512,22 +515,51 @@ func TestWideBetweenForeign(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(p.Respace) != 0 {
+			if at == 2 && len(p.Respace) != 0 {
 				t.Fatalf("insert of %d at %d rewrote %d foreign keys: %+v", n, at, len(p.Respace), p.Respace)
 			}
-			out := append(append(append([]string(nil), sibs[:at]...), p.Keys...), sibs[at:]...)
+			if len(p.Respace) > Window {
+				t.Fatalf("insert of %d at %d rewrote %d keys", n, at, len(p.Respace))
+			}
+			out := append([]string(nil), sibs...)
+			minted := append([]string(nil), p.Keys...)
+			for _, r := range p.Respace {
+				out[r.Index] = r.Key
+				minted = append(minted, r.Key)
+			}
+			out = append(append(append([]string(nil), out[:at]...), p.Keys...), out[at:]...)
 			if !strictly(out) {
 				t.Fatalf("insert of %d at %d: not strictly ordered: %q", n, at, out)
 			}
-			for _, k := range p.Keys {
+			for _, k := range minted {
 				if len(k) > MaxGen || !isDigit(k[len(k)-1]) {
 					t.Fatalf("key %q: over %d bytes or ends outside the Alphabet", k, MaxGen)
 				}
 				for i := 0; i < len(k); i++ {
-					if !Printable(k[i]) {
-						t.Fatalf("key %q has a byte that is not printable ASCII", k)
+					if !Graphic(k[i]) {
+						t.Fatalf("minted key %q has a byte that is not graphic ASCII (a space, a control byte)", k)
 					}
 				}
+			}
+		}
+	}
+	// between neighbours that share or straddle a space: no key minted
+	// holds one, and it still sorts between them
+	// (none fits where every key between starts with a space)
+	for _, c := range []struct {
+		lo, hi string
+		fits   bool
+	}{{"a", "a!", false}, {"a ", "a!", false}, {"a b", "a c", false}, {"a b", "b", true}, {"a!", "a0", true},
+		{"", " ", false}, {" x", "!", false}, {" x", "!b", true}, {"a", "a\x01", false}} {
+		for _, n := range []int{1, 3} {
+			ks, ok := Wide(c.lo, c.hi, n)
+			for _, k := range ks {
+				if strings.ContainsRune(k, ' ') || !inside(c.lo, c.hi, k) {
+					t.Fatalf("Wide(%q, %q, %d) = %q", c.lo, c.hi, n, ks)
+				}
+			}
+			if ok != c.fits {
+				t.Errorf("Wide(%q, %q, %d): %v, %q", c.lo, c.hi, n, ok, ks)
 			}
 		}
 	}

@@ -25,6 +25,7 @@ var Kinds = []Kind{
 	{ErrNodeNotFound, "node_missing", "node not found", "a referenced bullet is not in the repository"},
 	{ErrAnchorMissing, "anchor_missing", "anchor missing", "the \"after\" sibling is not a child of the target parent, or is gone"},
 	{ErrParentMissing, "parent_missing", "parent missing", "the target parent does not exist"},
+	{ErrOperationMissing, "operation_missing", "operation not found", "an operation id (undo operation=, operations resume=) names no operation this server recorded, or none that can be undone"},
 	{ErrCrossRepo, "cross_repo", "cross-repository reference", "a parent or policy root in another repository, where it is not admitted"},
 	{ErrCycle, "cycle", "cycle", "the change would put a bullet (or a mirror) inside its own subtree"},
 	{ErrHasChildren, "has_children", "has children", "a delete or undo that would detach children"},

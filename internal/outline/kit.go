@@ -179,13 +179,29 @@ func rekey(kids, sorted []*Item) (map[*Item]string, error) {
 		if err != nil {
 			var ok bool
 			if ks, ok = order.Wide(lo, hi, j-i); !ok {
-				return nil, err
+				// no key without a space fits between the kept
+				// neighbours (another client's "a" and "a!"): every
+				// item takes a fresh key
+				return respaceAll(sorted)
 			}
 		}
 		for q := i; q < j; q++ {
 			out[sorted[q]] = ks[q-i]
 		}
 		i = j
+	}
+	return out, nil
+}
+
+// respaceAll gives every item of sorted a fresh key, in that order.
+func respaceAll(sorted []*Item) (map[*Item]string, error) {
+	ks, err := order.Spread("", "", len(sorted))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[*Item]string, len(sorted))
+	for i, it := range sorted {
+		out[it] = ks[i]
 	}
 	return out, nil
 }

@@ -218,7 +218,7 @@ func (l *lifecycle) get(ctx context.Context, id string) (*Operation, error) {
 			return &cp, nil
 		}
 	}
-	return nil, fail(ErrNodeNotFound, "call operations to see the operations this server recorded", "no operation %s", id)
+	return nil, fail(ErrOperationMissing, "call operations to see the operations this server recorded", "no operation %s", id)
 }
 
 // prune removes the oldest finished operations beyond JournalSize.

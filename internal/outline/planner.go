@@ -41,6 +41,7 @@ type Planner struct {
 	plan    Plan
 	writes  []store.Write // in plan order; Op "" = folded away
 	labels  []string
+	step    string              // the batch op being planned ("ops[1]"), for labels
 	index   map[string]int      // path → index in writes
 	prior   map[string]priorRec // path → the record before the plan
 	created map[string]bool     // paths of records this plan's key list minted
@@ -115,6 +116,9 @@ func (p *Planner) record(coll, rkey string) (store.Record, bool) {
 // the same record in this plan (see Planner).
 func (p *Planner) add(w store.Write, prior priorRec, label string) {
 	path := w.Collection + "/" + w.RKey
+	if p.step != "" { // within a batch: which op ("ops[1].nodes[0]")
+		label = strings.TrimSuffix(p.step+"."+label, ".")
+	}
 	i, seen := p.index[path]
 	if !seen {
 		p.prior[path] = prior
@@ -219,7 +223,9 @@ func (p *Planner) Batch(steps []Step) error {
 		return fail(ErrInvalidInput, "pass ops: [{tool, args}, …]", "no operations")
 	}
 	var sums []string
+	defer func() { p.step = "" }()
 	for i, s := range steps {
+		p.step = fmt.Sprintf("ops[%d]", i)
 		if err := s.Intent.Plan(p); err != nil {
 			var oe *Error
 			if errors.As(err, &oe) {

@@ -146,7 +146,7 @@ func (e *Engine) undoStack(ctx context.Context, steps int, id string) ([]*Operat
 		stack = append(stack, op)
 	}
 	if id != "" && len(stack) == 0 {
-		return nil, fail(ErrNodeNotFound, "call operations to see what can be undone", "no operation %s that can be undone", id)
+		return nil, fail(ErrOperationMissing, "call operations to see what can be undone", "no operation %s that can be undone", id)
 	}
 	if steps < 1 {
 		steps = 1

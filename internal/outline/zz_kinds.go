@@ -19,6 +19,11 @@ var (
 	// not exist.
 	ErrParentMissing = errors.New("parent missing")
 
+	// ErrOperationMissing is the error kind operation_missing: an operation id
+	// (undo operation=, operations resume=) names no operation this server
+	// recorded, or none that can be undone.
+	ErrOperationMissing = errors.New("operation not found")
+
 	// ErrCrossRepo is the error kind cross_repo: a parent or policy root in
 	// another repository, where it is not admitted.
 	ErrCrossRepo = errors.New("cross-repository reference")

@@ -728,6 +728,11 @@ type matcher struct {
 	wantOpen, wantDone bool
 }
 
+// ParseDate reads a date bound as search takes it (created_from and the
+// others): YYYY-MM-DD (end: its last instant) or RFC 3339; "" is none.
+// Anything else is ErrQuery, naming the value.
+func ParseDate(s string, end bool) (time.Time, error) { return parseDate(s, end) }
+
 func parseDate(s string, end bool) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil

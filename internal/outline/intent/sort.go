@@ -1,17 +1,19 @@
 package intent
 
 import (
+	"bytes"
 	"slices"
 	"strings"
-	"unicode"
-	"unicode/utf8"
+
+	"golang.org/x/text/collate"
+	"golang.org/x/text/language"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 )
 
 // Sort orders for Sort.By.
 const (
-	SortText    = "text"    // natural order of the text, case-insensitive ("item 2" before "item 10")
+	SortText    = "text"    // Unicode collation (root locale), case-insensitive, numbers by value ("éclair" before "Zebra", "item 2" before "item 10")
 	SortState   = "state"   // open todos, then done todos, then other bullets
 	SortCreated = "created" // by createdAt, oldest first
 	SortReverse = "reverse" // the present order backwards
@@ -42,7 +44,7 @@ func (s Sort) Plan(p *outline.Planner) error {
 		par = it
 	}
 	kids := p.Children(par)
-	less, err := sortOrder(s.By)
+	less, err := sortOrder(s.By, kids)
 	if err != nil {
 		return err
 	}
@@ -77,10 +79,11 @@ func (s Sort) Plan(p *outline.Planner) error {
 	return nil
 }
 
-func sortOrder(by string) (func(a, b *outline.Item) int, error) {
+func sortOrder(by string, kids []*outline.Item) (func(a, b *outline.Item) int, error) {
 	switch by {
 	case SortText:
-		return func(a, b *outline.Item) int { return natural(itemText(a), itemText(b)) }, nil
+		keys := collationKeys(kids)
+		return func(a, b *outline.Item) int { return bytes.Compare(keys[a], keys[b]) }, nil
 	case SortState:
 		rank := func(it *outline.Item) int {
 			switch {
@@ -107,44 +110,20 @@ func itemText(it *outline.Item) string {
 	return it.Str("text")
 }
 
-// natural compares a and b case-insensitively, runs of digits by their
-// value ("item 2" < "item 10").
-func natural(a, b string) int {
-	for a != "" && b != "" {
-		ra, na := utf8.DecodeRuneInString(a)
-		rb, nb := utf8.DecodeRuneInString(b)
-		if isDigit(ra) && isDigit(rb) {
-			da, db := digits(a), digits(b)
-			ta, tb := strings.TrimLeft(da, "0"), strings.TrimLeft(db, "0")
-			if len(ta) != len(tb) {
-				return len(ta) - len(tb)
-			}
-			if c := strings.Compare(ta, tb); c != 0 {
-				return c
-			}
-			a, b = a[len(da):], b[len(db):]
-			continue
-		}
-		la, lb := unicode.ToLower(ra), unicode.ToLower(rb)
-		if la != lb {
-			if la < lb {
-				return -1
-			}
-			return 1
-		}
-		a, b = a[na:], b[nb:]
+// collationKeys are the items' texts as collation keys of the root locale
+// (Unicode's default order: "éclair" next to "eclair", before "Zebra"),
+// case ignored, runs of digits by their value ("item 2" before "item 10"):
+// comparing two as bytes compares the texts. One key per item, so a sort
+// of n costs n keys, not n log n collations.
+func collationKeys(items []*outline.Item) map[*outline.Item][]byte {
+	c := collate.New(language.Und, collate.IgnoreCase, collate.Numeric)
+	var buf collate.Buffer
+	keys := make(map[*outline.Item][]byte, len(items))
+	for _, it := range items {
+		keys[it] = slices.Clone(c.KeyFromString(&buf, itemText(it)))
+		buf.Reset()
 	}
-	return len(a) - len(b)
-}
-
-func isDigit(r rune) bool { return r >= '0' && r <= '9' }
-
-func digits(s string) string {
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	return s[:i]
+	return keys
 }
 
 func countMirrors(items []*outline.Item) int {

@@ -1,0 +1,4 @@
+package outline
+
+// EditWithin is editWithin, for the tests.
+var EditWithin = editWithin
