@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -74,15 +75,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer os.RemoveAll(bins)
 
-	built := map[Target]string{}
-	for _, t := range Targets {
-		start := time.Now()
-		path := filepath.Join(bins, t.GOOS+"-"+t.GOARCH, t.exe())
-		if err := goBuild(ctx, o.Root, t, res.Version, res.Commit, path); err != nil {
-			return nil, err
-		}
-		built[t] = path
-		logf("built %s in %s", t, time.Since(start).Round(100*time.Millisecond))
+	built, err := buildAll(ctx, o.Root, bins, res.Version, res.Commit, logf)
+	if err != nil {
+		return nil, err
 	}
 	readme, err := os.ReadFile(filepath.Join(o.Root, "docs", "install-release.md"))
 	if err != nil {
@@ -137,6 +132,58 @@ func emptyDir(dir string) error {
 		return &OutNotEmptyError{dir}
 	}
 	return nil
+}
+
+// parallel is how many go builds run at once. Two: a go build alone
+// leaves a core idle for much of a cold build (linking, the big packages
+// compiled one after another), and the release test runs on 2-core CI.
+const parallel = 2
+
+// buildAll builds every target into bins/GOOS-GOARCH/, parallel at a time;
+// the first failure cancels the others.
+func buildAll(ctx context.Context, root, bins, version, commit string, logf func(string, ...any)) (map[Target]string, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		built = map[Target]string{}
+		first error
+		wg    sync.WaitGroup
+		sem   = make(chan struct{}, parallel)
+	)
+	for _, t := range Targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if ctx.Err() != nil {
+				return
+			}
+			start := time.Now()
+			path := filepath.Join(bins, t.GOOS+"-"+t.GOARCH, t.exe())
+			err := goBuild(ctx, root, t, version, commit, path)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if first == nil {
+					first = err
+					cancel()
+				}
+				return
+			}
+			built[t] = path
+			logf("built %s in %s", t, time.Since(start).Round(100*time.Millisecond))
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return nil, first
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return built, nil
 }
 
 // goBuild builds cmd/bulleted-mcp for t: static (CGO_ENABLED=0), without
