@@ -43,8 +43,8 @@ func (e *VersionMismatchError) Error() string {
 	if e.File == "manifest.json" {
 		return fmt.Sprintf("manifest.json (the .mcpb template) says version %s, server.json says %s: set manifest.json's version to %s (the two change together)", e.Says, e.Version, e.Version)
 	}
-	return fmt.Sprintf("building %s, but %s says version %s: set %s's version (and server.json's image tag) to %s before tagging v%s, or build a version of %s (such as %s-rc.1)",
-		e.Version, e.File, e.Says, e.File, core(e.Version), core(e.Version), e.Says, e.Says)
+	return fmt.Sprintf("building %s, but %s says version %s: set the version in server.json (and its image tag) and manifest.json to %s before tagging v%s, or build a version of %s (such as %s-rc.1)",
+		e.Version, e.File, e.Says, core(e.Version), core(e.Version), e.Says, e.Says)
 }
 
 // declared are the versions the repository's release files declare.
