@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 )
 
 // The .mcpb desktop extension (MCPB manifest 0.3): a zip holding
@@ -61,7 +64,6 @@ func bundleManifest(template []byte, version string) ([]byte, error) {
 	if v, _ := m["manifest_version"].(string); v != "0.3" {
 		return nil, &ManifestError{fmt.Sprintf("manifest_version %q; the release build packs MCPB 0.3", v)}
 	}
-	m["version"] = version
 	var mf struct {
 		Server struct {
 			Type       string `json:"type"`
@@ -90,8 +92,22 @@ func bundleManifest(template []byte, version string) ([]byte, error) {
 	if mf.Server.EntryPoint != bundlePaths["darwin"] {
 		return nil, &ManifestError{fmt.Sprintf("server.entry_point %q; the default command's binary is %s", mf.Server.EntryPoint, bundlePaths["darwin"])}
 	}
-	return json.MarshalIndent(m, "", "  ")
+	// Set the version in the template's text, which keeps its order and
+	// layout: the first "version" key is the top-level one (checked).
+	loc := versionKey.FindIndex(template)
+	if loc == nil {
+		return nil, &ManifestError{"no \"version\""}
+	}
+	out := slices.Concat(template[:loc[0]], []byte(`"version": `+strconv.Quote(version)), template[loc[1]:])
+	var check struct{ Version string }
+	if err := json.Unmarshal(out, &check); err != nil || check.Version != version {
+		return nil, &ManifestError{"its first \"version\" key is not the top-level one: put the top-level version before any other"}
+	}
+	return out, nil
 }
+
+// versionKey is a "version" key with its string value.
+var versionKey = regexp.MustCompile(`"version"\s*:\s*"[^"]*"`)
 
 // bundleName is the .mcpb's file name.
 func bundleName(version string) string { return "bulleted-mcp-" + version + ".mcpb" }
