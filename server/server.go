@@ -31,8 +31,10 @@ import (
 //go:embed instructions.md
 var Instructions string
 
-// Version of the server.
-const Version = "0.1.0"
+// Version of the server, as it reports it in serverInfo: set by
+// cmd/bulleted-mcp from its build (the release version, or the module
+// version go install recorded).
+var Version = "(devel)"
 
 // New returns the MCP server over engine; readOnly exposes only read-only
 // tools.
