@@ -4,7 +4,10 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/bulleted-mcp ./cmd/bulleted-mcp
+# the release's version (docker build --build-arg VERSION=0.9.0), printed by
+# `bulleted-mcp version` and sent as serverInfo; empty: the build's own
+ARG VERSION=""
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/bulleted-mcp ./cmd/bulleted-mcp
 # the store's directory, made here (the final image has no shell) so that it
 # exists in the image owned by nonroot: a volume mounted on it (named or
 # anonymous) starts as a copy of it, writable by the server
