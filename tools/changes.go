@@ -54,7 +54,7 @@ type changeSet struct {
 // tree before with the tree after (before with p's writes); a note's write marks its bullet changed.
 // Past limit bullets only their kinds are counted.
 func changesOf(before, after *outline.Tree, p *outline.Plan, limit int) *changeSet {
-	seen := map[string]int{} // key → index in list, or -1 past the limit
+	seen := map[string]int{}    // key → index in list, or -1 past the limit
 	kinds := map[string]uint8{} // key → the kinds of change seen (kindBit)
 	var out []Change
 	get := func(t *outline.Tree, coll, key string) *outline.Item {

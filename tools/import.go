@@ -59,6 +59,7 @@ func importTool() Tool {
 		if err != nil {
 			return toolError(linePaths(err, "content", d.Lines))
 		}
+		defer env.settle(out)
 		// each created bullet's input line; what of the input was not
 		// imported (an export's Detached section) in the diagnostics
 		return writeReport(out, report{lines: d.Lines, notes: d.Notes}), nil

@@ -144,6 +144,7 @@ func runWrite(ctx context.Context, env *Env, name string, in outline.Intent, a A
 	if err != nil {
 		return toolError(sentPaths(name, a, err))
 	}
+	defer env.settle(out)
 	return writeResult(out, a), nil
 }
 

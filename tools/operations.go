@@ -39,6 +39,7 @@ func undoTool() Tool {
 		if err != nil {
 			return toolError(err)
 		}
+		defer env.settle(out)
 		return writeResult(out, a), nil
 	}
 	return t

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"syscall"
 	"testing"
 	"time"
@@ -52,6 +53,7 @@ func reviewRows(b *testing.B, n int) {
 	defer b.StartTimer()
 	ctx := context.Background()
 	env := scaleEnv(b, n)
+	env.GiveBack = debug.FreeOSMemory // as serve sets it
 	rng := rand.New(rand.NewPCG(1, 2))
 	mk := func(text string, kids int) string {
 		ns := make([]outline.NewNode, kids)
@@ -124,6 +126,9 @@ func reviewRows(b *testing.B, n int) {
 	b.ReportMetric(ms(del), "delete10k-ms")
 	b.ReportMetric(float64(delUndo)/float64(del), "delete-undo/delete")
 
+	for env.Settling() {
+		runtime.Gosched() // the last give-back, in the background as in serve
+	}
 	rssEnd := selfRSS()
 	mb := func(n int64) float64 { return float64(n) / (1 << 20) }
 	b.ReportMetric(mb(rssRead), "rss-read-MB")

@@ -211,6 +211,7 @@ func serveOrCheck(args []string, stdin io.Reader, stdout, stderr io.Writer, chec
 		}()
 	}
 	be.env.Confirm = &tools.ConfirmRules{Deletes: max(*confirmDeletes, 0), Moves: max(*confirmMoves, 0)}
+	be.env.GiveBack = debug.FreeOSMemory // after a big edit, its peak goes back to the system
 	if d, err := time.ParseDuration(os.Getenv("BULLETED_CONFIRM_TIMEOUT")); err == nil && d > 0 {
 		server.ConfirmTimeout = d // how long a confirmation waits for the person (tests)
 	}
