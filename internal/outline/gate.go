@@ -137,12 +137,10 @@ func gateFail(kind error, next, format string, args ...any) error {
 	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...) + "; nothing was written", Next: next}
 }
 
-// Gate checks plan against the rules on the outline t as it would be after
-// the plan (see the comment at the top of gate.go), and counts what it
+// gate checks plan against the rules on the outline t as it would be after
+// the plan (see the comment at the top of this file), and counts what it
 // removes and moves. Every way of committing a plan calls it right before
 // the first batch is sent; a dry run calls it on the plan it shows.
-func (e *Engine) Gate(t *Tree, plan *Plan) (Verdict, error) { return gate(t, plan) }
-
 func gate(t *Tree, plan *Plan) (Verdict, error) {
 	v := Verdict{Writes: len(plan.Writes), Cost: store.Cost(plan.Writes)}
 	if len(plan.Writes) == 0 {
