@@ -12,9 +12,9 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
 
-// TestGiveBackAfterBigPlans: a write or dry run of tools.BigPlan writes or
-// more gives its memory back (env.GiveBack, in the background); a smaller
-// one does not.
+// TestGiveBackAfterBigPlans: a write of tools.BigPlan writes or more gives
+// its memory back (env.GiveBack, in the background); a smaller one, or a
+// dry run, does not.
 func TestGiveBackAfterBigPlans(t *testing.T) {
 	env, _ := gateEnv(t)
 	env.Confirm = nil
@@ -43,6 +43,11 @@ func TestGiveBackAfterBigPlans(t *testing.T) {
 	}
 	if _, err := env.Engine.Do(context.Background(), intent.Insert{Pos: outline.Position{Parent: big}, Nodes: texts(tools.BigPlan/2, "more %d")}, false); err != nil {
 		t.Fatal(err)
+	}
+	call(t, c, "delete_node", map[string]any{"node": big, "children": "subtree", "dry_run": true}, nil)
+	wait()
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("a dry run of %d writes gave back %d times", tools.BigPlan+1, n)
 	}
 	if res := call(t, c, "delete_node", map[string]any{"node": big, "children": "subtree"}, nil); res.IsError {
 		t.Fatal(res.Content)
