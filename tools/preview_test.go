@@ -18,7 +18,7 @@ func TestPreviewLongList(t *testing.T) {
 	for i := range 300 {
 		fmt.Fprintf(&md, "  - item %03d\n", i)
 	}
-	res, sc := call(t, c, "import_outline", map[string]any{"content": md.String()})
+	res, _ := call(t, c, "import_outline", map[string]any{"content": md.String()})
 	keys := map[string]string{} // input line → key
 	for _, m := range regexp.MustCompile(`(\d+)→(\w+)`).FindAllStringSubmatch(text(res), -1) {
 		keys[m[1]] = m[2]
@@ -27,7 +27,7 @@ func TestPreviewLongList(t *testing.T) {
 	if list == "" || anchor == "" {
 		t.Fatalf("import: %v", text(res))
 	}
-	res, sc = call(t, c, "insert_after", map[string]any{"parent": list, "after": anchor, "text": "the new one", "dry_run": true})
+	res, sc := call(t, c, "insert_after", map[string]any{"parent": list, "after": anchor, "text": "the new one", "dry_run": true})
 	if res.IsError {
 		t.Fatal(text(res))
 	}
