@@ -508,13 +508,23 @@ func TestRunPruner(t *testing.T) {
 		in.RunPruner(ctx, 20*time.Millisecond, func(f string, a ...any) { logs <- fmt.Sprintf(f, a...) })
 		close(stopped)
 	}()
-	select {
-	case msg := <-logs:
-		if !strings.Contains(msg, "pruned 7 expired authorization requests") {
-			t.Fatalf("pruner said %q", msg)
+	// wait for what is expected: on a busy machine a round may time out
+	// first, which the pruner says and retries
+	deadline := time.After(60 * time.Second)
+	for done := false; !done; {
+		select {
+		case msg := <-logs:
+			switch {
+			case strings.Contains(msg, "pruned 7 expired authorization requests"):
+				done = true
+			case strings.Contains(msg, "failed (retried in"):
+				t.Logf("a round failed and is retried: %s", msg)
+			default:
+				t.Fatalf("pruner said %q", msg)
+			}
+		case <-deadline:
+			t.Fatal("the pruner pruned nothing in 60 s")
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the pruner said nothing in 30 s")
 	}
 	if n := countRows(t, in, "auth_requests"); n != 0 {
 		t.Fatalf("%d expired requests left", n)
