@@ -68,6 +68,9 @@ func (s *Server) Prune(ctx context.Context) (PruneStats, error) {
 	return st, nil
 }
 
+// pruneRoundFloor is the least time a pruning round is given.
+const pruneRoundFloor = 10 * time.Second
+
 // RunPruner prunes soon after it starts, then every interval (zero:
 // DefaultPruneEvery; each wait jittered by up to a fifth, so that instances
 // spread out) until ctx is done, reporting what it deleted and any failure
@@ -86,7 +89,9 @@ func (s *Server) RunPruner(ctx context.Context, every time.Duration, logf func(f
 			return
 		case <-time.After(wait):
 		}
-		pctx, cancel := context.WithTimeout(ctx, every)
+		// a round is bounded by the interval, but never below a floor: a
+		// short interval on a loaded database would time every round out
+		pctx, cancel := context.WithTimeout(ctx, max(every, pruneRoundFloor))
 		st, err := s.Prune(pctx)
 		cancel()
 		switch {
