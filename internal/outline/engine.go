@@ -3,8 +3,10 @@ package outline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -246,6 +248,8 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 	keys := e.nextKeys()
 	now := e.Now()
 	trust := !dryRun // the first plan of a write may trust the commit known (writeTree)
+	// refusedOn: the tree of the last plan refused for its swapCommit
+	var refusedOn *Tree
 	for attempt := 0; ; attempt++ {
 		t, trusted, err := e.writeTree(ctx, trust)
 		trust = false
@@ -269,7 +273,7 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, changedSince(err, refusedOn, t)
 		}
 		out := &Outcome{Plan: plan, DryRun: dryRun, Before: t, BudgetLeft: e.budgetLeft(ctx)}
 		if len(plan.Writes) == 0 {
@@ -289,6 +293,9 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 			return nil, &ConfirmNeeded{PlanID: e.keepPlan(intent, t, plan, keys, now), Verdict: plan.Verdict, Summary: plan.Summary}
 		}
 		op, err := e.commit(ctx, t, plan, keys.keys, now, out)
+		if errors.Is(err, errReplan) {
+			refusedOn = t
+		}
 		if errors.Is(err, errReplan) && trusted {
 			attempt-- // the guess was wrong: plan again at once on what the PDS has
 			continue
@@ -332,6 +339,41 @@ func replanWait(ctx context.Context, attempt int) error {
 		return fail(ErrCancelled, "nothing was written; call again when ready", "cancelled before the first batch")
 	}
 	return nil
+}
+
+// changedSince is err, a refusal of a write planned again after its
+// commit was refused for its swapCommit (before: the tree of the refused
+// plan, nil: none was; after: the tree of the refusing plan), saying what
+// another client changed meanwhile to the bullets it names: deleted, or
+// moved under another parent. Other errors are returned as they are.
+func changedSince(err error, before, after *Tree) error {
+	var oe *Error
+	if before == nil || !errors.As(err, &oe) ||
+		!errors.Is(err, ErrParentMissing) && !errors.Is(err, ErrAnchorMissing) && !errors.Is(err, ErrNodeNotFound) {
+		return err
+	}
+	var changed []string
+	for key, it := range before.Nodes.All() {
+		if !strings.Contains(oe.Msg, key) {
+			continue
+		}
+		now, ok := after.Nodes.Lookup(key)
+		switch {
+		case !ok:
+			changed = append(changed, fmt.Sprintf("another client deleted %s", named(it)))
+		case it.ParentKey() != now.ParentKey():
+			changed = append(changed, fmt.Sprintf("another client moved %s from under %s to under %s", named(it), named(before.Parent(it)), named(after.Parent(now))))
+		}
+	}
+	if len(changed) == 0 {
+		return err
+	}
+	re := *oe
+	re.Msg = fmt.Sprintf("%s: since this write was first planned (on commit %s), %s; nothing was written", oe.Msg, before.Commit, strings.Join(changed, "; "))
+	if re.Data == nil {
+		re.Data = map[string]any{"changed": changed}
+	}
+	return &re
 }
 
 // DoFunc is Do with a function as the intent.
