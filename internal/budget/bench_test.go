@@ -2,8 +2,8 @@ package budget
 
 import (
 	"fmt"
-	"syscall"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
