@@ -19,6 +19,7 @@ import (
 // hangs, a parent cycle made or broken) are rare; for them the tree is built
 // again from every record, which gives the same tree.
 func (t *Tree) Next(commit, rev string, changes []store.Record) *Tree {
+	nexts.Add(1)
 	if nt := t.next(commit, rev, changes); nt != nil {
 		return nt
 	}
@@ -43,8 +44,9 @@ func WriteChanges(writes []store.Write) []store.Record {
 	return out
 }
 
-// fullBuilds counts the commits Next could not follow (tests).
-var fullBuilds atomic.Int64
+// fullBuilds counts the commits Next could not follow, nexts the calls
+// (tests).
+var fullBuilds, nexts atomic.Int64
 
 // applyChanges returns recs (sorted) with changes applied.
 func applyChanges(recs []store.Record, changes []store.Record) []store.Record {

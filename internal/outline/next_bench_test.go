@@ -45,3 +45,36 @@ func BenchmarkNextLongList(b *testing.B) {
 		})
 	}
 }
+
+// A commit brought forward by two callers at once (our own commit, asked
+// for by the next write and arriving on the followed stream) is brought
+// forward once: the second gets the first's tree. Not parallel: it counts
+// the package's calls of Next.
+func TestForwardOnce(t *testing.T) {
+	tr, insert := longList(50_000)
+	e := outline.New(openLocal(t, t.TempDir()))
+	e.Keep(tr)
+	before := outline.Nexts()
+	const rounds = 20
+	for i := range rounds {
+		commit := fmt.Sprintf("c%04d", i+1) // revs in order
+		ch := insert(i)
+		start := make(chan struct{})
+		got := make(chan *outline.Tree, 2)
+		for range 2 {
+			go func() {
+				<-start
+				got <- e.Forward(tr, commit, commit, ch)
+			}()
+		}
+		close(start)
+		a, b := <-got, <-got
+		if a != b || a.Commit != commit {
+			t.Fatalf("round %d: two trees for one commit", i)
+		}
+		tr = a
+	}
+	if n := outline.Nexts() - before; n != rounds {
+		t.Fatalf("%d commits brought forward with %d calls of Next", rounds, n)
+	}
+}
