@@ -83,6 +83,14 @@ type streamState struct {
 	// leaves out other collections' commits): reads ask the PDS until one
 	// has (advance, keep)
 	swapped bool
+	// refused: the commit the refused write was swapped onto (swapped)
+	refused string
+	// incoming: commits of this repository the stream delivered that are
+	// being taken in (verified, diffed): on their way to the kept head
+	incoming int
+	// moved is closed (and dropped) when the kept head moves or a
+	// delivered commit was dealt with: awaitStream's waiters look again
+	moved chan struct{}
 	// drop, tests: events (by sequence number) to lose
 	drop func(seq int64) bool
 }
@@ -100,12 +108,63 @@ func (r *Repo) Live() bool {
 	return r.fresh()
 }
 
-// swapRefused notes that a write swapped on the head known was refused:
-// the next read asks the PDS, live or not.
-func (r *Repo) swapRefused() {
+// swapRefused notes that a write swapped on swap was refused: the PDS has
+// a commit the head known has not, so the next read waits for the stream
+// to bring it (awaitStream) or asks the PDS.
+func (r *Repo) swapRefused(swap string) {
 	r.mu.Lock()
-	r.stream.swapped = true
+	r.stream.swapped, r.stream.refused = true, swap
 	r.mu.Unlock()
+}
+
+// wake tells awaitStream's waiters to look again. r.mu is held.
+func (r *Repo) wake() {
+	if r.stream.moved != nil {
+		close(r.stream.moved)
+		r.stream.moved = nil
+	}
+}
+
+// streamWait bounds how long a read waits for a commit known to be on its
+// way on the stream (awaitStream) before it asks the PDS.
+const streamWait = 500 * time.Millisecond
+
+// awaitStream waits, while the stream is connected, for the commits known
+// to be on their way to reach the kept head: those it delivered that are
+// being taken in, and, after a write was refused for its swapCommit, the
+// commit the PDS had that the head known had not (the stream brings it
+// moments after it was made). It reports whether reads may then answer
+// from the kept repository (fresh), having waited at most streamWait.
+func (r *Repo) awaitStream(ctx context.Context) bool {
+	timer := time.NewTimer(streamWait)
+	defer timer.Stop()
+	for {
+		r.mu.Lock()
+		if !r.stream.live || r.car == nil {
+			r.mu.Unlock()
+			return false
+		}
+		if r.stream.swapped && r.head != r.stream.refused && r.stream.incoming == 0 {
+			r.stream.swapped = false // the stream brought the commit it was refused for
+		}
+		if r.stream.incoming == 0 && !r.stream.swapped {
+			ok := r.fresh()
+			r.mu.Unlock()
+			return ok
+		}
+		if r.stream.moved == nil {
+			r.stream.moved = make(chan struct{})
+		}
+		ch := r.stream.moved
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-timer.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // notLive makes reads ask the PDS again.
@@ -331,6 +390,16 @@ func (r *Repo) event(ctx context.Context, ev *events.XRPCStreamEvent, changed fu
 		if e.Repo != did || drop != nil && drop(e.Seq) {
 			return
 		}
+		// on its way to the kept head: reads wait for it (awaitStream)
+		r.mu.Lock()
+		r.stream.incoming++
+		r.mu.Unlock()
+		defer func() {
+			r.mu.Lock()
+			r.stream.incoming--
+			r.wake()
+			r.mu.Unlock()
+		}()
 		if err := r.takeIn(ctx, e); err != nil {
 			r.Stats.StreamGaps.Add(1)
 			r.mu.Lock()

@@ -400,7 +400,7 @@ func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Writ
 			return r.committed(out.Commit.CID, out.Commit.Rev, out.Results)
 		}
 		if isErrorName(err, http.StatusBadRequest, "InvalidSwap") {
-			r.swapRefused()
+			r.swapRefused(swapCommit)
 			// not refunded: the PDS's rate limiter counts a request before
 			// its handler refuses it for its swapCommit
 			if !maybe {
