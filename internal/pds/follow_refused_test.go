@@ -31,7 +31,9 @@ func TestFollowRefusedWriteWaitsForStream(t *testing.T) {
 	refused := 0
 	for i := range 12 {
 		g.edit(t, ctx)
-		reads := func() int64 { return r.Stats.Heads.Load() + r.Stats.Diffs.Load() + r.Stats.CARs.Load() + r.Stats.ListPages.Load() }
+		reads := func() int64 {
+			return r.Stats.Heads.Load() + r.Stats.Diffs.Load() + r.Stats.CARs.Load() + r.Stats.ListPages.Load()
+		}
 		r0, w0 := reads(), r.Stats.Writes.Load()
 		if _, err := e.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: "right after the app"}}}, false); err != nil {
 			t.Fatal(err)
