@@ -206,7 +206,15 @@ func (e *Engine) writeTree(ctx context.Context, trust bool) (t *Tree, trusted bo
 	e.mu.Lock()
 	prev := e.cache
 	e.mu.Unlock()
-	if k, ok := e.Repo.(store.Known); ok && trust && prev != nil {
+	if w, ok := e.Repo.(store.WriteKnown); ok && trust && prev != nil {
+		commit, rev, changes, ok, guess, err := w.WriteChanges(ctx, prev.Commit)
+		if err != nil {
+			return nil, false, err
+		}
+		if ok {
+			return e.forward(prev, commit, rev, changes), guess, nil
+		}
+	} else if k, ok := e.Repo.(store.Known); ok && trust && prev != nil {
 		if commit, rev, changes, ok := k.KnownChanges(prev.Commit); ok {
 			return e.forward(prev, commit, rev, changes), true, nil
 		}

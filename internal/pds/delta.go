@@ -299,6 +299,7 @@ func (r *Repo) follow(st *step) {
 	c.apply(st)
 	r.push(transition{from: r.head, to: to, rev: st.rev, changes: changes})
 	r.pending = 0
+	r.stream.foreignAt = time.Now() // another writer's commit
 }
 
 // after is what changed from the head (our own commits own on top of c) to

@@ -21,6 +21,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/atomicfile"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
 // How the repository is followed without a call (Follow):
@@ -88,6 +89,9 @@ type streamState struct {
 	// incoming: commits of this repository the stream delivered that are
 	// being taken in (verified, diffed): on their way to the kept head
 	incoming int
+	// foreignAt: when another writer's commit was last taken in, or a
+	// write refused for one (WriteChanges asks first for OthersQuiet)
+	foreignAt time.Time
 	// moved is closed (and dropped) when the kept head moves or a
 	// delivered commit was dealt with: awaitStream's waiters look again
 	moved chan struct{}
@@ -114,7 +118,63 @@ func (r *Repo) Live() bool {
 func (r *Repo) swapRefused(swap string) {
 	r.mu.Lock()
 	r.stream.swapped, r.stream.refused = true, swap
+	r.stream.foreignAt = time.Now()
 	r.mu.Unlock()
+}
+
+// OthersQuiet is how long after another writer's commit was seen (taken
+// in from the stream, or a write refused for it) a write asks the PDS's
+// head before it is planned (WriteChanges): while the person edits in
+// their app, a write planned on the followed head alone would often be
+// refused (the stream brings a commit moments after it was made), and the
+// refused request counts against the rate limits.
+const OthersQuiet = 30 * time.Second
+
+// WriteChanges implements store.WriteKnown: KnownChanges while nobody else
+// wrote within OthersQuiet (or the stream is not live); otherwise it asks
+// the PDS's head (getLatestCommit) and, if the head known is behind it,
+// waits for the stream to bring it (at most streamWait): the write is then
+// planned on what the PDS has. ok false: the caller reads (Changes).
+func (r *Repo) WriteChanges(ctx context.Context, since string) (string, string, []store.Record, bool, bool, error) {
+	r.mu.Lock()
+	busy := r.fresh() && time.Since(r.stream.foreignAt) < OthersQuiet
+	r.mu.Unlock()
+	if !busy {
+		c, rev, ch, ok := r.KnownChanges(since)
+		return c, rev, ch, ok, ok, nil
+	}
+	head, _, err := r.Head(ctx)
+	if err != nil {
+		return "", "", nil, false, false, err
+	}
+	timer := time.NewTimer(streamWait)
+	defer timer.Stop()
+	for {
+		r.mu.Lock()
+		at, live := r.head == head && r.stream.incoming == 0, r.fresh()
+		var ch chan struct{}
+		if !at && live {
+			if r.stream.moved == nil {
+				r.stream.moved = make(chan struct{})
+			}
+			ch = r.stream.moved
+		}
+		r.mu.Unlock()
+		if at {
+			c, rev, changes, ok, same := r.composed(since, head)
+			return c, rev, changes, ok && same, false, nil
+		}
+		if !live {
+			return "", "", nil, false, false, nil
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return "", "", nil, false, false, nil
+		case <-ctx.Done():
+			return "", "", nil, false, false, ctx.Err()
+		}
+	}
 }
 
 // wake tells awaitStream's waiters to look again. r.mu is held.
