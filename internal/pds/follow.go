@@ -147,7 +147,7 @@ func (r *Repo) WriteChanges(ctx context.Context, since string) (string, string, 
 	if err != nil {
 		return "", "", nil, false, false, err
 	}
-	timer := time.NewTimer(streamWait)
+	timer := time.NewTimer(r.streamWait())
 	defer timer.Stop()
 	for {
 		r.mu.Lock()
@@ -189,6 +189,13 @@ func (r *Repo) wake() {
 // way on the stream (awaitStream) before it asks the PDS.
 const streamWait = 500 * time.Millisecond
 
+func (r *Repo) streamWait() time.Duration {
+	if r.StreamWait > 0 {
+		return r.StreamWait
+	}
+	return streamWait
+}
+
 // awaitStream waits, while the stream is connected, for the commits known
 // to be on their way to reach the kept head: those it delivered that are
 // being taken in, and, after a write was refused for its swapCommit, the
@@ -196,7 +203,7 @@ const streamWait = 500 * time.Millisecond
 // moments after it was made). It reports whether reads may then answer
 // from the kept repository (fresh), having waited at most streamWait.
 func (r *Repo) awaitStream(ctx context.Context) bool {
-	timer := time.NewTimer(streamWait)
+	timer := time.NewTimer(r.streamWait())
 	defer timer.Stop()
 	for {
 		r.mu.Lock()

@@ -3,6 +3,7 @@ package pds_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
@@ -21,6 +22,7 @@ func TestFollowRefusedWriteWaitsForStream(t *testing.T) {
 	defer cancel()
 	g := newFollowRig(t, ctx)
 	r := g.login()
+	r.StreamWait = 30 * time.Second // a bound for a stuck stream, not a speed check
 	follow(t, ctx, r)
 	until(t, "live", r.Live)
 	e, err := outline.Open(r, outline.Options{})

@@ -56,6 +56,10 @@ type Repo struct {
 
 	// Budget is the owner's write budget (nil: unlimited).
 	Budget *budget.Ledger
+	// StreamWait bounds how long a call waits for a commit known to be on
+	// its way on the followed stream before it asks the PDS (0:
+	// streamWait).
+	StreamWait time.Duration
 	// ListOnly makes Snapshot page through listRecords instead of
 	// downloading the CAR (the fallback path, selectable for tests).
 	ListOnly bool
