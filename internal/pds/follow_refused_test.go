@@ -35,6 +35,7 @@ func TestFollowRefusedWriteWaitsForStream(t *testing.T) {
 	refused, asked := 0, int64(0)
 	for i := range 12 {
 		g.edit(t, ctx)
+		gaps := r.Stats.StreamGaps.Load()
 		h0, d0, w0 := r.Stats.Heads.Load(), r.Stats.Diffs.Load()+r.Stats.CARs.Load()+r.Stats.ListPages.Load(), r.Stats.Writes.Load()
 		if _, err := e.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: "right after the app"}}}, false); err != nil {
 			t.Fatal(err)
@@ -42,6 +43,12 @@ func TestFollowRefusedWriteWaitsForStream(t *testing.T) {
 		h, d, w := r.Stats.Heads.Load()-h0, r.Stats.Diffs.Load()+r.Stats.CARs.Load()+r.Stats.ListPages.Load()-d0, r.Stats.Writes.Load()-w0
 		refused += int(w - 1)
 		asked += h
+		if r.Stats.StreamGaps.Load() != gaps {
+			// the follower read after a gap (a late #sync of the new
+			// account, on a loaded PDS): its reads are not the insert's
+			t.Logf("insert %d: the follower met a gap (%s) and read", i, pds.LastGap(r))
+			continue
+		}
 		if d != 0 || h > 1 || w > 2 {
 			t.Fatalf("insert %d right after the app's edit: %d getRepo/listRecords, %d getLatestCommit, %d applyWrites; want 0, at most 1, at most 2 (%s)", i, d, h, w, pds.LastGap(r))
 		}
