@@ -86,6 +86,10 @@ func (r *Repo) Changes(ctx context.Context, since string) (string, string, []sto
 	known := r.car != nil && r.chain(since) != nil
 	pending, noSince, live := r.pending, r.noSince, r.fresh()
 	onItsWay := r.stream.live && (r.stream.incoming > 0 || r.stream.swapped)
+	if r.stream.inChanged && r.stream.live && r.car != nil {
+		// the follower's own callback: what the stream brought so far
+		onItsWay, live = false, true
+	}
 	r.mu.Unlock()
 	if !known {
 		return "", "", nil, false, nil

@@ -92,6 +92,10 @@ type streamState struct {
 	// foreignAt: when another writer's commit was last taken in, or a
 	// write refused for one (WriteChanges asks first for OthersQuiet)
 	foreignAt time.Time
+	// inChanged: the follower is in its changed callback, whose reads
+	// must not wait for the stream (it is the stream): they answer from
+	// the kept repository while connected
+	inChanged bool
 	// moved is closed (and dropped) when the kept head moves or a
 	// delivered commit was dealt with: awaitStream's waiters look again
 	moved chan struct{}
@@ -170,11 +174,25 @@ func (r *Repo) WriteChanges(ctx context.Context, since string) (string, string, 
 		select {
 		case <-ch:
 		case <-timer.C:
+			r.Stats.StreamTimeouts.Add(1)
 			return "", "", nil, false, false, nil
 		case <-ctx.Done():
 			return "", "", nil, false, false, ctx.Err()
 		}
 	}
+}
+
+// inChanged runs the follower's changed callback, marked (inChanged).
+func (r *Repo) inChanged(changed func()) {
+	r.mu.Lock()
+	r.stream.inChanged = true
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.stream.inChanged = false
+		r.mu.Unlock()
+	}()
+	changed()
 }
 
 // wake tells awaitStream's waiters to look again. r.mu is held.
@@ -227,6 +245,7 @@ func (r *Repo) awaitStream(ctx context.Context) bool {
 		select {
 		case <-ch:
 		case <-timer.C:
+			r.Stats.StreamTimeouts.Add(1)
 			return false
 		case <-ctx.Done():
 			return false
@@ -457,16 +476,18 @@ func (r *Repo) event(ctx context.Context, ev *events.XRPCStreamEvent, changed fu
 		if e.Repo != did || drop != nil && drop(e.Seq) {
 			return
 		}
-		// on its way to the kept head: reads wait for it (awaitStream)
+		// on its way to the kept head: reads wait for it (awaitStream),
+		// until it is taken in (or read after a gap); not through
+		// changed, whose reads would wait for themselves
 		r.mu.Lock()
 		r.stream.incoming++
 		r.mu.Unlock()
-		defer func() {
+		arrived := func() {
 			r.mu.Lock()
 			r.stream.incoming--
 			r.wake()
 			r.mu.Unlock()
-		}()
+		}
 		if err := r.takeIn(ctx, e); err != nil {
 			r.Stats.StreamGaps.Add(1)
 			r.mu.Lock()
@@ -477,7 +498,8 @@ func (r *Repo) event(ctx context.Context, ev *events.XRPCStreamEvent, changed fu
 			}
 			r.resync(ctx, errs)
 		}
-		changed()
+		arrived()
+		r.inChanged(changed)
 	case ev.RepoSync != nil:
 		seen(ev.RepoSync.Seq)
 		if ev.RepoSync.Did == did {

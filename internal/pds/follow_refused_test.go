@@ -22,13 +22,15 @@ func TestFollowRefusedWriteWaitsForStream(t *testing.T) {
 	defer cancel()
 	g := newFollowRig(t, ctx)
 	r := g.login()
-	r.StreamWait = 30 * time.Second // a bound for a stuck stream, not a speed check
-	follow(t, ctx, r)
-	until(t, "live", r.Live)
+	r.StreamWait = 5 * time.Second // a bound for a stuck stream, not a speed check
 	e, err := outline.Open(r, outline.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// as serve follows: each commit taken in brings the engine's tree
+	// forward (a read, which must not wait for the commit being taken in)
+	go r.Follow(ctx, func() { e.Tree(ctx) }, func(err error) { t.Logf("follow: %v", err) })
+	until(t, "live", r.Live)
 	if _, err := e.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: "by the agent"}}}, false); err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +56,9 @@ func TestFollowRefusedWriteWaitsForStream(t *testing.T) {
 		}
 	}
 	t.Logf("12 inserts right after the app's edits: %d refused, %d getLatestCommit", refused, asked)
+	if n := r.Stats.StreamTimeouts.Load(); n > 0 {
+		t.Fatalf("%d waits for a commit on its way ran out (%s)", n, r.StreamWait)
+	}
 	if refused > 1 {
 		t.Fatalf("%d of 12 inserts right after the app's edits were refused; want at most the first", refused)
 	}

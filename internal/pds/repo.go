@@ -45,7 +45,10 @@ type Stats struct {
 	Streamed    atomic.Int64 // commits taken in from the commit stream (follow.go)
 	StreamGaps  atomic.Int64 // commits of the stream that could not be taken in (read instead)
 	WholeWaits  atomic.Int64 // whole reads that waited for the one under way instead
-	Trusted     atomic.Int64 // writes planned without asking (KnownChanges: our own last commit, or the live stream)
+	// StreamTimeouts: waits for a commit known to be on its way on the
+	// stream that ran out (StreamWait), the PDS asked instead
+	StreamTimeouts atomic.Int64
+	Trusted        atomic.Int64 // writes planned without asking (KnownChanges: our own last commit, or the live stream)
 }
 
 // Repo is one repository on a PDS. Reading works for any repository; Apply
