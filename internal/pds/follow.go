@@ -561,11 +561,21 @@ func (r *Repo) takeIn(ctx context.Context, e *comatproto.SyncSubscribeRepos_Comm
 	if e.Since == nil || *e.Since != rev || e.PrevData != nil && data != "" && e.PrevData.String() != data {
 		return fmt.Errorf("%w: commit %s does not follow the kept %s", errGap, e.Rev, rev)
 	}
-	if r.Directory == nil {
-		return fmt.Errorf("%w: no identity directory to verify commits with", errGap)
+	// our own commit (the PDS answered our write with its CID; its blocks
+	// are checked against it below) costs no signature check
+	r.mu.Lock()
+	own := false
+	for _, t := range r.history[len(r.history)-r.pending:] {
+		own = own || t.to == e.Commit.String()
 	}
-	if err := atrepo.VerifyCommitSignature(ctx, r.Directory, e); err != nil {
-		return fmt.Errorf("commit %s of the stream failed verification against the account's key: %w (read from the PDS instead)", e.Rev, err)
+	r.mu.Unlock()
+	if !own {
+		if r.Directory == nil {
+			return fmt.Errorf("%w: no identity directory to verify commits with", errGap)
+		}
+		if err := atrepo.VerifyCommitSignature(ctx, r.Directory, e); err != nil {
+			return fmt.Errorf("commit %s of the stream failed verification against the account's key: %w (read from the PDS instead)", e.Rev, err)
+		}
 	}
 	f, err := readBlocks(ctx, bytes.NewReader(e.Blocks), 1, true)
 	if err != nil {

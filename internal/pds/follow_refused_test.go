@@ -5,9 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bluesky-social/indigo/atproto/atcrypto"
+	"github.com/bluesky-social/indigo/atproto/identity"
+
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
 
 // Right after the app's edit, an insert planned on the followed head
@@ -68,5 +73,44 @@ func TestFollowRefusedWriteWaitsForStream(t *testing.T) {
 	}
 	if refused > 1 {
 		t.Fatalf("%d of 12 inserts right after the app's edits were refused; want at most the first", refused)
+	}
+}
+
+// Our own commit arriving on the stream is taken in without a signature
+// check (the PDS answered our write with its CID, and its blocks are
+// checked against the CID): with a directory that holds another key, the
+// app's commit is refused (TestFollowRefusesUnverifiedCommits), ours is
+// taken in, no gap.
+func TestFollowOwnCommitNotVerified(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	r := g.login()
+	key, err := atcrypto.GeneratePrivateKeyK256()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := key.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := identity.NewMockDirectory()
+	dir.Insert(identity.Identity{DID: g.acct.DID, Keys: map[string]identity.VerificationMethod{
+		"atproto": {Type: "Multikey", PublicKeyMultibase: pub.Multibase()}}})
+	r.Directory = dir
+	follow(t, ctx, r)
+	until(t, "live", r.Live)
+	head, _, err := r.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Apply(ctx, head, []store.Write{{Op: store.Create, Collection: lexicon.Node, RKey: "3kownunverif2",
+		Value: map[string]any{"$type": lexicon.Node, "text": "ours", "sortKey": "a", "createdAt": "2026-12-06T00:00:00.000Z"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	until(t, "taken in", func() bool { return pds.KeptRev(r) >= res.Rev })
+	if s, g := r.Stats.Streamed.Load(), r.Stats.StreamGaps.Load(); s != 1 || g != 0 {
+		t.Fatalf("our own commit: %d taken in from the stream, %d gaps (%s); want 1, 0", s, g, pds.LastGap(r))
 	}
 }
