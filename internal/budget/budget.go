@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -132,23 +131,13 @@ func (h held) live(now time.Time, host string) bool {
 	return h.Expires.After(now)
 }
 
-type file struct {
-	Spent       []entry   `json:"spent"`
-	Reserved    []held    `json:"reserved,omitempty"`
-	PausedUntil time.Time `json:"pausedUntil,omitzero"`
-	PauseNote   string    `json:"pauseNote,omitempty"`
-	// PauseLong marks a pause longer than an hour that a server's named
-	// limit allowed (Pause); any other is capped at an hour from when the
-	// file was written (ledgers of earlier versions kept a day).
-	PauseLong bool `json:"pauseLong,omitempty"`
-}
-
 // Ledger is the rolling record of spent and reserved points of one
 // account. It is safe for concurrent use, and, kept in a file, shared by
-// the processes that use the file: every call reads it under a lock (flock
-// on path+".lock"), and every change is written back before the lock is
-// released, so that any number of processes on one account never spend
-// more than Limit in any rolling hour nor DayLimit in any rolling day.
+// the processes that use the file: every call catches up with what the
+// others appended, under a lock (flock on path+".lock"), and every change
+// is appended before the lock is released, so that any number of processes
+// on one account never spend more than Limit in any rolling hour nor
+// DayLimit in any rolling day. The file and its format: ledgerfile.go.
 type Ledger struct {
 	// Now is the clock (tests inject one).
 	Now func() time.Time
@@ -161,10 +150,8 @@ type Ledger struct {
 	host string
 	// lastSettle is the time the last Settle recorded (tests).
 	lastSettle time.Time
-	f          file // oldest spent first
-	paused     time.Time
-	pauseNote  string
-	pauseLong  bool
+	s          state
+	lf         ledgerFile
 }
 
 // New returns a ledger kept in path ("" = memory only), loading what an
@@ -172,111 +159,76 @@ type Ledger struct {
 func New(path string) (*Ledger, error) {
 	host, _ := os.Hostname()
 	l := &Ledger{Now: time.Now, Limit: Limit, DayLimit: DayLimit, path: path, pid: os.Getpid(), host: host}
+	l.s.reset()
 	if path == "" {
 		return l, nil
 	}
-	if err := l.load(); err != nil {
+	if err := l.catchUp(); err != nil {
 		return nil, err
 	}
 	return l, nil
 }
 
-func (l *Ledger) load() error {
-	raw, err := os.ReadFile(l.path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var f file
-	if err := json.Unmarshal(raw, &f); err != nil {
-		return fmt.Errorf("budget ledger %s: %w", l.path, err)
-	}
-	l.f = f
-	l.paused = capPause(l.Now(), f.PausedUntil)
-	l.pauseNote, l.pauseLong = f.PauseNote, f.PauseLong
-	if fi, err := os.Stat(l.path); err == nil && !f.PauseLong && l.paused.After(fi.ModTime().Add(Window)) {
-		// a pause past an hour that no named limit allowed (an earlier
-		// version kept a server's word up to a day): an hour from when
-		// it was recorded, then the next write probes
-		asked := l.paused
-		l.paused = fi.ModTime().Add(Window)
-		l.pauseNote = fmt.Sprintf("a pause until %s without a named limit was capped at 1 h, the write budget's window", asked.UTC().Format(time.RFC3339))
-	}
-	return nil
-}
-
 // shared runs fn (caller holds mu) with the file's lock held, after
-// reloading what any process wrote; exclusive calls write the file back.
-func (l *Ledger) shared(exclusive bool, fn func(now time.Time) error) error {
+// catching up with what any process appended; the records fn returns (only
+// exclusive calls return any) are appended to the file, fsynced when one
+// of them spends points, then applied. fn's error is returned after its
+// records are kept (Settle records a batch that landed past its budget).
+func (l *Ledger) shared(exclusive bool, fn func(now time.Time) ([]rec, error)) error {
 	if l.path == "" {
 		now := l.Now()
 		l.prune(now)
-		return fn(now)
-	}
-	lock, err := os.OpenFile(l.path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
+		recs, err := fn(now)
+		for _, r := range recs {
+			l.s.apply(r)
+		}
 		return err
 	}
-	defer lock.Close()
-	if err := atomicfile.Lock(lock, exclusive); err != nil {
+	if err := l.openLock(); err != nil {
 		return err
 	}
-	defer atomicfile.Unlock(lock)
-	if err := l.load(); err != nil {
+	if err := atomicfile.Lock(l.lf.lock, exclusive); err != nil {
+		return err
+	}
+	defer atomicfile.Unlock(l.lf.lock)
+	if err := l.catchUp(); err != nil {
 		return err
 	}
 	now := l.Now()
 	l.prune(now)
-	if err := fn(now); err != nil {
-		return err
+	recs, ferr := fn(now)
+	if len(recs) == 0 {
+		return ferr
 	}
 	if !exclusive {
-		return nil
+		return errors.New("budget: a change under a shared lock")
 	}
-	l.f.PausedUntil = l.paused
-	l.f.PauseNote, l.f.PauseLong = "", false
-	if !l.paused.IsZero() {
-		l.f.PauseNote, l.f.PauseLong = l.pauseNote, l.pauseLong
-	}
-	raw, err := json.Marshal(l.f)
-	if err != nil {
+	if err := l.append(recs, now); err != nil {
 		return err
 	}
-	return atomicfile.Write(l.path, raw, 0o600)
+	return ferr
 }
 
-// prune drops spent points older than a day and expired reservations.
+// prune drops spent points older than a day and reservations that no
+// longer hold, and ends a pause that is over.
 func (l *Ledger) prune(now time.Time) {
-	i := 0
-	for i < len(l.f.Spent) && !l.f.Spent[i].At.After(now.Add(-Day)) {
-		i++
-	}
-	l.f.Spent = l.f.Spent[i:]
-	live := l.f.Reserved[:0]
-	for _, r := range l.f.Reserved {
-		if r.live(now, l.host) {
-			live = append(live, r)
+	l.s.advance(now)
+	for id, h := range l.s.res {
+		if !h.live(now, l.host) {
+			delete(l.s.res, id)
 		}
 	}
-	l.f.Reserved = live
-	if !now.Before(l.paused) {
-		l.paused = time.Time{}
-		l.pauseNote, l.pauseLong = "", false
+	if !now.Before(l.s.paused) {
+		l.s.paused = time.Time{}
+		l.s.pauseNote, l.s.pauseLong = "", false
 	}
 }
 
 // used is the points spent within window before now, plus every live
-// reservation.
+// reservation (after prune(now)).
 func (l *Ledger) used(now time.Time, window time.Duration) int {
-	n := 0
-	for _, e := range l.f.Spent {
-		if e.At.After(now.Add(-window)) {
-			n += e.Points
-		}
-	}
-	for _, r := range l.f.Reserved {
+	n := l.s.spentSince(now, window)
+	for _, r := range l.s.res {
 		n += r.Points
 	}
 	return n
@@ -299,7 +251,8 @@ func (l *Ledger) fits(now time.Time, cost int) error {
 }
 
 // freeAt is when cost points fit in both windows, counting on spent points
-// leaving their windows (reservations are assumed settled by then).
+// leaving their windows (reservations are assumed settled by then). Only
+// refusals ask, so it may walk the window.
 func (l *Ledger) freeAt(now time.Time, cost int) time.Time {
 	if cost > l.Limit || cost > l.DayLimit {
 		return time.Time{}
@@ -311,7 +264,7 @@ func (l *Ledger) freeAt(now time.Time, cost int) time.Time {
 	}{{Window, l.Limit}, {Day, l.DayLimit}} {
 		left := w.limit - l.used(now, w.window)
 		t := now
-		for _, e := range l.f.Spent {
+		for _, e := range l.s.spent {
 			if left >= cost {
 				break
 			}
@@ -325,10 +278,15 @@ func (l *Ledger) freeAt(now time.Time, cost int) time.Time {
 			at = t
 		}
 	}
-	if at.Before(l.paused) {
-		at = l.paused
+	if at.Before(l.s.paused) {
+		at = l.s.paused
 	}
 	return at
+}
+
+// left is the points left now (caller holds mu, after prune).
+func (l *Ledger) left(now time.Time) int {
+	return max(0, min(l.Limit-l.used(now, Window), l.DayLimit-l.used(now, Day)))
 }
 
 // Left returns the points left now: the smaller of the hour's and the
@@ -337,34 +295,52 @@ func (l *Ledger) Left() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	left := 0
-	err := l.shared(false, func(now time.Time) error {
-		left = min(l.Limit-l.used(now, Window), l.DayLimit-l.used(now, Day))
-		return nil
+	err := l.shared(false, func(now time.Time) ([]rec, error) {
+		left = l.left(now)
+		return nil, nil
 	})
 	if err != nil {
-		l.prune(l.Now()) // unreadable: what this process knows
-		now := l.Now()
-		left = min(l.Limit-l.used(now, Window), l.DayLimit-l.used(now, Day))
+		now := l.Now() // unreadable: what this process knows
+		l.prune(now)
+		left = l.left(now)
 	}
-	return max(0, left)
+	return left
 }
 
 // Check reports whether cost points could be reserved now, without
 // reserving them (dry runs). The error is an *Exceeded.
 func (l *Ledger) Check(cost int) error {
+	_, err := l.checkLeft(cost)
+	return err
+}
+
+// checkLeft is Check and Left at once, under one lock.
+func (l *Ledger) checkLeft(cost int) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.shared(false, func(now time.Time) error {
-		if l.paused.Sub(now) > MaxWait {
-			return l.pausedError(now, cost)
+	left := 0
+	err := l.shared(false, func(now time.Time) ([]rec, error) {
+		left = l.left(now)
+		if cost <= 0 {
+			return nil, nil
 		}
-		return l.fits(now, cost)
+		if l.s.paused.Sub(now) > MaxWait {
+			return nil, l.pausedError(now, cost)
+		}
+		return nil, l.fits(now, cost)
 	})
+	var ex *Exceeded
+	if err != nil && !errors.As(err, &ex) {
+		now := l.Now() // unreadable: what this process knows
+		l.prune(now)
+		left = l.left(now)
+	}
+	return left, err
 }
 
 // pausedError refuses cost during a server pause (caller holds mu).
 func (l *Ledger) pausedError(now time.Time, cost int) *Exceeded {
-	ex := &Exceeded{Cost: cost, Left: max(0, l.Limit-l.used(now, Window)), Paused: true, Window: "hour", Limit: l.Limit, Note: l.pauseNote}
+	ex := &Exceeded{Cost: cost, Left: max(0, l.Limit-l.used(now, Window)), Paused: true, Window: "hour", Limit: l.Limit, Note: l.s.pauseNote}
 	return ex.At(l.freeAt(now, cost), now)
 }
 
@@ -386,29 +362,19 @@ func (l *Ledger) Reserve(cost int) (*Reservation, error) {
 	var b [8]byte
 	rand.Read(b[:])
 	r := &Reservation{l: l, id: hex.EncodeToString(b[:])}
-	err := l.shared(true, func(now time.Time) error {
-		if l.paused.Sub(now) > MaxWait {
-			return l.pausedError(now, cost)
+	err := l.shared(true, func(now time.Time) ([]rec, error) {
+		if l.s.paused.Sub(now) > MaxWait {
+			return nil, l.pausedError(now, cost)
 		}
 		if err := l.fits(now, cost); err != nil {
-			return err
+			return nil, err
 		}
-		l.f.Reserved = append(l.f.Reserved, held{ID: r.id, Points: cost, Expires: now.Add(ReservationTTL), PID: l.pid, Host: l.host})
-		return nil
+		return []rec{{T: recReserve, ID: r.id, P: cost, Exp: now.Add(ReservationTTL).UnixNano(), PID: l.pid, Host: l.host}}, nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return r, nil
-}
-
-func (r *Reservation) find() *held {
-	for i := range r.l.f.Reserved {
-		if r.l.f.Reserved[i].ID == r.id {
-			return &r.l.f.Reserved[i]
-		}
-	}
-	return nil
 }
 
 // Settle records points of the reservation as spent now (a committed
@@ -419,61 +385,50 @@ func (r *Reservation) Settle(points int) error {
 	l := r.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.shared(true, func(now time.Time) error {
+	return l.shared(true, func(now time.Time) ([]rec, error) {
 		var over error
-		h := r.find()
 		covered := 0
-		if h != nil {
+		if h := l.s.res[r.id]; h != nil {
 			covered = min(points, h.Points)
-			h.Points -= covered
-			h.Expires = now.Add(ReservationTTL)
 		}
 		if extra := points - covered; extra > 0 {
 			over = l.fits(now, extra)
 		}
-		l.f.Spent = append(l.f.Spent, entry{At: now, Points: points})
 		l.lastSettle = now
-		return over
+		return []rec{{T: recCharge, At: now.UnixNano(), P: points, Cov: covered, ID: r.id}}, over
 	})
 }
 
 // Charge records points of the reservation as spent now, durably (the
-// ledger file is written and fsynced before it returns), before the batch
-// they pay for is sent: a kill, crash or timeout after this can only count
-// too much, never too little. key names the batch: a batch already charged
-// under key (an earlier attempt, or a process killed while sending it) is
-// not charged again, and Refund leaves that earlier charge alone. Points
-// beyond what the reservation still holds must fit in the hour and the day,
-// else nothing is recorded and the error is an *Exceeded.
+// record is appended to the ledger file and fsynced before it returns),
+// before the batch they pay for is sent: a kill, crash or timeout after
+// this can only count too much, never too little. key names the batch: a
+// batch already charged under key (an earlier attempt, or a process killed
+// while sending it) is not charged again, and Refund leaves that earlier
+// charge alone. Points beyond what the reservation still holds must fit in
+// the hour and the day, else nothing is recorded and the error is an
+// *Exceeded.
 func (r *Reservation) Charge(key string, points int) (*Charge, error) {
 	l := r.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c := &Charge{r: r, key: key, points: points}
-	err := l.shared(true, func(now time.Time) error {
-		for _, e := range l.f.Spent {
-			if key != "" && e.Key == key {
-				return nil // charged already
-			}
+	err := l.shared(true, func(now time.Time) ([]rec, error) {
+		if _, ok := l.s.keys[key]; key != "" && ok {
+			return nil, nil // charged already
 		}
-		h := r.find()
 		covered := 0
-		if h != nil {
+		if h := l.s.res[r.id]; h != nil {
 			covered = min(points, h.Points)
 		}
 		if extra := points - covered; extra > 0 {
 			if err := l.fits(now, extra); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		if h != nil {
-			h.Points -= covered
-			h.Expires = now.Add(ReservationTTL)
-		}
-		l.f.Spent = append(l.f.Spent, entry{At: now, Points: points, Key: key, Res: r.id})
 		l.lastSettle = now
 		c.own = true
-		return nil
+		return []rec{{T: recCharge, At: now.UnixNano(), P: points, Cov: covered, K: key, ID: r.id}}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -500,18 +455,17 @@ func (c *Charge) Refund() error {
 	l := c.r.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.shared(true, func(now time.Time) error {
-		for i, e := range l.f.Spent {
-			if e.Key == c.key && e.Res == c.r.id {
-				l.f.Spent = append(l.f.Spent[:i], l.f.Spent[i+1:]...)
-				if h := c.r.find(); h != nil {
-					h.Points += e.Points
-				}
-				break
-			}
-		}
+	return l.shared(true, func(now time.Time) ([]rec, error) {
 		c.own = false
-		return nil
+		e := l.s.charged(c.key)
+		if e == nil || e.Res != c.r.id {
+			return nil, nil
+		}
+		back := 0 // to the reservation, if it still holds
+		if l.s.res[c.r.id] != nil {
+			back = e.Points
+		}
+		return []rec{{T: recRefund, K: c.key, ID: c.r.id, Cov: back}}, nil
 	})
 }
 
@@ -520,11 +474,10 @@ func (r *Reservation) Release() error {
 	l := r.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.shared(true, func(now time.Time) error {
-		if h := r.find(); h != nil {
-			h.Points = 0 // pruned on the next read
-		}
-		return nil
+	return l.shared(true, func(now time.Time) ([]rec, error) {
+		// recorded even when this process no longer counts it (spent
+		// to nothing): every process then forgets it alike
+		return []rec{{T: recRelease, ID: r.id}}, nil
 	})
 }
 
@@ -534,11 +487,11 @@ func (r *Reservation) Remaining() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
-	_ = l.shared(false, func(time.Time) error {
-		if h := r.find(); h != nil {
+	_ = l.shared(false, func(time.Time) ([]rec, error) {
+		if h := l.s.res[r.id]; h != nil {
 			n = h.Points
 		}
-		return nil
+		return nil, nil
 	})
 	return n
 }
@@ -569,14 +522,12 @@ func capPause(now, t time.Time) time.Time {
 func (l *Ledger) Pause(t time.Time, note string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.shared(true, func(now time.Time) error {
+	return l.shared(true, func(now time.Time) ([]rec, error) {
 		t = capPause(now, t)
-		if t.After(l.paused) {
-			l.paused = t
-			l.pauseNote = note
-			l.pauseLong = t.After(now.Add(Window))
+		if !t.After(l.s.paused) {
+			return nil, nil
 		}
-		return nil
+		return []rec{{T: recPause, At: t.UnixNano(), Note: note, Long: t.After(now.Add(Window))}}, nil
 	})
 }
 
@@ -586,13 +537,9 @@ func (l *Ledger) Spent(window time.Duration) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
-	_ = l.shared(false, func(now time.Time) error {
-		for _, e := range l.f.Spent {
-			if e.At.After(now.Add(-window)) {
-				n += e.Points
-			}
-		}
-		return nil
+	_ = l.shared(false, func(now time.Time) ([]rec, error) {
+		n = l.s.spentSince(now, window)
+		return nil, nil
 	})
 	return n
 }
@@ -601,9 +548,9 @@ func (l *Ledger) Spent(window time.Duration) int {
 func (l *Ledger) PausedUntil() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_ = l.shared(false, func(time.Time) error { return nil })
-	if l.Now().Before(l.paused) {
-		return l.paused
+	_ = l.shared(false, func(time.Time) ([]rec, error) { return nil, nil })
+	if l.Now().Before(l.s.paused) {
+		return l.s.paused
 	}
 	return time.Time{}
 }
@@ -617,12 +564,7 @@ func CheckPlan(l *Ledger, cost int) (int, error) {
 	if l == nil {
 		return -1, nil
 	}
-	if cost > 0 {
-		if err := l.Check(cost); err != nil {
-			return l.Left(), err
-		}
-	}
-	return l.Left(), nil
+	return l.checkLeft(cost)
 }
 
 // ReservePlan holds cost points of l for one operation (store.Budgeted's

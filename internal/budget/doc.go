@@ -24,6 +24,14 @@
 // come back at once; its charges stay); one made elsewhere holds for
 // ReservationTTL after its last charge.
 //
+// The ledger file is append-only (ledgerfile.go): each change is one line,
+// a charge's fsynced before its batch leaves; each process keeps the rolling
+// windows in memory and reads only what the others appended since it last
+// looked, so a write's cost does not grow with the charges of the day. The
+// file is compacted to one snapshot when its records outnumber what they
+// describe; a ledger of an earlier version (one JSON object) is read as that
+// snapshot.
+//
 // There is no pacing beyond this: the rolling windows are exact, so spreading
 // batches out would only delay work that fits. A server's 429 pauses writes
 // until its Retry-After / RateLimit-Reset, capped at the window of the limit

@@ -97,6 +97,7 @@ type Engine struct {
 	wmu   sync.Mutex // one write operation at a time in this process
 	clock *syntax.TIDClock
 	cache *Tree
+	fwd   *forwarding // the tree being brought forward (forward)
 	ops   *lifecycle
 	plans planCache // dry runs' plans (plans.go)
 	// changes logs who changed what at each advance of the kept tree
@@ -207,7 +208,15 @@ func (e *Engine) writeTree(ctx context.Context, trust bool) (t *Tree, trusted bo
 	e.mu.Lock()
 	prev := e.cache
 	e.mu.Unlock()
-	if k, ok := e.Repo.(store.Known); ok && trust && prev != nil {
+	if w, ok := e.Repo.(store.WriteKnown); ok && trust && prev != nil {
+		commit, rev, changes, ok, guess, err := w.WriteChanges(ctx, prev.Commit)
+		if err != nil {
+			return nil, false, err
+		}
+		if ok {
+			return e.forward(prev, commit, rev, changes), guess, nil
+		}
+	} else if k, ok := e.Repo.(store.Known); ok && trust && prev != nil {
 		if commit, rev, changes, ok := k.KnownChanges(prev.Commit); ok {
 			return e.forward(prev, commit, rev, changes), true, nil
 		}
@@ -218,11 +227,43 @@ func (e *Engine) writeTree(ctx context.Context, trust bool) (t *Tree, trusted bo
 
 // forward is prev brought to commit by what changed since (store.Deltas),
 // kept as the cached tree.
+// A commit brought forward by two callers at once (our own commit, asked
+// for by the next write and arriving on the followed stream) is done once:
+// the second waits for the first's tree.
 func (e *Engine) forward(prev *Tree, commit, rev string, changes []store.Record) *Tree {
 	if commit == prev.Commit {
 		return prev
 	}
-	return e.keepFrom(prev.Next(commit, rev, changes), changes, false)
+	e.mu.Lock()
+	if e.cache != nil && e.cache.Commit == commit && e.cache.DID == prev.DID {
+		t := e.cache
+		e.mu.Unlock()
+		return t
+	}
+	if f := e.fwd; f != nil && f.from == prev && f.commit == commit {
+		e.mu.Unlock()
+		<-f.done
+		return f.t
+	}
+	f := &forwarding{from: prev, commit: commit, done: make(chan struct{})}
+	e.fwd = f
+	e.mu.Unlock()
+	f.t = e.keepFrom(prev.Next(commit, rev, changes), changes, false)
+	close(f.done)
+	e.mu.Lock()
+	if e.fwd == f {
+		e.fwd = nil
+	}
+	e.mu.Unlock()
+	return f.t
+}
+
+// forwarding is a tree being brought forward from one commit to another.
+type forwarding struct {
+	from   *Tree
+	commit string
+	done   chan struct{}
+	t      *Tree
 }
 
 // keep makes t the cached tree unless a newer one is there already (the

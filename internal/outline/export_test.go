@@ -3,6 +3,7 @@ package outline
 import (
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
 
@@ -29,3 +30,14 @@ func (t *Tree) SlowParentKey(p string) (string, string) {
 	}
 	return u.RecordKey().String(), ""
 }
+
+// Nexts is how many times Tree.Next was called.
+func Nexts() int64 { return nexts.Load() }
+
+// Forward is Engine.forward (tests).
+func (e *Engine) Forward(prev *Tree, commit, rev string, changes []store.Record) *Tree {
+	return e.forward(prev, commit, rev, changes)
+}
+
+// Keep makes t the engine's kept tree (tests).
+func (e *Engine) Keep(t *Tree) *Tree { return e.keep(t) }

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/atomicfile"
 )
@@ -135,17 +134,40 @@ type FileJournal struct {
 	written map[string][]int    // operations this process wrote whole, with their batches
 	files   map[string]cachedOp // parsed files by name, reused while unchanged
 	held    map[string]*os.File // locks this process holds
+	// The listing is kept (files) while the generation file (genName) is
+	// as it was when the directory was last read (seen) or last bumped by
+	// this process alone; files this process changed since are read
+	// again by name (dirty). Reads counts the directory's listings (tests).
+	listed bool
+	seen   os.FileInfo
+	dirty  map[string]bool
+	Reads  int
 }
 
+// genName is the journal directory's generation file: every change to an
+// operation's file (written, appended to, removed) is followed by one byte
+// appended to it, so that a process sees another's changes by its size
+// (and identity: it is replaced when it passes genMax) without listing the
+// directory. Appends do not change a directory's modification time, and
+// that time is too coarse to tell two renames apart, hence a file of its own.
+const (
+	genName = "journal.gen"
+	genMax  = 1 << 20
+)
+
 type cachedOp struct {
-	mod  time.Time
-	size int64
+	info os.FileInfo // the file's identity, size and time when parsed
 	op   *Operation
+}
+
+// same reports whether info is the file c was parsed from, unchanged.
+func (c cachedOp) same(info os.FileInfo) bool {
+	return c.info != nil && os.SameFile(c.info, info) && c.info.ModTime().Equal(info.ModTime()) && c.info.Size() == info.Size()
 }
 
 // NewFileJournal returns the file journal of did's operations in dir.
 func NewFileJournal(did, dir string) *FileJournal {
-	return &FileJournal{did: did, dir: dir, files: map[string]cachedOp{}, held: map[string]*os.File{}, written: map[string][]int{}}
+	return &FileJournal{did: did, dir: dir, files: map[string]cachedOp{}, held: map[string]*os.File{}, written: map[string][]int{}, dirty: map[string]bool{}}
 }
 
 func (s *FileJournal) path(id string) string { return filepath.Join(s.dir, id+".json") }
@@ -172,6 +194,7 @@ func (s *FileJournal) Save(_ context.Context, op *Operation, whole bool) error {
 				err = cerr
 			}
 			if err == nil {
+				s.changed(op.ID + ".json")
 				return nil
 			}
 		}
@@ -188,7 +211,45 @@ func (s *FileJournal) Save(_ context.Context, op *Operation, whole bool) error {
 		return err
 	}
 	s.written[op.ID] = slices.Clone(op.Batches)
+	s.changed(op.ID + ".json")
 	return nil
+}
+
+// changed records that this process changed file name (caller holds mu):
+// the generation file is bumped; if nobody else bumped it since this
+// process last looked, the kept listing stays, with name read again.
+func (s *FileJournal) changed(name string) {
+	s.dirty[name] = true
+	path := filepath.Join(s.dir, genName)
+	for range 2 {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			s.listed = false
+			return
+		}
+		_, werr := f.Write([]byte{'.'})
+		fi, serr := f.Stat()
+		f.Close()
+		if werr != nil || serr != nil {
+			s.listed = false
+			return
+		}
+		if now, err := os.Stat(path); err != nil || !os.SameFile(now, fi) {
+			continue // replaced meanwhile (genMax): bump the new one
+		}
+		if s.listed && s.seen != nil && os.SameFile(fi, s.seen) && fi.Size() == s.seen.Size()+1 {
+			s.seen = fi
+		}
+		if fi.Size() > genMax {
+			// replaced by an empty one: a new identity, which every
+			// process then sees as a change
+			if atomicfile.Write(path, nil, 0o600) == nil {
+				s.listed = false
+			}
+		}
+		return
+	}
+	s.listed = false
 }
 
 // Remove deletes op id's file.
@@ -199,6 +260,7 @@ func (s *FileJournal) Remove(_ context.Context, id string) error {
 	if err := os.Remove(s.path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
+	s.changed(id + ".json")
 	return nil
 }
 
@@ -261,9 +323,71 @@ func (s *FileJournal) Live(_ context.Context, id string) (bool, error) {
 	return true, nil
 }
 
-// List reads every operation file of the repository (parsed files are
-// reused while their size and time are unchanged).
+// List returns every operation file of the repository. The directory is
+// read once, then again only when another process changed it (genName);
+// the files this process changed are read again by name, and a file is
+// parsed again only when its size or time changed.
 func (s *FileJournal) List(context.Context) ([]*Operation, error) {
+	gen, _ := os.Stat(filepath.Join(s.dir, genName))
+	s.mu.Lock()
+	if s.listed && sameGen(gen, s.seen) {
+		defer s.mu.Unlock()
+		for name := range s.dirty {
+			if err := s.refresh(name); err != nil {
+				return nil, err
+			}
+			delete(s.dirty, name)
+		}
+		var ops []*Operation
+		for _, c := range s.files {
+			if c.op.DID == s.did {
+				ops = append(ops, c.op)
+			}
+		}
+		return ops, nil
+	}
+	s.Reads++
+	s.mu.Unlock()
+	ops, err := s.listDir()
+	if err == nil {
+		s.mu.Lock()
+		s.listed, s.seen = true, gen
+		clear(s.dirty)
+		s.mu.Unlock()
+	}
+	return ops, err
+}
+
+func sameGen(a, b os.FileInfo) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return os.SameFile(a, b) && a.Size() == b.Size()
+}
+
+// refresh reads file name again, which this process changed (caller
+// holds mu).
+func (s *FileJournal) refresh(name string) error {
+	info, err := os.Stat(filepath.Join(s.dir, name))
+	if err != nil {
+		delete(s.files, name)
+		return nil
+	}
+	raw, err := os.ReadFile(filepath.Join(s.dir, name))
+	if err != nil {
+		delete(s.files, name)
+		return nil
+	}
+	op, err := decodeOp(raw)
+	if err != nil {
+		return fmt.Errorf("operation record %s: %w", name, err)
+	}
+	s.files[name] = cachedOp{info: info, op: op}
+	return nil
+}
+
+// listDir reads the directory and every file that changed.
+func (s *FileJournal) listDir() ([]*Operation, error) {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
@@ -283,7 +407,7 @@ func (s *FileJournal) List(context.Context) ([]*Operation, error) {
 		s.mu.Lock()
 		c, ok := s.files[name]
 		s.mu.Unlock()
-		if !ok || !c.mod.Equal(info.ModTime()) || c.size != info.Size() {
+		if !ok || !c.same(info) {
 			raw, err := os.ReadFile(filepath.Join(s.dir, name))
 			if err != nil {
 				continue // removed meanwhile
@@ -292,7 +416,7 @@ func (s *FileJournal) List(context.Context) ([]*Operation, error) {
 			if err != nil {
 				return nil, fmt.Errorf("operation record %s: %w", name, err)
 			}
-			c = cachedOp{mod: info.ModTime(), size: info.Size(), op: op}
+			c = cachedOp{info: info, op: op}
 			s.mu.Lock()
 			s.files[name] = c
 			s.mu.Unlock()

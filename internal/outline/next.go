@@ -19,6 +19,7 @@ import (
 // hangs, a parent cycle made or broken) are rare; for them the tree is built
 // again from every record, which gives the same tree.
 func (t *Tree) Next(commit, rev string, changes []store.Record) *Tree {
+	nexts.Add(1)
 	if nt := t.next(commit, rev, changes); nt != nil {
 		return nt
 	}
@@ -43,8 +44,9 @@ func WriteChanges(writes []store.Write) []store.Record {
 	return out
 }
 
-// fullBuilds counts the commits Next could not follow (tests).
-var fullBuilds atomic.Int64
+// fullBuilds counts the commits Next could not follow, nexts the calls
+// (tests).
+var fullBuilds, nexts atomic.Int64
 
 // applyChanges returns recs (sorted) with changes applied.
 func applyChanges(recs []store.Record, changes []store.Record) []store.Record {
@@ -398,14 +400,8 @@ func (s *nextState) oldList(c string) []*Item {
 func (s *nextState) relist(nt *Tree) bool {
 	for c, e := range s.edits {
 		base := s.oldList(c)
-		list := make([]*Item, 0, len(base)+len(e.add))
-		for _, it := range base {
-			if !e.remove[itemID(it)] {
-				list = append(list, it)
-			}
-		}
 		sortItems(e.add)
-		list = mergeSorted(list, e.add)
+		list := s.splice(base, e)
 		switch c {
 		case topLevel:
 			nt.Roots = list
@@ -423,6 +419,73 @@ func (s *nextState) relist(nt *Tree) bool {
 		}
 	}
 	return true
+}
+
+// splice is base without the items e removes, with those it adds (sorted)
+// in sibling order. The items are found by binary search in base (a
+// sibling list is in sibling order), so a long list costs the items
+// touched and one copy of the list, not a comparison per sibling; if an
+// item leaving is not where the order says (a list out of order), every
+// sibling is looked at instead.
+func (s *nextState) splice(base []*Item, e *siblingEdit) []*Item {
+	cut := make([]int, 0, len(e.remove))
+	for id := range e.remove {
+		o := s.old(id)
+		if o == nil {
+			return s.spliceAll(base, e)
+		}
+		i, _ := slices.BinarySearchFunc(base, o, compareItems)
+		if i >= len(base) || base[i] != o {
+			return s.spliceAll(base, e)
+		}
+		cut = append(cut, i)
+	}
+	slices.Sort(cut)
+	list := make([]*Item, 0, len(base)-len(cut)+len(e.add))
+	at, ci := 0, 0 // base[:at] is placed; cut[:ci] skipped
+	for _, it := range e.add {
+		// after every sibling that sorts before it
+		pos, _ := slices.BinarySearchFunc(base, it, compareItems)
+		for ci < len(cut) && cut[ci] < pos {
+			list = append(list, base[at:cut[ci]]...)
+			at = cut[ci] + 1
+			ci++
+		}
+		if pos > at {
+			list = append(list, base[at:pos]...)
+			at = pos
+		}
+		list = append(list, it)
+	}
+	for ; ci < len(cut); ci++ {
+		list = append(list, base[at:cut[ci]]...)
+		at = cut[ci] + 1
+	}
+	return append(list, base[at:]...)
+}
+
+// spliceAll is splice looking at every sibling.
+func (s *nextState) spliceAll(base []*Item, e *siblingEdit) []*Item {
+	list := make([]*Item, 0, len(base)+len(e.add))
+	for _, it := range base {
+		if !e.remove[itemID(it)] {
+			list = append(list, it)
+		}
+	}
+	return mergeSorted(list, e.add)
+}
+
+// compareItems is sibling order (less) as a comparison.
+func compareItems(a, b *Item) int {
+	switch {
+	case a == b:
+		return 0
+	case less(a, b):
+		return -1
+	case less(b, a):
+		return 1
+	}
+	return 0
 }
 
 // leavesChildren tells whether a deleted node whose sibling list was not

@@ -235,15 +235,23 @@ func aroundOf(t *Tree, writes []store.Write) []Around {
 				sibs = it.Children
 			}
 		}
+		// the list is in sibling order (sort key first): the siblings
+		// in the span are found by binary search, and the one before it
+		// is the last before them that is not the plan's own
+		first, _ := slices.BinarySearchFunc(sibs, sp.lo, func(it *Item, lo string) int { return strings.Compare(it.SortKey(), lo) })
 		var before *Item
-		for _, it := range sibs {
-			if own[it.Rec.Collection+"/"+it.Key()] {
-				continue
+		for i := first - 1; i >= 0; i-- {
+			if !own[sibs[i].Rec.Collection+"/"+sibs[i].Key()] {
+				before = sibs[i]
+				break
 			}
-			switch k := it.SortKey(); {
-			case k < sp.lo:
-				before = it
-			case k <= sp.hi:
+		}
+		for _, it := range sibs[first:] {
+			k := it.SortKey()
+			if k > sp.hi {
+				break
+			}
+			if !own[it.Rec.Collection+"/"+it.Key()] {
 				out = append(out, Around{Parent: p, Path: it.Rec.Collection + "/" + it.Key(), Key: k})
 			}
 		}

@@ -52,6 +52,7 @@ func (r *Repo) keep(c *carRepo) {
 	r.head, r.headRev = c.commit.String(), c.rev
 	r.history, r.pending = nil, 0
 	r.stream.swapped = false
+	r.wake()
 }
 
 // push appends t to the history (which starts again if t does not follow
@@ -66,6 +67,7 @@ func (r *Repo) push(t transition) {
 	}
 	r.history = append(r.history, t)
 	r.head, r.headRev = t.to, t.rev
+	r.wake()
 }
 
 // Changes implements store.Deltas. One request tells whether anything
@@ -83,9 +85,20 @@ func (r *Repo) Changes(ctx context.Context, since string) (string, string, []sto
 	r.mu.Lock()
 	known := r.car != nil && r.chain(since) != nil
 	pending, noSince, live := r.pending, r.noSince, r.fresh()
+	onItsWay := r.stream.live && (r.stream.incoming > 0 || r.stream.swapped)
+	if r.stream.inChanged && r.stream.live && r.car != nil {
+		// the follower's own callback: what the stream brought so far
+		onItsWay, live = false, true
+	}
 	r.mu.Unlock()
 	if !known {
 		return "", "", nil, false, nil
+	}
+	if onItsWay {
+		// a commit is known to be on its way on the stream (delivered and
+		// being taken in, or the one a write was just refused for): wait
+		// for it, briefly, rather than ask
+		live = r.awaitStream(ctx)
 	}
 	if live {
 		// the commit stream keeps the kept repository current (follow.go)
@@ -131,7 +144,9 @@ func (r *Repo) KnownChanges(since string) (string, string, []store.Record, bool)
 		return "", "", nil, false
 	}
 	r.mu.Lock()
-	trusted := r.car != nil && (r.fresh() ||
+	// not while a commit the stream delivered is being taken in: the
+	// caller then reads (Changes), which waits for it
+	trusted := r.car != nil && r.stream.incoming == 0 && (r.fresh() ||
 		r.pending > 0 && r.pending < maxPending && !r.stream.swapped && time.Since(r.ownAt) < TrustOwn)
 	r.mu.Unlock()
 	if !trusted {
@@ -290,6 +305,7 @@ func (r *Repo) follow(st *step) {
 	c.apply(st)
 	r.push(transition{from: r.head, to: to, rev: st.rev, changes: changes})
 	r.pending = 0
+	r.stream.foreignAt = time.Now() // another writer's commit
 }
 
 // after is what changed from the head (our own commits own on top of c) to

@@ -108,6 +108,21 @@ type streamState struct {
 	// leaves out other collections' commits): reads ask the PDS until one
 	// has (advance, keep)
 	swapped bool
+	// refused: the commit the refused write was swapped onto (swapped)
+	refused string
+	// incoming: commits of this repository the stream delivered that are
+	// being taken in (verified, diffed): on their way to the kept head
+	incoming int
+	// foreignAt: when another writer's commit was last taken in, or a
+	// write refused for one (WriteChanges asks first for OthersQuiet)
+	foreignAt time.Time
+	// inChanged: the follower is in its changed callback, whose reads
+	// must not wait for the stream (it is the stream): they answer from
+	// the kept repository while connected
+	inChanged bool
+	// moved is closed (and dropped) when the kept head moves or a
+	// delivered commit was dealt with: awaitStream's waiters look again
+	moved chan struct{}
 	// drop, tests: events (by sequence number) to lose
 	drop func(seq int64) bool
 }
@@ -167,12 +182,141 @@ func (r *Repo) Live() bool {
 	return r.fresh()
 }
 
-// swapRefused notes that a write swapped on the head known was refused:
-// the next read asks the PDS, live or not.
-func (r *Repo) swapRefused() {
+// swapRefused notes that a write swapped on swap was refused: the PDS has
+// a commit the head known has not, so the next read waits for the stream
+// to bring it (awaitStream) or asks the PDS.
+func (r *Repo) swapRefused(swap string) {
 	r.mu.Lock()
-	r.stream.swapped = true
+	r.stream.swapped, r.stream.refused = true, swap
+	r.stream.foreignAt = time.Now()
 	r.mu.Unlock()
+}
+
+// OthersQuiet is how long after another writer's commit was seen (taken
+// in from the stream, or a write refused for it) a write asks the PDS's
+// head before it is planned (WriteChanges): while the person edits in
+// their app, a write planned on the followed head alone would often be
+// refused (the stream brings a commit moments after it was made), and the
+// refused request counts against the rate limits.
+const OthersQuiet = 30 * time.Second
+
+// WriteChanges implements store.WriteKnown: KnownChanges while nobody else
+// wrote within OthersQuiet (or the stream is not live); otherwise it asks
+// the PDS's head (getLatestCommit) and, if the head known is behind it,
+// waits for the stream to bring it (at most streamWait): the write is then
+// planned on what the PDS has. ok false: the caller reads (Changes).
+func (r *Repo) WriteChanges(ctx context.Context, since string) (string, string, []store.Record, bool, bool, error) {
+	r.mu.Lock()
+	busy := r.fresh() && time.Since(r.stream.foreignAt) < OthersQuiet
+	r.mu.Unlock()
+	if !busy {
+		c, rev, ch, ok := r.KnownChanges(since)
+		return c, rev, ch, ok, ok, nil
+	}
+	head, _, err := r.Head(ctx)
+	if err != nil {
+		return "", "", nil, false, false, err
+	}
+	timer := time.NewTimer(r.streamWait())
+	defer timer.Stop()
+	for {
+		r.mu.Lock()
+		at, live := r.head == head && r.stream.incoming == 0, r.fresh()
+		var ch chan struct{}
+		if !at && live {
+			if r.stream.moved == nil {
+				r.stream.moved = make(chan struct{})
+			}
+			ch = r.stream.moved
+		}
+		r.mu.Unlock()
+		if at {
+			c, rev, changes, ok, same := r.composed(since, head)
+			return c, rev, changes, ok && same, false, nil
+		}
+		if !live {
+			return "", "", nil, false, false, nil
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			r.Stats.StreamTimeouts.Add(1)
+			return "", "", nil, false, false, nil
+		case <-ctx.Done():
+			return "", "", nil, false, false, ctx.Err()
+		}
+	}
+}
+
+// inChanged runs the follower's changed callback, marked (inChanged).
+func (r *Repo) inChanged(changed func()) {
+	r.mu.Lock()
+	r.stream.inChanged = true
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.stream.inChanged = false
+		r.mu.Unlock()
+	}()
+	changed()
+}
+
+// wake tells awaitStream's waiters to look again. r.mu is held.
+func (r *Repo) wake() {
+	if r.stream.moved != nil {
+		close(r.stream.moved)
+		r.stream.moved = nil
+	}
+}
+
+// streamWait bounds how long a read waits for a commit known to be on its
+// way on the stream (awaitStream) before it asks the PDS.
+const streamWait = 500 * time.Millisecond
+
+func (r *Repo) streamWait() time.Duration {
+	if r.StreamWait > 0 {
+		return r.StreamWait
+	}
+	return streamWait
+}
+
+// awaitStream waits, while the stream is connected, for the commits known
+// to be on their way to reach the kept head: those it delivered that are
+// being taken in, and, after a write was refused for its swapCommit, the
+// commit the PDS had that the head known had not (the stream brings it
+// moments after it was made). It reports whether reads may then answer
+// from the kept repository (fresh), having waited at most streamWait.
+func (r *Repo) awaitStream(ctx context.Context) bool {
+	timer := time.NewTimer(r.streamWait())
+	defer timer.Stop()
+	for {
+		r.mu.Lock()
+		if !r.stream.live || r.car == nil {
+			r.mu.Unlock()
+			return false
+		}
+		if r.stream.swapped && r.head != r.stream.refused && r.stream.incoming == 0 {
+			r.stream.swapped = false // the stream brought the commit it was refused for
+		}
+		if r.stream.incoming == 0 && !r.stream.swapped {
+			ok := r.fresh()
+			r.mu.Unlock()
+			return ok
+		}
+		if r.stream.moved == nil {
+			r.stream.moved = make(chan struct{})
+		}
+		ch := r.stream.moved
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-timer.C:
+			r.Stats.StreamTimeouts.Add(1)
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // notLive makes reads ask the PDS again.
@@ -410,6 +554,18 @@ func (r *Repo) event(ctx context.Context, ev *events.XRPCStreamEvent, changed fu
 		if e.Repo != did || drop != nil && drop(e.Seq) {
 			return
 		}
+		// on its way to the kept head: reads wait for it (awaitStream),
+		// until it is taken in (or read after a gap); not through
+		// changed, whose reads would wait for themselves
+		r.mu.Lock()
+		r.stream.incoming++
+		r.mu.Unlock()
+		arrived := func() {
+			r.mu.Lock()
+			r.stream.incoming--
+			r.wake()
+			r.mu.Unlock()
+		}
 		if err := r.takeIn(ctx, e); err != nil {
 			r.Stats.StreamGaps.Add(1)
 			r.mu.Lock()
@@ -420,7 +576,8 @@ func (r *Repo) event(ctx context.Context, ev *events.XRPCStreamEvent, changed fu
 			}
 			r.resync(ctx, errs)
 		}
-		changed()
+		arrived()
+		r.inChanged(changed)
 	case ev.RepoSync != nil:
 		seen(ev.RepoSync.Seq)
 		if ev.RepoSync.Did == did {
@@ -482,11 +639,21 @@ func (r *Repo) takeIn(ctx context.Context, e *comatproto.SyncSubscribeRepos_Comm
 	if e.Since == nil || *e.Since != rev || e.PrevData != nil && data != "" && e.PrevData.String() != data {
 		return fmt.Errorf("%w: commit %s does not follow the kept %s", errGap, e.Rev, rev)
 	}
-	if r.Directory == nil {
-		return fmt.Errorf("%w: no identity directory to verify commits with", errGap)
+	// our own commit (the PDS answered our write with its CID; its blocks
+	// are checked against it below) costs no signature check
+	r.mu.Lock()
+	own := false
+	for _, t := range r.history[len(r.history)-r.pending:] {
+		own = own || t.to == e.Commit.String()
 	}
-	if err := atrepo.VerifyCommitSignature(ctx, r.Directory, e); err != nil {
-		return fmt.Errorf("commit %s of the stream failed verification against the account's key: %w (read from the PDS instead)", e.Rev, err)
+	r.mu.Unlock()
+	if !own {
+		if r.Directory == nil {
+			return fmt.Errorf("%w: no identity directory to verify commits with", errGap)
+		}
+		if err := atrepo.VerifyCommitSignature(ctx, r.Directory, e); err != nil {
+			return fmt.Errorf("commit %s of the stream failed verification against the account's key: %w (read from the PDS instead)", e.Rev, err)
+		}
 	}
 	f, err := readBlocks(ctx, bytes.NewReader(e.Blocks), 1, true)
 	if err != nil {

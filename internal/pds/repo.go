@@ -45,7 +45,10 @@ type Stats struct {
 	Streamed    atomic.Int64 // commits taken in from the commit stream (follow.go)
 	StreamGaps  atomic.Int64 // commits of the stream that could not be taken in (read instead)
 	WholeWaits  atomic.Int64 // whole reads that waited for the one under way instead
-	Trusted     atomic.Int64 // writes planned without asking (KnownChanges: our own last commit, or the live stream)
+	// StreamTimeouts: waits for a commit known to be on its way on the
+	// stream that ran out (StreamWait), the PDS asked instead
+	StreamTimeouts atomic.Int64
+	Trusted        atomic.Int64 // writes planned without asking (KnownChanges: our own last commit, or the live stream)
 }
 
 // Repo is one repository on a PDS. Reading works for any repository; Apply
@@ -56,6 +59,10 @@ type Repo struct {
 
 	// Budget is the owner's write budget (nil: unlimited).
 	Budget *budget.Ledger
+	// StreamWait bounds how long a call waits for a commit known to be on
+	// its way on the followed stream before it asks the PDS (0:
+	// streamWait).
+	StreamWait time.Duration
 	// ListOnly makes Snapshot page through listRecords instead of
 	// downloading the CAR (the fallback path, selectable for tests).
 	ListOnly bool
@@ -411,7 +418,7 @@ func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Writ
 			return r.committed(out.Commit.CID, out.Commit.Rev, out.Results)
 		}
 		if isErrorName(err, http.StatusBadRequest, "InvalidSwap") {
-			r.swapRefused()
+			r.swapRefused(swapCommit)
 			// not refunded: the PDS's rate limiter counts a request before
 			// its handler refuses it for its swapCommit
 			if !maybe {
@@ -427,7 +434,12 @@ func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Writ
 		var rl *RateLimited
 		if errors.As(err, &rl) {
 			r.Stats.RateLimited.Add(1)
-			refund()
+			// not refunded: the PDS's rate limiter adds a request's
+			// points before it refuses it (countedByPDS); sent again
+			// after the pause, the batch is charged again, under a key
+			// of that attempt
+			charge = nil
+			key = fmt.Sprintf("%s/after429.%d", key, attempt)
 			if r.Budget != nil {
 				r.Budget.Pause(rl.Until, rl.Note)
 				if attempt < Attempts && time.Until(rl.Until) <= budget.MaxWait {
@@ -442,7 +454,9 @@ func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Writ
 			if errors.Is(err, context.Canceled) {
 				maybe = true // the request may have reached the PDS
 			}
-			refund()
+			if !countedByPDS(err) {
+				refund()
+			}
 			if errors.As(err, &ae) && ae.StatusCode >= 400 && ae.StatusCode < 500 && ae.StatusCode != http.StatusRequestTimeout {
 				return nil, fmt.Errorf("%w: applyWrites: %w", store.ErrRefused, err)
 			}
@@ -479,6 +493,44 @@ func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Writ
 			return nil, err
 		}
 	}
+}
+
+// countedByPDS reports whether the reference PDS's rate limiter counted a
+// write it refused with err (a 4xx; InvalidSwap is counted too, and kept
+// by its own branch). @atproto/xrpc-server checks a request's auth (401),
+// its body's size (413) and its input against the lexicon (400, "... at
+// $.writes[0].rkey") before the route's rate limiter runs: those are not
+// counted. The limiter counts a request before refusing it (429:
+// rate-limiter-flexible adds the points, then refuses), and everything the
+// handler refuses comes after it: counted.
+func countedByPDS(err error) bool {
+	var rl *RateLimited
+	if errors.As(err, &rl) {
+		return true
+	}
+	var ae *atclient.APIError
+	if !errors.As(err, &ae) || ae.StatusCode < 400 || ae.StatusCode >= 500 {
+		return false
+	}
+	switch ae.StatusCode {
+	case http.StatusUnauthorized, http.StatusRequestEntityTooLarge:
+		return false
+	case http.StatusBadRequest:
+		return !preHandler(ae.Message)
+	}
+	return true
+}
+
+// preHandler tells a 400 of xrpc-server's input checks (before the rate
+// limiter) by its message: the lexicon's "... at $.path", or the body's
+// encoding.
+func preHandler(msg string) bool {
+	for _, m := range []string{" at $.", "A request body", "request encoding", "Request encoding", "Invalid query parameter", "unexpected request body", "invalid xrpc path"} {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // newKey is a random batch key.

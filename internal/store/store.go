@@ -170,3 +170,13 @@ type Known interface {
 	// cannot be, or should not be trusted: call Changes).
 	KnownChanges(since string) (commit, rev string, changes []Record, ok bool)
 }
+
+// WriteKnown is implemented by a repository that tells what a write is
+// planned on better than Known alone: while another writer has been active
+// lately it asks the repository's head first (one small request) and
+// waits for what it learns to arrive, rather than let the write go blind
+// and be refused. guess says the answer was not checked with the
+// repository (as KnownChanges's); ok false: call Changes.
+type WriteKnown interface {
+	WriteChanges(ctx context.Context, since string) (commit, rev string, changes []Record, ok, guess bool, err error)
+}

@@ -1,0 +1,80 @@
+package outline_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
+)
+
+// longList is a tree with n siblings under one parent (sort keys spread
+// evenly), and a record inserted among them.
+func longList(n int) (*outline.Tree, func(i int) []store.Record) {
+	parent := "at://" + nextDID + "/app.bulleted.node/p"
+	recs := []store.Record{{Collection: lexicon.Node, RKey: "p", CID: "cidp", Value: store.MustValue(map[string]any{
+		"$type": lexicon.Node, "text": "parent", "sortKey": "a", "createdAt": "2026-01-01T00:00:00Z"})}}
+	for i := range n {
+		recs = append(recs, store.Record{Collection: lexicon.Node, RKey: fmt.Sprintf("k%07d", i), CID: fmt.Sprint("cid", i), Value: store.MustValue(map[string]any{
+			"$type": lexicon.Node, "text": "t", "sortKey": fmt.Sprintf("s%07d", i*2), "parent": parent, "createdAt": "2026-01-01T00:00:00Z"})})
+	}
+	slices.SortFunc(recs, store.CompareRecords)
+	tr := outline.Build(&store.Snapshot{DID: nextDID, Commit: "c0", Records: recs})
+	insert := func(i int) []store.Record {
+		return []store.Record{{Collection: lexicon.Node, RKey: fmt.Sprintf("n%07d", i), CID: fmt.Sprint("new", i), Value: store.MustValue(map[string]any{
+			"$type": lexicon.Node, "text": "new", "sortKey": fmt.Sprintf("s%07d", (i*7919)%(2*n)+1), "parent": parent, "createdAt": "2026-01-01T00:00:00Z"})}}
+	}
+	return tr, insert
+}
+
+// BenchmarkNextLongList brings a tree forward by a one-bullet insert into
+// a list of n siblings: the cost should be that of the siblings touched,
+// not of the list.
+//
+//	go test ./internal/outline -run '^$' -bench NextLongList -benchtime 200x
+func BenchmarkNextLongList(b *testing.B) {
+	for _, n := range []int{1_000, 50_000} {
+		b.Run(fmt.Sprintf("siblings=%d", n), func(b *testing.B) {
+			tr, insert := longList(n)
+			for i := 0; b.Loop(); i++ {
+				commit := fmt.Sprint("c", i+1)
+				tr = tr.Next(commit, commit, insert(i))
+			}
+		})
+	}
+}
+
+// A commit brought forward by two callers at once (our own commit, asked
+// for by the next write and arriving on the followed stream) is brought
+// forward once: the second gets the first's tree. Not parallel: it counts
+// the package's calls of Next.
+func TestForwardOnce(t *testing.T) {
+	tr, insert := longList(50_000)
+	e := outline.New(openLocal(t, t.TempDir()))
+	e.Keep(tr)
+	before := outline.Nexts()
+	const rounds = 20
+	for i := range rounds {
+		commit := fmt.Sprintf("c%04d", i+1) // revs in order
+		ch := insert(i)
+		start := make(chan struct{})
+		got := make(chan *outline.Tree, 2)
+		for range 2 {
+			go func() {
+				<-start
+				got <- e.Forward(tr, commit, commit, ch)
+			}()
+		}
+		close(start)
+		a, b := <-got, <-got
+		if a != b || a.Commit != commit {
+			t.Fatalf("round %d: two trees for one commit", i)
+		}
+		tr = a
+	}
+	if n := outline.Nexts() - before; n != rounds {
+		t.Fatalf("%d commits brought forward with %d calls of Next", rounds, n)
+	}
+}
