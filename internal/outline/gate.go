@@ -311,17 +311,23 @@ func gate(t *Tree, plan *Plan) (Verdict, error) {
 	}
 
 	// rule 1: no node under itself or its own descendants
-	limit := t.Nodes.Len() + len(plan.Writes) + 1
 	for _, k := range reparented {
 		pa, _ := g.nodeParent(k)
 		cur := sameRepoParent(did, pa)
+		var seen map[string]bool // past a deep walk: a cycle elsewhere ends it
 		for steps := 0; cur != ""; steps++ {
 			if cur == k {
 				return v, gateFail(ErrCycle, "place it outside its own subtree",
 					"bullet %s would hang inside its own subtree", k)
 			}
-			if steps > limit {
-				break // a cycle elsewhere, already there (its bullets are listed as detached)
+			if steps >= 64 {
+				if seen == nil {
+					seen = map[string]bool{}
+				}
+				if seen[cur] {
+					break // a cycle elsewhere, already there (its bullets are listed as detached)
+				}
+				seen[cur] = true
 			}
 			p, ok := g.nodeParent(cur)
 			if !ok {
