@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
@@ -80,6 +81,18 @@ func TestContributionNotMovable(t *testing.T) {
 	try("cross_repo", "move_node", `{"node":"3kaaaaaaaaaa2","parent":"top","dry_run":true}`)
 	try("cross_repo", "move_node", `{"nodes":["3kaaaaaaaaab2","3kaaaaaaaaaa2"],"parent":"top"}`)
 	try("cross_repo", "apply_batch", `{"ops":[{"tool":"insert_after","args":{"text":"first"}},{"tool":"move_node","args":{"node":"3kaaaaaaaaaa2","parent":"top"}}]}`)
+	// one's own bullet named by one's own handle is one's own repository
+	env.Engine.Resolver = fakeResolver{"me.example.com": me}
+	mine := outline.Position{}
+	out, err := env.Engine.Do(ctx, intent.Insert{Pos: mine, Nodes: []outline.NewNode{{Text: "my own"}}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	try("cross_repo", "move_node", `{"node":"3kaaaaaaaaaa2","parent":"at://me.example.com/app.bulleted.node/`+out.Plan.Created[0].RKey+`"}`)
+	try("unavailable", "move_node", `{"node":"3kaaaaaaaaaa2","parent":"at://nobody.example.com/app.bulleted.node/`+out.Plan.Created[0].RKey+`"}`)
+	if _, err := env.Engine.Undo(ctx, 1, "", false); err != nil {
+		t.Fatal(err)
+	}
 	down = true
 	try("unavailable", "move_node", `{"node":"3kaaaaaaaaab2","parent":"top"}`)
 	res, _ := call(t, c, "list_detached", map[string]any{})

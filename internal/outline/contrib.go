@@ -321,12 +321,41 @@ func (p *Planner) guardContributions(items []*Item, pos Position) error {
 		if owner == "" || arg == "" || arg == it.Str("parent") {
 			continue // not a contribution, or reordered within its shared parent
 		}
-		if u, err := syntax.ParseATURI(arg); err == nil && u.Authority().String() != p.t.DID.String() {
-			continue // under another shared parent: admitted there or refused (cross_repo)
+		if u, err := syntax.ParseATURI(arg); err == nil {
+			own, err := p.ownAuthority(u.Authority())
+			if err != nil {
+				return &Error{Kind: ErrUnavailable,
+					Msg:  fmt.Sprintf("%s is your contribution to %s's shared outline; the handle in %s cannot be resolved now to tell whether it is your own repository (%v); nothing was written", it.Key(), owner, arg, err),
+					Next: "retry in a moment, or name the parent by its record key or its DID's at:// URI"}
+			}
+			if !own {
+				continue // under another shared parent: admitted there or refused (cross_repo)
+			}
 		}
 		return &Error{Kind: ErrCrossRepo,
 			Msg:  fmt.Sprintf("%s is your contribution to %s's shared outline (under %s): moving it would pull it out of that outline; nothing was written", it.Key(), owner, it.Str("parent")),
 			Next: "leave it there; you can reorder it there (move_node without parent, with after=<a bullet shown under " + it.Str("parent") + "> or position=first|last), edit it (update_node), add under it (insert_after parent=" + it.Key() + ") or delete it (delete_node)"}
 	}
 	return nil
+}
+
+// ownAuthority reports whether a (a DID, or a handle resolved through the
+// engine's resolver) names this repository: at://<own handle>/… is one's
+// own bullet as much as at://<own DID>/….
+func (p *Planner) ownAuthority(a syntax.AtIdentifier) (bool, error) {
+	if a.String() == p.t.DID.String() {
+		return true, nil
+	}
+	h, err := a.AsHandle()
+	if err != nil {
+		return false, nil // another DID
+	}
+	if p.e.Resolver == nil {
+		return false, fmt.Errorf("no resolver for handle %s (offline)", h)
+	}
+	did, err := p.e.Resolver.ResolveHandle(p.ctx, h.String())
+	if err != nil {
+		return false, err
+	}
+	return did == p.t.DID, nil
 }
