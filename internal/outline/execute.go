@@ -168,6 +168,12 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 					return commits, e.journalLost(op, err)
 				}
 			}
+			// what is left passes the gate against the repository as it is
+			// now (another client may have moved a destination into a
+			// bullet this operation moves, say)
+			if gerr := e.gateRemainder(ctx, s, op); gerr != nil {
+				return commits, e.stop(ctx, op, gerr, "what it still has to write no longer passes the outline's rules", false)
+			}
 			conflicts++
 			fresh = false // what was read decides from now on
 			if conflicts > Retries*4 {
@@ -211,6 +217,27 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 	}
 	e.ops.prune(ctx) // a failure leaves more operations than JournalSize, pruned next time
 	return commits, nil
+}
+
+// remainder is what op has still to write, as a plan for the gate.
+func remainder(t *Tree, op *Operation) *Plan {
+	from := op.landedWrites()
+	p := &Plan{Writes: op.Writes[from:], Prev: op.Prev[from:], Shared: restoredForeignParents(t, op.Writes[from:])}
+	for _, b := range op.Batches[op.Landed:] {
+		p.Batches = append(p.Batches, b-from)
+	}
+	return p
+}
+
+// gateRemainder checks what op has still to write against s (read after a
+// conflict between two of its batches) with the gate.
+func (e *Engine) gateRemainder(ctx context.Context, s *store.Snapshot, op *Operation) error {
+	t, err := e.Tree(ctx)
+	if err != nil || t.Commit != s.Commit {
+		t = Rebuild(s, t) // the kept tree moved on, or could not be read: the snapshot's
+	}
+	_, err = gate(t, remainder(t, op))
+	return err
 }
 
 // journalLost is the answer when the operations journal cannot record op
@@ -520,12 +547,7 @@ func (e *Engine) Resume(ctx context.Context, id string, dryRun bool) (*Outcome, 
 		plan.Diagnostics = append(plan.Diagnostics, fmt.Sprintf("%d bullet(s) still to write were given new sortKeys: other bullets were written among their planned places since the operation stopped", moved))
 	}
 	// what is left passes the gate against the repository as it is now
-	from := op.landedWrites()
-	gp := &Plan{Writes: op.Writes[from:], Prev: op.Prev[from:], Shared: restoredForeignParents(t, op.Writes[from:])}
-	for _, b := range op.Batches[op.Landed:] {
-		gp.Batches = append(gp.Batches, b-from)
-	}
-	if _, err := gate(t, gp); err != nil {
+	if _, err := gate(t, remainder(t, op)); err != nil {
 		var oe *Error
 		if errors.As(err, &oe) {
 			oe.Msg = fmt.Sprintf("cannot resume %s: %s", op.ID, oe.Msg)

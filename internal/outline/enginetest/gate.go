@@ -154,6 +154,34 @@ func worldChanged(t *testing.T, open Open) {
 		_, err := e.Undo(ctx, 1, "", false)
 		refused(t, "undo", err, outline.ErrParentMissing, repo, before)
 	})
+	t.Run("between two batches, the destination moved into a moved bullet", func(t *testing.T) {
+		// a move of 300 siblings is two commits; before the second,
+		// another client moves the destination under the last of them,
+		// which the second commit would move under it: a cycle
+		top := Insert(t, e, outline.Position{}, "from", "to")
+		kids := make([]string, 0, 300)
+		for len(kids) < 300 {
+			kids = append(kids, Insert(t, e, outline.Position{Parent: top[0], Where: "last"}, make([]string, 100)...)...)
+		}
+		last := kids[len(kids)-1]
+		moved := false
+		ctx := outline.WithProgress(ctx, func(done, total, _, _ int) {
+			if done == 1 && !moved {
+				moved = true
+				do(t, other, intent.Move{Nodes: []string{top[1]}, Pos: outline.Position{Parent: last}})
+			}
+		})
+		_, err := e.Do(ctx, intent.Move{Nodes: kids, Pos: outline.Position{Parent: top[1]}}, false)
+		if !moved {
+			t.Fatal("the move was one commit: no second batch to meet the other client's write")
+		}
+		if !errors.Is(err, outline.ErrIncomplete) {
+			t.Fatalf("want the operation stopped (partial) before the cycle, got %s: %v", outline.KindName(err), err)
+		}
+		if problems := RuleProblems(snapshot(t, repo)); len(problems) > 0 {
+			t.Fatalf("the repository breaks the rules: %s", strings.Join(problems, "; "))
+		}
+	})
 	t.Run("the kit: a parent cycle", func(t *testing.T) {
 		top := Insert(t, e, outline.Position{}, "V")
 		w := Insert(t, e, outline.Position{Parent: top[0]}, "w")[0]
