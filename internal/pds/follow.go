@@ -587,6 +587,9 @@ func (r *Repo) event(ctx context.Context, ev *events.XRPCStreamEvent, changed fu
 				}
 			}
 			r.Stats.StreamGaps.Add(1)
+			r.mu.Lock()
+			r.stream.lastGap = "a #sync event for the account: read instead"
+			r.mu.Unlock()
 			r.resync(ctx, errs)
 			changed()
 		}
