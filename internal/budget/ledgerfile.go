@@ -261,19 +261,10 @@ func (l *Ledger) catchUp() error {
 		return err
 	}
 	if l.lf.data == nil || !os.SameFile(fi, l.lf.info) || fi.Size() < l.lf.off {
-		f, err := os.OpenFile(l.path, os.O_RDWR|os.O_APPEND, 0)
+		info, err := l.reopen()
 		if err != nil {
 			return err
 		}
-		info, err := f.Stat()
-		if err != nil {
-			f.Close()
-			return err
-		}
-		if l.lf.data != nil {
-			l.lf.data.Close()
-		}
-		l.lf = ledgerFile{lock: l.lf.lock, data: f, info: info}
 		l.s.reset()
 		fi = info
 	}
@@ -410,18 +401,29 @@ func (l *Ledger) compact() error {
 	if err := atomicfile.Write(l.path, raw, 0o600); err != nil {
 		return err
 	}
+	if _, err := l.reopen(); err != nil {
+		return err
+	}
+	l.lf.off, l.lf.size = int64(len(raw)), int64(len(raw))
+	return nil
+}
+
+// reopen opens the ledger file anew for appending (it was replaced, or is
+// new to this process), in place of the one held, and says what it is;
+// what was read of the old one is the caller's to drop or keep.
+func (l *Ledger) reopen() (os.FileInfo, error) {
 	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_APPEND, 0)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	info, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return err
+		return nil, err
 	}
 	if l.lf.data != nil {
 		l.lf.data.Close()
 	}
-	l.lf = ledgerFile{lock: l.lf.lock, data: f, info: info, off: int64(len(raw)), size: int64(len(raw))}
-	return nil
+	l.lf = ledgerFile{lock: l.lf.lock, data: f, info: info}
+	return info, nil
 }
