@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
@@ -114,6 +115,7 @@ func TestFollowHalfOpenSaid(t *testing.T) {
 	proxy.Stall()
 	stalled := time.Now()
 	var noticed, asked time.Time
+	resourceSaid := false
 	for asked.IsZero() {
 		before := requests()
 		text, sc := callTool(t, mc, "read_outline", nil)
@@ -127,7 +129,21 @@ func TestFollowHalfOpenSaid(t *testing.T) {
 			}
 		case said && noticed.IsZero():
 			noticed = time.Now()
-		case !said && at > 1100*time.Millisecond:
+		}
+		if said && n == 0 && !resourceSaid {
+			// a resource read from the same followed tree says it too, in
+			// its text and its _meta
+			before := requests()
+			text, notices := readOutlineResource(t, mc)
+			if requests() == before {
+				inText, inMeta := strings.Contains(text, "which has been silent for"), strings.Contains(fmt.Sprint(notices), "which has been silent for")
+				if !inText || !inMeta {
+					t.Fatalf("a resource read from the silent stream: notice in text %v, in _meta %v:\n%.600s", inText, inMeta, text)
+				}
+				resourceSaid = true
+			}
+		}
+		if n == 0 && !said && at > 1100*time.Millisecond {
 			t.Fatalf("a read from the followed tree %.1f s after the stream went silent said nothing:\n%.600s", at.Seconds(), text)
 		}
 		if at > 5*time.Second && asked.IsZero() {
@@ -137,6 +153,9 @@ func TestFollowHalfOpenSaid(t *testing.T) {
 	}
 	if noticed.IsZero() {
 		t.Fatal("no read said the stream was silent before reads went back to the PDS")
+	}
+	if !resourceSaid {
+		t.Fatal("no resource read from the silent stream before reads went back to the PDS")
 	}
 	t.Logf("stale notice after %v, reads ask the PDS after %v", noticed.Sub(stalled), asked.Sub(stalled))
 	wait("the half-open connection said down", 5*time.Second, func() bool {
@@ -172,4 +191,20 @@ func TestFollowHalfOpenSaid(t *testing.T) {
 	if staleNote(t, text, sc) || requests() != before || !strings.Contains(text, "Book the train") {
 		t.Fatalf("after reconnecting: %d request(s):\n%.600s", requests()-before, text)
 	}
+}
+
+// readOutlineResource reads bulleted://outline: its text and _meta notices.
+func readOutlineResource(t *testing.T, c *client.Client) (string, any) {
+	t.Helper()
+	req := mcp.ReadResourceRequest{}
+	req.Params.URI = server.OutlineURI
+	res, err := c.ReadResource(context.Background(), req)
+	if err != nil || len(res.Contents) == 0 {
+		t.Fatalf("resources/read %s: %v", server.OutlineURI, err)
+	}
+	tc, ok := res.Contents[0].(mcp.TextResourceContents)
+	if !ok {
+		t.Fatalf("resources/read %s: %T", server.OutlineURI, res.Contents[0])
+	}
+	return tc.Text, tc.Meta["notices"]
 }

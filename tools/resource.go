@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/view"
 )
 
@@ -48,6 +49,9 @@ type pageJSON struct {
 // (a node that does not resolve: outline.ErrNodeNotFound) or
 // view.ErrCursor.
 func ReadPage(ctx context.Context, env *Env, node, cursor string, asJSON bool, maxBytes int, next func(cursor string) string) (*Page, error) {
+	// what the repository says of this read (a followed stream gone quiet:
+	// how stale the page may be) is said on the page, as on a tool's result
+	ctx, calls := store.WithCallNotes(ctx)
 	t, err := env.Engine.Tree(ctx)
 	if err != nil {
 		return nil, err
@@ -60,6 +64,7 @@ func ReadPage(ctx context.Context, env *Env, node, cursor string, asJSON bool, m
 	}
 	other := otherTrees(ctx, env)
 	contrib, problems := view.Gather(t, other)
+	problems = append(calls.Take(), problems...)
 	for limit := view.DefaultLimit; ; limit = max(1, limit/2) {
 		v, err := view.Read(t, root, view.Options{Depth: ResourceDepth, Limit: limit, Cursor: cursor, Contributions: contrib})
 		if err != nil {
