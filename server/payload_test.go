@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -362,4 +363,55 @@ func TestPayloadStructuredWrite(t *testing.T) {
 		}
 	}
 	t.Logf("text %d bytes, structured %d:\n%s", len(text), len(scJSON(res)), text)
+}
+
+// TestPayloadPagesFill: in structured and text modes a read_outline page
+// fills the result bound with the one part the client is shown (today's
+// both-parts page is about half of it in each), so that the whole
+// generated 20k outline reads in at most 30 calls; in both mode a page
+// keeps both parts complete within the bound.
+func TestPayloadPagesFill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 20k outline")
+	}
+	l := payloadRepo(t, 20_000)
+	cursorIn := regexp.MustCompile(`cursor="([^"]+)"`)
+	calls := map[tools.Payload]int{}
+	for _, mode := range []tools.Payload{tools.PayloadStructured, tools.PayloadText, tools.PayloadBoth} {
+		c, _ := payloadClient(t, l, server.Options{Payload: mode}, "test")
+		args := map[string]any{"depth": 50, "limit": 5000}
+		rows, small := 0, 0
+		for {
+			res := payCall(t, c, "read_outline", args)
+			calls[mode]++
+			if res.IsError {
+				t.Fatalf("%s: page %d: %.300s", mode, calls[mode], resultText(res))
+			}
+			raw, _ := json.Marshal(res)
+			if len(raw) > server.MaxResultBytes {
+				t.Fatalf("%s: page %d is %d bytes, over the bound", mode, calls[mode], len(raw))
+			}
+			text := resultText(res)
+			rows += strings.Count(text, "·")
+			m := cursorIn.FindStringSubmatch(text)
+			if m == nil {
+				break
+			}
+			// a page that is not the last fills most of the bound
+			if len(raw) < server.MaxResultBytes*3/4 {
+				small++
+			}
+			args = map[string]any{"depth": 50, "limit": 5000, "cursor": m[1]}
+			if calls[mode] > 200 {
+				t.Fatalf("%s: no end after 200 pages", mode)
+			}
+		}
+		if small > 0 {
+			t.Errorf("%s: %d of %d pages used under 3/4 of the %d-byte bound", mode, small, calls[mode], server.MaxResultBytes)
+		}
+		if mode != tools.PayloadBoth && calls[mode] > 30 {
+			t.Errorf("%s: the 20k outline took %d calls, want at most 30", mode, calls[mode])
+		}
+		t.Logf("%s: %d calls, %d rows", mode, calls[mode], rows)
+	}
 }

@@ -143,6 +143,7 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 		}
 		s.AddTool(m, func(ctx context.Context, req mcp.CallToolRequest) (res *mcp.CallToolResult, _ error) {
 			mode := pl.of(ctx)
+			ctx = tools.WithPayload(ctx, mode) // pages fill the bound with the part shown
 			defer func() {
 				// last (after the recovery below): text mode sends no
 				// structured content, also on errors

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -297,4 +298,27 @@ func asInt(v any) (int, bool) {
 		return int(n), true
 	}
 	return 0, false
+}
+
+type payloadKey struct{}
+
+// WithPayload tells the tools the part of their results the session's
+// client is shown (the mode the server shapes results to, resolved: auto
+// is both or structured): a page then fills the result bound with that
+// part alone instead of half of it with each.
+func WithPayload(ctx context.Context, mode Payload) context.Context {
+	return context.WithValue(ctx, payloadKey{}, mode)
+}
+
+// shownSize is the size of res as the mode of ctx sends it (Shape): in
+// structured mode the text is a short rendering, in text mode there is no
+// structured content; otherwise (both, or no mode on ctx) its whole size.
+func shownSize(ctx context.Context, res *mcp.CallToolResult, tool string) int {
+	mode, _ := ctx.Value(payloadKey{}).(Payload)
+	if res == nil || mode != PayloadStructured && mode != PayloadText {
+		return ResultSize(res)
+	}
+	shaped := *res // Shape replaces the copy's parts, never res's
+	shaped.Content = slices.Clone(res.Content)
+	return ResultSize(Shape(&shaped, mode, tool))
 }

@@ -144,7 +144,7 @@ func readOutlineTool() Tool {
 			if err != nil {
 				return nil, err
 			}
-			size := ResultSize(res)
+			size := shownSize(ctx, res, "read_outline") // the part the client is shown
 			if size <= ResultBudget && limit < asked && v.Cursor != "" && fits == nil {
 				fits, fitsV, limit = res, v, asked // they fit: try them all
 				continue

@@ -111,7 +111,7 @@ func searchTool() Tool {
 			if err != nil || res.IsError {
 				return res, err
 			}
-			if size := ResultSize(res); size > ResultBudget && n > 1 {
+			if size := shownSize(ctx, res, "search"); size > ResultBudget && n > 1 {
 				q.Limit = max(1, min(n-1, n*ResultBudget/size))
 				continue
 			}
