@@ -433,6 +433,7 @@ func TestBigWriteResultIsBounded(t *testing.T) {
 		t.Fatal(text(res))
 	}
 	raw, _ := json.Marshal(res.StructuredContent)
+	t.Logf("a 2,000-line import's result: %d B of text, %d B of structured content", len(text(res)), len(raw))
 	if len(text(res)) > 4096 || len(raw) > 4096 {
 		t.Fatalf("a 2,000-line import's result: %d bytes of text, %d structured", len(text(res)), len(raw))
 	}
