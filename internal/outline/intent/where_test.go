@@ -61,7 +61,7 @@ func TestDeleteWhereNested(t *testing.T) {
 	if _, err := e.Do(ctx, intent.DeleteWhere{Where: intent.Where{Text: "x "}}, false); err == nil || !strings.Contains(err.Error(), "nothing cascades") {
 		t.Fatalf("a selected bullet with an unselected child: %v", err)
 	}
-	out, err = e.Do(ctx, intent.DeleteWhere{Where: intent.Where{Text: "x "}, Children: "lift"}, false)
+	_, err = e.Do(ctx, intent.DeleteWhere{Where: intent.Where{Text: "x "}, Children: "lift"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
