@@ -445,3 +445,86 @@ func TestBigWriteResultIsBounded(t *testing.T) {
 		t.Fatalf("all_keys=true listed %d keys: %s", len(createdKeys(sc)), text(res)[:200])
 	}
 }
+
+// TestBulkTasksInFewCalls: the bulk tasks, as an agent does them,
+// counting calls and the bytes each part of their results shows: every
+// done todo of a 300-child level under a new "Archive" (2 calls), #old
+// renamed to #new everywhere (1 call), a 600-child level split into three
+// headed sections (1 call). Each result is checked small: it carries the
+// counts and a sample, never the set.
+func TestBulkTasksInFewCalls(t *testing.T) {
+	l := openLocal(t)
+	e := outline.New(l)
+	c := inProcess(t, &tools.Env{Engine: e})
+	var b strings.Builder
+	b.WriteString("- Level\n")
+	for i := 0; i < 300; i++ {
+		switch {
+		case i%3 == 0:
+			fmt.Fprintf(&b, "  - [x] done todo %d #old\n", i)
+		case i%25 == 1:
+			fmt.Fprintf(&b, "  - [ ] open todo %d #older\n", i)
+		default:
+			fmt.Fprintf(&b, "  - [ ] open todo %d\n", i)
+		}
+	}
+	b.WriteString("- Big\n")
+	for i := 0; i < 600; i++ {
+		fmt.Fprintf(&b, "  - row %d\n", i)
+	}
+	if res, _ := call(t, c, "import_outline", map[string]any{"content": b.String()}); res.IsError {
+		t.Fatal(text(res))
+	}
+	tr, _ := e.Tree(context.Background())
+	level, big := tr.Roots[0].Key(), tr.Roots[1].Key()
+	shown := func(name string, calls ...func() (string, map[string]any)) {
+		t.Helper()
+		txt, sc := 0, 0
+		for _, f := range calls {
+			s, m := f()
+			raw, _ := json.Marshal(m)
+			txt, sc = txt+len(s), sc+len(raw)
+		}
+		t.Logf("%s: %d call(s), shown %d B as text, %d B as structured content", name, len(calls), txt, sc)
+		if txt > 4096 || sc > 4096 {
+			t.Errorf("%s: %d B of text, %d B structured: over 4 KB", name, txt, sc)
+		}
+	}
+	do := func(tool string, args map[string]any) func() (string, map[string]any) {
+		return func() (string, map[string]any) {
+			res, sc := call(t, c, tool, args)
+			if res.IsError {
+				t.Fatalf("%s: %s", tool, text(res))
+			}
+			return text(res), sc
+		}
+	}
+	var archive string
+	shown("archive the done todos",
+		func() (string, map[string]any) {
+			res, sc := call(t, c, "insert_after", map[string]any{"parent": level, "position": "first", "text": "Archive"})
+			archive = createdKeys(sc)[0]
+			return text(res), sc
+		},
+		func() (string, map[string]any) {
+			return do("move_node", map[string]any{"where": map[string]any{"state": "done", "under": level}, "parent": archive})()
+		})
+	shown("rename #old to #new", do("update_node", map[string]any{"where": map[string]any{"tags": []any{"old"}}, "find": "#old", "replace": "#new"}))
+	shown("split 600 into three", do("move_node", map[string]any{"node": big, "split": []any{"First", "Second", "Third"}}))
+	tr, _ = e.Tree(context.Background())
+	if n := len(tr.Nodes.Get(archive).Children); n != 100 {
+		t.Errorf("Archive holds %d", n)
+	}
+	older := 0
+	for _, it := range tr.Nodes.All() {
+		if strings.Contains(it.Str("text"), "#old") && !strings.Contains(it.Str("text"), "#older") {
+			t.Errorf("%q kept #old", it.Str("text"))
+		}
+		if strings.Contains(it.Str("text"), "#older") {
+			older++
+		}
+	}
+	if older != 8 { // i%25 == 1 and not done: 1, 26, 76, 101, 151, 176, 226, 251
+		t.Errorf("%d #older left, want 8", older)
+	}
+}
