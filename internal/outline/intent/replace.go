@@ -142,7 +142,10 @@ func (e EditWhere) Plan(p *outline.Planner) error {
 	}
 	if rep != nil {
 		s := fmt.Sprintf("replace (%s): %d match(es) in %d bullet(s)", how, matches, changed)
-		if unmatched > 0 {
+		switch {
+		case unmatched > 0 && e.Where == nil:
+			s += fmt.Sprintf("; no match in %s", outline.Name(items[0]))
+		case unmatched > 0:
 			s += fmt.Sprintf("; %d selected bullet(s) have no match", unmatched)
 		}
 		if len(examples) > 0 {
