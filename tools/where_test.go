@@ -238,6 +238,28 @@ func TestWhereSetChangedByAnotherWriter(t *testing.T) {
 	if got := childTexts(f.tree(t), f.keys["Archive"]); len(got) != 0 {
 		t.Fatalf("Archive holds %q after a refused plan", got)
 	}
+
+	// the same in apply_batch, where the set is taken after the ops before
+	batch := map[string]any{"ops": []any{
+		map[string]any{"tool": "insert_after", "args": map[string]any{"parent": f.keys["Archive"], "text": "moved here:"}},
+		map[string]any{"tool": "move_node", "args": map[string]any{"where": map[string]any{"state": "done"}, "parent": f.keys["Archive"]}},
+	}, "dry_run": true}
+	res, sc = call(t, f.c, "apply_batch", batch)
+	if res.IsError || !strings.HasPrefix(selectionOf(sc), "where selected 5 bullet(s)") {
+		t.Fatalf("batch dry run: %s", text(res))
+	}
+	// a done todo at the top level, which the plan does not touch
+	if _, err := other.Do(context.Background(), intent.Insert{Nodes: []outline.NewNode{{Text: "late", Layout: "todo", Completed: true}}}, false); err != nil {
+		t.Fatal(err)
+	}
+	delete(batch, "dry_run")
+	batch["plan"] = sc["plan"]
+	if res, sc = call(t, f.c, "apply_batch", batch); !res.IsError || sc["error"].(map[string]any)["kind"] != "conflict" {
+		t.Fatalf("a batch plan applied on a set another writer changed: %s", text(res))
+	}
+	if got := childTexts(f.tree(t), f.keys["Archive"]); len(got) != 0 {
+		t.Fatalf("Archive holds %q after a refused batch plan", got)
+	}
 }
 
 // TestWhereOverTheBound: a set larger than intent.MaxSelected is refused
