@@ -26,7 +26,7 @@ func batchable() map[string]Tool {
 
 func batchTool() Tool {
 	t := Tool{Name: "apply_batch", Title: "Apply several edits at once", Family: FamilyEdit,
-		Description: "Write ops [{tool, args}] planned in order on one snapshot, committed as one operation.",
+		Description: "Write ops [{tool, args}] in order on one snapshot, as one operation.",
 		Schema: obj(map[string]any{
 			"ops": map[string]any{"type": "array", "items": obj(map[string]any{
 				"tool": pRef,

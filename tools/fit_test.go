@@ -197,7 +197,7 @@ func TestResultsFit(t *testing.T) {
 		t.Fatalf("search: %d distinct hits, want %d", len(seen), n)
 	}
 
-	// a 2,000-bullet import: every key with its input line, read back;
+	// a 2,000-bullet import, all_keys: every key with its input line, read back;
 	// the repeated mention notice once, with its count
 	var md strings.Builder
 	md.WriteString("# Imported\n")
@@ -208,7 +208,7 @@ func TestResultsFit(t *testing.T) {
 			fmt.Fprintf(&md, "  - item %d%s\n", i, strings.Repeat(" text", 10))
 		}
 	}
-	res, sc = call(t, f.c, "import_outline", map[string]any{"content": md.String()})
+	res, sc = call(t, f.c, "import_outline", map[string]any{"content": md.String(), "all_keys": true})
 	fitted(t, "import_outline", res, sc)
 	keys, lines := createdKeys(sc), sc["lines"].([]any)
 	if len(keys) != n || len(lines) != n {

@@ -13,7 +13,7 @@ import (
 
 func importTool() Tool {
 	t := Tool{Name: "import_outline", Title: "Import Markdown or OPML", Family: FamilyEdit, Output: writeOutput,
-		Description: "Insert a Markdown or OPML document under a parent; keys map to input lines.",
+		Description: "Insert a Markdown or OPML document; keys map to input lines.",
 		Schema: obj(map[string]any{
 			"content":  pRef,
 			"format":   enum("", "markdown", "opml"),
@@ -22,6 +22,7 @@ func importTool() Tool {
 			"position": pPosition,
 			"dry_run":  pDryRun,
 			"plan":     pPlan,
+			"all_keys": boolean(""),
 		}, "content")}
 	t.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
 		dry, err := a.Bool("dry_run", false)
@@ -62,7 +63,11 @@ func importTool() Tool {
 		defer env.settle(out)
 		// each created bullet's input line; what of the input was not
 		// imported (an export's Detached section) in the diagnostics
-		return writeReport(out, report{lines: d.Lines, notes: d.Notes}), nil
+		all, err := a.Bool("all_keys", false)
+		if err != nil {
+			return badArgs("%v", err)
+		}
+		return writeReport(out, report{lines: d.Lines, notes: d.Notes, allKeys: all}), nil
 	}
 	return t
 }

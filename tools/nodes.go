@@ -134,6 +134,9 @@ func runWrite(ctx context.Context, env *Env, name string, in outline.Intent, a A
 	}
 	out, ask, err := guarded(ctx, env, name, in, id, func(ctx context.Context) (*outline.Outcome, error) {
 		if id != "" {
+			if err := recheckSelection(ctx, env, id, in); err != nil {
+				return nil, err
+			}
 			return env.Engine.Apply(ctx, id, in)
 		}
 		return env.Engine.Do(ctx, in, dry)
@@ -151,7 +154,7 @@ func runWrite(ctx context.Context, env *Env, name string, in outline.Intent, a A
 // nodeSchema is a bullet to insert, with children to depth more levels:
 // written out, because many clients cannot follow $ref or recursion.
 func nodeSchema(depth int) map[string]any {
-	props := map[string]any{"text": pRef, "layout": pLayout, "note": pRef, "completed": boolean("")}
+	props := map[string]any{"text": pRef, "layout": pRef, "note": pRef, "completed": boolean("")} // layout as at the top
 	if depth > 0 {
 		props["children"] = map[string]any{"type": "array", "items": nodeSchema(depth - 1)}
 	}
@@ -164,9 +167,9 @@ const InlineDepth = 2
 
 func insertTool() Tool {
 	return writeTool(Tool{Name: "insert_after", Title: "Insert bullets",
-		Description: "Insert a bullet (text), or many: nodes (with children) or markdown (nested list, any depth).",
+		Description: "Insert a bullet (text), or many: nodes (with children) or markdown (any depth).",
 		Schema: obj(map[string]any{
-			"parent":    str("Omit for the top level. Another identity's bullet (at:// URI) where its outline admits you as a contributor."),
+			"parent":    str("Omit: top level. Another identity's too, if it admits you."),
 			"after":     pAfter,
 			"position":  pPosition,
 			"text":      pRef,
@@ -219,33 +222,88 @@ func insertTool() Tool {
 
 func moveTool() Tool {
 	return writeTool(Tool{Name: "move_node", Title: "Move bullets",
-		Description: "Move a bullet (node) or sibling run (nodes) to a parent (top: top level) and/or position.",
+		Description: "Move node, sibling nodes, the run from…to, or where (search's filters) to parent and/or position. split: new bullets (texts), each taking an equal run of from…to or of node's children, in its place.",
 		Schema: obj(map[string]any{
 			"node":     pRef,
 			"nodes":    strList(""),
+			"where":    pWhere,
+			"from":     pRef,
+			"to":       pRef,
+			"split":    strList(""),
 			"parent":   str("New parent, or top; omit to keep."),
 			"after":    pAfter,
 			"position": pPosition,
 		})}, func(a Args) (outline.Intent, error) {
-		refs, _, err := a.Strings("nodes")
+		refs, hasNodes, err := a.Strings("nodes")
 		if err != nil {
 			return nil, argErr("%v", err)
+		}
+		where, err := whereArg(a)
+		if err != nil {
+			return nil, err
+		}
+		split, hasSplit, err := a.Strings("split")
+		if err != nil {
+			return nil, argErr("%v", err)
+		}
+		from, to := a.Str("from"), a.Str("to")
+		if (from == "") != (to == "") {
+			return nil, argErr("pass from and to together: the first and the last bullet of the run")
+		}
+		given := map[string]bool{"node": a.Str("node") != "", "nodes": hasNodes, "where": where != nil, "from/to": from != ""}
+		pos := position(a, "parent")
+		if hasSplit {
+			if len(split) == 0 {
+				return nil, argErr("split: give the new bullets' texts, one per run")
+			}
+			if pos != (outline.Position{}) {
+				return nil, argErr("split puts the new bullets in the run's place: drop parent, after and position (move them after)")
+			}
+			if err := oneSelection(given, "node", "from/to"); err != nil {
+				return nil, err
+			}
+			if given["nodes"] || given["where"] {
+				return nil, argErr("split takes the run from…to, or node's children; not nodes or where")
+			}
+			return intent.MoveRun{From: from, To: to, Level: a.Str("node"), Split: split}, nil
+		}
+		if given["node"] && given["nodes"] {
+			given["node"] = false // node and nodes together name one run
+		}
+		if err := oneSelection(given, "node", "nodes", "where", "from/to"); err != nil {
+			return nil, err
+		}
+		switch {
+		case where != nil:
+			return intent.MoveWhere{Where: *where, Pos: pos}, nil
+		case from != "":
+			return intent.MoveRun{From: from, To: to, Pos: pos}, nil
 		}
 		if n := a.Str("node"); n != "" {
 			refs = append([]string{n}, refs...)
 		}
-		return intent.Move{Nodes: refs, Pos: position(a, "parent")}, nil
+		return intent.Move{Nodes: refs, Pos: pos}, nil
 	})
 }
 
 func completeTool() Tool {
 	return writeTool(Tool{Name: "complete_todo", Title: "Tick a todo",
-		Description: "Tick a todo (completed=false unticks). A non-todo becomes a todo.",
-		Schema:      obj(map[string]any{"node": pRef, "completed": boolean("")}, "node"),
+		Description: "Tick a todo: node or where; completed=false unticks. A non-todo becomes a todo.",
+		Schema:      obj(map[string]any{"node": pRef, "where": pWhere, "completed": boolean("")}),
 		Ann:         Annotations{Idempotent: true}}, func(a Args) (outline.Intent, error) {
 		done, err := a.Bool("completed", true)
 		if err != nil {
 			return nil, argErr("%v", err)
+		}
+		where, err := whereArg(a)
+		if err != nil {
+			return nil, err
+		}
+		if err := oneSelection(map[string]bool{"node": a.Str("node") != "", "where": where != nil}, "node", "where"); err != nil {
+			return nil, err
+		}
+		if where != nil {
+			return intent.CompleteWhere{Where: *where, Done: done}, nil
 		}
 		return intent.Complete{Node: a.Str("node"), Done: done}, nil
 	})
@@ -253,19 +311,58 @@ func completeTool() Tool {
 
 func updateTool() Tool {
 	return writeTool(Tool{Name: "update_node", Title: "Edit a bullet",
-		Description: "Change a bullet's text, layout, display or note (\"\" removes a note).",
-		Schema:      obj(map[string]any{"node": pRef, "text": pRef, "layout": pLayout, "display": pDisplay, "note": pRef}, "node"),
-		Ann:         Annotations{Idempotent: true}}, func(a Args) (outline.Intent, error) {
-		in := intent.Edit{Node: a.Str("node"), Edit: outline.Edit{Text: a.OptStr("text"), Layout: a.OptStr("layout"), Display: a.OptStr("display"), Note: a.OptStr("note")}}
+		Description: "Set text, layout, display or note (\"\" removes it) of node or where (search's filters); or find→replace in text: literal, RE2 (regex), a whole #tag/@mention renamed.",
+		Schema: obj(map[string]any{"node": pRef, "where": pWhere, "text": pRef, "layout": pLayout, "display": pDisplay, "note": pRef,
+			"find": pRef, "replace": pRef, "regex": pDryRun}),
+		Ann: Annotations{Idempotent: true}}, func(a Args) (outline.Intent, error) {
+		where, err := whereArg(a)
+		if err != nil {
+			return nil, err
+		}
+		if err := oneSelection(map[string]bool{"node": a.Str("node") != "", "where": where != nil}, "node", "where"); err != nil {
+			return nil, err
+		}
+		regex, err := a.Bool("regex", false)
+		if err != nil {
+			return nil, argErr("%v", err)
+		}
+		ed := outline.Edit{Text: a.OptStr("text"), Layout: a.OptStr("layout"), Display: a.OptStr("display"), Note: a.OptStr("note")}
+		var rep *intent.Replace
+		switch find, with := a.OptStr("find"), a.OptStr("replace"); {
+		case find == nil && with == nil:
+			if regex {
+				return nil, argErr("regex applies to find: pass find and replace")
+			}
+		case find == nil || with == nil:
+			return nil, argErr("pass find and replace together (replace \"\" deletes what find matches)")
+		case ed.Text != nil:
+			return nil, argErr("pass text (the whole new text) or find and replace, not both")
+		default:
+			rep = &intent.Replace{Find: *find, With: *with, Regex: regex}
+		}
+		var in outline.Intent = intent.Edit{Node: a.Str("node"), Edit: ed}
+		if where != nil || rep != nil {
+			in = intent.EditWhere{Node: a.Str("node"), Where: where, Replace: rep, Edit: ed}
+		}
 		return withVocab(in, []string{a.Str("layout")}, []string{a.Str("display")}), nil
 	})
 }
 
 func deleteTool() Tool {
 	return writeTool(Tool{Name: "delete_node", Title: "Delete a bullet",
-		Description: "Delete a bullet and its note. children: refuse (default), lift (into its place) or subtree.",
-		Schema:      obj(map[string]any{"node": pRef, "children": enum("", "refuse", "lift", "subtree")}, "node"),
+		Description: "Delete node or where, with notes; children: refuse (default), lift or subtree.",
+		Schema:      obj(map[string]any{"node": pRef, "where": pWhere, "children": enum("", "refuse", "lift", "subtree")}),
 		Ann:         Annotations{Destructive: true}}, func(a Args) (outline.Intent, error) {
+		where, err := whereArg(a)
+		if err != nil {
+			return nil, err
+		}
+		if err := oneSelection(map[string]bool{"node": a.Str("node") != "", "where": where != nil}, "node", "where"); err != nil {
+			return nil, err
+		}
+		if where != nil {
+			return intent.DeleteWhere{Where: *where, Children: a.Str("children")}, nil
+		}
 		return intent.Delete{Node: a.Str("node"), Children: a.Str("children")}, nil
 	})
 }

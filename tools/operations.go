@@ -48,7 +48,7 @@ func undoTool() Tool {
 func operationsTool() Tool {
 	t := Tool{Name: "operations", Title: "Operations", Family: FamilyOps, Output: opsOutput,
 		Description: "List recorded operations, or resume=ID to finish an incomplete one.",
-		Schema:      obj(map[string]any{"resume": pRef, "incomplete": boolean(""), "dry_run": pDryRun, "cursor": pCursor})}
+		Schema:      obj(map[string]any{"resume": pRef, "incomplete": boolean(""), "dry_run": pDryRun, "cursor": pRef})}
 	t.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
 		dry, err := a.Bool("dry_run", false)
 		if err != nil {

@@ -2,8 +2,6 @@ package tools
 
 import (
 	"maps"
-
-	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 )
 
 // Output schemas. Every tool declares one; its structuredContent matches it
@@ -14,9 +12,11 @@ import (
 // every success of that tool has.
 
 func outSchema(props map[string]any, successes ...[]string) map[string]any {
-	// changedByOthers: what others changed since the session's last call
-	// (the server adds it to any result: server/notice.go)
-	p := map[string]any{"error": errorSchema, "truncated": tBool, "notices": tStrs, "changedByOthers": tObject}
+	// notices: what the result says besides its content; changedByOthers
+	// (what others changed since the session's last call: server/notice.go)
+	// and truncated are left open, as is everything a result may carry
+	// beyond what is declared
+	p := map[string]any{"error": errorSchema, "notices": tStrs}
 	for k, v := range props {
 		p[k] = v
 	}
@@ -31,6 +31,12 @@ func outSchema(props map[string]any, successes ...[]string) map[string]any {
 	return out
 }
 
+// The schemas declare what a client needs to tell results apart and to
+// find their point (a write's summary, plan, keys; a read's nodes and
+// cursor), and leave the rest open: first contact (instructions, tools
+// with their output schemas, resources, prompts) was 45.7 KB, 26 KB of it
+// output schemas, with every field and the error kinds spelled out on each
+// of 18 tools (the kinds are listed once, in docs/tools.md).
 var (
 	tString = map[string]any{"type": "string"}
 	tInt    = map[string]any{"type": "integer"}
@@ -40,48 +46,25 @@ var (
 	tObjs   = map[string]any{"type": "array", "items": tObject}
 
 	errorSchema = map[string]any{"type": "object",
-		"properties": map[string]any{
-			"kind":      map[string]any{"type": "string", "enum": outline.KindNames()},
-			"message":   tString,
-			"next":      tString,
-			"retryable": tBool,
-			"details":   tObject,
-		},
-		"required": []string{"kind", "message"}}
-
-	createdSchema = map[string]any{"type": "array", "items": map[string]any{"type": "object",
-		"properties": map[string]any{"rkey": tString, "input": tString, "text": tString, "line": tInt},
-		"required":   []string{"rkey"}}}
+		"properties": map[string]any{"kind": tString, "message": tString, "next": tString},
+		"required":   []string{"kind", "message"}}
 
 	writeProps = map[string]any{
-		"summary":         tString,
-		"dryRun":          tBool,
-		"noChange":        tBool,
-		"operation":       tString,
-		"plan":            tString,
-		"created":         createdSchema,
-		"keys":            tStrs,
-		"lines":           map[string]any{"type": "array", "items": tInt},
-		"createdTotal":    tInt,
-		"cost":            tInt,
-		"budgetRemaining": tInt,
-		"commit":          map[string]any{"type": "object", "properties": map[string]any{"cid": tString, "rev": tString}},
-		"commits":         tInt,
-		"diagnostics":     tStrs,
-		"writes":          tObjs,
-		"before":          tString,
-		"after":           tString,
-		"operations":      tObjs,
-		"changes":         tObjs,
-		"changesTotal":    tInt,
+		"summary":     tString,
+		"dryRun":      tBool,
+		"cost":        tInt,
+		"plan":        tString,
+		"operation":   tString,
+		"created":     tObjs,
+		"keys":        tStrs,
+		"diagnostics": tStrs,
 	}
 	writeOutput = outSchema(writeProps, []string{"summary", "dryRun", "cost"})
 	// operations: a list, or a resume (a write result)
-	opsOutput = outSchema(withProps(writeProps, map[string]any{"cursor": tString}), []string{"summary", "dryRun", "cost"}, []string{"operations"})
+	opsOutput = outSchema(withProps(writeProps, map[string]any{"operations": tObjs, "cursor": tString}), []string{"summary", "dryRun", "cost"}, []string{"operations"})
 
 	readOutput = outSchema(map[string]any{
-		"did": tString, "handle": tString, "uriPrefix": tString, "outline": tObject, "truncated": tBool, "stop": tString, "total": tInt,
-		"cursor": tString, "next": tString, "nodes": tObjs, "root": tObject, "text": tString, "markdown": tString, "opml": tString,
+		"did": tString, "uriPrefix": tString, "cursor": tString, "nodes": tObjs, "text": tString,
 	}, []string{"did"})
 
 	// hits: the compact tree (an entry is a hit {rkey, text, state, layout,
@@ -91,9 +74,9 @@ var (
 
 	hitsSchema = map[string]any{"type": "array", "items": map[string]any{"type": []string{"object", "array"}}}
 
-	detachedOutput = outSchema(map[string]any{"detached": tObjs, "detachedTotal": tInt, "contributions": tObjs}, []string{"detached"})
+	detachedOutput = outSchema(map[string]any{"detached": tObjs}, []string{"detached"})
 
-	validateOutput = outSchema(map[string]any{"valid": tBool, "problems": tObjs, "notes": tObjs}, []string{"valid"})
+	validateOutput = outSchema(map[string]any{"valid": tBool, "problems": tObjs}, []string{"valid"})
 )
 
 // withProps is props with more beside them (props unchanged).

@@ -18,7 +18,7 @@ func TestPreviewLongList(t *testing.T) {
 	for i := range 300 {
 		fmt.Fprintf(&md, "  - item %03d\n", i)
 	}
-	res, _ := call(t, c, "import_outline", map[string]any{"content": md.String()})
+	res, _ := call(t, c, "import_outline", map[string]any{"content": md.String(), "all_keys": true})
 	keys := map[string]string{} // input line → key
 	for _, m := range regexp.MustCompile(`(\d+)→(\w+)`).FindAllStringSubmatch(text(res), -1) {
 		keys[m[1]] = m[2]

@@ -14,7 +14,7 @@ import (
 func validateRecordTool() Tool {
 	t := Tool{Name: "validate_record", Title: "Validate a record", Family: FamilyCheck, Output: validateOutput,
 		Ann:         Annotations{ReadOnly: true, Idempotent: true},
-		Description: "Check an app.bulleted.* record against the lexicons; problems have field paths.",
+		Description: "Check an app.bulleted.* record against the lexicons.",
 		Schema: obj(map[string]any{
 			"record":     map[string]any{"type": "object"},
 			"collection": pRef,

@@ -32,10 +32,10 @@ func (env *Env) index(did string) *search.Index {
 func searchTool() Tool {
 	t := Tool{Name: "search", Title: "Search the outline", Family: FamilyRead, Output: searchOutput,
 		Ann:         Annotations{ReadOnly: true, Idempotent: true},
-		Description: "Find bullets by text (regex=true: RE2), tags, mentions, layout, state, dates (YYYY-MM-DD), subtree (under); all must match. Contributors' bullets in the outline follow its own hits.",
+		Description: "Find bullets by text, tags, mentions, layout, state, dates (inclusive), subtree; all must match.",
 		Schema: obj(map[string]any{
-			"text":           str("Case-insensitive substring of text or note."),
-			"regex":          boolean("text is an RE2 regex."),
+			"text":           str("Substring of text or note, any case."),
+			"regex":          boolean("text is RE2."),
 			"tags":           strList(""),
 			"mentions":       strList("Handles or DIDs."),
 			"layout":         pLayout,
@@ -44,11 +44,11 @@ func searchTool() Tool {
 			"created_to":     pDate,
 			"completed_from": pDate,
 			"completed_to":   pDate,
-			"under":          str("Only this bullet's subtree."),
+			"under":          str("Subtree root."),
 			"repo":           pRepo,
 			"limit":          map[string]any{"type": "integer", "maximum": 200},
 			"cursor":         pCursor,
-			"fields":         enum("full: flat hits with uri, parent, breadcrumb, childCount.", "compact", "full"),
+			"fields":         enum("", "compact", "full"),
 		})}
 	t.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
 		limit, err := a.Int("limit", 20)

@@ -7,7 +7,7 @@ import (
 
 func policyTool() Tool {
 	return writeTool(Tool{Name: "set_comment_policy", Title: "Set who may comment", Family: FamilySocial,
-		Description: "Who may comment on your outline or a subtree (root): allow [\"mentioned\"] or []; none = nobody.",
+		Description: "Who may comment on your outline or a subtree (root): allow [\"mentioned\"] or [] (nobody).",
 		Schema: obj(map[string]any{
 			"root":   pRef,
 			"allow":  map[string]any{"type": "array", "items": enum("", "mentioned")},
@@ -31,7 +31,7 @@ func policyTool() Tool {
 
 func mirrorTool() Tool {
 	return writeTool(Tool{Name: "add_mirror", Title: "Mirror a bullet", Family: FamilySocial,
-		Description: "Show any bullet (original: at:// URI or key) and its subtree live in your outline.",
+		Description: "Show any bullet (original) and its subtree live in your outline.",
 		Schema:      obj(map[string]any{"original": pRef, "parent": pRef, "after": pAfter, "position": pPosition}, "original")}, func(a Args) (outline.Intent, error) {
 		return intent.Mirror{Original: a.Str("original"), Pos: position(a, "parent")}, nil
 	})

@@ -7,7 +7,7 @@ import (
 
 func sortTool() Tool {
 	return writeTool(Tool{Name: "sort_children", Title: "Sort children",
-		Description: "Sort a bullet's children (node; omit for the top level) by text, state (open todos first), created, or reverse. Only keys that must change are written.",
+		Description: "Sort node's children (omit: top level) by text, state (open todos first), created or reverse.",
 		Schema: obj(map[string]any{"node": pRef,
 			"by":         enum("", intent.SortText, intent.SortState, intent.SortCreated, intent.SortReverse),
 			"descending": boolean("")}, "by"),

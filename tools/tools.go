@@ -124,7 +124,7 @@ type Tool struct {
 // title (protocol 2025-06-18 and later) and as annotations.title (the
 // only place 2025-03-26 clients read one).
 func (t Tool) MCP() mcp.Tool {
-	raw, _ := json.Marshal(t.Schema)
+	raw, _ := json.Marshal(sent(t.Schema))
 	m := mcp.NewTool(t.Name,
 		mcp.WithToolTitle(t.Title),
 		mcp.WithTitleAnnotation(t.Title),
@@ -141,6 +141,38 @@ func (t Tool) MCP() mcp.Tool {
 		m.RawOutputSchema = out
 	}
 	return m
+}
+
+// sent is an input schema as tools/list sends it: without
+// additionalProperties, which every object of it has (false: unknown keys
+// are refused by name, as the server instructions say, when Check
+// validates a call against the full schema), 27 bytes an object of what a
+// model reads of every tool.
+func sent(s map[string]any) map[string]any {
+	out := make(map[string]any, len(s))
+	for k, v := range s {
+		switch x := v.(type) {
+		case map[string]any:
+			if k == "properties" {
+				ps := make(map[string]any, len(x))
+				for pk, pv := range x {
+					if pm, ok := pv.(map[string]any); ok {
+						ps[pk] = sent(pm)
+					} else {
+						ps[pk] = pv
+					}
+				}
+				out[k] = ps
+			} else {
+				out[k] = sent(x)
+			}
+		default:
+			if k != "additionalProperties" || v != false {
+				out[k] = v
+			}
+		}
+	}
+	return out
 }
 
 // All returns every tool, sorted by name.
@@ -241,13 +273,13 @@ func enum(desc string, vals ...string) map[string]any {
 // the server instructions
 var (
 	pDryRun   = boolean("")
-	pPlan     = str("A dry run's plan id: apply exactly that plan.")
-	pAfter    = str("Sibling to go after.")
+	pPlan     = str("") // the instructions say what a plan id is
+	pAfter    = str("") // and where after puts a bullet
 	pPosition = enum("", "first", "last")
 	pRef      = str("")
 	// parameters a model would otherwise guess
-	pDate   = str("YYYY-MM-DD or RFC 3339, inclusive.")
-	pCursor = str("From the previous page, same other arguments.")
+	pDate   = str("YYYY-MM-DD or RFC 3339")
+	pCursor = str("Same other arguments.")
 	pRepo   = str("Another identity's handle or DID.")
 	pLayout = str("bullet|todo|h1|h2|h3|codeBlock|quoteBlock")
 	// display is an open set: a value Bulleted does not render is written
@@ -382,10 +414,17 @@ const maxListed = 20
 // maxDumped is the largest dry run whose records are shown whole.
 const maxDumped = 20
 
+// sampleKeys is how many of a big import's created keys its result lists
+// unless every one is asked for (all_keys): a 2,000-line import's result
+// stays a few KB in either part (it was 14 KB of text and 41 KB of
+// structured content with every key and line).
+const sampleKeys = 20
+
 // report is what a write report holds beyond the outcome.
 type report struct {
-	lines map[string]int // input position → input line (imports)
-	notes []string       // what of the input was not written, and why
+	allKeys bool           // every created key (all_keys), as far as one result holds them
+	lines   map[string]int // input position → input line (imports)
+	notes   []string       // what of the input was not written, and why
 	// changes: a dry run's touched bullets; at most maxCh listed
 	changes *changeSet
 	maxCh   int
@@ -407,12 +446,19 @@ func writeResult(out *outline.Outcome, a Args) *mcp.CallToolResult {
 // parts.
 func writeReport(out *outline.Outcome, rep report) *mcp.CallToolResult {
 	rows, dump := previewRows, true
+	keep := -1 // created keys listed (-1: all)
+	if rep.lines != nil && !rep.allKeys && len(out.Plan.Created) > max(maxListed, sampleKeys) {
+		// an import: a sample (insert_after lists every key, which the
+		// agent goes on to use)
+		keep = sampleKeys
+		rep.notes = append(rep.notes, "all_keys=true lists every key with its input line")
+	}
 	if out.DryRun && out.Before != nil && len(out.Plan.Writes) > 0 {
 		rep.after = out.Before.Next(out.Before.Commit, out.Before.Rev, outline.WriteChanges(out.Plan.Writes))
 		rep.changes, rep.maxCh = changesOf(out.Before, rep.after, out.Plan, maxChanges), maxChanges
 	}
 	for {
-		res, textCut := buildWrite(out, rep, rows, dump, -1, -1)
+		res, textCut := buildWrite(out, rep, rows, dump, -1, keep)
 		size := ResultSize(res)
 		switch {
 		case size <= ResultBudget:
@@ -432,14 +478,15 @@ func writeReport(out *outline.Outcome, rep report) *mcp.CallToolResult {
 		}
 		// list fewer keys in the text: every key stays in keys
 		room := textCut - (size - ResultBudget) - 512
-		res, _ = buildWrite(out, rep, rows, dump, max(0, room), -1)
+		res, _ = buildWrite(out, rep, rows, dump, max(0, room), keep)
 		if size = ResultSize(res); size <= ResultBudget {
 			return res
 		}
 		// a write too large for its keys to fit one result (some 3,000
 		// bullets): the first ones, and the result says so in both parts
 		n := len(out.Plan.Created)
-		keep := max(0, n-(size-ResultBudget+1024)*n/max(1, size))
+		keep = max(0, n-(size-ResultBudget+1024)*n/max(1, size))
+		rep.notes = append(rep.notes, fmt.Sprintf("the keys listed are all that fit one result (%d of %d)", keep, n))
 		res, _ = buildWrite(out, rep, rows, dump, 0, keep)
 		return res
 	}
@@ -461,7 +508,7 @@ func buildWrite(out *outline.Outcome, rep report, rows int, dump bool, textKeys,
 		r.CreatedTotal = len(p.Created)
 		for i, c := range p.Created {
 			if maxKeys >= 0 && i == maxKeys {
-				diags = append(diags, fmt.Sprintf("keys lists the first %d of the %d records created, all that fit one result; read_outline shows the others (they follow in input order)", maxKeys, len(p.Created)))
+				diags = append(diags, fmt.Sprintf("keys lists the first %d of the %d records created; read_outline shows the others (they follow in input order)", maxKeys, len(p.Created)))
 				break
 			}
 			r.Keys = append(r.Keys, c.RKey)

@@ -1,0 +1,41 @@
+package search
+
+import "github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+
+// Select calls fn, in the outline's order (pre-order from the top, or
+// from q.Under), for every bullet of t that q matches, with the same
+// filters as Search (Limit and Cursor are ignored), until fn returns
+// false. It reads t alone, without an index: what a write that selects
+// its bullets by query (where) uses on the tree its plan is made on.
+// Mirrors, which have no text of their own, are never selected.
+func Select(t *outline.Tree, q Query, fn func(it *outline.Item) bool) error {
+	m, err := newMatcher(q)
+	if err != nil {
+		return err
+	}
+	var visit func(it *outline.Item) bool
+	visit = func(it *outline.Item) bool {
+		if !it.Mirror {
+			text, note := lowered(it)
+			if ok, _, _, _ := m.match(derive(it), text, note); ok && !fn(it) {
+				return false
+			}
+		}
+		for _, c := range it.Children {
+			if !visit(c) {
+				return false
+			}
+		}
+		return true
+	}
+	top := t.Roots
+	if q.Under != nil {
+		top = []*outline.Item{q.Under}
+	}
+	for _, it := range top {
+		if !visit(it) {
+			return nil
+		}
+	}
+	return nil
+}
