@@ -16,8 +16,7 @@ import (
 )
 
 // Planner accumulates the writes of one plan. Its exported methods are the
-// intents (Insert, Move, Edit, Complete, DeleteNode, SetPolicy, Mirror,
-// Comment, SetOutline, Batch); the record primitives are unexported.
+// kit (kit.go) that intents (package intent) plan with, and Batch.
 //
 // Several changes to one record within a plan fold into one write, decided
 // by the record's state before the plan and after the last change:

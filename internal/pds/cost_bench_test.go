@@ -17,6 +17,7 @@ import (
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
@@ -94,7 +95,7 @@ func BenchmarkPDSCost(b *testing.B) {
 			insert := func(into *[]float64, text string) {
 				timed(into, func() {
 					made, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
-						return p.Insert(outline.Position{Parent: parent, Where: "first"}, []outline.NewNode{{Text: text}})
+						return intent.Insert{Pos: outline.Position{Parent: parent, Where: "first"}, Nodes: []intent.NewNode{{Text: text}}}.Plan(p)
 					})
 					if err != nil {
 						b.Fatal(err)

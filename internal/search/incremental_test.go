@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outlinegen"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
@@ -44,15 +45,15 @@ func TestIndexFollowsCommits(t *testing.T) {
 	defer l.Close()
 	e := outline.New(l)
 	rng := rand.New(rand.NewPCG(3, 9))
-	var seed []outline.NewNode
+	var seed []intent.NewNode
 	for i := range 30 {
-		n := outline.NewNode{Text: fmt.Sprintf("section %d budget", i)}
+		n := intent.NewNode{Text: fmt.Sprintf("section %d budget", i)}
 		for j := range 20 {
-			n.Children = append(n.Children, outline.NewNode{Text: fmt.Sprintf("item %d.%d review", i, j), Note: "budget note"})
+			n.Children = append(n.Children, intent.NewNode{Text: fmt.Sprintf("item %d.%d review", i, j), Note: "budget note"})
 		}
 		seed = append(seed, n)
 	}
-	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, seed) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return (intent.Insert{Pos: outline.Position{}, Nodes: seed}).Plan(p) }); err != nil {
 		t.Fatal(err)
 	}
 	x := New()
@@ -70,22 +71,24 @@ func TestIndexFollowsCommits(t *testing.T) {
 		case 0:
 			par := pick()
 			fn = func(p *outline.Planner) error {
-				return p.Insert(outline.Position{Parent: par}, []outline.NewNode{{Text: fmt.Sprint("new budget ", step)}})
+				return intent.Insert{Pos: outline.Position{Parent: par}, Nodes: []intent.NewNode{{Text: fmt.Sprint("new budget ", step)}}}.Plan(p)
 			}
 		case 1:
 			a, b := pick(), pick()
-			fn = func(p *outline.Planner) error { return p.Move([]string{a}, outline.Position{Parent: b}) }
+			fn = func(p *outline.Planner) error {
+				return intent.Move{Nodes: []string{a}, Pos: outline.Position{Parent: b}}.Plan(p)
+			}
 		case 2:
 			a := pick()
 			txt := fmt.Sprint("edited review ", step)
-			fn = func(p *outline.Planner) error { return p.Edit(a, outline.Edit{Text: &txt}) }
+			fn = func(p *outline.Planner) error { return intent.Edit{Node: a, Text: &txt}.Plan(p) }
 		case 3:
 			a := pick()
-			fn = func(p *outline.Planner) error { return p.DeleteNode(a, "lift") }
+			fn = func(p *outline.Planner) error { return intent.Delete{Node: a, Children: "lift"}.Plan(p) }
 		case 4:
 			a := pick()
 			note := fmt.Sprint("budget note ", step)
-			fn = func(p *outline.Planner) error { return p.Edit(a, outline.Edit{Note: &note}) }
+			fn = func(p *outline.Planner) error { return intent.Edit{Node: a, Note: &note}.Plan(p) }
 		}
 		out, err := e.DoFunc(ctx, false, fn)
 		if err != nil {
@@ -167,31 +170,35 @@ func TestIndexFollowsCommitsInBlocks(t *testing.T) {
 		switch kind {
 		case 0, 1:
 			par := pick()
-			ns := make([]outline.NewNode, 1+rng.IntN(3)*rng.IntN(400))
+			ns := make([]intent.NewNode, 1+rng.IntN(3)*rng.IntN(400))
 			for j := range ns {
-				ns[j] = outline.NewNode{Text: fmt.Sprint("zebra ", step, " ", j)}
+				ns[j] = intent.NewNode{Text: fmt.Sprint("zebra ", step, " ", j)}
 			}
-			fn = func(p *outline.Planner) error { return p.Insert(outline.Position{Parent: par}, ns) }
+			fn = func(p *outline.Planner) error {
+				return intent.Insert{Pos: outline.Position{Parent: par}, Nodes: ns}.Plan(p)
+			}
 		case 2:
 			a, b := pick(), pick()
 			if rng.IntN(3) == 0 {
 				b = ""
 			}
-			fn = func(p *outline.Planner) error { return p.Move([]string{a}, outline.Position{Parent: b}) }
+			fn = func(p *outline.Planner) error {
+				return intent.Move{Nodes: []string{a}, Pos: outline.Position{Parent: b}}.Plan(p)
+			}
 		case 3:
 			a := pick()
 			txt := fmt.Sprint("zebra edited ", step)
-			fn = func(p *outline.Planner) error { return p.Edit(a, outline.Edit{Text: &txt}) }
+			fn = func(p *outline.Planner) error { return intent.Edit{Node: a, Text: &txt}.Plan(p) }
 		case 4:
 			a := pick()
-			fn = func(p *outline.Planner) error { return p.DeleteNode(a, "subtree") }
+			fn = func(p *outline.Planner) error { return intent.Delete{Node: a, Children: "subtree"}.Plan(p) }
 		case 5:
 			a := pick()
-			fn = func(p *outline.Planner) error { return p.DeleteNode(a, "lift") }
+			fn = func(p *outline.Planner) error { return intent.Delete{Node: a, Children: "lift"}.Plan(p) }
 		case 6:
 			a := pick()
 			note := fmt.Sprint("zebra note ", step)
-			fn = func(p *outline.Planner) error { return p.Edit(a, outline.Edit{Note: &note}) }
+			fn = func(p *outline.Planner) error { return intent.Edit{Node: a, Note: &note}.Plan(p) }
 		}
 		if _, err := e.DoFunc(ctx, false, fn); err != nil {
 			continue // refused (a move into its own subtree, a plan too large): nothing written
