@@ -21,7 +21,7 @@
 // no-op that writes nothing.
 //
 // Unless it is a dry run, the plan becomes an Operation: cut into commits
-// of at most 200 writes that never separate a node from its note (Cut),
+// of at most 200 writes that never separate a node from its note (cutBatches),
 // recorded in the data directory before the first commit (one file per
 // operation under DIR/ops, shared by every process using the directory),
 // its whole cost reserved in the write budget, then committed batch by

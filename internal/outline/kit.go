@@ -71,7 +71,7 @@ func (p *Planner) Create(coll string, value map[string]any, label string) string
 
 // CreateAt plans creating a record of coll at record key rkey: a note,
 // whose key is its bullet's (a note created with its bullet is written in
-// the bullet's commit: Cut keeps writes of one key together when they are
+// the bullet's commit: cutBatches keeps writes of one key together when they are
 // adjacent, so plan the note right after its bullet).
 func (p *Planner) CreateAt(coll, rkey string, value map[string]any, label string) {
 	p.create(coll, rkey, value, label)

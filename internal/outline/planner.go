@@ -271,9 +271,6 @@ func (p *Planner) advance() {
 	p.t = p.t.Next(p.base.Commit, p.base.Rev, changes)
 }
 
-// Copy returns a shallow copy of a record value for editing.
-func Copy(v map[string]any) map[string]any { return maps.Clone(v) }
-
 // finish prices the plan and names what each write replaces (Plan.Prev,
 // which undo reads; no inverse writes are built: they were never read, and
 // made every dry-run delete decode each deleted record). The rules are
@@ -304,7 +301,7 @@ func (p *Planner) finish() (*Plan, error) {
 	p.plan.Labels = labels
 	p.plan.Shared = p.shared
 	p.plan.Cost = store.Cost(ws)
-	p.plan.Batches = Cut(ws)
+	p.plan.Batches = cutBatches(ws)
 	return &p.plan, nil
 }
 

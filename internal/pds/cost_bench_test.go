@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -86,7 +87,7 @@ func BenchmarkPDSCost(b *testing.B) {
 			// of its own
 			var tmpl *store.Write
 			bareWrite := func(into *[]float64, i int) {
-				v := outline.Copy(tmpl.Value)
+				v := maps.Clone(tmpl.Value)
 				v["text"] = fmt.Sprint("bare ", i)
 				body, _ := json.Marshal(map[string]any{"repo": twin.DID.String(), "writes": []any{map[string]any{
 					"$type": "com.atproto.repo.applyWrites#create", "collection": lexicon.Node, "rkey": fmt.Sprintf("%sb%d", tmpl.RKey, i), "value": v}}})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -191,7 +192,7 @@ func worldChanged(t *testing.T, open Open) {
 			if err != nil {
 				return err
 			}
-			v := outline.Copy(it.Rec.Value.Map())
+			v := maps.Clone(it.Rec.Value.Map())
 			v["parent"] = p.NodeURI(w)
 			p.Update(it.Rec, v, "")
 			return nil
@@ -395,7 +396,7 @@ func gateProperty(t *testing.T, open Open, steps int) {
 			case "cycle":
 				sub := outline.Subtree(a)
 				d := sub[rng.IntN(len(sub))]
-				v := outline.Copy(a.Rec.Value.Map())
+				v := maps.Clone(a.Rec.Value.Map())
 				v["parent"] = p.NodeURI(d.Key())
 				p.Update(a.Rec, v, "")
 			case "orphan":
