@@ -134,31 +134,29 @@ func clip(s string, n int) string {
 }
 
 // place chooses keys for n items at index at of sibs, adding updates for
-// any renormalised siblings.
+// any renormalised siblings. It reads the siblings near the gap alone
+// (placeSpan on each side: every window order.PlaceOpt may respace, and
+// the bounds around it), so an insert into a list of 50,000 costs what one
+// into a short list does; only when the neighbours leave no room at all
+// (equal or invalid keys) and the respacing reaches past that span is the
+// whole list read. The edit run that picks the bias (order.BiasFor) is
+// read from the same span: its newest and second-newest bullets by record
+// key (a newer sibling further away does not stop a run).
 func (p *Planner) place(sibs []*Item, at, n int) ([]string, error) {
-	keys := make([]string, len(sibs))
-	newest, second := -1, -1
-	for i, s := range sibs {
-		keys[i] = s.SortKey()
-		if newest < 0 || s.Key() > sibs[newest].Key() {
-			second = newest
-			newest = i
-		} else if second < 0 || s.Key() > sibs[second].Key() {
-			second = i
-		}
-	}
-	bias := order.BiasFor(at, newest, second)
-	// re-spacing prefers rewriting bullets this server wrote over other
-	// clients' (rewriting theirs races their own edits)
-	var own map[string]bool
-	plan, err := order.PlaceOpt(keys, at, n, bias, order.Options{Foreign: func(i int) bool {
-		if own == nil {
-			own = p.e.ownKeys()
-		}
-		return !own[sibs[i].Key()]
-	}})
+	lo, hi := max(at-placeSpan, 0), min(at+placeSpan, len(sibs))
+	plan, err := p.placeIn(sibs, lo, hi, at, n)
 	if err != nil {
 		return nil, err
+	}
+	for _, r := range plan.Respace {
+		if (r.Index == lo && lo > 0) || (r.Index == hi-1 && hi < len(sibs)) {
+			// a respacing that reached the span's edge: no room near
+			// the gap; place against the whole list
+			if plan, err = p.placeIn(sibs, 0, len(sibs), at, n); err != nil {
+				return nil, err
+			}
+			break
+		}
 	}
 	for _, r := range plan.Respace {
 		s := sibs[r.Index]
@@ -170,6 +168,44 @@ func (p *Planner) place(sibs []*Item, at, n int) ([]string, error) {
 		p.note("respaced %d sibling sortKey(s) to make room (%d extra update(s))", len(plan.Respace), len(plan.Respace))
 	}
 	return plan.Keys, nil
+}
+
+// placeSpan is how many siblings on each side of the gap place reads:
+// order.PlaceOpt's widest window (order.Window) and the bound past it.
+const placeSpan = order.Window + 1
+
+// placeIn runs order.PlaceOpt on sibs[lo:hi] (at and the returned indices
+// are of sibs).
+func (p *Planner) placeIn(sibs []*Item, lo, hi, at, n int) (order.Plan, error) {
+	span := sibs[lo:hi]
+	keys := make([]string, len(span))
+	newest, second := -1, -1
+	for i, s := range span {
+		keys[i] = s.SortKey()
+		if newest < 0 || s.Key() > span[newest].Key() {
+			second = newest
+			newest = i
+		} else if second < 0 || s.Key() > span[second].Key() {
+			second = i
+		}
+	}
+	bias := order.BiasFor(at-lo, newest, second)
+	// re-spacing prefers rewriting bullets this server wrote over other
+	// clients' (rewriting theirs races their own edits)
+	var own map[string]bool
+	plan, err := order.PlaceOpt(keys, at-lo, n, bias, order.Options{Foreign: func(i int) bool {
+		if own == nil {
+			own = p.e.ownKeys()
+		}
+		return !own[span[i].Key()]
+	}})
+	if err != nil {
+		return order.Plan{}, err
+	}
+	for i := range plan.Respace {
+		plan.Respace[i].Index += lo
+	}
+	return plan, nil
 }
 
 func (p *Planner) parentURI(parent *Item) string {
