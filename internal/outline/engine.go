@@ -64,6 +64,9 @@ type Outcome struct {
 	Commits []store.Result `json:"commits,omitempty"`
 	DryRun  bool           `json:"dryRun"`
 	Before  *Tree          `json:"-"`
+	// After is a dry run's tree as it would be after the plan (the
+	// planner's, brought forward by its writes); nil when not made.
+	After *Tree `json:"-"`
 	// Op is the recorded operation (absent for dry runs and no-ops).
 	Op *OpReport `json:"operation,omitempty"`
 	// NoChange: the intent asked for what is already there; nothing written.
@@ -327,6 +330,7 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 				plan.Diagnostics = append(plan.Diagnostics, err.Error())
 			}
 			out.PlanID = e.keepPlan(intent, t, plan, keys, now)
+			out.After = p.Tree()
 			return out, nil
 		}
 		if needsConfirm(ctx, plan.Verdict, "") {
