@@ -94,8 +94,6 @@ func named(it *Item) string {
 	return fmt.Sprintf("%q (%s)", clip(txt, 40), it.Key())
 }
 
-func (p *Planner) named(parent *Item) string { return named(parent) }
-
 func parentName(parent *Item) string {
 	if parent == nil {
 		return "the top level"

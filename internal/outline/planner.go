@@ -45,7 +45,7 @@ type Planner struct {
 	prior   map[string]priorRec // path → the record before the plan
 	created map[string]bool     // paths of records this plan's key list minted
 	dirty   []string            // paths changed since the tree was last advanced
-	shared  map[string]bool     // parents in other repositories admitted for contributions (insertShared)
+	shared  map[string]bool     // parents in other repositories admitted for contributions (SharedKeys)
 }
 
 // priorRec is a record's state in the snapshot the plan is made against.

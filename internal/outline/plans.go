@@ -197,9 +197,9 @@ func (e *Engine) Apply(ctx context.Context, id string, intent Intent) (*Outcome,
 	}
 }
 
-// planOf is the plan a dry run kept under id (nil: not kept, or expired),
+// PlanOf is the plan a dry run kept under id (nil: not kept, or expired),
 // left in place: what a confirmation shows before Apply.
-func (e *Engine) planOf(id string) *Plan {
+func (e *Engine) PlanOf(id string) *Plan {
 	c := &e.plans
 	c.mu.Lock()
 	defer c.mu.Unlock()
