@@ -20,8 +20,8 @@ import (
 // plan touches it since: never a silent re-plan of something the person
 // did not see. A plan is used once.
 
-// PlanTTL is how long a dry run's plan can be applied.
-const PlanTTL = 15 * time.Minute
+// planTTL is how long a dry run's plan can be applied.
+const planTTL = 15 * time.Minute
 
 // plan cache bounds, per engine: the plans of the latest dry runs, by
 // count and by the bytes of their writes.
@@ -104,7 +104,7 @@ func (e *Engine) takePlan(id string) *keptPlan {
 		if kp.id == id {
 			c.plans = append(c.plans[:i:i], c.plans[i+1:]...)
 			c.bytes -= kp.size
-			if e.Now().Sub(kp.made) > PlanTTL {
+			if e.Now().Sub(kp.made) > planTTL {
 				return nil
 			}
 			return kp
@@ -134,7 +134,7 @@ func (e *Engine) Apply(ctx context.Context, id string, intent Intent) (*Outcome,
 	kp := e.takePlan(id)
 	if kp == nil {
 		return nil, fail(ErrInvalidInput, "dry-run the change again (dry_run=true) and apply the new plan id, or call without plan",
-			"plan %q is not known here: plans are kept %v after their dry run, used once, and only by the process that made them", id, PlanTTL)
+			"plan %q is not known here: plans are kept %v after their dry run, used once, and only by the process that made them", id, planTTL)
 	}
 	if fingerprint(intent) != kp.intent {
 		e.putBack(kp)
@@ -191,7 +191,7 @@ func (e *Engine) Apply(ctx context.Context, id string, intent Intent) (*Outcome,
 			}
 			return nil, err
 		}
-		rep := op.Report()
+		rep := op.report()
 		out.Op = &rep
 		return out, nil
 	}
@@ -204,7 +204,7 @@ func (e *Engine) PlanOf(id string) *Plan {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, kp := range c.plans {
-		if kp.id == id && e.Now().Sub(kp.made) <= PlanTTL {
+		if kp.id == id && e.Now().Sub(kp.made) <= planTTL {
 			return kp.plan
 		}
 	}
