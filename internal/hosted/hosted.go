@@ -94,6 +94,7 @@ type Server struct {
 	resource string // public + "/mcp"
 	origin   string
 	ledger   *Ledger
+	sessions *sessionStore
 	mcp      *mcpserver.MCPServer
 	readOnly map[string]bool // read-only tool names
 	limits   *limiters
@@ -157,6 +158,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.origin = strings.ToLower(s.public)
 	s.limits = newLimiters(cfg.Limits)
 	s.ledger = &Ledger{DB: cfg.DB, Limit: cfg.HourLimit, DayLimit: cfg.DayLimit}
+	s.sessions = newSessionStore(cfg.DB, 0, s.logf)
 	if err := s.loadClientKey(ctx); err != nil {
 		return nil, fmt.Errorf("upstream client key: %w", err)
 	}

@@ -1,0 +1,146 @@
+package hosted
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bulleted-mcp/bulleted-mcp/server"
+)
+
+// sessionStore keeps the MCP sessions of every instance in Postgres
+// (server.SessionStore, server.SeenStore): a balancer needs no affinity,
+// any instance serves any request of a session (adopting it from the
+// initialize request kept here), and a session is served only for the
+// user who started it. A session ends when its client deletes it or after
+// idle without a request on any instance; a GET stream open on an instance
+// keeps its session from expiring while it lasts (it is touched when it
+// opens and closes, and the instance holding it counts it).
+type sessionStore struct {
+	db   *pgxpool.Pool
+	idle time.Duration
+	logf func(format string, args ...any)
+
+	mu      sync.Mutex
+	streams map[string]int // open GET streams on this instance
+}
+
+var (
+	_ server.SessionStore = (*sessionStore)(nil)
+	_ server.SeenStore    = (*sessionStore)(nil)
+)
+
+// sessionTimeout bounds each statement of the session store.
+const sessionTimeout = 10 * time.Second
+
+func newSessionStore(db *pgxpool.Pool, idle time.Duration, logf func(string, ...any)) *sessionStore {
+	if idle <= 0 {
+		idle = server.SessionIdle
+	}
+	return &sessionStore{db: db, idle: idle, logf: logf, streams: map[string]int{}}
+}
+
+func (st *sessionStore) fail(what string, err error) error {
+	st.logf("MCP session store: %s: %v", what, err)
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func (st *sessionStore) Start(ctx context.Context, id string, init []byte) error {
+	p, ok := identityFrom(ctx)
+	if !ok {
+		return errors.New("no signed-in user for this session")
+	}
+	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
+	if _, err := st.db.Exec(ctx, "INSERT INTO mcp_sessions (id, did, init) VALUES ($1, $2, $3)", id, p.DID, init); err != nil {
+		return st.fail("starting a session", err)
+	}
+	return nil
+}
+
+func (st *sessionStore) Check(ctx context.Context, id string) ([]byte, string, error) {
+	p, _ := identityFrom(ctx)
+	st.mu.Lock()
+	streaming := st.streams[id] > 0
+	st.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
+	idle := fmt.Sprintf("%d milliseconds", st.idle.Milliseconds())
+	var did string
+	var init []byte
+	err := st.db.QueryRow(ctx, `UPDATE mcp_sessions SET used_at = now()
+		WHERE id = $1 AND ended_at IS NULL AND (used_at > now() - $2::interval OR $3)
+		RETURNING did, init`, id, idle, streaming).Scan(&did, &init)
+	if err == nil {
+		if did != p.DID {
+			return nil, "session " + id + " belongs to another user", nil
+		}
+		return init, "", nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, "", st.fail("checking a session", err)
+	}
+	// not live: say why (expired now, or ended before)
+	var why *string
+	err = st.db.QueryRow(ctx, `UPDATE mcp_sessions SET ended_at = coalesce(ended_at, now()),
+		why = coalesce(why, $2) WHERE id = $1 RETURNING why`, id, "expired after "+st.idle.String()+" without a request").Scan(&why)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, "unknown session " + id + " (not started by this service, or forgotten since it ended)", nil
+	}
+	if err != nil {
+		return nil, "", st.fail("checking a session", err)
+	}
+	return nil, "session " + id + " " + *why, nil
+}
+
+func (st *sessionStore) End(ctx context.Context, id, why string) error {
+	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
+	if _, err := st.db.Exec(ctx, "UPDATE mcp_sessions SET ended_at = now(), why = $2, init = NULL WHERE id = $1 AND ended_at IS NULL", id, why); err != nil {
+		return st.fail("ending a session", err)
+	}
+	return nil
+}
+
+func (st *sessionStore) Stream(id string, d int) {
+	st.mu.Lock()
+	st.streams[id] += d
+	if st.streams[id] <= 0 {
+		delete(st.streams, id)
+	}
+	st.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), sessionTimeout)
+	defer cancel()
+	// if it fails, the session's idle time counts from its last request
+	if _, err := st.db.Exec(ctx, "UPDATE mcp_sessions SET used_at = now() WHERE id = $1 AND ended_at IS NULL", id); err != nil {
+		st.logf("MCP session store: touching a session's stream: %v", err)
+	}
+}
+
+func (st *sessionStore) Seen(ctx context.Context, id string) (string, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
+	var did, rev *string
+	err := st.db.QueryRow(ctx, "SELECT seen_did, seen_rev FROM mcp_sessions WHERE id = $1", id).Scan(&did, &rev)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (did == nil || rev == nil)) {
+		return "", "", nil
+	}
+	if err != nil {
+		return "", "", st.fail("reading what a session was told", err)
+	}
+	return *did, *rev, nil
+}
+
+func (st *sessionStore) SetSeen(ctx context.Context, id, did, rev string) error {
+	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
+	if _, err := st.db.Exec(ctx, "UPDATE mcp_sessions SET seen_did = $2, seen_rev = $3 WHERE id = $1", id, did, rev); err != nil {
+		return st.fail("recording what a session was told", err)
+	}
+	return nil
+}
