@@ -15,6 +15,9 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
 
 // roundRobin is a balancer without affinity: each request goes to the next
@@ -128,5 +131,145 @@ func TestSessionAnyInstance(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("another user's token with the session: %d, want 404", resp.StatusCode)
+	}
+}
+
+// accepter answers every elicitation with accept (a person who agrees).
+type accepter struct{}
+
+func (accepter) Elicit(context.Context, mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionAccept}}, nil
+}
+
+// askingClient is a 2026-07-28 client of in that can ask its person
+// (elicitation) and leaves the input round trips to the caller.
+func askingClient(t testing.TB, in *instance, token string) *client.Client {
+	t.Helper()
+	tr, err := transport.NewStreamableHTTP(in.URL+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}),
+		transport.WithHTTPBasicClient(testClient()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.NewClient(tr, client.WithElicitationHandler(accepter{}), client.WithManualInputRoundTrips())
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "hosted-test", Version: "1"}
+	init.Params.Capabilities.Elicitation = &mcp.ElicitationCapability{}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func count(texts []string, s string) int {
+	n := 0
+	for _, x := range texts {
+		if x == s {
+			n++
+		}
+	}
+	return n
+}
+
+// TestPlanAnyInstance: a dry run's plan made on instance A is applied on
+// B, exactly once (applying it again, on A or B, is refused and writes
+// nothing); another user cannot apply a plan (and does not use it up); a
+// big delete held for the person's confirmation on A (2026-07-28: input
+// required, the plan id as the request state) is accepted on B and
+// applied. Read back from the PDS. Before, plans lived in the memory of
+// the instance that made them: B refused them as "not known here".
+func TestPlanAnyInstance(t *testing.T) {
+	p := testPDS(t)
+	e := newEnv(t)
+	e.plc = p.PLCURL
+	rules := tools.DefaultConfirm
+	a := e.start(t, func(c *Config) { c.Confirm = &rules })
+	b := e.start(t, func(c *Config) { c.Confirm = &rules; c.PublicURL = a.public })
+	u := newAccount(t, p, fmt.Sprintf("pa%d", time.Now().UnixNano()%1e6))
+	v := newAccount(t, p, fmt.Sprintf("pv%d", time.Now().UnixNano()%1e6))
+	tokU, _ := signIn(t, a, registerClient(t, a), u, "")
+	tokV, _ := signIn(t, b, registerClient(t, b), v, "")
+	ca, cb, cv := askingClient(t, a, tokU), askingClient(t, b, tokU), askingClient(t, b, tokV)
+	ctx := context.Background()
+	planOf := func(res *mcp.CallToolResult, err error) string {
+		t.Helper()
+		if err != nil || res.IsError {
+			t.Fatalf("dry run: %v %s", err, resultText(res))
+		}
+		sc, _ := res.StructuredContent.(map[string]any)
+		id, _ := sc["plan"].(string)
+		if id == "" {
+			t.Fatalf("dry run without a plan id: %.300s", resultText(res))
+		}
+		return id
+	}
+
+	// made on A, applied on B once
+	one := map[string]any{"text": "planned on A"}
+	id := planOf(call(ctx, ca, "insert_after", map[string]any{"text": "planned on A", "dry_run": true}))
+	one["plan"] = id
+	if res, err := call(ctx, cb, "insert_after", one); err != nil || res.IsError {
+		t.Fatalf("plan %s applied on B: %v %s", id, err, resultText(res))
+	}
+	for _, c := range []*client.Client{ca, cb} {
+		if res, err := call(ctx, c, "insert_after", one); err != nil || !res.IsError {
+			t.Fatalf("plan %s applied a second time: %v %v", id, err, res)
+		}
+	}
+	if n := count(nodesOf(t, p, u), "planned on A"); n != 1 {
+		t.Fatalf("the PDS holds %d of the planned bullet, want 1", n)
+	}
+
+	// another user cannot apply u's plan, nor use it up
+	two := map[string]any{"text": "u's own"}
+	id2 := planOf(call(ctx, ca, "insert_after", map[string]any{"text": "u's own", "dry_run": true}))
+	two["plan"] = id2
+	if res, err := call(ctx, cv, "insert_after", two); err != nil || !res.IsError {
+		t.Fatalf("another user applied u's plan: %v %v", err, res)
+	}
+	if n := len(nodesOf(t, p, v)); n != 0 {
+		t.Fatalf("another user's repository got %d bullets", n)
+	}
+	if res, err := call(ctx, cb, "insert_after", two); err != nil || res.IsError {
+		t.Fatalf("u's plan after another user tried it: %v %s", err, resultText(res))
+	}
+
+	// a confirmation asked on A, answered on B
+	var kids []outline.NewNode
+	for i := range 25 {
+		kids = append(kids, outline.NewNode{Text: fmt.Sprintf("old %d", i)})
+	}
+	ua, err := a.user(ctx, u.DID.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := insertTop(ctx, ua.env.Engine, []outline.NewNode{{Text: "Archive", Children: kids}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	del := map[string]any{"node": out.Plan.Created[0].RKey, "children": "subtree"}
+	asked, err := call(ctx, ca, "delete_node", del)
+	if err != nil || asked.ResultType != mcp.ResultTypeInputRequired || asked.RequestState == "" {
+		t.Fatalf("want input required with a confirmation, got %v %+v", err, asked)
+	}
+	if n := count(nodesOf(t, p, u), "Archive"); n != 1 {
+		t.Fatalf("asking wrote: %d archives", n)
+	}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "delete_node"
+	req.Params.Arguments = del
+	req.Params.MultiRoundTripParams = mcp.MultiRoundTripParams{RequestState: asked.RequestState,
+		InputResponses: mcp.InputResponses{"confirm": mcp.NewElicitationInputResponse(mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionAccept}})}}
+	res, err := cb.CallTool(ctx, req)
+	if err != nil || res.IsError {
+		t.Fatalf("accepted on B: %v %s", err, resultText(res))
+	}
+	if got := nodesOf(t, p, u); count(got, "Archive") != 0 || count(got, "old 3") != 0 {
+		t.Fatalf("after the confirmation on B the PDS holds %v", got)
 	}
 }
