@@ -54,7 +54,8 @@ func legacyClient(t testing.TB, base, token, version string, caps mcp.ClientCapa
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,9 @@ func TestSessionAnyInstance(t *testing.T) {
 	tok, _ := signIn(t, a, registerClient(t, a), u, "")
 	base, counts := roundRobin(t, a, b)
 	c := legacyClient(t, base, tok, mcp.ProtocolVersion20251125, mcp.ClientCapabilities{})
-	ctx := context.Background()
+	// (bounded: a request lost between instances must fail the test, not hang it)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	list, err := c.ListTools(ctx, mcp.ListToolsRequest{})
 	if err != nil || len(list.Tools) == 0 {
 		t.Fatalf("tools/list: %v", err)
