@@ -64,6 +64,11 @@ func (c *confirmer) Confirm(ctx context.Context, state, message string) (bool, *
 	}
 	ctx, cancel := context.WithTimeout(ctx, ConfirmTimeout)
 	defer cancel()
+	if sid := sessionOf(ctx); sid != "" {
+		// the answer may reach another instance, which forwards it here
+		// (forward.go)
+		defer await(c.s, sid)()
+	}
 	res, err := c.s.RequestElicitation(ctx, mcp.ElicitationRequest{
 		Request: mcp.Request{Method: string(mcp.MethodElicitationCreate)}, Params: params})
 	if err != nil {

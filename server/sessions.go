@@ -254,16 +254,20 @@ func StreamableHTTPWith(s *mcpserver.MCPServer, store SessionStore, opts ...mcps
 			seen.(*seenRevs).setStore(ss)
 		}
 	}
-	t := &transport{store: store, local: map[string]bool{}}
+	t := &transport{srv: s, store: store, local: map[string]bool{}}
 	// the body bound is this server's (MaxRequestBody, checked before the
 	// transport reads), not the transport's smaller default
 	base := []mcpserver.StreamableHTTPOption{mcpserver.WithMaxRequestBodyBytes(MaxRequestBody + 1)}
 	t.h = mcpserver.NewStreamableHTTPServer(s, append(append(base, opts...), mcpserver.WithSessionIdManagerResolver(t))...)
+	if f, ok := store.(Forwarder); ok {
+		f.Receive(t.deliver) // (forward.go)
+	}
 	return t
 }
 
 // transport is the streamable HTTP transport with its sessions in a store.
 type transport struct {
+	srv   *mcpserver.MCPServer
 	store SessionStore
 	h     http.Handler
 	mu    sync.Mutex
@@ -405,7 +409,10 @@ func (t *transport) check(w http.ResponseWriter, r *http.Request) (ok bool, stre
 	id := r.Header.Get(mcpserver.HeaderKeySessionID)
 	var body []byte
 	var msg struct {
-		Method string `json:"method"`
+		Method string          `json:"method"`
+		ID     json.RawMessage `json:"id"`
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
 		Params struct {
 			Meta *mcp.Meta `json:"_meta"`
 		} `json:"params"`
@@ -450,6 +457,15 @@ func (t *transport) check(w http.ResponseWriter, r *http.Request) (ok bool, stre
 			return false, nil
 		}
 		if why = w2; why == "" {
+			if f, ok := t.store.(Forwarder); ok && parsed && msg.Method == "" && len(msg.ID) > 0 && (len(msg.Result) > 0 || len(msg.Error) > 0) && !awaits(t.srv, id) {
+				// a response to a request of another instance (forward.go)
+				if err := f.Forward(ctx, id, body); err != nil {
+					storeError(w, err)
+					return false, nil
+				}
+				w.WriteHeader(http.StatusAccepted)
+				return false, nil
+			}
 			if init != nil && !t.known(id) {
 				t.adopt(r, id, init)
 			}

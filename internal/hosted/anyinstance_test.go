@@ -17,6 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/server"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
 
@@ -47,13 +48,14 @@ func roundRobin(t testing.TB, ins ...*instance) (string, []*atomic.Int64) {
 
 // legacyClient is an MCP client of base/mcp speaking protocol version
 // version (one with sessions: Mcp-Session-Id), with a bearer token.
-func legacyClient(t testing.TB, base, token, version string, caps mcp.ClientCapabilities) *client.Client {
+func legacyClient(t testing.TB, base, token, version string, caps mcp.ClientCapabilities, opts ...client.ClientOption) *client.Client {
 	t.Helper()
-	c, err := client.NewStreamableHttpClient(base+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}),
+	tr, err := transport.NewStreamableHTTP(base+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}),
 		transport.WithHTTPBasicClient(testClient()))
 	if err != nil {
 		t.Fatal(err)
 	}
+	c := client.NewClient(tr, opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := c.Start(ctx); err != nil {
@@ -274,5 +276,59 @@ func TestPlanAnyInstance(t *testing.T) {
 	}
 	if got := nodesOf(t, p, u); count(got, "Archive") != 0 || count(got, "old 3") != 0 {
 		t.Fatalf("after the confirmation on B the PDS holds %v", got)
+	}
+}
+
+// TestConfirmAnyInstanceLegacy: a 2025-11-25 client that can ask its
+// person, behind a round-robin balancer over two instances: a big delete
+// on one instance asks mid-call (elicitation/create on the call's stream);
+// the client's answer, posted to the other instance, is forwarded to the
+// one whose call waits for it, and the delete is applied (read back from
+// the PDS). Before, the other instance could not deliver the answer and
+// the call waited for it in vain (declined: no answer came).
+func TestConfirmAnyInstanceLegacy(t *testing.T) {
+	old := server.ConfirmTimeout
+	server.ConfirmTimeout = 30 * time.Second // (a lost answer fails the test in 30 s)
+	defer func() { server.ConfirmTimeout = old }()
+	p := testPDS(t)
+	e := newEnv(t)
+	e.plc = p.PLCURL
+	rules := tools.DefaultConfirm
+	a := e.start(t, func(c *Config) { c.Confirm = &rules })
+	b := e.start(t, func(c *Config) { c.Confirm = &rules; c.PublicURL = a.public })
+	u := newAccount(t, p, fmt.Sprintf("cl%d", time.Now().UnixNano()%1e6))
+	tok, _ := signIn(t, a, registerClient(t, a), u, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ua, err := a.user(ctx, u.DID.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kids []outline.NewNode
+	for i := range 25 {
+		kids = append(kids, outline.NewNode{Text: fmt.Sprintf("old %d", i)})
+	}
+	out, err := insertTop(ctx, ua.env.Engine, []outline.NewNode{{Text: "Archive", Children: kids}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, counts := roundRobin(t, a, b)
+	c := legacyClient(t, base, tok, mcp.ProtocolVersion20251125, mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{}},
+		client.WithElicitationHandler(accepter{}))
+	// initialize went to one instance, the initialized notification to the
+	// other: the call goes to the first, the answer to the second
+	before := []int64{counts[0].Load(), counts[1].Load()}
+	res, err := call(ctx, c, "delete_node", map[string]any{"node": out.Plan.Created[0].RKey, "children": "subtree"})
+	if err != nil {
+		t.Fatalf("the confirmed delete: %v", err)
+	}
+	if res.IsError {
+		t.Fatalf("the confirmed delete: %s", resultText(res))
+	}
+	if d0, d1 := counts[0].Load()-before[0], counts[1].Load()-before[1]; d0 < 1 || d1 < 1 {
+		t.Fatalf("the call and its answer reached %d and %d requests of the instances: not both", d0, d1)
+	}
+	if got := nodesOf(t, p, u); count(got, "Archive") != 0 || count(got, "old 3") != 0 {
+		t.Fatalf("after the confirmation the PDS holds %v", got)
 	}
 }

@@ -2,6 +2,7 @@ package hosted
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -28,11 +29,15 @@ type sessionStore struct {
 
 	mu      sync.Mutex
 	streams map[string]int // open GET streams on this instance
+	// deliver gets the clients' responses forwarded to this instance
+	deliver   func(session string, msg []byte)
+	listening bool
 }
 
 var (
 	_ server.SessionStore = (*sessionStore)(nil)
 	_ server.SeenStore    = (*sessionStore)(nil)
+	_ server.Forwarder    = (*sessionStore)(nil)
 )
 
 // sessionTimeout bounds each statement of the session store.
@@ -144,3 +149,128 @@ func (st *sessionStore) SetSeen(ctx context.Context, id, did, rev string) error 
 	}
 	return nil
 }
+
+// forwardChannel is the NOTIFY channel of clients' responses forwarded to
+// the instance whose call waits for them (server.Forwarder).
+const forwardChannel = "bulleted_mcp_responses"
+
+// maxForward bounds a forwarded response (a NOTIFY payload is at most
+// 8000 bytes).
+const maxForward = 7900
+
+// Forward hands a client's response to every instance (NOTIFY); the one
+// whose call waits for it takes it.
+func (st *sessionStore) Forward(ctx context.Context, session string, msg []byte) error {
+	payload, err := json.Marshal(struct {
+		S string          `json:"s"`
+		M json.RawMessage `json:"m"`
+	}{session, msg})
+	if err != nil {
+		return err
+	}
+	if len(payload) > maxForward {
+		return fmt.Errorf("a response of %d bytes is too large to forward to the instance waiting for it (at most %d)", len(payload), maxForward)
+	}
+	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
+	if _, err := st.db.Exec(ctx, "SELECT pg_notify($1, $2)", forwardChannel, string(payload)); err != nil {
+		return st.fail("forwarding a client's response", err)
+	}
+	return nil
+}
+
+// Receive makes deliver get the responses forwarded to this instance, on
+// a connection of its own that LISTENs (opened again when it is lost).
+func (st *sessionStore) Receive(deliver func(session string, msg []byte)) {
+	st.mu.Lock()
+	st.deliver = deliver
+	start := !st.listening
+	st.listening = true
+	st.mu.Unlock()
+	if start {
+		go st.listen()
+	}
+}
+
+// listenRetry is the wait before the listening connection is opened again.
+const listenRetry = 2 * time.Second
+
+func (st *sessionStore) listen() {
+	ctx := context.Background()
+	for {
+		err := st.listenOnce(ctx)
+		if err != nil && err.Error() == "closed pool" { // (puddle.ErrClosedPool: the instance is stopping)
+			return
+		}
+		if errors.Is(err, errQuiet) {
+			continue
+		}
+		st.logf("MCP session store: listening for forwarded responses (again in %s): %v", listenRetry, err)
+		t := time.NewTimer(listenRetry)
+		<-t.C
+	}
+}
+
+func (st *sessionStore) listenOnce(ctx context.Context) error {
+	// a connection of its own, not the pool's: the pool's Close does not
+	// wait for it; it is closed when the pool is (found at the next quiet
+	// minute) or when it fails
+	cctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	conn, err := pgx.ConnectConfig(cctx, st.db.Config().ConnConfig.Copy())
+	cancel()
+	if err != nil {
+		if _, perr := st.db.Acquire(ctx); perr != nil && perr.Error() == "closed pool" {
+			return perr
+		}
+		return err
+	}
+	defer conn.Close(context.Background())
+	lctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	_, err = conn.Exec(lctx, "LISTEN "+forwardChannel)
+	cancel()
+	if err != nil {
+		return err
+	}
+	for {
+		wctx, cancel := context.WithTimeout(ctx, listenQuiet)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+			// a quiet minute: go on listening while the instance runs
+			actx, cancel := context.WithTimeout(ctx, sessionTimeout)
+			c, perr := st.db.Acquire(actx)
+			cancel()
+			if perr != nil && perr.Error() == "closed pool" {
+				return perr
+			}
+			if c != nil {
+				c.Release()
+			}
+			if conn.IsClosed() {
+				return errQuiet // (the wait's end closed it) listen again
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		var m struct {
+			S string          `json:"s"`
+			M json.RawMessage `json:"m"`
+		}
+		if json.Unmarshal([]byte(n.Payload), &m) != nil || m.S == "" {
+			continue
+		}
+		st.mu.Lock()
+		deliver := st.deliver
+		st.mu.Unlock()
+		go deliver(m.S, m.M)
+	}
+}
+
+// errQuiet: the listening connection was quiet for listenQuiet.
+var errQuiet = errors.New("quiet")
+
+// listenQuiet is how long the listening connection waits for a response
+// before it checks that the instance still runs.
+const listenQuiet = time.Minute
