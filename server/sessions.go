@@ -180,9 +180,10 @@ type SessionStore interface {
 	// init (nil: not kept; such a session is served only where it started).
 	Start(ctx context.Context, id string, init []byte) error
 	// Check marks id used now: why is why it is not a live session ("":
-	// live), init the initialize request it started with. err: the store
-	// could not be read (the request is answered 503).
-	Check(ctx context.Context, id string) (init []byte, why string, err error)
+	// live), init the initialize request it started with (when wantInit:
+	// the session is not known here yet). err: the store could not be read
+	// (the request is answered 503).
+	Check(ctx context.Context, id string, wantInit bool) (init []byte, why string, err error)
 	// End ends id (its client deleted it).
 	End(ctx context.Context, id, why string) error
 	// Stream counts an open GET stream of id on this instance (d = +1 or -1).
@@ -209,7 +210,7 @@ func (m *sessions) Start(_ context.Context, id string, _ []byte) error {
 }
 
 // Check touches id (SessionStore).
-func (m *sessions) Check(_ context.Context, id string) ([]byte, string, error) {
+func (m *sessions) Check(_ context.Context, id string, _ bool) ([]byte, string, error) {
 	return nil, m.touch(id), nil
 }
 
@@ -451,7 +452,7 @@ func (t *transport) check(w http.ResponseWriter, r *http.Request) (ok bool, stre
 	why := "missing Mcp-Session-Id header: send initialize first, then the session id it returned with every request"
 	status := http.StatusBadRequest
 	if id != "" {
-		init, w2, err := t.store.Check(ctx, id)
+		init, w2, err := t.store.Check(ctx, id, !t.known(id))
 		if err != nil {
 			storeError(w, err)
 			return false, nil

@@ -165,6 +165,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.limits = newLimiters(cfg.Limits)
 	s.ledger = &Ledger{DB: cfg.DB, Limit: cfg.HourLimit, DayLimit: cfg.DayLimit}
 	s.sessions = newSessionStore(cfg.DB, 0, s.logf)
+	s.writeQueue.slots = make(chan struct{}, max(1, cfg.DB.Config().MaxConns/2))
 	if err := s.loadClientKey(ctx); err != nil {
 		return nil, fmt.Errorf("upstream client key: %w", err)
 	}

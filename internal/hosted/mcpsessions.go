@@ -40,6 +40,9 @@ var (
 	_ server.Forwarder    = (*sessionStore)(nil)
 )
 
+// touchEvery: a session's last use is written at most this often.
+const touchEvery = 30 * time.Second
+
 // sessionTimeout bounds each statement of the session store.
 const sessionTimeout = 10 * time.Second
 
@@ -68,7 +71,7 @@ func (st *sessionStore) Start(ctx context.Context, id string, init []byte) error
 	return nil
 }
 
-func (st *sessionStore) Check(ctx context.Context, id string) ([]byte, string, error) {
+func (st *sessionStore) Check(ctx context.Context, id string, wantInit bool) ([]byte, string, error) {
 	p, _ := identityFrom(ctx)
 	st.mu.Lock()
 	streaming := st.streams[id] > 0
@@ -78,9 +81,13 @@ func (st *sessionStore) Check(ctx context.Context, id string) ([]byte, string, e
 	idle := fmt.Sprintf("%d milliseconds", st.idle.Milliseconds())
 	var did string
 	var init []byte
-	err := st.db.QueryRow(ctx, `UPDATE mcp_sessions SET used_at = now()
-		WHERE id = $1 AND ended_at IS NULL AND (used_at > now() - $2::interval OR $3)
-		RETURNING did, init`, id, idle, streaming).Scan(&did, &init)
+	// (used_at is written at most every touchEvery: a request is a read)
+	err := st.db.QueryRow(ctx, `WITH s AS (SELECT did FROM mcp_sessions
+			WHERE id = $1 AND ended_at IS NULL AND (used_at > now() - $2::interval OR $3)),
+		u AS (UPDATE mcp_sessions SET used_at = now()
+			WHERE id = $1 AND used_at < now() - $5::interval AND EXISTS (SELECT 1 FROM s))
+		SELECT s.did, CASE WHEN $4 THEN (SELECT init FROM mcp_sessions WHERE id = $1) END FROM s`,
+		id, idle, streaming, wantInit, fmt.Sprintf("%d milliseconds", touchEvery.Milliseconds())).Scan(&did, &init)
 	if err == nil {
 		if did != p.DID {
 			return nil, "session " + id + " belongs to another user", nil

@@ -3,6 +3,7 @@ package hosted
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -26,6 +27,10 @@ var writeLockWait = 30 * time.Second
 type writeQueue struct {
 	mu    sync.Mutex
 	users map[string]*userTurn
+	// slots bound the connections holding locks (half the pool)
+	slots chan struct{}
+	// beside counts the writes that went on without their turn
+	beside atomic.Int64
 }
 
 type userTurn struct {
@@ -70,17 +75,31 @@ func (s *Server) queueWrite(ctx context.Context, did string) (func(), error) {
 		<-t.turn
 		s.writeQueue.leave(did, t)
 	}
+	// a lock holds a pooled connection while the write runs, and the write
+	// needs others (budget, journal): at most half the pool holds locks,
+	// so that writes never wait for connections their locks hold. Beyond
+	// that a write goes on beside (counted).
+	select {
+	case s.writeQueue.slots <- struct{}{}:
+	default:
+		s.writeQueue.beside.Add(1)
+		return local, nil
+	}
+	slot := func() { <-s.writeQueue.slots }
 	conn, err := lockUser(ctx, s.db, did)
 	if err != nil {
+		slot()
 		if ctx.Err() != nil {
 			local()
 			return nil, ctx.Err()
 		}
-		s.logf("writes for %s go on without their turn across instances (the lock was not had in %s): %v", did, writeLockWait, err)
+		s.writeQueue.beside.Add(1)
+		s.logf("a write for %s goes on without its turn across instances (the lock was not had in %s): %v", did, writeLockWait, err)
 		return local, nil
 	}
 	return func() {
 		unlockUser(conn, did)
+		slot()
 		local()
 	}, nil
 }
