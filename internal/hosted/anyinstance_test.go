@@ -2,6 +2,7 @@ package hosted
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -279,13 +280,27 @@ func TestPlanAnyInstance(t *testing.T) {
 	}
 }
 
+// writingPerson writes through another client while they are asked, then
+// accepts.
+type writingPerson struct {
+	write func() error
+	err   error
+}
+
+func (p *writingPerson) Elicit(context.Context, mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	p.err = p.write()
+	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionAccept}}, nil
+}
+
 // TestConfirmAnyInstanceLegacy: a 2025-11-25 client that can ask its
 // person, behind a round-robin balancer over two instances: a big delete
 // on one instance asks mid-call (elicitation/create on the call's stream);
 // the client's answer, posted to the other instance, is forwarded to the
 // one whose call waits for it, and the delete is applied (read back from
 // the PDS). Before, the other instance could not deliver the answer and
-// the call waited for it in vain (declined: no answer came).
+// the call waited for it in vain (declined: no answer came). While the
+// person is asked, the call does not hold the user's turn to write: a
+// write of another client on the same instance lands meanwhile.
 func TestConfirmAnyInstanceLegacy(t *testing.T) {
 	old := server.ConfirmTimeout
 	server.ConfirmTimeout = 30 * time.Second // (a lost answer fails the test in 30 s)
@@ -308,13 +323,30 @@ func TestConfirmAnyInstanceLegacy(t *testing.T) {
 	for i := range 25 {
 		kids = append(kids, outline.NewNode{Text: fmt.Sprintf("old %d", i)})
 	}
-	out, err := insertTop(ctx, ua.env.Engine, []outline.NewNode{{Text: "Archive", Children: kids}})
+	out, err := insertTop(ctx, ua.env.Engine, []outline.NewNode{{Text: "Archive", Children: kids}, {Text: "Elsewhere", Children: []outline.NewNode{{Text: "x"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	elsewhere := ""
+	for _, c := range out.Plan.Created {
+		if c.Text == "Elsewhere" {
+			elsewhere = c.RKey
+		}
+	}
 	base, counts := roundRobin(t, a, b)
+	other := mcpClient(t, a, tok)
+	person := &writingPerson{write: func() error {
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		// (under another bullet: not where the delete's plan touches)
+		res, err := call(wctx, other, "insert_after", map[string]any{"text": "while asked", "parent": elsewhere})
+		if err == nil && res.IsError {
+			err = errors.New(resultText(res))
+		}
+		return err
+	}}
 	c := legacyClient(t, base, tok, mcp.ProtocolVersion20251125, mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{}},
-		client.WithElicitationHandler(accepter{}))
+		client.WithElicitationHandler(person))
 	// initialize went to one instance, the initialized notification to the
 	// other: the call goes to the first, the answer to the second
 	before := []int64{counts[0].Load(), counts[1].Load()}
@@ -328,7 +360,10 @@ func TestConfirmAnyInstanceLegacy(t *testing.T) {
 	if d0, d1 := counts[0].Load()-before[0], counts[1].Load()-before[1]; d0 < 1 || d1 < 1 {
 		t.Fatalf("the call and its answer reached %d and %d requests of the instances: not both", d0, d1)
 	}
-	if got := nodesOf(t, p, u); count(got, "Archive") != 0 || count(got, "old 3") != 0 {
+	if got := nodesOf(t, p, u); count(got, "Archive") != 0 || count(got, "old 3") != 0 || count(got, "while asked") != 1 {
 		t.Fatalf("after the confirmation the PDS holds %v", got)
+	}
+	if person.err != nil {
+		t.Fatalf("the write while the person was asked: %v", person.err)
 	}
 }

@@ -382,19 +382,23 @@ func (s *Server) envFor(ctx context.Context) (*tools.Env, func(), error) {
 	}
 	// a write waits for the user's turn (userlock.go): instances racing
 	// for one user queue instead of sending batches refused as stale
-	var turn func()
+	var turn *heldTurn
 	if c, ok := server.CallOf(ctx); ok && !c.ReadOnly {
-		if turn, err = s.queueWrite(ctx, id.DID); err != nil {
+		end, err := s.queueWrite(ctx, id.DID)
+		if err != nil {
 			s.release(u)
 			return nil, nil, &outline.Error{Kind: outline.ErrCancelled, Msg: "the call ended while it waited for the user's earlier writes to finish; nothing was written", Next: "call again"}
+		}
+		turn = &heldTurn{end: end}
+		c.Yield = func() func() {
+			turn.yield()
+			return func() { turn.again(ctx, s, id.DID) }
 		}
 	}
 	var once sync.Once
 	return u.env, func() {
 		once.Do(func() {
-			if turn != nil {
-				turn()
-			}
+			turn.yield()
 			s.release(u)
 		})
 	}, nil

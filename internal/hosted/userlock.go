@@ -131,3 +131,36 @@ func unlockUser(conn *pgxpool.Conn, did string) {
 	}
 	conn.Release()
 }
+
+// heldTurn is a call's turn to write for its user, let go while the call
+// waits for its person (server.CallInfo.Yield) and taken again after.
+type heldTurn struct {
+	mu  sync.Mutex
+	end func() // nil: not held
+}
+
+// yield lets go of the turn, if held.
+func (h *heldTurn) yield() {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	end := h.end
+	h.end = nil
+	h.mu.Unlock()
+	if end != nil {
+		end()
+	}
+}
+
+// again waits for the turn again; a call whose context ended goes on
+// without it (the write is still refused if stale).
+func (h *heldTurn) again(ctx context.Context, s *Server, did string) {
+	end, err := s.queueWrite(ctx, did)
+	if err != nil {
+		return
+	}
+	h.mu.Lock()
+	h.end = end
+	h.mu.Unlock()
+}
