@@ -17,7 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/server"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
@@ -246,15 +246,15 @@ func TestPlanAnyInstance(t *testing.T) {
 	}
 
 	// a confirmation asked on A, answered on B
-	var kids []outline.NewNode
+	var kids []intent.NewNode
 	for i := range 25 {
-		kids = append(kids, outline.NewNode{Text: fmt.Sprintf("old %d", i)})
+		kids = append(kids, intent.NewNode{Text: fmt.Sprintf("old %d", i)})
 	}
 	ua, err := a.user(ctx, u.DID.String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := insertTop(ctx, ua.env.Engine, []outline.NewNode{{Text: "Archive", Children: kids}})
+	out, err := insertTop(ctx, ua.env.Engine, []intent.NewNode{{Text: "Archive", Children: kids}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,11 +319,11 @@ func TestConfirmAnyInstanceLegacy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kids []outline.NewNode
+	var kids []intent.NewNode
 	for i := range 25 {
-		kids = append(kids, outline.NewNode{Text: fmt.Sprintf("old %d", i)})
+		kids = append(kids, intent.NewNode{Text: fmt.Sprintf("old %d", i)})
 	}
-	out, err := insertTop(ctx, ua.env.Engine, []outline.NewNode{{Text: "Archive", Children: kids}, {Text: "Elsewhere", Children: []outline.NewNode{{Text: "x"}}}})
+	out, err := insertTop(ctx, ua.env.Engine, []intent.NewNode{{Text: "Archive", Children: kids}, {Text: "Elsewhere", Children: []intent.NewNode{{Text: "x"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
@@ -25,7 +26,7 @@ func TestResumeTakesOverReservation(t *testing.T) {
 	ea, eb, did := ua.env.Engine, ub.env.Engine, ua.did
 	ctx := context.Background()
 	const n = 401 // three batches
-	dry, err := ea.DoFunc(ctx, true, func(p *outline.Planner) error { return p.Insert(outline.Position{}, bullets("dies", n)) })
+	dry, err := ea.DoFunc(ctx, true, func(p *outline.Planner) error { return intent.Insert{Nodes: bullets("dies", n)}.Plan(p) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestWritesQueueOnTheUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dry, err := ua.env.Engine.DoFunc(ctx, true, func(p *outline.Planner) error { return p.Insert(outline.Position{}, bullets("x", 1)) })
+	dry, err := ua.env.Engine.DoFunc(ctx, true, func(p *outline.Planner) error { return intent.Insert{Nodes: bullets("x", 1)}.Plan(p) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -247,7 +247,7 @@ func (e *Engine) putRow(ps PlanStore, kp *keptPlan) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), planStoreTimeout)
 	defer cancel()
-	return ps.Put(ctx, kp.id, raw, kp.made.Add(PlanTTL))
+	return ps.Put(ctx, kp.id, raw, kp.made.Add(planTTL))
 }
 
 // takeRow takes plan id from the engine's PlanStore: nil when it is not
@@ -272,7 +272,7 @@ func (e *Engine) takeRow(ps PlanStore, id string, take bool) *keptPlan {
 	if err != nil {
 		return &keptPlan{id: id, err: err}
 	}
-	if e.Now().Sub(kp.made) > PlanTTL {
+	if e.Now().Sub(kp.made) > planTTL {
 		return nil
 	}
 	return kp

@@ -28,7 +28,7 @@ func TestPlanStoreSharedEngines(t *testing.T) {
 	e1.SetPlanStore(shared)
 	e2.SetPlanStore(shared)
 	ctx := context.Background()
-	out, err := e1.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: "P", Children: []outline.NewNode{{Text: "a"}, {Text: "b"}}}, {Text: "Q"}}}, false)
+	out, err := e1.Do(ctx, intent.Insert{Nodes: []intent.NewNode{{Text: "P", Children: []intent.NewNode{{Text: "a"}, {Text: "b"}}}, {Text: "Q"}}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestPlanStoreSharedEngines(t *testing.T) {
 		key[c.Text] = c.RKey
 	}
 	under := func(parent, text string) intent.Insert {
-		return intent.Insert{Pos: outline.Position{Parent: key[parent]}, Nodes: []outline.NewNode{{Text: text}}}
+		return intent.Insert{Pos: outline.Position{Parent: key[parent]}, Nodes: []intent.NewNode{{Text: text}}}
 	}
 	dry := func(in intent.Insert) string {
 		t.Helper()
