@@ -168,7 +168,6 @@ func gate(t *Tree, plan *Plan) (Verdict, error) {
 		}
 		switch w.Collection {
 		case lexicon.Node, lexicon.Mirror:
-			cur, curOK := t.Record(w.Collection, w.RKey)
 			if w.Op == store.Delete {
 				if w.Collection == lexicon.Node {
 					v.Bullets++
@@ -177,6 +176,7 @@ func gate(t *Tree, plan *Plan) (Verdict, error) {
 				}
 				continue
 			}
+			cur, curOK := t.Record(w.Collection, w.RKey)
 			if w.Collection == lexicon.Mirror {
 				mirrorWrite = true
 			}

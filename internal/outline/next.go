@@ -1,6 +1,7 @@
 package outline
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -100,8 +101,15 @@ type siblingEdit struct {
 // nextState is one commit being applied to a tree by next: the tree
 // before it, and what the commit changes, gathered part by part.
 type nextState struct {
-	t         *Tree
-	repl      map[string]*Item // item ID → new version (nil: deleted)
+	t    *Tree
+	repl map[string]*Item // item ID → new version (nil: deleted)
+	// prev is the item before the commit of each ID in repl that had one:
+	// looked up once (a search by halves in the nodes' base) rather than
+	// again by every step
+	prev map[string]*Item
+	// leaving counts the items that leave the sibling list of a node the
+	// commit deletes (a list that goes with its node is not rebuilt)
+	leaving   map[string]int
 	noteCh    map[string]slot[store.Record]
 	policyCh  map[string]slot[store.Record]
 	outlineCh map[string]slot[store.Record]
@@ -112,17 +120,23 @@ type nextState struct {
 	notes     Map[store.Record]
 	edits     map[string]*siblingEdit // by container
 	work      []string                // containers whose parent still needs a new version
+	// preview: the commit is t's own (a plan's writes shown before they
+	// are sent, or a batch's next step planned): the tree is looked at and
+	// dropped, so its maps keep a large change beside their base rather
+	// than making a new one (overlay)
+	preview bool
 }
 
 // next is Next without the fallback: nil when it cannot tell.
 func (t *Tree) next(commit, rev string, changes []store.Record) *Tree {
-	s := &nextState{t: t, repl: map[string]*Item{}, comments: t.Comments, edits: map[string]*siblingEdit{},
+	s := &nextState{t: t, repl: map[string]*Item{}, prev: map[string]*Item{}, leaving: map[string]int{}, comments: t.Comments, edits: map[string]*siblingEdit{},
 		noteCh: map[string]slot[store.Record]{}, policyCh: map[string]slot[store.Record]{},
 		outlineCh: map[string]slot[store.Record]{}, otherCh: map[string]slot[store.Record]{}}
 	if !s.classify(changes) || !s.noteVersions() {
 		return nil
 	}
-	s.notes = t.Notes.with(s.noteCh)
+	s.preview = commit == t.Commit && rev == t.Rev
+	s.notes = s.noteMap()
 	s.place()
 	if s.reattaches() || s.makesCycle() {
 		return nil
@@ -136,12 +150,34 @@ func (t *Tree) next(commit, rev string, changes []store.Record) *Tree {
 	return nt
 }
 
-// old is the item of that ID in the tree before the commit, or nil.
+// old is the item of that ID in the tree before the commit, or nil: for
+// an ID in repl, the one found when it was put there.
 func (s *nextState) old(id string) *Item {
+	if o, ok := s.prev[id]; ok {
+		return o
+	}
+	if _, ok := s.repl[id]; ok {
+		return nil
+	}
 	if id[0] == 'm' {
 		return s.t.Mirrors.Get(id[2:])
 	}
 	return s.t.Nodes.Get(id[2:])
+}
+
+// replace sets the new version of an item (nil: deleted) and the one it
+// replaces (nil: none).
+func (s *nextState) replace(id string, it, o *Item) {
+	s.repl[id] = it
+	if o != nil {
+		s.prev[id] = o
+	}
+}
+
+// deleted tells whether the commit deletes node key (a node there before).
+func (s *nextState) deleted(key string) bool {
+	it, ok := s.repl["n/"+key]
+	return ok && it == nil
 }
 
 // finalNode is the node of that key after the commit, or nil.
@@ -202,7 +238,7 @@ func (s *nextState) item(c store.Record) bool {
 	}
 	if c.Value.IsZero() {
 		if o != nil {
-			s.repl[id] = nil
+			s.replace(id, nil, o)
 		}
 		return true
 	}
@@ -221,7 +257,7 @@ func (s *nextState) item(c store.Record) bool {
 	} else if !it.Mirror {
 		s.created = append(s.created, c.RKey)
 	}
-	s.repl[id] = it
+	s.replace(id, it, o)
 	return true
 }
 
@@ -256,7 +292,7 @@ func (s *nextState) noteVersions() bool {
 			if o.Detached == cycleReason {
 				return false
 			}
-			s.repl[id] = o.clone()
+			s.replace(id, o.clone(), o)
 		}
 	}
 	return true
@@ -340,11 +376,17 @@ func (s *nextState) edit(c string) *siblingEdit {
 }
 
 // siblingEdits: every changed item leaves its old sibling list and joins
-// its new one; then the lists' parents change too (propagate).
+// its new one; then the lists' parents change too (propagate). The list of
+// a node the commit deletes is not edited: its items leaving are counted
+// (leavesChildren checks that none stays).
 func (s *nextState) siblingEdits() {
 	for id, it := range s.repl {
-		if o := s.old(id); o != nil {
-			s.edit(containerOf(o)).remove[id] = true
+		if o := s.prev[id]; o != nil {
+			if c := containerOf(o); c != topLevel && c != detachedList && s.deleted(c) {
+				s.leaving[c]++
+			} else {
+				s.edit(c).remove[id] = true
+			}
 		}
 		if it != nil {
 			c := containerOf(it)
@@ -372,7 +414,7 @@ func (s *nextState) propagate() {
 			continue // a parent created in this commit
 		}
 		nv := o.clone()
-		s.repl[id] = nv
+		s.replace(id, nv, o)
 		e := s.edit(containerOf(o))
 		e.remove[id] = true
 		e.add = append(e.add, nv)
@@ -488,15 +530,15 @@ func compareItems(a, b *Item) int {
 	return 0
 }
 
-// leavesChildren tells whether a deleted node whose sibling list was not
-// edited still has children (which would be detached).
+// leavesChildren tells whether a deleted node still has children (which
+// would be detached): not all of its children leave its list.
 func (s *nextState) leavesChildren() bool {
 	for id, it := range s.repl {
 		if it != nil || id[0] != 'n' {
 			continue
 		}
 		if e := s.edits[id[2:]]; e == nil {
-			if o := s.t.Nodes.Get(id[2:]); o != nil && len(o.Children) > 0 {
+			if o := s.prev[id]; o != nil && s.leaving[id[2:]] < len(o.Children) {
 				return true
 			}
 		}
@@ -517,9 +559,67 @@ func (s *nextState) indexes(nt *Tree) {
 		}
 	}
 	t := s.t
-	nt.Nodes, nt.Mirrors = t.Nodes.with(nodeCh), t.Mirrors.with(mirrorCh)
+	nt.Nodes, nt.Mirrors = s.itemMap(&t.Nodes, nodeCh), s.itemMap(&t.Mirrors, mirrorCh)
 	nt.Policies, nt.Outlines, nt.Others = t.Policies.with(s.policyCh), t.Outlines.with(s.outlineCh), t.Others.with(s.otherCh)
 	nt.Count = nt.Nodes.Len() + nt.Mirrors.Len() + nt.Notes.Len() + nt.Policies.Len() + nt.Outlines.Len() + nt.Others.Len() + len(nt.Comments)
+}
+
+// itemMap is m (the nodes or the mirrors) with ch applied: as with does,
+// or for a preview whose change with would make a new base of (a
+// 10,000-bullet dry-run delete at 249,000 bullets: a pass over every
+// item), an overlay, its size counted from the items before the commit
+// (s.prev) rather than by looking each key up again.
+func (s *nextState) itemMap(m *Map[*Item], ch map[string]slot[*Item]) Map[*Item] {
+	if !s.preview || len(m.top)+len(ch) <= flattenAt(m.Len()) {
+		return m.with(ch)
+	}
+	n := m.Len()
+	for k, c := range ch {
+		id := "n/" + k
+		if m == &s.t.Mirrors {
+			id = "m/" + k
+		}
+		switch _, had := s.prev[id]; {
+		case had && !c.ok:
+			n--
+		case !had && c.ok:
+			n++
+		}
+	}
+	return m.overlay(ch, n)
+}
+
+// noteMap is the notes after the commit: as with makes it, or for a
+// preview of many changes an overlay (as itemMap).
+func (s *nextState) noteMap() Map[store.Record] {
+	m := &s.t.Notes
+	if !s.preview || len(m.top)+len(s.noteCh) <= flattenAt(m.Len()) {
+		return m.with(s.noteCh)
+	}
+	n := m.Len()
+	for k, c := range s.noteCh {
+		switch _, had := m.Lookup(k); {
+		case had && !c.ok:
+			n--
+		case !had && c.ok:
+			n++
+		}
+	}
+	return m.overlay(s.noteCh, n)
+}
+
+// overlay is m with changes kept beside its base (n keys in all), however
+// many: a version to look at and drop (with makes a new base past a share
+// of the size, which only a version later ones are made from repays; the
+// first with from this one makes it). A deletion of a key not in the base
+// stays as a deleted slot, which reads as absent.
+func (m *Map[V]) overlay(changes map[string]slot[V], n int) Map[V] {
+	out := *m
+	out.n = n
+	out.top = make(map[string]slot[V], len(m.top)+len(changes))
+	maps.Copy(out.top, m.top)
+	maps.Copy(out.top, changes)
+	return out
 }
 
 // mergeSorted merges two lists in sibling order.

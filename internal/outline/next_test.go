@@ -265,3 +265,82 @@ func TestParentKeyFastPath(t *testing.T) {
 		}
 	}
 }
+
+// A preview (Next to the tree's own commit: a dry run's tree after its
+// plan) of a change too large for the maps' top keeps it beside the base
+// (an overlay) rather than making a new base; the tree is the one Build
+// makes, and trees made from it later are too. A subtree of 1,500 nodes
+// (with notes) deleted leaves first, then edits and creates, each previewed
+// and then committed from the preview.
+func TestPreviewIsBuild(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 9))
+	var recs []store.Record
+	node := func(k, parent, sk string) store.Record {
+		v := map[string]any{"$type": lexicon.Node, "text": "t" + k, "sortKey": sk, "createdAt": "2026-01-01T00:00:00Z"}
+		if parent != "" {
+			v["parent"] = "at://" + nextDID + "/app.bulleted.node/" + parent
+		}
+		return store.Record{Collection: lexicon.Node, RKey: k, CID: "c" + k + sk, Value: store.MustValue(v)}
+	}
+	note := func(k string) store.Record {
+		return store.Record{Collection: lexicon.Note, RKey: k, CID: "n" + k, Value: store.MustValue(map[string]any{"$type": lexicon.Note, "text": "n" + k,
+			"subject": "at://" + nextDID + "/app.bulleted.node/" + k})}
+	}
+	var sub []string // the subtree of "big", parents before children
+	recs = append(recs, node("big", "", "a"), node("keep", "", "b"))
+	for i := range 1500 {
+		k, parent := fmt.Sprintf("s%05d", i), "big"
+		if i > 0 && rng.IntN(3) > 0 {
+			parent = sub[rng.IntN(len(sub))]
+		}
+		sub = append(sub, k)
+		recs = append(recs, node(k, parent, fmt.Sprintf("k%05d", i)), note(k))
+	}
+	for i := range 600 {
+		recs = append(recs, node(fmt.Sprintf("u%05d", i), "keep", fmt.Sprintf("k%05d", i)))
+	}
+	slices.SortFunc(recs, store.CompareRecords)
+	tr := outline.Build(&store.Snapshot{DID: nextDID, Commit: "c0", Rev: "r0", Records: recs})
+	var del []store.Record
+	for i := len(sub) - 1; i >= 0; i-- {
+		del = append(del, store.Record{Collection: lexicon.Node, RKey: sub[i]}, store.Record{Collection: lexicon.Note, RKey: sub[i]})
+	}
+	del = append(del, store.Record{Collection: lexicon.Node, RKey: "big"})
+	var edits []store.Record
+	for i := range 600 {
+		k := fmt.Sprintf("u%05d", i)
+		if i%2 == 0 {
+			edits = append(edits, node(k, "", fmt.Sprintf("m%05d", i))) // to the top level
+		} else {
+			edits = append(edits, node(fmt.Sprintf("v%05d", i), "keep", fmt.Sprintf("j%05d", i)), note(k))
+		}
+	}
+	full0 := outline.FullBuilds()
+	for step, ch := range [][]store.Record{del, edits} {
+		before := tr.Describe()
+		recs = applyAll(recs, ch)
+		want := outline.Build(&store.Snapshot{DID: nextDID, Commit: tr.Commit, Rev: tr.Rev, Records: recs}).Describe()
+		pre := tr.Next(tr.Commit, tr.Rev, ch)
+		if got := pre.Describe(); got != want {
+			t.Fatalf("step %d: the preview:\n%s", step, diffLine(got, want))
+		}
+		if pre.Describe() == before || tr.Describe() != before {
+			t.Fatalf("step %d: the preview changed nothing, or its tree", step)
+		}
+		// a commit made from the preview tree, as a batch's next step is
+		// (with makes a new base of the overlay)
+		extra := []store.Record{node(fmt.Sprint("x", step), "keep", "zz"), {Collection: lexicon.Node, RKey: "u00001"}}
+		want = outline.Build(&store.Snapshot{DID: nextDID, Commit: "x", Rev: "x", Records: applyAll(recs, extra)}).Describe()
+		if got := pre.Next("x", "x", extra).Describe(); got != want {
+			t.Fatalf("step %d: a commit made from the preview:\n%s", step, diffLine(got, want))
+		}
+		commit := fmt.Sprint("c", step+1)
+		want = outline.Build(&store.Snapshot{DID: nextDID, Commit: commit, Rev: commit, Records: recs}).Describe()
+		if tr = tr.Next(commit, commit, ch); tr.Describe() != want {
+			t.Fatalf("step %d: the commit:\n%s", step, diffLine(tr.Describe(), want))
+		}
+	}
+	if n := outline.FullBuilds() - full0; n > 0 {
+		t.Fatalf("%d previews or commits built the whole tree", n)
+	}
+}
