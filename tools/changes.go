@@ -55,8 +55,8 @@ type changeSet struct {
 // tree before with the tree after (before with p's writes); a note's write marks its bullet changed.
 // Past limit bullets only their kinds are counted.
 func changesOf(before, after *outline.Tree, p *outline.Plan, limit int) *changeSet {
-	seen := map[string]int{}    // key → index in list, or -1 past the limit
-	kinds := map[string]uint8{} // key → the kinds of change seen (kindBit)
+	seen := make(map[string]int, len(p.Writes))    // key → index in list, or -1 past the limit
+	kinds := make(map[string]uint8, len(p.Writes)) // key → the kinds of change seen (kindBit)
 	var out []Change
 	get := func(t *outline.Tree, coll, key string) *outline.Item {
 		if coll == lexicon.Mirror {
@@ -95,13 +95,14 @@ func changesOf(before, after *outline.Tree, p *outline.Plan, limit int) *changeS
 			// counted as added or deleted is only that, and a delete is
 			// counted from the plan, without looking either tree up (a
 			// 10,000-bullet delete looked 30,000 keys up by halves)
-			if ks := kinds[w.RKey]; ks&(kindBit["added"]|kindBit["deleted"]) != 0 {
+			ks, again := kinds[w.RKey]
+			if ks&(addedBit|deletedBit) != 0 {
 				continue
 			}
 			if w.Op == store.Delete && !note && prev != nil {
 				if prev[i] != nil {
-					kinds[w.RKey] |= kindBit["deleted"]
-					if _, again := seen[w.RKey]; !again {
+					kinds[w.RKey] = ks | deletedBit
+					if !again {
 						seen[w.RKey] = -1
 					}
 				}
@@ -208,4 +209,6 @@ func changesOf(before, after *outline.Tree, p *outline.Plan, limit int) *changeS
 }
 
 // kindBit are the kinds of change as bits, for counting them per bullet.
-var kindBit = map[string]uint8{"added": 1, "moved": 2, "changed": 4, "deleted": 8}
+var kindBit = map[string]uint8{"added": addedBit, "moved": 2, "changed": 4, "deleted": deletedBit}
+
+const addedBit, deletedBit = 1, 8

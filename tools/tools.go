@@ -408,7 +408,7 @@ func writeResult(out *outline.Outcome, a Args) *mcp.CallToolResult {
 func writeReport(out *outline.Outcome, rep report) *mcp.CallToolResult {
 	rows, dump := previewRows, true
 	if out.DryRun && out.Before != nil && len(out.Plan.Writes) > 0 {
-		rep.after = out.Before.Next(out.Before.Commit, out.Before.Rev, outline.WriteChanges(out.Plan.Writes))
+		rep.after = out.After()
 		rep.changes, rep.maxCh = changesOf(out.Before, rep.after, out.Plan, maxChanges), maxChanges
 	}
 	for {

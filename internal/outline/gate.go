@@ -259,11 +259,17 @@ func gate(t *Tree, plan *Plan) (Verdict, error) {
 	// rule 2: deleted nodes take their children (deleted or re-parented)
 	// and their note and rooted records along
 	var deletedNodes []string
-	for _, w := range plan.Writes {
+	known := plan.itemsOn(t) // the items the planner found, when t is its tree
+	for i, w := range plan.Writes {
 		if w.Op != store.Delete || w.Collection != lexicon.Node {
 			continue
 		}
-		it := t.Nodes.Get(w.RKey)
+		var it *Item
+		if known != nil && known[i] != nil && known[i].Rec.RKey == w.RKey && !known[i].Mirror {
+			it = known[i]
+		} else {
+			it = t.Nodes.Get(w.RKey)
+		}
 		if it == nil {
 			continue
 		}

@@ -20,8 +20,14 @@ import (
 // hangs, a parent cycle made or broken) are rare; for them the tree is built
 // again from every record, which gives the same tree.
 func (t *Tree) Next(commit, rev string, changes []store.Record) *Tree {
+	return t.nextWith(commit, rev, changes, nil)
+}
+
+// nextWith is Next given the item of t each change replaces, where known
+// (olds[i] for changes[i], nil: look it up).
+func (t *Tree) nextWith(commit, rev string, changes []store.Record, olds []*Item) *Tree {
 	nexts.Add(1)
-	if nt := t.next(commit, rev, changes); nt != nil {
+	if nt := t.next(commit, rev, changes, olds); nt != nil {
 		return nt
 	}
 	fullBuilds.Add(1)
@@ -81,6 +87,18 @@ func itemID(it *Item) string {
 	return "n/" + it.Rec.RKey
 }
 
+// iid names a node or a mirror in next's maps (itemID without building
+// a string).
+type iid struct {
+	mirror bool
+	key    string
+}
+
+func idOf(it *Item) iid { return iid{it.Mirror, it.Rec.RKey} }
+
+// nodeID is the iid of node key.
+func nodeID(key string) iid { return iid{false, key} }
+
 // containerOf is the sibling list it is in.
 func containerOf(it *Item) string {
 	switch {
@@ -94,7 +112,7 @@ func containerOf(it *Item) string {
 
 // siblingEdit is what happens to one sibling list.
 type siblingEdit struct {
-	remove map[string]bool // item IDs leaving (or replaced in) the list
+	remove map[iid]bool // items leaving (or replaced in) the list
 	add    []*Item         // items joining it (or their new versions)
 }
 
@@ -102,11 +120,11 @@ type siblingEdit struct {
 // before it, and what the commit changes, gathered part by part.
 type nextState struct {
 	t    *Tree
-	repl map[string]*Item // item ID → new version (nil: deleted)
+	repl map[iid]*Item // new versions (nil: deleted)
 	// prev is the item before the commit of each ID in repl that had one:
 	// looked up once (a search by halves in the nodes' base) rather than
 	// again by every step
-	prev map[string]*Item
+	prev map[iid]*Item
 	// leaving counts the items that leave the sibling list of a node the
 	// commit deletes (a list that goes with its node is not rebuilt)
 	leaving   map[string]int
@@ -128,11 +146,14 @@ type nextState struct {
 }
 
 // next is Next without the fallback: nil when it cannot tell.
-func (t *Tree) next(commit, rev string, changes []store.Record) *Tree {
-	s := &nextState{t: t, repl: map[string]*Item{}, prev: map[string]*Item{}, leaving: map[string]int{}, comments: t.Comments, edits: map[string]*siblingEdit{},
+func (t *Tree) next(commit, rev string, changes []store.Record, olds []*Item) *Tree {
+	s := &nextState{t: t, repl: make(map[iid]*Item, len(changes)), prev: make(map[iid]*Item, len(changes)), leaving: map[string]int{}, comments: t.Comments, edits: map[string]*siblingEdit{},
 		noteCh: map[string]slot[store.Record]{}, policyCh: map[string]slot[store.Record]{},
 		outlineCh: map[string]slot[store.Record]{}, otherCh: map[string]slot[store.Record]{}}
-	if !s.classify(changes) || !s.noteVersions() {
+	if len(olds) != len(changes) {
+		olds = nil
+	}
+	if !s.classify(changes, olds) || !s.noteVersions() {
 		return nil
 	}
 	s.preview = commit == t.Commit && rev == t.Rev
@@ -152,22 +173,22 @@ func (t *Tree) next(commit, rev string, changes []store.Record) *Tree {
 
 // old is the item of that ID in the tree before the commit, or nil: for
 // an ID in repl, the one found when it was put there.
-func (s *nextState) old(id string) *Item {
+func (s *nextState) old(id iid) *Item {
 	if o, ok := s.prev[id]; ok {
 		return o
 	}
 	if _, ok := s.repl[id]; ok {
 		return nil
 	}
-	if id[0] == 'm' {
-		return s.t.Mirrors.Get(id[2:])
+	if id.mirror {
+		return s.t.Mirrors.Get(id.key)
 	}
-	return s.t.Nodes.Get(id[2:])
+	return s.t.Nodes.Get(id.key)
 }
 
 // replace sets the new version of an item (nil: deleted) and the one it
 // replaces (nil: none).
-func (s *nextState) replace(id string, it, o *Item) {
+func (s *nextState) replace(id iid, it, o *Item) {
 	s.repl[id] = it
 	if o != nil {
 		s.prev[id] = o
@@ -176,13 +197,13 @@ func (s *nextState) replace(id string, it, o *Item) {
 
 // deleted tells whether the commit deletes node key (a node there before).
 func (s *nextState) deleted(key string) bool {
-	it, ok := s.repl["n/"+key]
+	it, ok := s.repl[nodeID(key)]
 	return ok && it == nil
 }
 
 // finalNode is the node of that key after the commit, or nil.
 func (s *nextState) finalNode(key string) *Item {
-	if it, ok := s.repl["n/"+key]; ok {
+	if it, ok := s.repl[nodeID(key)]; ok {
 		return it
 	}
 	return s.t.Nodes.Get(key)
@@ -193,19 +214,24 @@ func (s *nextState) finalNode(key string) *Item {
 // the list (comment), notes, policies, outlines and other collections are
 // kept as changes to their maps. false: a change to an item in a parent
 // cycle.
-func (s *nextState) classify(changes []store.Record) bool {
-	last := make(map[string]int, len(changes))
+func (s *nextState) classify(changes []store.Record, olds []*Item) bool {
+	type path struct{ coll, rkey string }
+	last := make(map[path]int, len(changes))
 	for i, c := range changes {
-		last[c.Collection+"/"+c.RKey] = i
+		last[path{c.Collection, c.RKey}] = i
 	}
 	for i, c := range changes {
-		if last[c.Collection+"/"+c.RKey] != i {
+		if last[path{c.Collection, c.RKey}] != i {
 			continue
 		}
 		ch := slot[store.Record]{c, !c.Value.IsZero()}
 		switch c.Collection {
 		case lexicon.Node, lexicon.Mirror:
-			if !s.item(c) {
+			var o *Item
+			if olds != nil {
+				o = olds[i]
+			}
+			if !s.item(c, o) {
 				return false
 			}
 		case lexicon.Note:
@@ -225,14 +251,13 @@ func (s *nextState) classify(changes []store.Record) bool {
 
 // item makes the new version of a changed node or mirror (nil when
 // deleted): its parent read, its children carried over, and its validation
-// result too when the record (CID) is the same. false: the item was in a
-// parent cycle.
-func (s *nextState) item(c store.Record) bool {
-	id := "m/" + c.RKey
-	if c.Collection == lexicon.Node {
-		id = "n/" + c.RKey
+// result too when the record (CID) is the same; o is the item it replaces
+// when known (nil: looked up). false: the item was in a parent cycle.
+func (s *nextState) item(c store.Record, o *Item) bool {
+	id := iid{c.Collection == lexicon.Mirror, c.RKey}
+	if o == nil || o.Rec.RKey != c.RKey || o.Mirror != (c.Collection == lexicon.Mirror) {
+		o = s.old(id)
 	}
-	o := s.old(id)
 	if o != nil && o.Detached == cycleReason {
 		return false
 	}
@@ -284,7 +309,7 @@ func (s *nextState) comment(c store.Record) {
 // is in a parent cycle.
 func (s *nextState) noteVersions() bool {
 	for rk := range s.noteCh {
-		id := "n/" + rk
+		id := nodeID(rk)
 		if _, ok := s.repl[id]; ok {
 			continue
 		}
@@ -331,7 +356,7 @@ func (s *nextState) reattaches() bool {
 	}
 	for _, d := range s.t.Detached {
 		if !d.pbad && d.pkey != "" && slices.Contains(s.created, d.pkey) {
-			if _, changed := s.repl[itemID(d)]; !changed {
+			if _, changed := s.repl[idOf(d)]; !changed {
 				return true
 			}
 		}
@@ -368,7 +393,7 @@ func (s *nextState) makesCycle() bool {
 func (s *nextState) edit(c string) *siblingEdit {
 	e := s.edits[c]
 	if e == nil {
-		e = &siblingEdit{remove: map[string]bool{}}
+		e = &siblingEdit{remove: map[iid]bool{}}
 		s.edits[c] = e
 		s.work = append(s.work, c)
 	}
@@ -405,7 +430,7 @@ func (s *nextState) propagate() {
 		if c == topLevel || c == detachedList {
 			continue
 		}
-		id := "n/" + c
+		id := nodeID(c)
 		if _, ok := s.repl[id]; ok {
 			continue // a new version already in its lists, or deleted (checked in relist)
 		}
@@ -450,7 +475,7 @@ func (s *nextState) relist(nt *Tree) bool {
 		case detachedList:
 			nt.Detached = list
 		default:
-			p := s.repl["n/"+c]
+			p := s.repl[nodeID(c)]
 			if p == nil {
 				if len(list) > 0 {
 					return false
@@ -510,7 +535,7 @@ func (s *nextState) splice(base []*Item, e *siblingEdit) []*Item {
 func (s *nextState) spliceAll(base []*Item, e *siblingEdit) []*Item {
 	list := make([]*Item, 0, len(base)+len(e.add))
 	for _, it := range base {
-		if !e.remove[itemID(it)] {
+		if !e.remove[idOf(it)] {
 			list = append(list, it)
 		}
 	}
@@ -534,11 +559,11 @@ func compareItems(a, b *Item) int {
 // would be detached): not all of its children leave its list.
 func (s *nextState) leavesChildren() bool {
 	for id, it := range s.repl {
-		if it != nil || id[0] != 'n' {
+		if it != nil || id.mirror {
 			continue
 		}
-		if e := s.edits[id[2:]]; e == nil {
-			if o := s.prev[id]; o != nil && s.leaving[id[2:]] < len(o.Children) {
+		if e := s.edits[id.key]; e == nil {
+			if o := s.prev[id]; o != nil && s.leaving[id.key] < len(o.Children) {
 				return true
 			}
 		}
@@ -550,12 +575,12 @@ func (s *nextState) leavesChildren() bool {
 // are set already; policies, outlines, other collections from their
 // changes) and its record count.
 func (s *nextState) indexes(nt *Tree) {
-	nodeCh, mirrorCh := map[string]slot[*Item]{}, map[string]slot[*Item]{}
+	nodeCh, mirrorCh := make(map[string]slot[*Item], len(s.repl)), map[string]slot[*Item]{}
 	for id, it := range s.repl {
-		if id[0] == 'm' {
-			mirrorCh[id[2:]] = slot[*Item]{it, it != nil}
+		if id.mirror {
+			mirrorCh[id.key] = slot[*Item]{it, it != nil}
 		} else {
-			nodeCh[id[2:]] = slot[*Item]{it, it != nil}
+			nodeCh[id.key] = slot[*Item]{it, it != nil}
 		}
 	}
 	t := s.t
@@ -575,11 +600,7 @@ func (s *nextState) itemMap(m *Map[*Item], ch map[string]slot[*Item]) Map[*Item]
 	}
 	n := m.Len()
 	for k, c := range ch {
-		id := "n/" + k
-		if m == &s.t.Mirrors {
-			id = "m/" + k
-		}
-		switch _, had := s.prev[id]; {
+		switch _, had := s.prev[iid{m == &s.t.Mirrors, k}]; {
 		case had && !c.ok:
 			n--
 		case !had && c.ok:

@@ -43,16 +43,18 @@ type Planner struct {
 	labels  []string
 	step    string              // the batch op being planned ("ops[1]"), for labels
 	index   map[string]int      // path → index in writes
-	prior   map[string]priorRec // path → the record before the plan
+	priors  []priorRec          // by index in writes: the record before the plan
 	created map[string]bool     // paths of records this plan's key list minted
 	dirty   []string            // paths changed since the tree was last advanced
 	shared  map[string]bool     // parents in other repositories admitted for contributions (insertShared)
 }
 
-// priorRec is a record's state in the snapshot the plan is made against.
+// priorRec is a record's state in the snapshot the plan is made against
+// (and its item there, for a node or a mirror).
 type priorRec struct {
 	exists bool
 	rec    store.Record
+	item   *Item
 }
 
 // keyList hands out record keys: the keys an earlier attempt of the same
@@ -82,7 +84,7 @@ func (k *keyList) get() string {
 func (e *Engine) newPlanner(ctx context.Context, t *Tree, now time.Time, keys *keyList) *Planner {
 	keys.next = 0
 	return &Planner{e: e, ctx: ctx, t: t, base: t, now: now, keys: keys,
-		index: map[string]int{}, prior: map[string]priorRec{}, created: map[string]bool{}}
+		index: map[string]int{}, created: map[string]bool{}}
 }
 
 // now is the timestamp used for createdAt and completedAt: one per
@@ -121,13 +123,13 @@ func (p *Planner) add(w store.Write, prior priorRec, label string) {
 	}
 	i, seen := p.index[path]
 	if !seen {
-		p.prior[path] = prior
 		i = len(p.writes)
 		p.index[path] = i
 		p.writes = append(p.writes, store.Write{})
 		p.labels = append(p.labels, label)
+		p.priors = append(p.priors, prior)
 	} else {
-		prior = p.prior[path]
+		prior = p.priors[i]
 		if label != "" {
 			p.labels[i] = label
 		}
@@ -152,8 +154,18 @@ func (p *Planner) add(w store.Write, prior priorRec, label string) {
 // priorOf is the state of coll/rkey before the plan (as far as the plan's
 // base snapshot knows).
 func (p *Planner) priorOf(coll, rkey string) priorRec {
-	if pr, ok := p.prior[coll+"/"+rkey]; ok {
-		return pr
+	if i, ok := p.index[coll+"/"+rkey]; ok {
+		return p.priors[i]
+	}
+	if coll == lexicon.Node || coll == lexicon.Mirror {
+		m := &p.base.Nodes
+		if coll == lexicon.Mirror {
+			m = &p.base.Mirrors
+		}
+		if it := m.Get(rkey); it != nil {
+			return priorRec{exists: true, rec: it.Rec, item: it}
+		}
+		return priorRec{}
 	}
 	rec, ok := p.record(coll, rkey)
 	return priorRec{exists: ok, rec: rec}
@@ -261,7 +273,7 @@ func (p *Planner) advance() {
 			changes = append(changes, store.Record{Collection: w.Collection, RKey: w.RKey})
 		default: // folded away: the record as it was before the plan
 			coll, rkey, _ := strings.Cut(path, "/")
-			if pr := p.prior[path]; pr.exists {
+			if pr := p.priors[p.index[path]]; pr.exists {
 				changes = append(changes, pr.rec)
 			} else {
 				changes = append(changes, store.Record{Collection: coll, RKey: rkey})
@@ -286,22 +298,26 @@ func (p *Planner) finish() (*Plan, error) {
 	ws := make([]store.Write, 0, len(p.writes))
 	labels := make([]string, 0, len(p.writes))
 	prev := make([]*store.Record, 0, len(p.writes))
+	items := make([]*Item, 0, len(p.writes))
+	recs := make([]store.Record, 0, len(p.writes)) // one allocation for the records of prev
 	for i, w := range p.writes {
 		if w.Op == "" {
 			continue
 		}
 		ws = append(ws, w)
 		labels = append(labels, p.labels[i])
-		pr := p.prior[w.Collection+"/"+w.RKey]
+		pr := p.priors[i]
+		items = append(items, pr.item)
 		if pr.exists {
-			r := pr.rec
-			prev = append(prev, &r)
+			recs = append(recs, pr.rec)
+			prev = append(prev, &recs[len(recs)-1])
 		} else {
 			prev = append(prev, nil)
 		}
 	}
 	p.plan.Writes = ws
 	p.plan.Prev = prev
+	p.plan.items, p.plan.base = items, p.base
 	p.plan.Labels = labels
 	p.plan.Shared = p.shared
 	p.plan.Cost = store.Cost(ws)
