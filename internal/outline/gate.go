@@ -64,21 +64,24 @@ func (v Verdict) Removed() int { return v.Bullets + v.Mirrors }
 // tree and the plan's writes without building it.
 type gateView struct {
 	t      *Tree
-	writes map[string]int // "collection/rkey" → index in plan.Writes
+	writes map[recPath]int // index in plan.Writes
 	plan   *Plan
 }
 
+// recPath names a record.
+type recPath struct{ coll, rkey string }
+
 func newGateView(t *Tree, plan *Plan) *gateView {
-	g := &gateView{t: t, plan: plan, writes: make(map[string]int, len(plan.Writes))}
+	g := &gateView{t: t, plan: plan, writes: make(map[recPath]int, len(plan.Writes))}
 	for i, w := range plan.Writes {
-		g.writes[w.Collection+"/"+w.RKey] = i
+		g.writes[recPath{w.Collection, w.RKey}] = i
 	}
 	return g
 }
 
 // write is the plan's write of coll/rkey, if it has one.
 func (g *gateView) write(coll, rkey string) (store.Write, bool) {
-	i, ok := g.writes[coll+"/"+rkey]
+	i, ok := g.writes[recPath{coll, rkey}]
 	if !ok {
 		return store.Write{}, false
 	}
@@ -231,7 +234,7 @@ func gate(t *Tree, plan *Plan) (Verdict, error) {
 					"note %s has no bullet %s to belong to", w.RKey, w.RKey)
 			}
 			if planned && nw.Op == store.Create && w.Op == store.Create {
-				if batchOf(g.writes[lexicon.Node+"/"+w.RKey]) != batchOf(i) {
+				if batchOf(g.writes[recPath{lexicon.Node, w.RKey}]) != batchOf(i) {
 					return v, gateFail(ErrInvalidInput, "report this plan: a bullet and its note must be created in one commit",
 						"note %s would be created in another commit than its bullet", w.RKey)
 				}

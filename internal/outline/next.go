@@ -113,7 +113,7 @@ func containerOf(it *Item) string {
 // siblingEdit is what happens to one sibling list.
 type siblingEdit struct {
 	remove map[iid]bool // items leaving (or replaced in) the list
-	add    []*Item         // items joining it (or their new versions)
+	add    []*Item      // items joining it (or their new versions)
 }
 
 // nextState is one commit being applied to a tree by next: the tree
@@ -125,9 +125,14 @@ type nextState struct {
 	// looked up once (a search by halves in the nodes' base) rather than
 	// again by every step
 	prev map[iid]*Item
+	// changed is repl as a list, in the order set (walked without the
+	// maps' lookups)
+	changed []change
 	// leaving counts the items that leave the sibling list of a node the
-	// commit deletes (a list that goes with its node is not rebuilt)
+	// commit deletes (a list that goes with its node is not rebuilt); gone
+	// are the nodes deleted
 	leaving   map[string]int
+	gone      []*Item
 	noteCh    map[string]slot[store.Record]
 	policyCh  map[string]slot[store.Record]
 	outlineCh map[string]slot[store.Record]
@@ -147,7 +152,7 @@ type nextState struct {
 
 // next is Next without the fallback: nil when it cannot tell.
 func (t *Tree) next(commit, rev string, changes []store.Record, olds []*Item) *Tree {
-	s := &nextState{t: t, repl: make(map[iid]*Item, len(changes)), prev: make(map[iid]*Item, len(changes)), leaving: map[string]int{}, comments: t.Comments, edits: map[string]*siblingEdit{},
+	s := &nextState{t: t, repl: make(map[iid]*Item, len(changes)), prev: make(map[iid]*Item, len(changes)), changed: make([]change, 0, len(changes)), leaving: map[string]int{}, comments: t.Comments, edits: map[string]*siblingEdit{},
 		noteCh: map[string]slot[store.Record]{}, policyCh: map[string]slot[store.Record]{},
 		outlineCh: map[string]slot[store.Record]{}, otherCh: map[string]slot[store.Record]{}}
 	if len(olds) != len(changes) {
@@ -186,13 +191,21 @@ func (s *nextState) old(id iid) *Item {
 	return s.t.Nodes.Get(id.key)
 }
 
+// change is one entry of repl: an item's new version (nil: deleted) and
+// the one it replaces (nil: none).
+type change struct {
+	id    iid
+	it, o *Item
+}
+
 // replace sets the new version of an item (nil: deleted) and the one it
-// replaces (nil: none).
+// replaces (nil: none); an item is replaced once.
 func (s *nextState) replace(id iid, it, o *Item) {
 	s.repl[id] = it
 	if o != nil {
 		s.prev[id] = o
 	}
+	s.changed = append(s.changed, change{id, it, o})
 }
 
 // deleted tells whether the commit deletes node key (a node there before).
@@ -216,12 +229,15 @@ func (s *nextState) finalNode(key string) *Item {
 // cycle.
 func (s *nextState) classify(changes []store.Record, olds []*Item) bool {
 	type path struct{ coll, rkey string }
-	last := make(map[path]int, len(changes))
-	for i, c := range changes {
-		last[path{c.Collection, c.RKey}] = i
+	var last map[path]int
+	if olds == nil { // a plan's writes (olds known) are one per record
+		last = make(map[path]int, len(changes))
+		for i, c := range changes {
+			last[path{c.Collection, c.RKey}] = i
+		}
 	}
 	for i, c := range changes {
-		if last[path{c.Collection, c.RKey}] != i {
+		if last != nil && last[path{c.Collection, c.RKey}] != i {
 			continue
 		}
 		ch := slot[store.Record]{c, !c.Value.IsZero()}
@@ -264,6 +280,9 @@ func (s *nextState) item(c store.Record, o *Item) bool {
 	if c.Value.IsZero() {
 		if o != nil {
 			s.replace(id, nil, o)
+			if !o.Mirror {
+				s.gone = append(s.gone, o)
+			}
 		}
 		return true
 	}
@@ -327,7 +346,8 @@ func (s *nextState) noteVersions() bool {
 // detached (with the reason) when its parent field is unusable or names a
 // node that does not exist after the commit.
 func (s *nextState) place() {
-	for _, it := range s.repl {
+	for _, ch := range s.changed {
+		it := ch.it
 		if it == nil {
 			continue
 		}
@@ -368,7 +388,8 @@ func (s *nextState) reattaches() bool {
 // cycle (made by the commit, or an old one), or a parent that vanished.
 func (s *nextState) makesCycle() bool {
 	limit := s.t.Nodes.Len() + len(s.repl) + 1
-	for _, it := range s.repl {
+	for _, ch := range s.changed {
+		it := ch.it
 		if it == nil || it.Detached != "" || it.pkey == "" {
 			continue
 		}
@@ -405,9 +426,15 @@ func (s *nextState) edit(c string) *siblingEdit {
 // a node the commit deletes is not edited: its items leaving are counted
 // (leavesChildren checks that none stays).
 func (s *nextState) siblingEdits() {
-	for id, it := range s.repl {
-		if o := s.prev[id]; o != nil {
-			if c := containerOf(o); c != topLevel && c != detachedList && s.deleted(c) {
+	lastC, lastGone := "", false // siblings come together: their list's answer kept
+	for _, ch := range s.changed {
+		id, it := ch.id, ch.it
+		if o := ch.o; o != nil {
+			c := containerOf(o)
+			if c != lastC {
+				lastC, lastGone = c, c != topLevel && c != detachedList && s.deleted(c)
+			}
+			if lastGone {
 				s.leaving[c]++
 			} else {
 				s.edit(c).remove[id] = true
@@ -558,14 +585,9 @@ func compareItems(a, b *Item) int {
 // leavesChildren tells whether a deleted node still has children (which
 // would be detached): not all of its children leave its list.
 func (s *nextState) leavesChildren() bool {
-	for id, it := range s.repl {
-		if it != nil || id.mirror {
-			continue
-		}
-		if e := s.edits[id.key]; e == nil {
-			if o := s.prev[id]; o != nil && s.leaving[id.key] < len(o.Children) {
-				return true
-			}
+	for _, o := range s.gone {
+		if len(o.Children) > 0 && s.edits[o.Key()] == nil && s.leaving[o.Key()] < len(o.Children) {
+			return true
 		}
 	}
 	return false
@@ -576,7 +598,8 @@ func (s *nextState) leavesChildren() bool {
 // changes) and its record count.
 func (s *nextState) indexes(nt *Tree) {
 	nodeCh, mirrorCh := make(map[string]slot[*Item], len(s.repl)), map[string]slot[*Item]{}
-	for id, it := range s.repl {
+	for _, ch := range s.changed {
+		id, it := ch.id, ch.it
 		if id.mirror {
 			mirrorCh[id.key] = slot[*Item]{it, it != nil}
 		} else {
@@ -626,20 +649,24 @@ func (s *nextState) noteMap() Map[store.Record] {
 			n++
 		}
 	}
-	return m.overlay(s.noteCh, n)
+	return m.overlay(maps.Clone(s.noteCh), n)
 }
 
 // overlay is m with changes kept beside its base (n keys in all), however
 // many: a version to look at and drop (with makes a new base past a share
 // of the size, which only a version later ones are made from repays; the
-// first with from this one makes it). A deletion of a key not in the base
-// stays as a deleted slot, which reads as absent.
+// first with from this one makes it). It takes changes over (m's own
+// changes since its base are added to it). A deletion of a key not in the
+// base stays as a deleted slot, which reads as absent.
 func (m *Map[V]) overlay(changes map[string]slot[V], n int) Map[V] {
 	out := *m
 	out.n = n
-	out.top = make(map[string]slot[V], len(m.top)+len(changes))
-	maps.Copy(out.top, m.top)
-	maps.Copy(out.top, changes)
+	for k, c := range m.top {
+		if _, ok := changes[k]; !ok {
+			changes[k] = c
+		}
+	}
+	out.top = changes
 	return out
 }
 

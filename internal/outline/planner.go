@@ -41,12 +41,12 @@ type Planner struct {
 	plan    Plan
 	writes  []store.Write // in plan order; Op "" = folded away
 	labels  []string
-	step    string              // the batch op being planned ("ops[1]"), for labels
-	index   map[string]int      // path → index in writes
-	priors  []priorRec          // by index in writes: the record before the plan
-	created map[string]bool     // paths of records this plan's key list minted
-	dirty   []string            // paths changed since the tree was last advanced
-	shared  map[string]bool     // parents in other repositories admitted for contributions (insertShared)
+	step    string          // the batch op being planned ("ops[1]"), for labels
+	index   map[string]int  // path → index in writes
+	priors  []priorRec      // by index in writes: the record before the plan
+	created map[string]bool // paths of records this plan's key list minted
+	dirty   []string        // paths changed since the tree was last advanced
+	shared  map[string]bool // parents in other repositories admitted for contributions (insertShared)
 }
 
 // priorRec is a record's state in the snapshot the plan is made against
