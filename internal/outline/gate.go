@@ -294,7 +294,7 @@ func gate(t *Tree, plan *Plan) (Verdict, error) {
 			return v, gateFail(ErrHasChildren, "delete them too (children=subtree), lift them (children=lift), or move them elsewhere first",
 				"deleting %s would leave %s without a parent", w.RKey, strings.Join(kept, ", "))
 		}
-		if _, ok := t.Record(lexicon.Note, w.RKey); ok && g.exists(lexicon.Note, w.RKey) {
+		if it.Note != nil && g.exists(lexicon.Note, w.RKey) { // the item carries its note
 			return v, gateFail(ErrInvalidInput, "delete the bullet's note with it",
 				"bullet %s would be deleted but its note kept", w.RKey)
 		}

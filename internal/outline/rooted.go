@@ -17,6 +17,9 @@ func (p *Planner) itemURI(it *Item) string { return p.t.uri(it.Rec.Collection, i
 // in gone (whatever their record key), and a policy keyed by a deleted
 // bullet's record key without a root (the older form), and says which.
 func (p *Planner) deleteRooted(gone []*Item) {
+	if p.t.Outlines.Len()+p.t.Policies.Len() == 0 {
+		return // nothing can be rooted at them (and no URI of each is made)
+	}
 	uris := make(map[string]bool, len(gone))
 	keys := make(map[string]bool, len(gone))
 	for _, it := range gone {
