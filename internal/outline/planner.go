@@ -50,12 +50,14 @@ type Planner struct {
 }
 
 // priorRec is a record's state in the snapshot the plan is made against
-// (and its item there, for a node or a mirror).
+// (rec nil: absent), and its item there, for a node or a mirror (rec is
+// then the item's own record, which is never modified).
 type priorRec struct {
-	exists bool
-	rec    store.Record
-	item   *Item
+	rec  *store.Record
+	item *Item
 }
+
+func (pr priorRec) exists() bool { return pr.rec != nil }
 
 // keyList hands out record keys: the keys an earlier attempt of the same
 // operation minted first (so that a re-plan creates the same records), then
@@ -138,10 +140,10 @@ func (p *Planner) add(w store.Write, prior priorRec, label string) {
 	present := w.Op != store.Delete
 	var out store.Write
 	switch {
-	case !prior.exists && !present:
-	case !prior.exists && present:
+	case !prior.exists() && !present:
+	case !prior.exists() && present:
 		out = store.Write{Op: store.Create, Collection: w.Collection, RKey: w.RKey, Value: w.Value}
-	case prior.exists && !present:
+	case prior.exists() && !present:
 		out = store.Write{Op: store.Delete, Collection: w.Collection, RKey: w.RKey}
 	default:
 		if !prior.rec.Value.Equal(store.PlannedValue(w.Value)) { // DAG-CBOR is canonical
@@ -163,12 +165,15 @@ func (p *Planner) priorOf(coll, rkey string) priorRec {
 			m = &p.base.Mirrors
 		}
 		if it := m.Get(rkey); it != nil {
-			return priorRec{exists: true, rec: it.Rec, item: it}
+			return priorRec{rec: &it.Rec, item: it}
 		}
 		return priorRec{}
 	}
 	rec, ok := p.record(coll, rkey)
-	return priorRec{exists: ok, rec: rec}
+	if !ok {
+		return priorRec{}
+	}
+	return priorRec{rec: &rec}
 }
 
 // create adds a create; label names the input it came from ("nodes[1]"). A
@@ -176,7 +181,7 @@ func (p *Planner) priorOf(coll, rkey string) priorRec {
 // left as it is and counted as done.
 func (p *Planner) create(coll, rkey string, value map[string]any, label string) {
 	pr := p.priorOf(coll, rkey)
-	if pr.exists && p.keys.minted(rkey) && !p.written(coll, rkey) {
+	if pr.exists() && p.keys.minted(rkey) && !p.written(coll, rkey) {
 		p.note("%s %s was already created by an earlier attempt of this operation", shortColl(coll), rkey)
 		p.createdEntry(coll, rkey, pr.rec.Value.Map(), label)
 		return
@@ -273,8 +278,8 @@ func (p *Planner) advance() {
 			changes = append(changes, store.Record{Collection: w.Collection, RKey: w.RKey})
 		default: // folded away: the record as it was before the plan
 			coll, rkey, _ := strings.Cut(path, "/")
-			if pr := p.priors[p.index[path]]; pr.exists {
-				changes = append(changes, pr.rec)
+			if pr := p.priors[p.index[path]]; pr.exists() {
+				changes = append(changes, *pr.rec)
 			} else {
 				changes = append(changes, store.Record{Collection: coll, RKey: rkey})
 			}
@@ -299,7 +304,6 @@ func (p *Planner) finish() (*Plan, error) {
 	labels := make([]string, 0, len(p.writes))
 	prev := make([]*store.Record, 0, len(p.writes))
 	items := make([]*Item, 0, len(p.writes))
-	recs := make([]store.Record, 0, len(p.writes)) // one allocation for the records of prev
 	for i, w := range p.writes {
 		if w.Op == "" {
 			continue
@@ -308,12 +312,7 @@ func (p *Planner) finish() (*Plan, error) {
 		labels = append(labels, p.labels[i])
 		pr := p.priors[i]
 		items = append(items, pr.item)
-		if pr.exists {
-			recs = append(recs, pr.rec)
-			prev = append(prev, &recs[len(recs)-1])
-		} else {
-			prev = append(prev, nil)
-		}
+		prev = append(prev, pr.rec) // shared, never modified
 	}
 	p.plan.Writes = ws
 	p.plan.Prev = prev
