@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
@@ -522,6 +523,11 @@ func (s *nextState) relist(nt *Tree) bool {
 // item leaving is not where the order says (a list out of order), every
 // sibling is looked at instead.
 func (s *nextState) splice(base []*Item, e *siblingEdit) []*Item {
+	if len(e.remove) == 0 && len(e.add) > 0 && (len(base) == 0 || less(base[len(base)-1], e.add[0])) && !s.preview {
+		if list, ok := extend(base, e.add); ok {
+			return list
+		}
+	}
 	cut := make([]int, 0, len(e.remove))
 	for id := range e.remove {
 		o := s.old(id)
@@ -535,7 +541,8 @@ func (s *nextState) splice(base []*Item, e *siblingEdit) []*Item {
 		cut = append(cut, i)
 	}
 	slices.Sort(cut)
-	list := make([]*Item, 0, len(base)-len(cut)+len(e.add))
+	n := len(base) - len(cut) + len(e.add)
+	list := make([]*Item, 0, n+headroom(n))
 	at, ci := 0, 0 // base[:at] is placed; cut[:ci] skipped
 	for _, it := range e.add {
 		// after every sibling that sorts before it
@@ -556,6 +563,40 @@ func (s *nextState) splice(base []*Item, e *siblingEdit) []*Item {
 		at = cut[ci] + 1
 	}
 	return append(list, base[at:]...)
+}
+
+// extend is base with add after it, in the room base's array has past its
+// end, when that room is still free: each slot is claimed (nil to the item)
+// once, atomically, so of two trees made from one (two commits, or one
+// brought forward twice at once) one extends the list and the other copies
+// it. A tree's list never changes: the slots claimed lie past the end of
+// every list sharing the array (a list is never extended in place
+// otherwise: appending to a tree's Children or Roots is forbidden). So an
+// item placed after the last of a long list costs O(1), not a copy of the
+// list (issue 41). false: no room, or a slot already taken (the slots
+// claimed before it stay unused).
+func extend(base, add []*Item) ([]*Item, bool) {
+	if cap(base)-len(base) < len(add) {
+		return nil, false
+	}
+	room := base[len(base):cap(base)]
+	for i, it := range add {
+		slot := (*unsafe.Pointer)(unsafe.Pointer(&room[i]))
+		if !atomic.CompareAndSwapPointer(slot, nil, unsafe.Pointer(it)) {
+			return nil, false
+		}
+	}
+	return base[:len(base)+len(add)], true
+}
+
+// headroom is the room a new sibling list of n items gets past its end,
+// for items placed after its last to come without a copy (extend): an
+// eighth for a long list, none for a short one (a copy of it is cheap).
+func headroom(n int) int {
+	if n < 1024 {
+		return 0
+	}
+	return n / 8
 }
 
 // spliceAll is splice looking at every sibling.

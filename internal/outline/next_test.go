@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
@@ -342,5 +343,50 @@ func TestPreviewIsBuild(t *testing.T) {
 	}
 	if n := outline.FullBuilds() - full0; n > 0 {
 		t.Fatalf("%d previews or commits built the whole tree", n)
+	}
+}
+
+// An item placed after the last of a long list extends the list in the
+// room past its end instead of copying it (issue 41), and no tree's list
+// changes for it: of two trees made from one, the first extends the list
+// and the second copies it; each is the tree Build makes, and so is the
+// tree they came from, after.
+func TestNextExtendsLongList(t *testing.T) {
+	tr, _ := longList(3000)
+	parent := "at://" + nextDID + "/app.bulleted.node/p"
+	last := func(k, sk string) []store.Record {
+		return []store.Record{{Collection: lexicon.Node, RKey: k, CID: "c" + k, Value: store.MustValue(map[string]any{
+			"$type": lexicon.Node, "text": k, "sortKey": sk, "parent": parent, "createdAt": "2026-01-01T00:00:00Z"})}}
+	}
+	recs := tr.Records()
+	kids := func(x *outline.Tree) []*outline.Item { return x.Nodes.Get("p").Children }
+	want := func(x *outline.Tree, changes ...[]store.Record) {
+		t.Helper()
+		rs := recs
+		for _, c := range changes {
+			rs = applyAll(rs, c)
+		}
+		if got, w := x.Describe(), outline.Build(&store.Snapshot{DID: nextDID, Commit: x.Commit, Rev: x.Rev, Records: rs}).Describe(); got != w {
+			t.Fatalf("tree %s:\n%s", x.Commit, diffLine(got, w))
+		}
+	}
+	a, b, c := last("na", "t1"), last("nb", "t2"), last("nc", "t3")
+	t1 := tr.Next("c1", "c1", a) // a copy with room past its end (Build's lists have none)
+	t2 := t1.Next("c2", "c2", b) // extends t1's list
+	t3 := t1.Next("c3", "c3", c) // t1's room is taken: a copy
+	t4 := t2.Next("c4", "c4", c) // extends again
+	if unsafe.SliceData(kids(t2)) != unsafe.SliceData(kids(t1)) || unsafe.SliceData(kids(t4)) != unsafe.SliceData(kids(t1)) {
+		t.Fatal("a list was copied to place an item after its last")
+	}
+	if unsafe.SliceData(kids(t3)) == unsafe.SliceData(kids(t1)) {
+		t.Fatal("two trees extended one list")
+	}
+	want(tr)
+	want(t1, a)
+	want(t2, a, b)
+	want(t3, a, c)
+	want(t4, a, b, c)
+	if n := len(kids(t1)); n != 3001 || kids(t1)[n-1].Key() != "na" {
+		t.Fatalf("t1's list changed: %d items", n)
 	}
 }
