@@ -42,10 +42,11 @@ type Planner struct {
 	writes  []store.Write // in plan order; Op "" = folded away
 	labels  []string
 	step    string          // the batch op being planned ("ops[1]"), for labels
-	index   map[string]int  // path → index in writes
+	index   map[recPath]int // index in writes
+	paths   []recPath       // by index in writes: the record written
 	priors  []priorRec      // by index in writes: the record before the plan
 	created map[string]bool // paths of records this plan's key list minted
-	dirty   []string        // paths changed since the tree was last advanced
+	dirty   []int           // writes changed since the tree was last advanced
 	shared  map[string]bool // parents in other repositories admitted for contributions (insertShared)
 }
 
@@ -86,7 +87,7 @@ func (k *keyList) get() string {
 func (e *Engine) newPlanner(ctx context.Context, t *Tree, now time.Time, keys *keyList) *Planner {
 	keys.next = 0
 	return &Planner{e: e, ctx: ctx, t: t, base: t, now: now, keys: keys,
-		index: map[string]int{}, created: map[string]bool{}}
+		index: map[recPath]int{}, created: map[string]bool{}}
 }
 
 // now is the timestamp used for createdAt and completedAt: one per
@@ -119,7 +120,7 @@ func (p *Planner) record(coll, rkey string) (store.Record, bool) {
 // add records one change of a record, folding it with earlier changes of
 // the same record in this plan (see Planner).
 func (p *Planner) add(w store.Write, prior priorRec, label string) {
-	path := w.Collection + "/" + w.RKey
+	path := recPath{w.Collection, w.RKey}
 	if p.step != "" { // within a batch: which op ("ops[1].nodes[0]")
 		label = strings.TrimSuffix(p.step+"."+label, ".")
 	}
@@ -130,13 +131,14 @@ func (p *Planner) add(w store.Write, prior priorRec, label string) {
 		p.writes = append(p.writes, store.Write{})
 		p.labels = append(p.labels, label)
 		p.priors = append(p.priors, prior)
+		p.paths = append(p.paths, path)
 	} else {
 		prior = p.priors[i]
 		if label != "" {
 			p.labels[i] = label
 		}
 	}
-	p.dirty = append(p.dirty, path)
+	p.dirty = append(p.dirty, i)
 	present := w.Op != store.Delete
 	var out store.Write
 	switch {
@@ -156,7 +158,7 @@ func (p *Planner) add(w store.Write, prior priorRec, label string) {
 // priorOf is the state of coll/rkey before the plan (as far as the plan's
 // base snapshot knows).
 func (p *Planner) priorOf(coll, rkey string) priorRec {
-	if i, ok := p.index[coll+"/"+rkey]; ok {
+	if i, ok := p.index[recPath{coll, rkey}]; ok {
 		return p.priors[i]
 	}
 	if coll == lexicon.Node || coll == lexicon.Mirror {
@@ -199,7 +201,7 @@ func (p *Planner) createdEntry(coll, rkey string, value map[string]any, label st
 }
 
 func (p *Planner) written(coll, rkey string) bool {
-	_, ok := p.index[coll+"/"+rkey]
+	_, ok := p.index[recPath{coll, rkey}]
 	return ok
 }
 
@@ -269,19 +271,18 @@ func (p *Planner) advance() {
 		return
 	}
 	changes := make([]store.Record, 0, len(p.dirty))
-	for _, path := range p.dirty {
-		w := p.writes[p.index[path]]
+	for _, i := range p.dirty {
+		w := p.writes[i]
 		switch w.Op {
 		case store.Create, store.Update:
 			changes = append(changes, store.Record{Collection: w.Collection, RKey: w.RKey, Value: store.PlannedValue(w.Value)})
 		case store.Delete:
 			changes = append(changes, store.Record{Collection: w.Collection, RKey: w.RKey})
 		default: // folded away: the record as it was before the plan
-			coll, rkey, _ := strings.Cut(path, "/")
-			if pr := p.priors[p.index[path]]; pr.exists() {
+			if pr := p.priors[i]; pr.exists() {
 				changes = append(changes, *pr.rec)
 			} else {
-				changes = append(changes, store.Record{Collection: coll, RKey: rkey})
+				changes = append(changes, store.Record{Collection: p.paths[i].coll, RKey: p.paths[i].rkey})
 			}
 		}
 	}
