@@ -42,8 +42,7 @@ type Planner struct {
 	writes  []store.Write // in plan order; Op "" = folded away
 	labels  []string
 	step    string          // the batch op being planned ("ops[1]"), for labels
-	index   map[recPath]int // index in writes
-	paths   []recPath       // by index in writes: the record written
+	index   map[recPath]int // index in writes (a write folded away keeps its record's name, with Op "")
 	priors  []priorRec      // by index in writes: the record before the plan
 	created map[string]bool // paths of records this plan's key list minted
 	dirty   []int           // writes changed since the tree was last advanced
@@ -131,7 +130,6 @@ func (p *Planner) add(w store.Write, prior priorRec, label string) {
 		p.writes = append(p.writes, store.Write{})
 		p.labels = append(p.labels, label)
 		p.priors = append(p.priors, prior)
-		p.paths = append(p.paths, path)
 	} else {
 		prior = p.priors[i]
 		if label != "" {
@@ -151,6 +149,9 @@ func (p *Planner) add(w store.Write, prior priorRec, label string) {
 		if !prior.rec.Value.Equal(store.PlannedValue(w.Value)) { // DAG-CBOR is canonical
 			out = store.Write{Op: store.Update, Collection: w.Collection, RKey: w.RKey, Value: w.Value}
 		}
+	}
+	if out.Op == "" {
+		out.Collection, out.RKey = w.Collection, w.RKey // folded away: still named
 	}
 	p.writes[i] = out
 }
@@ -282,7 +283,7 @@ func (p *Planner) advance() {
 			if pr := p.priors[i]; pr.exists() {
 				changes = append(changes, *pr.rec)
 			} else {
-				changes = append(changes, store.Record{Collection: p.paths[i].coll, RKey: p.paths[i].rkey})
+				changes = append(changes, store.Record{Collection: w.Collection, RKey: w.RKey})
 			}
 		}
 	}
