@@ -1,6 +1,7 @@
 package outline_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
@@ -388,5 +390,41 @@ func TestNextExtendsLongList(t *testing.T) {
 	want(t4, a, b, c)
 	if n := len(kids(t1)); n != 3001 || kids(t1)[n-1].Key() != "na" {
 		t.Fatalf("t1's list changed: %d items", n)
+	}
+}
+
+// A dry run's tree after its plan (Outcome.After, which takes the items the
+// planner found) is the tree Next makes from the plan's writes alone; and
+// on the embedded store a write brings the kept tree to its own commit
+// before it returns, so the next read brings nothing forward. Not
+// parallel: it counts the package's calls of Next.
+func TestAfterAndKeepOwn(t *testing.T) {
+	ctx := context.Background()
+	e := outline.New(openLocal(t, t.TempDir()))
+	var kids []outline.NewNode
+	for i := range 300 {
+		kids = append(kids, outline.NewNode{Text: fmt.Sprint("kid ", i), Note: fmt.Sprint("note ", i), Children: []outline.NewNode{{Text: "grandchild"}}})
+	}
+	out, err := e.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: "big", Children: kids}, {Text: "stays"}}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := outline.Nexts()
+	if _, err := e.Tree(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := outline.Nexts() - before; n != 0 {
+		t.Fatalf("the read after a write brought the tree forward (%d calls of Next): the write did not keep its own commit", n)
+	}
+	dry, err := e.Do(ctx, intent.Delete{Node: out.Plan.Created[0].RKey, Children: "subtree"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := dry.Before.Next(dry.Before.Commit, dry.Before.Rev, outline.WriteChanges(dry.Plan.Writes)).Describe()
+	if got := dry.After().Describe(); got != want {
+		t.Fatalf("the tree after the plan:\n%s", diffLine(got, want))
+	}
+	if dry.After().Nodes.Len() != 1 {
+		t.Fatalf("%d bullets after deleting all but one", dry.After().Nodes.Len())
 	}
 }
