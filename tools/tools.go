@@ -454,7 +454,7 @@ func writeReport(out *outline.Outcome, rep report) *mcp.CallToolResult {
 		rep.notes = append(rep.notes, "all_keys=true lists every key with its input line")
 	}
 	if out.DryRun && out.Before != nil && len(out.Plan.Writes) > 0 {
-		rep.after = afterOf(out)
+		rep.after = out.After()
 		rep.changes, rep.maxCh = changesOf(out.Before, rep.after, out.Plan, maxChanges), maxChanges
 	}
 	for {
@@ -490,16 +490,6 @@ func writeReport(out *outline.Outcome, rep report) *mcp.CallToolResult {
 		res, _ = buildWrite(out, rep, rows, dump, 0, keep)
 		return res
 	}
-}
-
-// afterOf is a dry run's tree after its plan: the engine's (Outcome.After)
-// when it planned the dry run, else (undo's dry run) the tree before,
-// brought forward by the plan's writes.
-func afterOf(out *outline.Outcome) *outline.Tree {
-	if out.After != nil {
-		return out.After
-	}
-	return out.Before.Next(out.Before.Commit, out.Before.Rev, outline.WriteChanges(out.Plan.Writes))
 }
 
 // buildWrite builds a write report with a before/after view of rows rows

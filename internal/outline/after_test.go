@@ -9,7 +9,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 )
 
-// TestDryRunAfter: a dry run's Outcome.After, the planner's tree (what the
+// TestDryRunAfter: a dry run's Outcome.After() (what the
 // tools' before/after view and changes read instead of bringing the tree
 // forward again), is the tree before brought forward by the plan's writes,
 // for plans of one intent and of a batch whose steps see each other.
@@ -31,11 +31,11 @@ func TestDryRunAfter(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if out.After == nil {
+		if out.After() == nil {
 			t.Fatalf("%s: a dry run without the tree after it", name)
 		}
 		want := out.Before.Next(out.Before.Commit, out.Before.Rev, outline.WriteChanges(out.Plan.Writes))
-		if got, want := out.After.Describe(), want.Describe(); got != want {
+		if got, want := out.After().Describe(), want.Describe(); got != want {
 			t.Errorf("%s: the tree after the dry run\n%s\nis not the tree before brought forward by its writes\n%s", name, got, want)
 		}
 	}

@@ -56,6 +56,21 @@ type Plan struct {
 	Verdict Verdict `json:"-"`
 	// Undoes are the operations an undo's plan rolls back.
 	Undoes []string `json:"-"`
+	// items are the items of base (the tree the plan was made on) each
+	// node or mirror write replaces (nil: none, or not known): the gate and
+	// the tree after the plan take them rather than looking each key up
+	// again, when they work on base.
+	items []*Item
+	base  *Tree
+}
+
+// itemsOn are the plan's items when t is the tree they are from (nil
+// otherwise).
+func (p *Plan) itemsOn(t *Tree) []*Item {
+	if p.base != t || len(p.items) != len(p.Writes) {
+		return nil
+	}
+	return p.items
 }
 
 // Outcome is a plan and, unless dry run, the commits it made.
@@ -64,9 +79,6 @@ type Outcome struct {
 	Commits []store.Result `json:"commits,omitempty"`
 	DryRun  bool           `json:"dryRun"`
 	Before  *Tree          `json:"-"`
-	// After is a dry run's tree as it would be after the plan (the
-	// planner's, brought forward by its writes); nil when not made.
-	After *Tree `json:"-"`
 	// Op is the recorded operation (absent for dry runs and no-ops).
 	Op *OpReport `json:"operation,omitempty"`
 	// NoChange: the intent asked for what is already there; nothing written.
@@ -77,6 +89,18 @@ type Outcome struct {
 	// PlanID names a dry run's plan, which Apply commits exactly as shown
 	// ("": not kept).
 	PlanID string `json:"planId,omitempty"`
+
+	after *Tree
+}
+
+// After is the tree as it would be after the plan (Before with the plan's
+// writes, not committed: a preview, to look at and drop), built once; nil
+// without Before.
+func (o *Outcome) After() *Tree {
+	if o.after == nil && o.Before != nil && o.Plan != nil {
+		o.after = o.Before.nextWith(o.Before.Commit, o.Before.Rev, WriteChanges(o.Plan.Writes), o.Plan.itemsOn(o.Before))
+	}
+	return o.after
 }
 
 // Resolver turns a handle into a DID for mention facets.
@@ -330,7 +354,6 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 				plan.Diagnostics = append(plan.Diagnostics, err.Error())
 			}
 			out.PlanID = e.keepPlan(intent, t, plan, keys, now)
-			out.After = p.Tree()
 			return out, nil
 		}
 		if needsConfirm(ctx, plan.Verdict, "") {

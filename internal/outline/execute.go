@@ -216,7 +216,19 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 		e.markUndone(ctx, op.Undoes)
 	}
 	e.ops.prune(ctx) // a failure leaves more operations than JournalSize, pruned next time
+	e.keepOwn(ctx)
 	return commits, nil
+}
+
+// keepOwn brings the kept tree to the commits a write just made, as part
+// of the write, on the embedded store, where that asks nothing of anyone
+// (a PDS's followed stream brings its tree forward as the commit arrives):
+// the next call (a dry run, a read) does not pay for the write before it.
+// A failure leaves it to the next call, as before.
+func (e *Engine) keepOwn(ctx context.Context) {
+	if _, local := e.Repo.(*store.Local); local {
+		e.Tree(ctx)
+	}
 }
 
 // remainder is what op has still to write, as a plan for the gate.

@@ -64,21 +64,24 @@ func (v Verdict) Removed() int { return v.Bullets + v.Mirrors }
 // tree and the plan's writes without building it.
 type gateView struct {
 	t      *Tree
-	writes map[string]int // "collection/rkey" → index in plan.Writes
+	writes map[recPath]int // index in plan.Writes
 	plan   *Plan
 }
 
+// recPath names a record.
+type recPath struct{ coll, rkey string }
+
 func newGateView(t *Tree, plan *Plan) *gateView {
-	g := &gateView{t: t, plan: plan, writes: make(map[string]int, len(plan.Writes))}
+	g := &gateView{t: t, plan: plan, writes: make(map[recPath]int, len(plan.Writes))}
 	for i, w := range plan.Writes {
-		g.writes[w.Collection+"/"+w.RKey] = i
+		g.writes[recPath{w.Collection, w.RKey}] = i
 	}
 	return g
 }
 
 // write is the plan's write of coll/rkey, if it has one.
 func (g *gateView) write(coll, rkey string) (store.Write, bool) {
-	i, ok := g.writes[coll+"/"+rkey]
+	i, ok := g.writes[recPath{coll, rkey}]
 	if !ok {
 		return store.Write{}, false
 	}
@@ -168,7 +171,6 @@ func gate(t *Tree, plan *Plan) (Verdict, error) {
 		}
 		switch w.Collection {
 		case lexicon.Node, lexicon.Mirror:
-			cur, curOK := t.Record(w.Collection, w.RKey)
 			if w.Op == store.Delete {
 				if w.Collection == lexicon.Node {
 					v.Bullets++
@@ -177,6 +179,7 @@ func gate(t *Tree, plan *Plan) (Verdict, error) {
 				}
 				continue
 			}
+			cur, curOK := t.Record(w.Collection, w.RKey)
 			if w.Collection == lexicon.Mirror {
 				mirrorWrite = true
 			}
@@ -231,7 +234,7 @@ func gate(t *Tree, plan *Plan) (Verdict, error) {
 					"note %s has no bullet %s to belong to", w.RKey, w.RKey)
 			}
 			if planned && nw.Op == store.Create && w.Op == store.Create {
-				if batchOf(g.writes[lexicon.Node+"/"+w.RKey]) != batchOf(i) {
+				if batchOf(g.writes[recPath{lexicon.Node, w.RKey}]) != batchOf(i) {
 					return v, gateFail(ErrInvalidInput, "report this plan: a bullet and its note must be created in one commit",
 						"note %s would be created in another commit than its bullet", w.RKey)
 				}
@@ -259,11 +262,17 @@ func gate(t *Tree, plan *Plan) (Verdict, error) {
 	// rule 2: deleted nodes take their children (deleted or re-parented)
 	// and their note and rooted records along
 	var deletedNodes []string
-	for _, w := range plan.Writes {
+	known := plan.itemsOn(t) // the items the planner found, when t is its tree
+	for i, w := range plan.Writes {
 		if w.Op != store.Delete || w.Collection != lexicon.Node {
 			continue
 		}
-		it := t.Nodes.Get(w.RKey)
+		var it *Item
+		if known != nil && known[i] != nil && known[i].Rec.RKey == w.RKey && !known[i].Mirror {
+			it = known[i]
+		} else {
+			it = t.Nodes.Get(w.RKey)
+		}
 		if it == nil {
 			continue
 		}
@@ -285,7 +294,7 @@ func gate(t *Tree, plan *Plan) (Verdict, error) {
 			return v, gateFail(ErrHasChildren, "delete them too (children=subtree), lift them (children=lift), or move them elsewhere first",
 				"deleting %s would leave %s without a parent", w.RKey, strings.Join(kept, ", "))
 		}
-		if _, ok := t.Record(lexicon.Note, w.RKey); ok && g.exists(lexicon.Note, w.RKey) {
+		if it.Note != nil && g.exists(lexicon.Note, w.RKey) { // the item carries its note
 			return v, gateFail(ErrInvalidInput, "delete the bullet's note with it",
 				"bullet %s would be deleted but its note kept", w.RKey)
 		}

@@ -1,9 +1,11 @@
 package outline
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
@@ -19,8 +21,14 @@ import (
 // hangs, a parent cycle made or broken) are rare; for them the tree is built
 // again from every record, which gives the same tree.
 func (t *Tree) Next(commit, rev string, changes []store.Record) *Tree {
+	return t.nextWith(commit, rev, changes, nil)
+}
+
+// nextWith is Next given the item of t each change replaces, where known
+// (olds[i] for changes[i], nil: look it up).
+func (t *Tree) nextWith(commit, rev string, changes []store.Record, olds []*Item) *Tree {
 	nexts.Add(1)
-	if nt := t.next(commit, rev, changes); nt != nil {
+	if nt := t.next(commit, rev, changes, olds); nt != nil {
 		return nt
 	}
 	fullBuilds.Add(1)
@@ -80,6 +88,18 @@ func itemID(it *Item) string {
 	return "n/" + it.Rec.RKey
 }
 
+// iid names a node or a mirror in next's maps (itemID without building
+// a string).
+type iid struct {
+	mirror bool
+	key    string
+}
+
+func idOf(it *Item) iid { return iid{it.Mirror, it.Rec.RKey} }
+
+// nodeID is the iid of node key.
+func nodeID(key string) iid { return iid{false, key} }
+
 // containerOf is the sibling list it is in.
 func containerOf(it *Item) string {
 	switch {
@@ -93,15 +113,27 @@ func containerOf(it *Item) string {
 
 // siblingEdit is what happens to one sibling list.
 type siblingEdit struct {
-	remove map[string]bool // item IDs leaving (or replaced in) the list
-	add    []*Item         // items joining it (or their new versions)
+	remove map[iid]bool // items leaving (or replaced in) the list
+	add    []*Item      // items joining it (or their new versions)
 }
 
 // nextState is one commit being applied to a tree by next: the tree
 // before it, and what the commit changes, gathered part by part.
 type nextState struct {
-	t         *Tree
-	repl      map[string]*Item // item ID → new version (nil: deleted)
+	t    *Tree
+	repl map[iid]*Item // new versions (nil: deleted)
+	// prev is the item before the commit of each ID in repl that had one:
+	// looked up once (a search by halves in the nodes' base) rather than
+	// again by every step
+	prev map[iid]*Item
+	// changed is repl as a list, in the order set (walked without the
+	// maps' lookups)
+	changed []change
+	// leaving counts the items that leave the sibling list of a node the
+	// commit deletes (a list that goes with its node is not rebuilt); gone
+	// are the nodes deleted
+	leaving   map[string]int
+	gone      []*Item
 	noteCh    map[string]slot[store.Record]
 	policyCh  map[string]slot[store.Record]
 	outlineCh map[string]slot[store.Record]
@@ -112,17 +144,26 @@ type nextState struct {
 	notes     Map[store.Record]
 	edits     map[string]*siblingEdit // by container
 	work      []string                // containers whose parent still needs a new version
+	// preview: the commit is t's own (a plan's writes shown before they
+	// are sent, or a batch's next step planned): the tree is looked at and
+	// dropped, so its maps keep a large change beside their base rather
+	// than making a new one (overlay)
+	preview bool
 }
 
 // next is Next without the fallback: nil when it cannot tell.
-func (t *Tree) next(commit, rev string, changes []store.Record) *Tree {
-	s := &nextState{t: t, repl: map[string]*Item{}, comments: t.Comments, edits: map[string]*siblingEdit{},
+func (t *Tree) next(commit, rev string, changes []store.Record, olds []*Item) *Tree {
+	s := &nextState{t: t, repl: make(map[iid]*Item, len(changes)), prev: make(map[iid]*Item, len(changes)), changed: make([]change, 0, len(changes)), leaving: map[string]int{}, comments: t.Comments, edits: map[string]*siblingEdit{},
 		noteCh: map[string]slot[store.Record]{}, policyCh: map[string]slot[store.Record]{},
 		outlineCh: map[string]slot[store.Record]{}, otherCh: map[string]slot[store.Record]{}}
-	if !s.classify(changes) || !s.noteVersions() {
+	if len(olds) != len(changes) {
+		olds = nil
+	}
+	if !s.classify(changes, olds) || !s.noteVersions() {
 		return nil
 	}
-	s.notes = t.Notes.with(s.noteCh)
+	s.preview = commit == t.Commit && rev == t.Rev
+	s.notes = s.noteMap()
 	s.place()
 	if s.reattaches() || s.makesCycle() {
 		return nil
@@ -136,17 +177,47 @@ func (t *Tree) next(commit, rev string, changes []store.Record) *Tree {
 	return nt
 }
 
-// old is the item of that ID in the tree before the commit, or nil.
-func (s *nextState) old(id string) *Item {
-	if id[0] == 'm' {
-		return s.t.Mirrors.Get(id[2:])
+// old is the item of that ID in the tree before the commit, or nil: for
+// an ID in repl, the one found when it was put there.
+func (s *nextState) old(id iid) *Item {
+	if o, ok := s.prev[id]; ok {
+		return o
 	}
-	return s.t.Nodes.Get(id[2:])
+	if _, ok := s.repl[id]; ok {
+		return nil
+	}
+	if id.mirror {
+		return s.t.Mirrors.Get(id.key)
+	}
+	return s.t.Nodes.Get(id.key)
+}
+
+// change is one entry of repl: an item's new version (nil: deleted) and
+// the one it replaces (nil: none).
+type change struct {
+	id    iid
+	it, o *Item
+}
+
+// replace sets the new version of an item (nil: deleted) and the one it
+// replaces (nil: none); an item is replaced once.
+func (s *nextState) replace(id iid, it, o *Item) {
+	s.repl[id] = it
+	if o != nil {
+		s.prev[id] = o
+	}
+	s.changed = append(s.changed, change{id, it, o})
+}
+
+// deleted tells whether the commit deletes node key (a node there before).
+func (s *nextState) deleted(key string) bool {
+	it, ok := s.repl[nodeID(key)]
+	return ok && it == nil
 }
 
 // finalNode is the node of that key after the commit, or nil.
 func (s *nextState) finalNode(key string) *Item {
-	if it, ok := s.repl["n/"+key]; ok {
+	if it, ok := s.repl[nodeID(key)]; ok {
 		return it
 	}
 	return s.t.Nodes.Get(key)
@@ -157,19 +228,27 @@ func (s *nextState) finalNode(key string) *Item {
 // the list (comment), notes, policies, outlines and other collections are
 // kept as changes to their maps. false: a change to an item in a parent
 // cycle.
-func (s *nextState) classify(changes []store.Record) bool {
-	last := make(map[string]int, len(changes))
-	for i, c := range changes {
-		last[c.Collection+"/"+c.RKey] = i
+func (s *nextState) classify(changes []store.Record, olds []*Item) bool {
+	type path struct{ coll, rkey string }
+	var last map[path]int
+	if olds == nil { // a plan's writes (olds known) are one per record
+		last = make(map[path]int, len(changes))
+		for i, c := range changes {
+			last[path{c.Collection, c.RKey}] = i
+		}
 	}
 	for i, c := range changes {
-		if last[c.Collection+"/"+c.RKey] != i {
+		if last != nil && last[path{c.Collection, c.RKey}] != i {
 			continue
 		}
 		ch := slot[store.Record]{c, !c.Value.IsZero()}
 		switch c.Collection {
 		case lexicon.Node, lexicon.Mirror:
-			if !s.item(c) {
+			var o *Item
+			if olds != nil {
+				o = olds[i]
+			}
+			if !s.item(c, o) {
 				return false
 			}
 		case lexicon.Note:
@@ -189,20 +268,22 @@ func (s *nextState) classify(changes []store.Record) bool {
 
 // item makes the new version of a changed node or mirror (nil when
 // deleted): its parent read, its children carried over, and its validation
-// result too when the record (CID) is the same. false: the item was in a
-// parent cycle.
-func (s *nextState) item(c store.Record) bool {
-	id := "m/" + c.RKey
-	if c.Collection == lexicon.Node {
-		id = "n/" + c.RKey
+// result too when the record (CID) is the same; o is the item it replaces
+// when known (nil: looked up). false: the item was in a parent cycle.
+func (s *nextState) item(c store.Record, o *Item) bool {
+	id := iid{c.Collection == lexicon.Mirror, c.RKey}
+	if o == nil || o.Rec.RKey != c.RKey || o.Mirror != (c.Collection == lexicon.Mirror) {
+		o = s.old(id)
 	}
-	o := s.old(id)
 	if o != nil && o.Detached == cycleReason {
 		return false
 	}
 	if c.Value.IsZero() {
 		if o != nil {
-			s.repl[id] = nil
+			s.replace(id, nil, o)
+			if !o.Mirror {
+				s.gone = append(s.gone, o)
+			}
 		}
 		return true
 	}
@@ -221,7 +302,7 @@ func (s *nextState) item(c store.Record) bool {
 	} else if !it.Mirror {
 		s.created = append(s.created, c.RKey)
 	}
-	s.repl[id] = it
+	s.replace(id, it, o)
 	return true
 }
 
@@ -248,7 +329,7 @@ func (s *nextState) comment(c store.Record) {
 // is in a parent cycle.
 func (s *nextState) noteVersions() bool {
 	for rk := range s.noteCh {
-		id := "n/" + rk
+		id := nodeID(rk)
 		if _, ok := s.repl[id]; ok {
 			continue
 		}
@@ -256,7 +337,7 @@ func (s *nextState) noteVersions() bool {
 			if o.Detached == cycleReason {
 				return false
 			}
-			s.repl[id] = o.clone()
+			s.replace(id, o.clone(), o)
 		}
 	}
 	return true
@@ -266,7 +347,8 @@ func (s *nextState) noteVersions() bool {
 // detached (with the reason) when its parent field is unusable or names a
 // node that does not exist after the commit.
 func (s *nextState) place() {
-	for _, it := range s.repl {
+	for _, ch := range s.changed {
+		it := ch.it
 		if it == nil {
 			continue
 		}
@@ -295,7 +377,7 @@ func (s *nextState) reattaches() bool {
 	}
 	for _, d := range s.t.Detached {
 		if !d.pbad && d.pkey != "" && slices.Contains(s.created, d.pkey) {
-			if _, changed := s.repl[itemID(d)]; !changed {
+			if _, changed := s.repl[idOf(d)]; !changed {
 				return true
 			}
 		}
@@ -307,7 +389,8 @@ func (s *nextState) reattaches() bool {
 // cycle (made by the commit, or an old one), or a parent that vanished.
 func (s *nextState) makesCycle() bool {
 	limit := s.t.Nodes.Len() + len(s.repl) + 1
-	for _, it := range s.repl {
+	for _, ch := range s.changed {
+		it := ch.it
 		if it == nil || it.Detached != "" || it.pkey == "" {
 			continue
 		}
@@ -332,7 +415,7 @@ func (s *nextState) makesCycle() bool {
 func (s *nextState) edit(c string) *siblingEdit {
 	e := s.edits[c]
 	if e == nil {
-		e = &siblingEdit{remove: map[string]bool{}}
+		e = &siblingEdit{remove: map[iid]bool{}}
 		s.edits[c] = e
 		s.work = append(s.work, c)
 	}
@@ -340,11 +423,23 @@ func (s *nextState) edit(c string) *siblingEdit {
 }
 
 // siblingEdits: every changed item leaves its old sibling list and joins
-// its new one; then the lists' parents change too (propagate).
+// its new one; then the lists' parents change too (propagate). The list of
+// a node the commit deletes is not edited: its items leaving are counted
+// (leavesChildren checks that none stays).
 func (s *nextState) siblingEdits() {
-	for id, it := range s.repl {
-		if o := s.old(id); o != nil {
-			s.edit(containerOf(o)).remove[id] = true
+	lastC, lastGone := "", false // siblings come together: their list's answer kept
+	for _, ch := range s.changed {
+		id, it := ch.id, ch.it
+		if o := ch.o; o != nil {
+			c := containerOf(o)
+			if c != lastC {
+				lastC, lastGone = c, c != topLevel && c != detachedList && s.deleted(c)
+			}
+			if lastGone {
+				s.leaving[c]++
+			} else {
+				s.edit(c).remove[id] = true
+			}
 		}
 		if it != nil {
 			c := containerOf(it)
@@ -363,7 +458,7 @@ func (s *nextState) propagate() {
 		if c == topLevel || c == detachedList {
 			continue
 		}
-		id := "n/" + c
+		id := nodeID(c)
 		if _, ok := s.repl[id]; ok {
 			continue // a new version already in its lists, or deleted (checked in relist)
 		}
@@ -372,7 +467,7 @@ func (s *nextState) propagate() {
 			continue // a parent created in this commit
 		}
 		nv := o.clone()
-		s.repl[id] = nv
+		s.replace(id, nv, o)
 		e := s.edit(containerOf(o))
 		e.remove[id] = true
 		e.add = append(e.add, nv)
@@ -408,7 +503,7 @@ func (s *nextState) relist(nt *Tree) bool {
 		case detachedList:
 			nt.Detached = list
 		default:
-			p := s.repl["n/"+c]
+			p := s.repl[nodeID(c)]
 			if p == nil {
 				if len(list) > 0 {
 					return false
@@ -428,6 +523,11 @@ func (s *nextState) relist(nt *Tree) bool {
 // item leaving is not where the order says (a list out of order), every
 // sibling is looked at instead.
 func (s *nextState) splice(base []*Item, e *siblingEdit) []*Item {
+	if len(e.remove) == 0 && len(e.add) > 0 && (len(base) == 0 || less(base[len(base)-1], e.add[0])) && !s.preview {
+		if list, ok := extend(base, e.add); ok {
+			return list
+		}
+	}
 	cut := make([]int, 0, len(e.remove))
 	for id := range e.remove {
 		o := s.old(id)
@@ -441,7 +541,8 @@ func (s *nextState) splice(base []*Item, e *siblingEdit) []*Item {
 		cut = append(cut, i)
 	}
 	slices.Sort(cut)
-	list := make([]*Item, 0, len(base)-len(cut)+len(e.add))
+	n := len(base) - len(cut) + len(e.add)
+	list := make([]*Item, 0, n+headroom(n))
 	at, ci := 0, 0 // base[:at] is placed; cut[:ci] skipped
 	for _, it := range e.add {
 		// after every sibling that sorts before it
@@ -464,11 +565,45 @@ func (s *nextState) splice(base []*Item, e *siblingEdit) []*Item {
 	return append(list, base[at:]...)
 }
 
+// extend is base with add after it, in the room base's array has past its
+// end, when that room is still free: each slot is claimed (nil to the item)
+// once, atomically, so of two trees made from one (two commits, or one
+// brought forward twice at once) one extends the list and the other copies
+// it. A tree's list never changes: the slots claimed lie past the end of
+// every list sharing the array (a list is never extended in place
+// otherwise: appending to a tree's Children or Roots is forbidden). So an
+// item placed after the last of a long list costs O(1), not a copy of the
+// list (issue 41). false: no room, or a slot already taken (the slots
+// claimed before it stay unused).
+func extend(base, add []*Item) ([]*Item, bool) {
+	if cap(base)-len(base) < len(add) {
+		return nil, false
+	}
+	room := base[len(base):cap(base)]
+	for i, it := range add {
+		slot := (*unsafe.Pointer)(unsafe.Pointer(&room[i]))
+		if !atomic.CompareAndSwapPointer(slot, nil, unsafe.Pointer(it)) {
+			return nil, false
+		}
+	}
+	return base[:len(base)+len(add)], true
+}
+
+// headroom is the room a new sibling list of n items gets past its end,
+// for items placed after its last to come without a copy (extend): an
+// eighth for a long list, none for a short one (a copy of it is cheap).
+func headroom(n int) int {
+	if n < 1024 {
+		return 0
+	}
+	return n / 8
+}
+
 // spliceAll is splice looking at every sibling.
 func (s *nextState) spliceAll(base []*Item, e *siblingEdit) []*Item {
 	list := make([]*Item, 0, len(base)+len(e.add))
 	for _, it := range base {
-		if !e.remove[itemID(it)] {
+		if !e.remove[idOf(it)] {
 			list = append(list, it)
 		}
 	}
@@ -488,17 +623,12 @@ func compareItems(a, b *Item) int {
 	return 0
 }
 
-// leavesChildren tells whether a deleted node whose sibling list was not
-// edited still has children (which would be detached).
+// leavesChildren tells whether a deleted node still has children (which
+// would be detached): not all of its children leave its list.
 func (s *nextState) leavesChildren() bool {
-	for id, it := range s.repl {
-		if it != nil || id[0] != 'n' {
-			continue
-		}
-		if e := s.edits[id[2:]]; e == nil {
-			if o := s.t.Nodes.Get(id[2:]); o != nil && len(o.Children) > 0 {
-				return true
-			}
+	for _, o := range s.gone {
+		if len(o.Children) > 0 && s.edits[o.Key()] == nil && s.leaving[o.Key()] < len(o.Children) {
+			return true
 		}
 	}
 	return false
@@ -508,18 +638,77 @@ func (s *nextState) leavesChildren() bool {
 // are set already; policies, outlines, other collections from their
 // changes) and its record count.
 func (s *nextState) indexes(nt *Tree) {
-	nodeCh, mirrorCh := map[string]slot[*Item]{}, map[string]slot[*Item]{}
-	for id, it := range s.repl {
-		if id[0] == 'm' {
-			mirrorCh[id[2:]] = slot[*Item]{it, it != nil}
+	nodeCh, mirrorCh := make(map[string]slot[*Item], len(s.repl)), map[string]slot[*Item]{}
+	for _, ch := range s.changed {
+		id, it := ch.id, ch.it
+		if id.mirror {
+			mirrorCh[id.key] = slot[*Item]{it, it != nil}
 		} else {
-			nodeCh[id[2:]] = slot[*Item]{it, it != nil}
+			nodeCh[id.key] = slot[*Item]{it, it != nil}
 		}
 	}
 	t := s.t
-	nt.Nodes, nt.Mirrors = t.Nodes.with(nodeCh), t.Mirrors.with(mirrorCh)
+	nt.Nodes, nt.Mirrors = s.itemMap(&t.Nodes, nodeCh), s.itemMap(&t.Mirrors, mirrorCh)
 	nt.Policies, nt.Outlines, nt.Others = t.Policies.with(s.policyCh), t.Outlines.with(s.outlineCh), t.Others.with(s.otherCh)
 	nt.Count = nt.Nodes.Len() + nt.Mirrors.Len() + nt.Notes.Len() + nt.Policies.Len() + nt.Outlines.Len() + nt.Others.Len() + len(nt.Comments)
+}
+
+// itemMap is m (the nodes or the mirrors) with ch applied: as with does,
+// or for a preview whose change with would make a new base of (a
+// 10,000-bullet dry-run delete at 249,000 bullets: a pass over every
+// item), an overlay, its size counted from the items before the commit
+// (s.prev) rather than by looking each key up again.
+func (s *nextState) itemMap(m *Map[*Item], ch map[string]slot[*Item]) Map[*Item] {
+	if !s.preview || len(m.top)+len(ch) <= flattenAt(m.Len()) {
+		return m.with(ch)
+	}
+	n := m.Len()
+	for k, c := range ch {
+		switch _, had := s.prev[iid{m == &s.t.Mirrors, k}]; {
+		case had && !c.ok:
+			n--
+		case !had && c.ok:
+			n++
+		}
+	}
+	return m.overlay(ch, n)
+}
+
+// noteMap is the notes after the commit: as with makes it, or for a
+// preview of many changes an overlay (as itemMap).
+func (s *nextState) noteMap() Map[store.Record] {
+	m := &s.t.Notes
+	if !s.preview || len(m.top)+len(s.noteCh) <= flattenAt(m.Len()) {
+		return m.with(s.noteCh)
+	}
+	n := m.Len()
+	for k, c := range s.noteCh {
+		switch _, had := m.Lookup(k); {
+		case had && !c.ok:
+			n--
+		case !had && c.ok:
+			n++
+		}
+	}
+	return m.overlay(maps.Clone(s.noteCh), n)
+}
+
+// overlay is m with changes kept beside its base (n keys in all), however
+// many: a version to look at and drop (with makes a new base past a share
+// of the size, which only a version later ones are made from repays; the
+// first with from this one makes it). It takes changes over (m's own
+// changes since its base are added to it). A deletion of a key not in the
+// base stays as a deleted slot, which reads as absent.
+func (m *Map[V]) overlay(changes map[string]slot[V], n int) Map[V] {
+	out := *m
+	out.n = n
+	for k, c := range m.top {
+		if _, ok := changes[k]; !ok {
+			changes[k] = c
+		}
+	}
+	out.top = changes
+	return out
 }
 
 // mergeSorted merges two lists in sibling order.

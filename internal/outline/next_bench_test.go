@@ -31,18 +31,39 @@ func longList(n int) (*outline.Tree, func(i int) []store.Record) {
 
 // BenchmarkNextLongList brings a tree forward by a one-bullet insert into
 // a list of n siblings: the cost should be that of the siblings touched,
-// not of the list.
+// not of the list. where=end places the bullet after the last sibling (an
+// O(1) extension of the list, issue 41), where=middle among them (a copy
+// of the list's pointers); the records are made before the clock starts.
 //
-//	go test ./internal/outline -run '^$' -bench NextLongList -benchtime 200x
+//	go test ./internal/outline -run '^$' -bench NextLongList -benchtime 200x -benchmem
 func BenchmarkNextLongList(b *testing.B) {
-	for _, n := range []int{1_000, 50_000} {
-		b.Run(fmt.Sprintf("siblings=%d", n), func(b *testing.B) {
-			tr, insert := longList(n)
-			for i := 0; b.Loop(); i++ {
-				commit := fmt.Sprint("c", i+1)
-				tr = tr.Next(commit, commit, insert(i))
-			}
-		})
+	for _, where := range []string{"middle", "end"} {
+		for _, n := range []int{1_000, 50_000} {
+			b.Run(fmt.Sprintf("where=%s/siblings=%d", where, n), func(b *testing.B) {
+				tr, insert := longList(n)
+				parent := "at://" + nextDID + "/app.bulleted.node/p"
+				changes := make([][]store.Record, 0, 1000)
+				for i := range cap(changes) {
+					if where == "middle" {
+						changes = append(changes, insert(i))
+						continue
+					}
+					changes = append(changes, []store.Record{{Collection: lexicon.Node, RKey: fmt.Sprintf("n%07d", i), CID: fmt.Sprint("new", i), Value: store.MustValue(map[string]any{
+						"$type": lexicon.Node, "text": "new", "sortKey": fmt.Sprintf("t%07d", i), "parent": parent, "createdAt": "2026-01-01T00:00:00Z"})}})
+				}
+				b.ResetTimer()
+				for i := 0; b.Loop(); i++ {
+					if i == len(changes) {
+						b.StopTimer()
+						tr, _ = longList(n)
+						i = 0
+						b.StartTimer()
+					}
+					commit := fmt.Sprint("c", i+1)
+					tr = tr.Next(commit, commit, changes[i])
+				}
+			})
+		}
 	}
 }
 

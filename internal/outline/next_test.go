@@ -1,13 +1,16 @@
 package outline_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
@@ -263,5 +266,165 @@ func TestParentKeyFastPath(t *testing.T) {
 		if gk != wk || gw != ww {
 			t.Errorf("%q: fast (%q, %q), parser (%q, %q)", p, gk, gw, wk, ww)
 		}
+	}
+}
+
+// A preview (Next to the tree's own commit: a dry run's tree after its
+// plan) of a change too large for the maps' top keeps it beside the base
+// (an overlay) rather than making a new base; the tree is the one Build
+// makes, and trees made from it later are too. A subtree of 1,500 nodes
+// (with notes) deleted leaves first, then edits and creates, each previewed
+// and then committed from the preview.
+func TestPreviewIsBuild(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 9))
+	var recs []store.Record
+	node := func(k, parent, sk string) store.Record {
+		v := map[string]any{"$type": lexicon.Node, "text": "t" + k, "sortKey": sk, "createdAt": "2026-01-01T00:00:00Z"}
+		if parent != "" {
+			v["parent"] = "at://" + nextDID + "/app.bulleted.node/" + parent
+		}
+		return store.Record{Collection: lexicon.Node, RKey: k, CID: "c" + k + sk, Value: store.MustValue(v)}
+	}
+	note := func(k string) store.Record {
+		return store.Record{Collection: lexicon.Note, RKey: k, CID: "n" + k, Value: store.MustValue(map[string]any{"$type": lexicon.Note, "text": "n" + k,
+			"subject": "at://" + nextDID + "/app.bulleted.node/" + k})}
+	}
+	var sub []string // the subtree of "big", parents before children
+	recs = append(recs, node("big", "", "a"), node("keep", "", "b"))
+	for i := range 1500 {
+		k, parent := fmt.Sprintf("s%05d", i), "big"
+		if i > 0 && rng.IntN(3) > 0 {
+			parent = sub[rng.IntN(len(sub))]
+		}
+		sub = append(sub, k)
+		recs = append(recs, node(k, parent, fmt.Sprintf("k%05d", i)), note(k))
+	}
+	for i := range 600 {
+		recs = append(recs, node(fmt.Sprintf("u%05d", i), "keep", fmt.Sprintf("k%05d", i)))
+	}
+	slices.SortFunc(recs, store.CompareRecords)
+	tr := outline.Build(&store.Snapshot{DID: nextDID, Commit: "c0", Rev: "r0", Records: recs})
+	var del []store.Record
+	for i := len(sub) - 1; i >= 0; i-- {
+		del = append(del, store.Record{Collection: lexicon.Node, RKey: sub[i]}, store.Record{Collection: lexicon.Note, RKey: sub[i]})
+	}
+	del = append(del, store.Record{Collection: lexicon.Node, RKey: "big"})
+	var edits []store.Record
+	for i := range 600 {
+		k := fmt.Sprintf("u%05d", i)
+		if i%2 == 0 {
+			edits = append(edits, node(k, "", fmt.Sprintf("m%05d", i))) // to the top level
+		} else {
+			edits = append(edits, node(fmt.Sprintf("v%05d", i), "keep", fmt.Sprintf("j%05d", i)), note(k))
+		}
+	}
+	full0 := outline.FullBuilds()
+	for step, ch := range [][]store.Record{del, edits} {
+		before := tr.Describe()
+		recs = applyAll(recs, ch)
+		want := outline.Build(&store.Snapshot{DID: nextDID, Commit: tr.Commit, Rev: tr.Rev, Records: recs}).Describe()
+		pre := tr.Next(tr.Commit, tr.Rev, ch)
+		if got := pre.Describe(); got != want {
+			t.Fatalf("step %d: the preview:\n%s", step, diffLine(got, want))
+		}
+		if pre.Describe() == before || tr.Describe() != before {
+			t.Fatalf("step %d: the preview changed nothing, or its tree", step)
+		}
+		// a commit made from the preview tree, as a batch's next step is
+		// (with makes a new base of the overlay)
+		extra := []store.Record{node(fmt.Sprint("x", step), "keep", "zz"), {Collection: lexicon.Node, RKey: "u00001"}}
+		want = outline.Build(&store.Snapshot{DID: nextDID, Commit: "x", Rev: "x", Records: applyAll(recs, extra)}).Describe()
+		if got := pre.Next("x", "x", extra).Describe(); got != want {
+			t.Fatalf("step %d: a commit made from the preview:\n%s", step, diffLine(got, want))
+		}
+		commit := fmt.Sprint("c", step+1)
+		want = outline.Build(&store.Snapshot{DID: nextDID, Commit: commit, Rev: commit, Records: recs}).Describe()
+		if tr = tr.Next(commit, commit, ch); tr.Describe() != want {
+			t.Fatalf("step %d: the commit:\n%s", step, diffLine(tr.Describe(), want))
+		}
+	}
+	if n := outline.FullBuilds() - full0; n > 0 {
+		t.Fatalf("%d previews or commits built the whole tree", n)
+	}
+}
+
+// An item placed after the last of a long list extends the list in the
+// room past its end instead of copying it (issue 41), and no tree's list
+// changes for it: of two trees made from one, the first extends the list
+// and the second copies it; each is the tree Build makes, and so is the
+// tree they came from, after.
+func TestNextExtendsLongList(t *testing.T) {
+	tr, _ := longList(3000)
+	parent := "at://" + nextDID + "/app.bulleted.node/p"
+	last := func(k, sk string) []store.Record {
+		return []store.Record{{Collection: lexicon.Node, RKey: k, CID: "c" + k, Value: store.MustValue(map[string]any{
+			"$type": lexicon.Node, "text": k, "sortKey": sk, "parent": parent, "createdAt": "2026-01-01T00:00:00Z"})}}
+	}
+	recs := tr.Records()
+	kids := func(x *outline.Tree) []*outline.Item { return x.Nodes.Get("p").Children }
+	want := func(x *outline.Tree, changes ...[]store.Record) {
+		t.Helper()
+		rs := recs
+		for _, c := range changes {
+			rs = applyAll(rs, c)
+		}
+		if got, w := x.Describe(), outline.Build(&store.Snapshot{DID: nextDID, Commit: x.Commit, Rev: x.Rev, Records: rs}).Describe(); got != w {
+			t.Fatalf("tree %s:\n%s", x.Commit, diffLine(got, w))
+		}
+	}
+	a, b, c := last("na", "t1"), last("nb", "t2"), last("nc", "t3")
+	t1 := tr.Next("c1", "c1", a) // a copy with room past its end (Build's lists have none)
+	t2 := t1.Next("c2", "c2", b) // extends t1's list
+	t3 := t1.Next("c3", "c3", c) // t1's room is taken: a copy
+	t4 := t2.Next("c4", "c4", c) // extends again
+	if unsafe.SliceData(kids(t2)) != unsafe.SliceData(kids(t1)) || unsafe.SliceData(kids(t4)) != unsafe.SliceData(kids(t1)) {
+		t.Fatal("a list was copied to place an item after its last")
+	}
+	if unsafe.SliceData(kids(t3)) == unsafe.SliceData(kids(t1)) {
+		t.Fatal("two trees extended one list")
+	}
+	want(tr)
+	want(t1, a)
+	want(t2, a, b)
+	want(t3, a, c)
+	want(t4, a, b, c)
+	if n := len(kids(t1)); n != 3001 || kids(t1)[n-1].Key() != "na" {
+		t.Fatalf("t1's list changed: %d items", n)
+	}
+}
+
+// A dry run's tree after its plan (Outcome.After, which takes the items the
+// planner found) is the tree Next makes from the plan's writes alone; and
+// on the embedded store a write brings the kept tree to its own commit
+// before it returns, so the next read brings nothing forward. Not
+// parallel: it counts the package's calls of Next.
+func TestAfterAndKeepOwn(t *testing.T) {
+	ctx := context.Background()
+	e := outline.New(openLocal(t, t.TempDir()))
+	var kids []intent.NewNode
+	for i := range 300 {
+		kids = append(kids, intent.NewNode{Text: fmt.Sprint("kid ", i), Note: fmt.Sprint("note ", i), Children: []intent.NewNode{{Text: "grandchild"}}})
+	}
+	out, err := e.Do(ctx, intent.Insert{Nodes: []intent.NewNode{{Text: "big", Children: kids}, {Text: "stays"}}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := outline.Nexts()
+	if _, err := e.Tree(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := outline.Nexts() - before; n != 0 {
+		t.Fatalf("the read after a write brought the tree forward (%d calls of Next): the write did not keep its own commit", n)
+	}
+	dry, err := e.Do(ctx, intent.Delete{Node: out.Plan.Created[0].RKey, Children: "subtree"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := dry.Before.Next(dry.Before.Commit, dry.Before.Rev, outline.WriteChanges(dry.Plan.Writes)).Describe()
+	if got := dry.After().Describe(); got != want {
+		t.Fatalf("the tree after the plan:\n%s", diffLine(got, want))
+	}
+	if dry.After().Nodes.Len() != 1 {
+		t.Fatalf("%d bullets after deleting all but one", dry.After().Nodes.Len())
 	}
 }

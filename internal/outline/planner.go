@@ -40,19 +40,23 @@ type Planner struct {
 	plan    Plan
 	writes  []store.Write // in plan order; Op "" = folded away
 	labels  []string
-	step    string              // the batch op being planned ("ops[1]"), for labels
-	index   map[string]int      // path → index in writes
-	prior   map[string]priorRec // path → the record before the plan
-	created map[string]bool     // paths of records this plan's key list minted
-	dirty   []string            // paths changed since the tree was last advanced
-	shared  map[string]bool     // parents in other repositories admitted for contributions (SharedKeys)
+	step    string          // the batch op being planned ("ops[1]"), for labels
+	index   map[recPath]int // index in writes (a write folded away keeps its record's name, with Op "")
+	priors  []priorRec      // by index in writes: the record before the plan
+	created map[string]bool // paths of records this plan's key list minted
+	dirty   []int           // writes changed since the tree was last advanced
+	shared  map[string]bool // parents in other repositories admitted for contributions (SharedKeys)
 }
 
-// priorRec is a record's state in the snapshot the plan is made against.
+// priorRec is a record's state in the snapshot the plan is made against
+// (rec nil: absent), and its item there, for a node or a mirror (rec is
+// then the item's own record, which is never modified).
 type priorRec struct {
-	exists bool
-	rec    store.Record
+	rec  *store.Record
+	item *Item
 }
+
+func (pr priorRec) exists() bool { return pr.rec != nil }
 
 // keyList hands out record keys: the keys an earlier attempt of the same
 // operation minted first (so that a re-plan creates the same records), then
@@ -81,7 +85,7 @@ func (k *keyList) get() string {
 func (e *Engine) newPlanner(ctx context.Context, t *Tree, now time.Time, keys *keyList) *Planner {
 	keys.next = 0
 	return &Planner{e: e, ctx: ctx, t: t, base: t, now: now, keys: keys,
-		index: map[string]int{}, prior: map[string]priorRec{}, created: map[string]bool{}}
+		index: map[recPath]int{}, created: map[string]bool{}}
 }
 
 // now is the timestamp used for createdAt and completedAt: one per
@@ -114,36 +118,39 @@ func (p *Planner) record(coll, rkey string) (store.Record, bool) {
 // add records one change of a record, folding it with earlier changes of
 // the same record in this plan (see Planner).
 func (p *Planner) add(w store.Write, prior priorRec, label string) {
-	path := w.Collection + "/" + w.RKey
+	path := recPath{w.Collection, w.RKey}
 	if p.step != "" { // within a batch: which op ("ops[1].nodes[0]")
 		label = strings.TrimSuffix(p.step+"."+label, ".")
 	}
 	i, seen := p.index[path]
 	if !seen {
-		p.prior[path] = prior
 		i = len(p.writes)
 		p.index[path] = i
 		p.writes = append(p.writes, store.Write{})
 		p.labels = append(p.labels, label)
+		p.priors = append(p.priors, prior)
 	} else {
-		prior = p.prior[path]
+		prior = p.priors[i]
 		if label != "" {
 			p.labels[i] = label
 		}
 	}
-	p.dirty = append(p.dirty, path)
+	p.dirty = append(p.dirty, i)
 	present := w.Op != store.Delete
 	var out store.Write
 	switch {
-	case !prior.exists && !present:
-	case !prior.exists && present:
+	case !prior.exists() && !present:
+	case !prior.exists() && present:
 		out = store.Write{Op: store.Create, Collection: w.Collection, RKey: w.RKey, Value: w.Value}
-	case prior.exists && !present:
+	case prior.exists() && !present:
 		out = store.Write{Op: store.Delete, Collection: w.Collection, RKey: w.RKey}
 	default:
 		if !prior.rec.Value.Equal(store.PlannedValue(w.Value)) { // DAG-CBOR is canonical
 			out = store.Write{Op: store.Update, Collection: w.Collection, RKey: w.RKey, Value: w.Value}
 		}
+	}
+	if out.Op == "" {
+		out.Collection, out.RKey = w.Collection, w.RKey // folded away: still named
 	}
 	p.writes[i] = out
 }
@@ -151,11 +158,24 @@ func (p *Planner) add(w store.Write, prior priorRec, label string) {
 // priorOf is the state of coll/rkey before the plan (as far as the plan's
 // base snapshot knows).
 func (p *Planner) priorOf(coll, rkey string) priorRec {
-	if pr, ok := p.prior[coll+"/"+rkey]; ok {
-		return pr
+	if i, ok := p.index[recPath{coll, rkey}]; ok {
+		return p.priors[i]
+	}
+	if coll == lexicon.Node || coll == lexicon.Mirror {
+		m := &p.base.Nodes
+		if coll == lexicon.Mirror {
+			m = &p.base.Mirrors
+		}
+		if it := m.Get(rkey); it != nil {
+			return priorRec{rec: &it.Rec, item: it}
+		}
+		return priorRec{}
 	}
 	rec, ok := p.record(coll, rkey)
-	return priorRec{exists: ok, rec: rec}
+	if !ok {
+		return priorRec{}
+	}
+	return priorRec{rec: &rec}
 }
 
 // create adds a create; label names the input it came from ("nodes[1]"). A
@@ -163,7 +183,7 @@ func (p *Planner) priorOf(coll, rkey string) priorRec {
 // left as it is and counted as done.
 func (p *Planner) create(coll, rkey string, value map[string]any, label string) {
 	pr := p.priorOf(coll, rkey)
-	if pr.exists && p.keys.minted(rkey) && !p.written(coll, rkey) {
+	if pr.exists() && p.keys.minted(rkey) && !p.written(coll, rkey) {
 		p.note("%s %s was already created by an earlier attempt of this operation", shortColl(coll), rkey)
 		p.createdEntry(coll, rkey, pr.rec.Value.Map(), label)
 		return
@@ -181,7 +201,7 @@ func (p *Planner) createdEntry(coll, rkey string, value map[string]any, label st
 }
 
 func (p *Planner) written(coll, rkey string) bool {
-	_, ok := p.index[coll+"/"+rkey]
+	_, ok := p.index[recPath{coll, rkey}]
 	return ok
 }
 
@@ -251,19 +271,18 @@ func (p *Planner) advance() {
 		return
 	}
 	changes := make([]store.Record, 0, len(p.dirty))
-	for _, path := range p.dirty {
-		w := p.writes[p.index[path]]
+	for _, i := range p.dirty {
+		w := p.writes[i]
 		switch w.Op {
 		case store.Create, store.Update:
 			changes = append(changes, store.Record{Collection: w.Collection, RKey: w.RKey, Value: store.PlannedValue(w.Value)})
 		case store.Delete:
 			changes = append(changes, store.Record{Collection: w.Collection, RKey: w.RKey})
 		default: // folded away: the record as it was before the plan
-			coll, rkey, _ := strings.Cut(path, "/")
-			if pr := p.prior[path]; pr.exists {
-				changes = append(changes, pr.rec)
+			if pr := p.priors[i]; pr.exists() {
+				changes = append(changes, *pr.rec)
 			} else {
-				changes = append(changes, store.Record{Collection: coll, RKey: rkey})
+				changes = append(changes, store.Record{Collection: w.Collection, RKey: w.RKey})
 			}
 		}
 	}
@@ -282,22 +301,20 @@ func (p *Planner) finish() (*Plan, error) {
 	ws := make([]store.Write, 0, len(p.writes))
 	labels := make([]string, 0, len(p.writes))
 	prev := make([]*store.Record, 0, len(p.writes))
+	items := make([]*Item, 0, len(p.writes))
 	for i, w := range p.writes {
 		if w.Op == "" {
 			continue
 		}
 		ws = append(ws, w)
 		labels = append(labels, p.labels[i])
-		pr := p.prior[w.Collection+"/"+w.RKey]
-		if pr.exists {
-			r := pr.rec
-			prev = append(prev, &r)
-		} else {
-			prev = append(prev, nil)
-		}
+		pr := p.priors[i]
+		items = append(items, pr.item)
+		prev = append(prev, pr.rec) // shared, never modified
 	}
 	p.plan.Writes = ws
 	p.plan.Prev = prev
+	p.plan.items, p.plan.base = items, p.base
 	p.plan.Labels = labels
 	p.plan.Shared = p.shared
 	p.plan.Cost = store.Cost(ws)

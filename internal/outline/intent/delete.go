@@ -104,6 +104,9 @@ func itemURI(t *outline.Tree, it *outline.Item) string {
 // in gone (whatever their record key), and a policy keyed by a deleted
 // bullet's record key without a root (the older form), and says which.
 func deleteRooted(p *outline.Planner, t *outline.Tree, gone []*outline.Item) {
+	if t.Outlines.Len()+t.Policies.Len() == 0 {
+		return // nothing can be rooted at them (and no URI of each is made)
+	}
 	uris := make(map[string]bool, len(gone))
 	keys := make(map[string]bool, len(gone))
 	for _, it := range gone {
@@ -145,26 +148,38 @@ func deleteRooted(p *outline.Planner, t *outline.Tree, gone []*outline.Item) {
 // deleted bullet: mirrors of it, comments on it, and records of other
 // collections naming it. They are left as they are.
 func danglingRefs(p *outline.Planner, t *outline.Tree, gone []*outline.Item) {
-	uris := make(map[string]bool, len(gone))
-	inGone := make(map[*outline.Item]bool, len(gone))
+	if t.Mirrors.Len()+len(t.Comments)+t.Others.Len() == 0 {
+		return
+	}
+	// the gone items by collection and key: a URI is read against them
+	// rather than each item's URI made (10,000 strings for a big delete)
+	inGone := map[string]map[string]bool{lexicon.Node: make(map[string]bool, len(gone)), lexicon.Mirror: {}}
 	for _, it := range gone {
-		uris[itemURI(t, it)] = true
-		inGone[it] = true
+		inGone[it.Rec.Collection][it.Key()] = true
+	}
+	prefix := "at://" + t.DID.String() + "/"
+	uris := func(s string) bool { // s is the URI of a gone item
+		rest, ok := strings.CutPrefix(s, prefix)
+		if !ok {
+			return false
+		}
+		coll, key, _ := strings.Cut(rest, "/")
+		return inGone[coll][key]
 	}
 	var mirrors, comments, others []string
 	for k, m := range t.Mirrors.All() {
-		if !inGone[m] && uris[m.Str("original")] {
+		if !inGone[lexicon.Mirror][m.Key()] && uris(m.Str("original")) {
 			mirrors = append(mirrors, k)
 		}
 	}
 	for _, c := range t.Comments {
-		if s, _ := c.Value.Text("subject"); uris[s] {
+		if s, _ := c.Value.Text("subject"); uris(s) {
 			comments = append(comments, c.RKey)
 		}
 	}
 	for k, r := range t.Others.All() {
 		for _, f := range []string{"root", "subject", "parent", "original"} {
-			if s, _ := r.Value.Text(f); uris[s] {
+			if s, _ := r.Value.Text(f); uris(s) {
 				others = append(others, k)
 				break
 			}
