@@ -335,6 +335,7 @@ func (l *Local) readLog(base, limit int64) (int64, error) {
 			l.bs.at.set(sc.c, span{base + sc.off, sc.n})
 		}
 	}
+	l.bs.at.seal() // the log's blocks in the sorted arrays, the map freed
 	l.bs.load, l.bs.loadAt = buf, base
 	return good, nil
 }
@@ -862,6 +863,7 @@ func (l *Local) persist(root cid.Cid) error {
 		l.bs.at.set(blk.Cid(), spans[i])
 		delete(l.bs.m, blk.Cid())
 	}
+	l.bs.at.settle()
 	l.bs.pending = nil
 	if beforeHead != nil {
 		if err := beforeHead(); err != nil {
