@@ -96,6 +96,7 @@ func reviewRows(b *testing.B, n int) {
 	for _, q := range []map[string]any{{"text": "budget", "state": "open"}, {"text": "review"}, {"tags": []string{"plan"}}} {
 		call("search", q)
 	}
+	reviewMemory(b, env, "reads")
 	rssRead := selfRSS()
 	var write, dry time.Duration
 	for i := range 30 {
