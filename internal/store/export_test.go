@@ -19,9 +19,6 @@ func Interned(s string) (string, bool) {
 	return v.(string), true
 }
 
-// PathOf exposes pathOf to its test.
-func PathOf(r Record) string { return pathOf(&r) }
-
 // PlainDecode is the reflection decoder's fast path alone (benchmarks).
 func PlainDecode(b []byte) bool {
 	var v map[string]any

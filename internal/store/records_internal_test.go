@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // TestCmpPath: a record's path compares as the string "collection/rkey"
@@ -89,5 +90,25 @@ func TestRecordSetAsAMap(t *testing.T) {
 				t.Fatalf("step %d: current has %d records, want %d", step, len(got), len(model))
 			}
 		}
+	}
+}
+
+// TestSplitPath: a record's collection is the shared string when known,
+// and its record key then lies outside the path (which is not kept);
+// another collection's parts are the path's own.
+func TestSplitPath(t *testing.T) {
+	p := strings.Clone("app.bulleted.node/3kabc")
+	c, k := splitPath(p)
+	in := func(s string) bool {
+		a := uintptr(unsafe.Pointer(unsafe.StringData(p)))
+		b := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		return b >= a && b < a+uintptr(len(p))
+	}
+	if c != "app.bulleted.node" || k != "3kabc" || in(c) || in(k) {
+		t.Fatalf("%q %q (in the path: %v %v)", c, k, in(c), in(k))
+	}
+	p = strings.Clone("com.example.thing/xyz")
+	if c, k := splitPath(p); c != "com.example.thing" || k != "xyz" {
+		t.Fatalf("%q %q", c, k)
 	}
 }
