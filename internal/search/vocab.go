@@ -11,7 +11,9 @@ import (
 )
 
 // Search runs q against t (Update is called first, a no-op for an
-// unchanged commit). Hits come in outline order (pre-order). A layout
+// unchanged commit; a Cache's index never built for t's repository walks
+// t instead, and is built in the background). Hits come in outline order
+// (pre-order), the same either way. A layout
 // Bulleted does not render is searched as given (the set is open), and the
 // result's notices say which layouts the outline has and which render.
 func (x *Index) Search(t *outline.Tree, q Query) (*Result, error) {
