@@ -328,14 +328,15 @@ func (l *Local) readLog(base, limit int64) (int64, error) {
 	}
 	secs, good := parseSections(buf)
 	if l.bs.at.len() == 0 {
-		l.bs.at = newSpans(len(secs))
-	}
-	for _, sc := range secs {
-		if sc.n != bad {
-			l.bs.at.set(sc.c, span{base + sc.off, sc.n})
+		l.bs.at = spansOf(secs, base) // the log's blocks in the sorted arrays
+	} else {
+		for _, sc := range secs {
+			if sc.n != bad {
+				l.bs.at.set(sc.c, span{base + sc.off, sc.n})
+			}
 		}
+		l.bs.at.settle()
 	}
-	l.bs.at.seal() // the log's blocks in the sorted arrays, the map freed
 	l.bs.load, l.bs.loadAt = buf, base
 	return good, nil
 }

@@ -50,7 +50,7 @@ func (s *spans) find(d *[32]byte) int {
 	if len(s.keys) == 0 {
 		return -1
 	}
-	h := int(d[0])<<8 | int(d[1])
+	h := head(d)
 	lo, hi := int(s.first[h]), int(s.first[h+1])
 	i := lo + sort.Search(hi-lo, func(i int) bool { return bytes.Compare(s.keys[lo+i][:], d[:]) >= 0 })
 	if i < hi && s.keys[i] == *d {
@@ -98,34 +98,99 @@ func (s *spans) seal() {
 	if len(s.std) == 0 {
 		return
 	}
-	keys := make([][32]byte, 0, len(s.keys)+len(s.std))
-	keys = append(keys, s.keys...)
-	for d := range s.std {
-		keys = append(keys, d)
-	}
-	slices.SortFunc(keys, func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) })
-	at := make([]span, len(keys))
-	for i := range keys {
-		if sp, ok := s.std[keys[i]]; ok {
-			at[i] = sp
-		} else {
-			at[i] = s.at[s.find(&keys[i])]
+	s.keys, s.at, s.first = sortedSpans(func(put func(d *[32]byte, sp span)) {
+		for i := range s.keys {
+			put(&s.keys[i], s.at[i])
 		}
-	}
-	first := s.first
-	if first == nil {
-		first = make([]int32, 1<<16+1)
-	}
-	j := 0
-	for h := 0; h <= 1<<16; h++ {
-		for j < len(keys) && int(keys[j][0])<<8|int(keys[j][1]) < h {
-			j++
+		for d, sp := range s.std {
+			put(&d, sp)
 		}
-		first[h] = int32(j)
-	}
-	s.keys, s.at, s.first = keys, at, first
+	})
 	s.std = map[[32]byte]span{}
 }
+
+// spansOf is the index of a log's sections read whole (from offset base),
+// made without a map between: a later section of the same block wins, as
+// set would have it.
+func spansOf(secs []section, base int64) spans {
+	s := newSpans(0)
+	s.keys, s.at, s.first = sortedSpans(func(put func(d *[32]byte, sp span)) {
+		for _, sc := range secs {
+			if sc.n == bad {
+				continue
+			}
+			if d, ok := digest(sc.c); ok {
+				put(&d, span{base + sc.off, sc.n})
+			} else {
+				s.other[sc.c] = span{base + sc.off, sc.n}
+			}
+		}
+	})
+	return s
+}
+
+// sortedSpans sorts what each puts (called twice: counted, then placed)
+// by digest: placed by their first two bytes (a counting sort, digests
+// being uniform), then each run of the same two bytes (a few blocks)
+// sorted in place, in order of putting among equals, of which the last
+// is kept.
+func sortedSpans(each func(put func(d *[32]byte, sp span))) ([][32]byte, []span, []int32) {
+	first := make([]int32, 1<<16+1)
+	n := 0
+	each(func(d *[32]byte, _ span) {
+		first[head(d)+1]++
+		n++
+	})
+	for h := 1; h <= 1<<16; h++ {
+		first[h] += first[h-1]
+	}
+	next := slices.Clone(first[:1<<16])
+	keys, at := make([][32]byte, n), make([]span, n)
+	each(func(d *[32]byte, sp span) {
+		h := head(d)
+		keys[next[h]], at[next[h]] = *d, sp
+		next[h]++
+	})
+	dups := false
+	for h := range 1 << 16 {
+		lo, hi := int(first[h]), int(first[h+1])
+		for i := lo + 1; i < hi; i++ {
+			for j := i; j > lo; j-- {
+				c := bytes.Compare(keys[j-1][:], keys[j][:])
+				dups = dups || c == 0
+				if c <= 0 {
+					break
+				}
+				keys[j-1], keys[j] = keys[j], keys[j-1]
+				at[j-1], at[j] = at[j], at[j-1]
+			}
+		}
+	}
+	if !dups {
+		return keys, at, first
+	}
+	// the same block twice: the last one put is kept
+	w := 0
+	for i := range keys {
+		if i+1 < len(keys) && keys[i+1] == keys[i] {
+			continue
+		}
+		keys[w], at[w] = keys[i], at[i]
+		w++
+	}
+	keys, at = keys[:w:w], at[:w:w]
+	clear(first)
+	for i := range keys {
+		first[head(&keys[i])+1]++
+	}
+	for h := 1; h <= 1<<16; h++ {
+		first[h] += first[h-1]
+	}
+	return keys, at, first
+}
+
+// head is a digest's first two bytes, its bucket in first.
+func head(d *[32]byte) int { return int(d[0])<<8 | int(d[1]) }
 
 func (s *spans) len() int { return len(s.keys) + len(s.std) + len(s.other) }
 

@@ -107,3 +107,40 @@ func TestCIDStringIsString(t *testing.T) {
 		}
 	}
 }
+
+// TestSpansOfALog: the index of a log read whole is the one set would
+// make section by section: a block found at its last section, a bad
+// section left out, other CIDs kept.
+func TestSpansOfALog(t *testing.T) {
+	std := cid.NewPrefixV1(cid.DagCBOR, multihash.SHA2_256)
+	mk := func(p cid.Prefix, data string) cid.Cid {
+		c, err := p.Sum([]byte(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	var secs []section
+	for i := range 5000 {
+		secs = append(secs, section{c: mk(std, fmt.Sprint(i%4000)), off: int64(i), n: 1})
+	}
+	secs = append(secs, section{c: mk(cid.NewPrefixV1(cid.Raw, multihash.SHA2_256), "raw"), off: 7, n: 2},
+		section{c: mk(std, "bad"), off: 9, n: bad})
+	got, want := spansOf(secs, 100), newSpans(0)
+	for _, sc := range secs {
+		if sc.n != bad {
+			want.set(sc.c, span{100 + sc.off, sc.n})
+		}
+	}
+	if got.len() != want.len() || got.len() != 4001 {
+		t.Fatalf("%d blocks, want %d (4,001)", got.len(), want.len())
+	}
+	for c, sp := range want.all() {
+		if g, ok := got.get(c); !ok || g != sp {
+			t.Fatalf("%s: %v %v, want %v", c, g, ok, sp)
+		}
+	}
+	if _, ok := got.get(mk(std, "bad")); ok {
+		t.Fatal("a bad section was indexed")
+	}
+}
