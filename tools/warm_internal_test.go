@@ -71,9 +71,6 @@ func reopenedStore(t *testing.T, n int) (*store.Local, string) {
 // first write at 249,000 records).
 func TestWarmPreparesTheFirstWrite(t *testing.T) {
 	l, _ := reopenedStore(t, 20)
-	if l.Prepared() {
-		t.Fatal("prepared before Warm")
-	}
 	env := &Env{Engine: outline.New(l)}
 	if err := env.Warm(context.Background()); err != nil {
 		t.Fatal(err)

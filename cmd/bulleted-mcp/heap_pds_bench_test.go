@@ -132,6 +132,7 @@ func heapRowsWith(b *testing.B, open func() (*tools.Env, string)) (read, search,
 			b.Fatalf("%v %+v", err, res)
 		}
 	}
+	settleSearch(env) // the index, built beside the first searches
 	search = liveHeap() - base
 	for i := range 40 {
 		mustCall(b, env, "insert_after", fmt.Sprintf(`{"parent":%q,"position":"first","text":"mem %d"}`, parent, i))

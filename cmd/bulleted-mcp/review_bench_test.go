@@ -74,6 +74,7 @@ func reviewRows(b *testing.B, n int) {
 	sortme, movefrom, moveto, delme := mk("sort me", 2000), mk("move from", 5001), mk("move to", 0), mk("delete me", 10_000)
 	section := firstSection(b, env)
 	debug.FreeOSMemory() // the setup's peak is not the workload's
+	reviewMemory(b, env, "setup")
 
 	call := func(name string, args map[string]any) time.Duration {
 		raw, _ := json.Marshal(args)
@@ -94,6 +95,7 @@ func reviewRows(b *testing.B, n int) {
 	for _, q := range []map[string]any{{"text": "budget", "state": "open"}, {"text": "review"}, {"tags": []string{"plan"}}} {
 		call("search", q)
 	}
+	reviewMemory(b, env, "reads")
 	rssRead := selfRSS()
 	var write, dry time.Duration
 	for i := range 30 {
@@ -138,6 +140,7 @@ func reviewRows(b *testing.B, n int) {
 		runtime.Gosched() // the last give-back, in the background as in serve
 	}
 	rssEnd := selfRSS()
+	reviewMemory(b, env, "end")
 	mb := func(n int64) float64 { return float64(n) / (1 << 20) }
 	b.ReportMetric(mb(rssRead), "rss-read-MB")
 	b.ReportMetric(mb(rssDry), "rss-30dry-MB")

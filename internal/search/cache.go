@@ -7,12 +7,9 @@ import (
 
 // Size estimates the memory the index holds, in bytes, in constant time:
 // its blocks as the last update measured them (their rows and corpus,
-// the only copy of the lower-cased texts) and a fixed cost per entry.
-func (x *Index) Size() int64 {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.bytes + int64(8*cap(x.starts)) + int64(len(x.entries))*entryBytes
-}
+// the only copy of the lower-cased texts) and a fixed cost per entry. It
+// never waits for an update under way (the figure is the last one's).
+func (x *Index) Size() int64 { return x.size.Load() }
 
 // entryBytes is an entry's fixed cost: the struct, its map slot and key,
 // and its record CIDs.
@@ -54,7 +51,9 @@ func (c *Cache) For(did string) *Index {
 	if ok {
 		c.lru.MoveToFront(el)
 	} else {
-		el = c.lru.PushFront(&cached{did: did, x: New()})
+		x := New()
+		x.background = true // a cold search walks; the index is built beside it
+		el = c.lru.PushFront(&cached{did: did, x: x})
 		c.byDID[did] = el
 	}
 	limit := c.MaxBytes

@@ -169,6 +169,21 @@ type Index struct {
 	// relaid counts the blocks whose corpus the last update laid out
 	// again, read the rows in them
 	relaid, read int
+
+	// size is Size's answer, kept at the end of each update: read without
+	// the lock, so that a cache's measure never waits for a build
+	size atomic.Int64
+	// background: a search on an index never built for its repository
+	// (cold) does not build it on its own time: it walks the tree,
+	// deriving only what it visits up to its page, and the index is built
+	// in the background for the next searches (Cache's indexes; New's
+	// build on the first search). built is the repository the index was
+	// last built or updated for; building is set while a background build
+	// is under way, and bg waits for it.
+	background bool
+	built      atomic.Pointer[string]
+	building   atomic.Bool
+	bg         sync.WaitGroup
 }
 
 // blockRows is about how many rows a block holds: between blockRows/2 and
@@ -363,6 +378,9 @@ func (x *Index) update(t *outline.Tree) {
 		}
 		x.bytes += b.bytes()
 	}
+	did := x.did
+	x.built.Store(&did)
+	defer func() { x.size.Store(x.bytes + int64(8*cap(x.starts)) + int64(len(x.entries))*entryBytes) }()
 	// entries of bullets no longer in the outline: swept once they are a
 	// fifth of the index
 	if len(x.entries) > t.Nodes.Len()+t.Nodes.Len()/5+64 {
@@ -946,12 +964,58 @@ func (x *Index) search(t *outline.Tree, q Query) (*Result, error) {
 		}
 		after = c.P
 	}
+	if x.background && !x.builtFor(t) {
+		// cold: the first searches after start do not wait for the index
+		// (nor for the warm-up building it); the walk costs what it visits
+		res := x.walkTree(t, q, m, fp, after, func(it *outline.Item) *entry {
+			if it.Mirror {
+				return nil
+			}
+			return derive(it)
+		})
+		x.buildSoon(t)
+		return res, nil
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.update(t)
 	if res, ok := x.scan(t, q, m, fp, after); ok {
 		return res, nil
 	}
+	return x.walkTree(t, q, m, fp, after, x.entry), nil
+}
+
+// builtFor reports whether the index was built for t's repository (an
+// update to t then costs what changed since).
+func (x *Index) builtFor(t *outline.Tree) bool {
+	d := x.built.Load()
+	return d != nil && *d == t.DID.String()
+}
+
+// buildSoon builds the index for t in the background, unless a build is
+// under way (the next cold search asks again if that one was for another
+// repository).
+func (x *Index) buildSoon(t *outline.Tree) {
+	if !x.building.CompareAndSwap(false, true) {
+		return
+	}
+	x.bg.Add(1)
+	go func() {
+		defer x.bg.Done()
+		defer x.building.Store(false)
+		x.Warm(t)
+	}()
+}
+
+// Settle waits for a background build of the index to end (tests and
+// benchmarks).
+func (x *Index) Settle() { x.bg.Wait() }
+
+// walkTree is a search by walking the tree in pre-order from the cursor's
+// place (or Under), up to the page: for what the pre-order scan cannot
+// start (scan) and for a cold index. entryOf gives a bullet's entry (nil
+// for a mirror).
+func (x *Index) walkTree(t *outline.Tree, q Query, m *matcher, fp string, after []step, entryOf func(*outline.Item) *entry) *Result {
 	res := &Result{Hits: []Hit{}}
 	var stack []*outline.Item
 	var last *outline.Item
@@ -960,7 +1024,7 @@ func (x *Index) search(t *outline.Tree, q Query) (*Result, error) {
 	visit = func(it *outline.Item) bool {
 		// entry, not the map: a detached subtree (a contribution searched
 		// with Under) is not in the pre-order scan, so derived here
-		if e := x.entry(it); e != nil {
+		if e := entryOf(it); e != nil {
 			res.Scanned++
 			text, note := lowered(it)
 			if ok, at, n, inNote := m.match(e, text, note); ok {
@@ -1026,7 +1090,7 @@ func (x *Index) search(t *outline.Tree, q Query) (*Result, error) {
 		raw, _ := json.Marshal(cursor{Q: fp, P: path, R: t.Rev})
 		res.Cursor = base64.RawURLEncoding.EncodeToString(raw)
 	}
-	return res, nil
+	return res
 }
 
 // scan is Search over the pre-order slice; false when it cannot tell

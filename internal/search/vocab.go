@@ -11,7 +11,9 @@ import (
 )
 
 // Search runs q against t (Update is called first, a no-op for an
-// unchanged commit). Hits come in outline order (pre-order). A layout
+// unchanged commit; a Cache's index never built for t's repository walks
+// t instead, and is built in the background). Hits come in outline order
+// (pre-order), the same either way. A layout
 // Bulleted does not render is searched as given (the set is open), and the
 // result's notices say which layouts the outline has and which render.
 func (x *Index) Search(t *outline.Tree, q Query) (*Result, error) {
@@ -19,7 +21,7 @@ func (x *Index) Search(t *outline.Tree, q Query) (*Result, error) {
 	if err != nil || q.Layout == "" || slices.Contains(lexicon.Layouts, q.Layout) {
 		return res, err
 	}
-	res.Notices = append(res.Notices, x.layoutNotice(q.Layout))
+	res.Notices = append(res.Notices, x.layoutNotice(t, q.Layout))
 	return res, nil
 }
 
@@ -33,22 +35,40 @@ var layoutAliases = map[string]string{
 
 // layoutNotice says that layout is not one Bulleted renders, what it may
 // have meant, and the layouts the indexed outline has, most used first.
-func (x *Index) layoutNotice(layout string) string {
-	x.mu.Lock()
+func (x *Index) layoutNotice(t *outline.Tree, layout string) string {
 	count := map[string]int{}
-	for _, b := range x.blocks {
-		for _, r := range b.rows {
-			if r.e == nil {
-				continue
+	if !x.builtFor(t) {
+		// a cold index (its first searches walk the tree): counted there
+		var walk func(items []*outline.Item)
+		walk = func(items []*outline.Item) {
+			for _, it := range items {
+				if !it.Mirror {
+					l := it.Str("layout")
+					if l == "" {
+						l = "bullet"
+					}
+					count[l]++
+				}
+				walk(it.Children)
 			}
-			l := r.e.layoutName()
-			if l == "" {
-				l = "bullet"
-			}
-			count[l]++
 		}
+		walk(t.Roots)
+	} else {
+		x.mu.Lock()
+		for _, b := range x.blocks {
+			for _, r := range b.rows {
+				if r.e == nil {
+					continue
+				}
+				l := r.e.layoutName()
+				if l == "" {
+					l = "bullet"
+				}
+				count[l]++
+			}
+		}
+		x.mu.Unlock()
 	}
-	x.mu.Unlock()
 	type lc struct {
 		l string
 		n int

@@ -1,6 +1,7 @@
 package search
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
@@ -34,5 +35,49 @@ func TestWarmKeepsANewerIndex(t *testing.T) {
 	y.Warm(t2)
 	if y.tree != t2 || y.Derived != 1 {
 		t.Fatalf("warm-ups: index at %s, %d derived by the second", y.tree.Commit, y.Derived)
+	}
+}
+
+// TestColdSearchWalks: a cache's index answers its first searches by
+// walking the tree, without building the index or waiting for a build
+// under way (the warm-up's: here the index's lock is held throughout),
+// with the hits, cursors and notices of a built index; the index is built
+// beside it, and the next searches use it.
+func TestColdSearchWalks(t *testing.T) {
+	t.Parallel()
+	recs := outlinegen.Generate(3000, 1)
+	tr := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c1", Rev: "r000000001", Records: recs})
+	built := New()
+	built.Update(tr)
+	queries := []Query{{Text: "budget", State: "open"}, {Text: "review", Limit: 7}, {Tags: []string{"plan"}}, {Text: "zzzz nothing"},
+		{Layout: "heading"}, {Text: "a", Under: tr.Roots[1], Limit: 5}}
+	cold := NewCache(0).For(outlinegen.DID)
+	cold.mu.Lock() // a build under way that the cold searches must not wait for
+	for _, q := range queries {
+		for page := 0; page < 3; page++ {
+			want, err := built.Search(tr, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := cold.Search(tr, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(keys(got), keys(want)) || got.Cursor != want.Cursor || !slices.Equal(got.Notices, want.Notices) {
+				t.Fatalf("%+v page %d: cold %v %q %q, built %v %q %q", q, page, keys(got), got.Cursor, got.Notices, keys(want), want.Cursor, want.Notices)
+			}
+			if want.Cursor == "" {
+				break
+			}
+			q.Cursor = want.Cursor
+		}
+	}
+	if cold.tree != nil {
+		t.Fatal("a cold search built the index on its own time")
+	}
+	cold.mu.Unlock()
+	cold.Settle()
+	if !cold.builtFor(tr) || cold.tree != tr || cold.Size() == 0 {
+		t.Fatalf("the index was not built beside the cold searches (built %v, size %d)", cold.builtFor(tr), cold.Size())
 	}
 }

@@ -110,6 +110,7 @@ func (l *Local) compact(ctx context.Context) (CompactReport, error) {
 		at.set(c, span{off + int64(buf.Len()-len(blk.RawData())), uint32(len(blk.RawData()))})
 		off += int64(buf.Len())
 	}
+	at.seal()
 	if err := f.Sync(); err != nil {
 		return fail(err)
 	}

@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"reflect"
-	"strings"
 	"testing"
 	"unsafe"
 
@@ -64,25 +63,6 @@ func TestCompactDecodeTakesAndShares(t *testing.T) {
 		if v, ok := store.CompactDecode(b); ok {
 			t.Errorf("%s: took it as %#v", name, v)
 		}
-	}
-}
-
-// A record's path is the string its collection and key were cut from, not
-// a copy; records of separate strings get a new one, equal.
-func TestPathOfShares(t *testing.T) {
-	p := strings.Clone("app.bulleted.node/3kabcdefghij2")
-	c, k, _ := strings.Cut(p, "/")
-	if got := store.PathOf(store.Record{Collection: c, RKey: k}); got != p || unsafe.StringData(got) != unsafe.StringData(p) {
-		t.Fatalf("cut record: %q, a copy", got)
-	}
-	sep := store.Record{Collection: "app.bulleted.node", RKey: strings.Clone("3kabcdefghij2")}
-	if got := store.PathOf(sep); got != p || unsafe.StringData(got) == unsafe.StringData(sep.Collection) {
-		t.Fatalf("separate strings: %q", got)
-	}
-	// adjacent but not one path ('-' where the '/' would be): a copy
-	q := strings.Clone("app.bulleted.node-3kabcdefghij2")
-	if got := store.PathOf(store.Record{Collection: q[:17], RKey: q[18:]}); got != p {
-		t.Fatalf("adjacent: %q", got)
 	}
 }
 

@@ -8,13 +8,6 @@ func BeforeCompactRename(fn func() error) { beforeCompactRename = fn }
 // fault in the tests; the read path is the one a refresh takes.
 func init() { mapMin = 1 }
 
-// PathBuilds is how many maps of records by path were made (Prepare and
-// writes).
-func PathBuilds() int64 { return pathBuilds.Load() }
-
-// OnPathBuild runs fn at the start of each such build (nil: none).
-func OnPathBuild(fn func()) { pathBuildHook = fn }
-
 // CompactDecode and Interned expose the compact decode to its tests.
 var CompactDecode = compactDecode
 
@@ -25,9 +18,6 @@ func Interned(s string) (string, bool) {
 	}
 	return v.(string), true
 }
-
-// PathOf exposes pathOf to its test.
-func PathOf(r Record) string { return pathOf(&r) }
 
 // PlainDecode is the reflection decoder's fast path alone (benchmarks).
 func PlainDecode(b []byte) bool {

@@ -94,11 +94,10 @@ func (l *Local) ImportCAR(ctx context.Context, r io.Reader, opts ImportOptions) 
 		return rep, fmt.Errorf("%w: %d record(s), e.g. %s; nothing was imported", ErrInvalidRecords, len(rep.Invalid), rep.Invalid[0])
 	}
 	rep.Records = len(recs)
-	l.awaitBuild()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	err = l.locked(ctx, true, func() error {
-		rep.Replaced = len(l.recordMap())
+		rep.Replaced = l.recs.n
 		root, err := l.commitRecords(ctx, recs)
 		if err != nil {
 			return l.dropPending(err)
@@ -106,7 +105,6 @@ func (l *Local) ImportCAR(ctx context.Context, r io.Reader, opts ImportOptions) 
 		if err := l.persist(root); err != nil {
 			return l.dropPending(err)
 		}
-		l.recordMap()
 		l.snap = nil
 		return l.setRoot(ctx, root)
 	})

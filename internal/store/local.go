@@ -13,10 +13,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
-	"unsafe"
 
 	"github.com/bluesky-social/indigo/atproto/atcrypto"
 	"github.com/bluesky-social/indigo/atproto/atdata"
@@ -127,18 +125,20 @@ func (r rawRecord) MarshalCBOR(w io.Writer) error { _, err := w.Write(r); return
 
 // Local is the embedded repository.
 type Local struct {
-	mu        sync.Mutex
-	dir       string
-	key       *atcrypto.PrivateKeyK256
-	did       syntax.DID
-	bs        *memBlocks
-	root      cid.Cid
-	rev       string
-	records   map[string]*Record // "collection/rkey"; records never change once made (a snapshot's may be among them)
-	snap      *Snapshot          // sorted snapshot of the current commit, built on demand
-	paths     *pathBuild         // records being made from snap ahead of the first write (prepare.go)
-	history   []transition       // the last commits' changes, oldest first (Changes)
-	reachable int                // blocks the commit at root uses (at its load)
+	mu   sync.Mutex
+	dir  string
+	key  *atcrypto.PrivateKeyK256
+	did  syntax.DID
+	bs   *memBlocks
+	root cid.Cid
+	rev  string
+	// the current records (records.go): a sorted base, a snapshot's
+	// records, and the changes since; loaded: setRoot made them once
+	recs      recordSet
+	loaded    bool
+	snap      *Snapshot    // snapshot of the current commit, built on demand
+	history   []transition // the last commits' changes, oldest first (Changes)
+	reachable int          // blocks the commit at root uses (at its load)
 	log       *os.File
 	logOff    int64    // how much of the log has been read (and is whole)
 	lock      *os.File // flock'd while the files are read or written; nil: a read-only directory without one
@@ -328,12 +328,14 @@ func (l *Local) readLog(base, limit int64) (int64, error) {
 	}
 	secs, good := parseSections(buf)
 	if l.bs.at.len() == 0 {
-		l.bs.at = newSpans(len(secs))
-	}
-	for _, sc := range secs {
-		if sc.n != bad {
-			l.bs.at.set(sc.c, span{base + sc.off, sc.n})
+		l.bs.at = spansOf(secs, base) // the log's blocks in the sorted arrays
+	} else {
+		for _, sc := range secs {
+			if sc.n != bad {
+				l.bs.at.set(sc.c, span{base + sc.off, sc.n})
+			}
 		}
+		l.bs.at.settle()
 	}
 	l.bs.load, l.bs.loadAt = buf, base
 	return good, nil
@@ -588,9 +590,10 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 	}
 	// records whose CID is unchanged keep their decoded value; the others
 	// are decoded on every core while the walk goes on, in chunks
-	prev := l.records
-	if prev == nil && l.snap != nil {
-		prev = l.recordMap()
+	// the records before (none at the first load), in path order
+	var prev []Record
+	if l.loaded {
+		prev = l.recs.current()
 	}
 	type todo struct {
 		k    string
@@ -623,7 +626,7 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 						c.err = fmt.Errorf("record %s: %w", d.k, err)
 						break
 					}
-					coll, rkey, _ := strings.Cut(d.k, "/")
+					coll, rkey := splitPath(d.k)
 					c.out[i] = Record{Collection: coll, RKey: rkey, CID: cidString(d.v), Value: val}
 				}
 			}
@@ -633,19 +636,24 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 	// in key order (the walk's): the snapshot's order. Sized ahead (grown
 	// by append, it left five times its size behind as garbage: 93 MB at
 	// 249k records), then cut to size below if that was far too much.
-	guess := len(prev)
+	guess := l.recs.n
 	if guess == 0 {
 		guess = l.bs.at.len()
 	}
 	recs := make([]Record, 0, guess+guess/16)
 	reachable := 1 // the commit
+	pi := 0        // in prev
 	err = l.walkNodes(ctx, commit.Data, func(k string, v cid.Cid) error {
 		reachable++
 		if !strings.HasPrefix(k, Prefix) {
 			return nil
 		}
-		if old, ok := prev[k]; ok && old.CID == v.String() {
-			recs = append(recs, *old)
+		// prev is in the walk's order (paths): a walk beside it
+		for pi < len(prev) && cmpPath(&prev[pi], k) < 0 {
+			pi++
+		}
+		if pi < len(prev) && cmpPath(&prev[pi], k) == 0 && prev[pi].CID == v.String() {
+			recs = append(recs, prev[pi])
 			return nil
 		}
 		recs = append(recs, Record{}) // decoded below
@@ -674,7 +682,7 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 		for i, d := range c.todo {
 			recs[d.slot] = c.out[i]
 		}
-		if prev != nil {
+		if l.loaded {
 			out = append(out, c.out...)
 		}
 	}
@@ -682,62 +690,39 @@ func (l *Local) setRoot(ctx context.Context, root cid.Cid) error {
 		recs = append(make([]Record, 0, len(recs)), recs...)
 	}
 	snap := &Snapshot{DID: l.did, Commit: root.String(), Rev: commit.Rev, Records: recs}
-	l.records = nil // made from the snapshot when it is needed (recordMap)
-	if prev != nil {
-		l.records = recordMap(recs)
+	if l.loaded {
+		// the records gone: those before that the new ones (in the same
+		// order) do not have
 		changes := out
-		for k := range prev {
-			if _, ok := l.records[k]; !ok {
-				coll, rkey, _ := strings.Cut(k, "/")
-				changes = append(changes, Record{Collection: coll, RKey: rkey})
+		j := 0
+		for i := range prev {
+			for j < len(recs) && comparePaths(&recs[j], &prev[i]) < 0 {
+				j++
+			}
+			if j == len(recs) || comparePaths(&recs[j], &prev[i]) != 0 {
+				changes = append(changes, Record{Collection: prev[i].Collection, RKey: prev[i].RKey})
 			}
 		}
 		l.remember(l.root, root, changes)
 	}
+	l.recs = recordSet{base: recs, n: len(recs)}
+	l.loaded = true
 	l.root, l.rev, l.reachable = root, commit.Rev, reachable
 	l.snap = snap
 	l.verified = true // loaded whole, signed by signing.key
 	return nil
 }
 
-// recordMap is the current records by path. Opening a store does not make
-// it (a map of 250,000 paths is a tenth of a second): it is made from the
-// snapshot the first time a write or a reload needs it. Either l.records or
-// l.snap is always current.
-func (l *Local) recordMap() map[string]*Record {
-	if l.records == nil {
-		l.records = l.pathsOf(l.snap).get() // Prepare's build, waited for, or made here
-		l.paths = nil
+// splitPath cuts a path into its collection and record key: a known
+// collection the shared string, and then the record key a copy of its
+// own, so that a record keeps 16 bytes of key, not the whole path's 32
+// (4 MB at 249,000 records).
+func splitPath(p string) (coll, rkey string) {
+	coll, rkey, _ = strings.Cut(p, "/")
+	if v, ok := interned[coll]; ok {
+		return v.(string), strings.Clone(rkey)
 	}
-	return l.records
-}
-
-// recordMap points into recs (a snapshot's records, never changed): a
-// pointer a record, not a second copy of each record's header.
-func recordMap(recs []Record) map[string]*Record {
-	m := make(map[string]*Record, len(recs))
-	for i := range recs {
-		m[pathOf(&recs[i])] = &recs[i]
-	}
-	return m
-}
-
-// pathOf is r's "collection/rkey". A record read from the repository has
-// its collection and record key cut from one such string (load), and a
-// written one too (apply): the path is that string again, not a copy (a
-// copy a record was 13 MB at 249,000 records). It is reused only when the
-// bytes around the '/' cannot be an object boundary (heap objects start
-// 8-aligned), so the whole path lies in the one allocation it keeps alive.
-func pathOf(r *Record) string {
-	c, k := unsafe.StringData(r.Collection), unsafe.StringData(r.RKey)
-	if len(r.Collection) > 0 && len(r.RKey) > 0 {
-		slash := unsafe.Add(unsafe.Pointer(c), len(r.Collection))
-		if unsafe.Add(slash, 1) == unsafe.Pointer(k) && uintptr(slash)%8 != 0 && uintptr(slash)%8 != 7 &&
-			*(*byte)(slash) == '/' {
-			return unsafe.String(c, len(r.Collection)+1+len(r.RKey))
-		}
-	}
-	return r.Collection + "/" + r.RKey
+	return coll, rkey
 }
 
 // walkNodes calls fn with every key and value of the MST at root, in key
@@ -862,6 +847,7 @@ func (l *Local) persist(root cid.Cid) error {
 		l.bs.at.set(blk.Cid(), spans[i])
 		delete(l.bs.m, blk.Cid())
 	}
+	l.bs.at.settle()
 	l.bs.pending = nil
 	if beforeHead != nil {
 		if err := beforeHead(); err != nil {
@@ -943,7 +929,6 @@ func (l *Local) refresh(ctx context.Context) error {
 			return err
 		}
 		l.logOff += good
-		l.recordMap() // the records setRoot compares with (the snapshot goes)
 		l.snap = nil
 		if err := l.setRoot(ctx, c); err == nil {
 			return nil
@@ -957,7 +942,6 @@ func (l *Local) refresh(ctx context.Context) error {
 		return err
 	}
 	l.logOff = good
-	l.recordMap()
 	l.snap = nil
 	if err := l.setRoot(ctx, c); err != nil {
 		return fmt.Errorf("%w: HEAD's commit %s does not load after re-reading the log: %v", ErrCorrupt, c, err)
@@ -977,7 +961,6 @@ func (l *Local) recoverRunning(ctx context.Context, why string, size int64) erro
 		return err
 	}
 	l.logOff = good
-	l.recordMap() // the records setRoot compares with (the snapshot goes)
 	l.snap = nil
 	return l.recoverHead(ctx, why, good, size)
 }
@@ -1005,25 +988,23 @@ func (l *Local) Snapshot(ctx context.Context) (*Snapshot, error) {
 	if l.snap != nil && l.snap.Commit == l.root.String() {
 		return l.snap, nil
 	}
-	// l.records is current when the snapshot is not
-	s := &Snapshot{DID: l.did, Commit: l.root.String(), Rev: l.rev, Records: make([]Record, 0, len(l.records))}
-	for _, r := range l.records {
-		s.Records = append(s.Records, *r)
+	// the records are current when the snapshot is not: folded into one
+	// sorted list, the snapshot's (and the next changes' base)
+	l.recs.fold()
+	s := &Snapshot{DID: l.did, Commit: l.root.String(), Rev: l.rev, Records: l.recs.base}
+	if !slices.IsSortedFunc(s.Records, CompareRecords) {
+		// path order is (collection, record key) order but for a
+		// collection name that another extends with a character before
+		// '/': sorted as snapshots are, in a copy
+		s.Records = slices.Clone(s.Records)
+		slices.SortFunc(s.Records, CompareRecords)
 	}
-	sort.Slice(s.Records, func(i, j int) bool {
-		a, b := s.Records[i], s.Records[j]
-		if a.Collection != b.Collection {
-			return a.Collection < b.Collection
-		}
-		return a.RKey < b.RKey
-	})
 	l.snap = s
 	return s, nil
 }
 
 // Apply implements Repository.
 func (l *Local) Apply(ctx context.Context, swapCommit string, writes []Write) (res *Result, err error) {
-	l.awaitBuild()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	err = l.locked(ctx, true, func() error {
@@ -1040,7 +1021,6 @@ func (l *Local) apply(ctx context.Context, swapCommit string, writes []Write) (*
 	if swapCommit != "" && swapCommit != l.root.String() {
 		return nil, ErrConflict
 	}
-	l.recordMap() // current from here on: the snapshot goes below
 	seen := map[string]bool{}
 	for _, w := range writes {
 		path := w.Collection + "/" + w.RKey
@@ -1048,7 +1028,7 @@ func (l *Local) apply(ctx context.Context, swapCommit string, writes []Write) (*
 			return nil, fmt.Errorf("two writes to %s in one batch", path)
 		}
 		seen[path] = true
-		_, exists := l.records[path]
+		_, exists := l.recs.get(path)
 		switch w.Op {
 		case Create:
 			if exists {
@@ -1113,7 +1093,7 @@ func (l *Local) apply(ctx context.Context, swapCommit string, writes []Write) (*
 			return fail(err)
 		}
 		res.Results = append(res.Results, WriteResult{URI: uri, CID: c.String()})
-		coll, rkey, _ := strings.Cut(path, "/") // the path's own bytes (pathOf)
+		coll, rkey := splitPath(path)
 		changes = append(changes, change{path, &Record{Collection: coll, RKey: rkey, CID: c.String(), Value: dec}})
 	}
 	root, rev, err := r.Commit(ctx, l.sign)
@@ -1125,11 +1105,7 @@ func (l *Local) apply(ctx context.Context, swapCommit string, writes []Write) (*
 	}
 	var recorded []Record
 	for _, ch := range changes {
-		if ch.rec == nil {
-			delete(l.records, ch.path)
-		} else {
-			l.records[ch.path] = ch.rec
-		}
+		l.recs.set(ch.path, ch.rec)
 		if strings.HasPrefix(ch.path, Prefix) {
 			if ch.rec != nil {
 				recorded = append(recorded, *ch.rec)
@@ -1142,6 +1118,7 @@ func (l *Local) apply(ctx context.Context, swapCommit string, writes []Write) (*
 	// the sorted snapshot is made again only if somebody asks for one:
 	// readers that follow Changes never do
 	l.snap = nil
+	l.recs.settle()
 	l.remember(l.root, root, recorded)
 	l.root, l.rev = root, rev
 	res.Commit, res.Rev = root.String(), rev
