@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bluesky-social/indigo/atproto/identity"
+	"github.com/bluesky-social/indigo/atproto/syntax"
+
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
@@ -27,7 +30,8 @@ import (
 //     once it is read off the connection, and the insert waits for it
 //     (bounded: StreamWait, then it asks the PDS) instead of going blind;
 //   - a write swapped on the head known while such a commit is on its way
-//     is not sent (it would be refused);
+//     (taken in since, or still being taken in) is not sent (it would be
+//     refused);
 //   - the follower took the app's commit in: the insert is planned on it.
 //
 // Each insert is then read back from the repository.
@@ -39,6 +43,8 @@ func TestFollowWriteAfterOthersNotRefused(t *testing.T) {
 	// the held follower never brings the commit: the wait runs out and the
 	// insert asks (a bound, not a speed check)
 	r.StreamWait = time.Second
+	dir := &heldDirectory{Directory: r.Directory}
+	r.Directory = dir
 	e, err := outline.Open(r, outline.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +100,25 @@ func TestFollowWriteAfterOthersNotRefused(t *testing.T) {
 	held.Unlock()
 	until(t, "the app's commit taken in", func() bool { return pds.KeptRev(r) >= rev })
 
+	// the same, the app's commit heard and still being taken in (its
+	// signature's check waits for the directory)
+	known, err := r.Snapshot(ctx) // the head known (the stream is live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir.hold.Lock()
+	rev = g.edit(t, ctx)
+	until(t, "the app's next commit read off the connection", func() bool { return pds.LastHeard(r) >= rev })
+	w0 = r.Stats.Writes.Load()
+	_, err = r.Apply(ctx, known.Commit, []store.Write{{Op: store.Create, Collection: lexicon.Node, RKey: "3kbehindnotsent",
+		Value: map[string]any{"$type": lexicon.Node, "text": "not sent", "sortKey": "a", "createdAt": "2026-12-06T00:00:00.000Z"}}})
+	if !errors.Is(err, store.ErrStale) || r.Stats.Writes.Load() != w0 || r.Stats.NotSent.Load() != 2 {
+		t.Fatalf("a write swapped on the head known, a newer commit being taken in: %v, %d applyWrites sent, %d not sent; want ErrStale, none sent, 2 not sent in all",
+			err, r.Stats.Writes.Load()-w0, r.Stats.NotSent.Load())
+	}
+	dir.hold.Unlock()
+	until(t, "the app's commit taken in", func() bool { return pds.KeptRev(r) >= rev })
+
 	// the follower took the app's commit in
 	for range 3 {
 		rev := g.edit(t, ctx)
@@ -119,4 +144,17 @@ func TestFollowWriteAfterOthersNotRefused(t *testing.T) {
 	if slices.Contains(got, "not sent") {
 		t.Fatal("the write that was not sent is in the repository")
 	}
+}
+
+// heldDirectory is a directory whose look-ups of a DID wait while hold is
+// locked.
+type heldDirectory struct {
+	identity.Directory
+	hold sync.Mutex
+}
+
+func (d *heldDirectory) LookupDID(ctx context.Context, did syntax.DID) (*identity.Identity, error) {
+	d.hold.Lock()
+	d.hold.Unlock()
+	return d.Directory.LookupDID(ctx, did)
 }
