@@ -42,7 +42,12 @@ import (
 // not, they revalidate as without following (see Bounded staleness below). Writes are guarded by swapCommit either
 // way, and a write refused for its swapCommit makes the next read ask the
 // PDS (a commit the stream did not bring: Jetstream's filter leaves other
-// collections out). The stream's position (the sequence number of the last commit taken
+// collections out). A write swapped on a commit the stream has gone past
+// (taken in since it was planned, or read off the connection and not yet
+// taken in: heard) is not sent at all (Apply, behind): it is planned again
+// on that commit once it is in. Messages are read off the connection on a
+// goroutine of their own and dealt with in order on another; the changed
+// callback runs on a third. The stream's position (the sequence number of the last commit taken
 // in) is kept with the cache file (Cursor): a restarted Follow asks the PDS
 // to replay from there, so what happened while it was down is taken in
 // from the stream rather than read; a cursor the PDS no longer reaches
