@@ -49,13 +49,12 @@ func TestFollowWriteAfterOthersNotRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var held sync.Mutex // locked: the follower's callback waits (busy)
+	var held door // shut: the follower's callback waits (busy)
 	var waiting atomic.Int32
 	go r.Follow(ctx, func() {
 		e.Tree(ctx) // as serve's: the tree brought forward
 		waiting.Add(1)
-		held.Lock()
-		held.Unlock()
+		held.pass()
 		waiting.Add(-1)
 	}, func(err error) { t.Logf("follow: %v", err) })
 	until(t, "live", r.Live)
@@ -80,7 +79,7 @@ func TestFollowWriteAfterOthersNotRefused(t *testing.T) {
 
 	// the follower busy with our own commit's callback when the app's
 	// commit comes
-	held.Lock()
+	held.shut()
 	insert("the follower is busy after this one")
 	until(t, "the follower busy", func() bool { return waiting.Load() > 0 })
 	rev := g.edit(t, ctx)
@@ -97,7 +96,7 @@ func TestFollowWriteAfterOthersNotRefused(t *testing.T) {
 		t.Fatalf("a write swapped on the head known, a newer commit on its way: %v, %d applyWrites sent, %d not sent; want ErrStale, none sent, 1 not sent",
 			err, r.Stats.Writes.Load()-w0, r.Stats.NotSent.Load())
 	}
-	held.Unlock()
+	held.open()
 	until(t, "the app's commit taken in", func() bool { return pds.KeptRev(r) >= rev })
 
 	// the same, the app's commit heard and still being taken in (its
@@ -106,7 +105,7 @@ func TestFollowWriteAfterOthersNotRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir.hold.Lock()
+	dir.hold.shut()
 	rev = g.edit(t, ctx)
 	until(t, "the app's next commit read off the connection", func() bool { return pds.LastHeard(r) >= rev })
 	w0 = r.Stats.Writes.Load()
@@ -116,7 +115,7 @@ func TestFollowWriteAfterOthersNotRefused(t *testing.T) {
 		t.Fatalf("a write swapped on the head known, a newer commit being taken in: %v, %d applyWrites sent, %d not sent; want ErrStale, none sent, 2 not sent in all",
 			err, r.Stats.Writes.Load()-w0, r.Stats.NotSent.Load())
 	}
-	dir.hold.Unlock()
+	dir.hold.open()
 	until(t, "the app's commit taken in", func() bool { return pds.KeptRev(r) >= rev })
 
 	// the follower took the app's commit in
@@ -147,14 +146,43 @@ func TestFollowWriteAfterOthersNotRefused(t *testing.T) {
 }
 
 // heldDirectory is a directory whose look-ups of a DID wait while hold is
-// locked.
+// shut.
 type heldDirectory struct {
 	identity.Directory
-	hold sync.Mutex
+	hold door
 }
 
 func (d *heldDirectory) LookupDID(ctx context.Context, did syntax.DID) (*identity.Identity, error) {
-	d.hold.Lock()
-	d.hold.Unlock()
+	d.hold.pass()
 	return d.Directory.LookupDID(ctx, did)
+}
+
+// door holds up those who pass it while it is shut.
+type door struct {
+	mu     sync.Mutex
+	closed chan struct{}
+}
+
+func (g *door) shut() {
+	g.mu.Lock()
+	g.closed = make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *door) open() {
+	g.mu.Lock()
+	if g.closed != nil {
+		close(g.closed)
+		g.closed = nil
+	}
+	g.mu.Unlock()
+}
+
+func (g *door) pass() {
+	g.mu.Lock()
+	ch := g.closed
+	g.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
 }
