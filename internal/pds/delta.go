@@ -86,10 +86,6 @@ func (r *Repo) Changes(ctx context.Context, since string) (string, string, []sto
 	known := r.car != nil && r.chain(since) != nil
 	pending, noSince, live := r.pending, r.noSince, r.fresh()
 	onItsWay := r.stream.live && (r.stream.incoming > 0 || r.stream.swapped)
-	if r.stream.inChanged && r.stream.live && r.car != nil {
-		// the follower's own callback: what the stream brought so far
-		onItsWay, live = false, true
-	}
 	r.mu.Unlock()
 	if !known {
 		return "", "", nil, false, nil
@@ -97,7 +93,8 @@ func (r *Repo) Changes(ctx context.Context, since string) (string, string, []sto
 	if onItsWay {
 		// a commit is known to be on its way on the stream (delivered and
 		// being taken in, or the one a write was just refused for): wait
-		// for it, briefly, rather than ask
+		// for it, briefly, rather than ask (the follower's changed
+		// callback too: it runs beside the follower, not in its way)
 		live = r.awaitStream(ctx)
 	}
 	if live {

@@ -82,3 +82,11 @@ func CaughtUp(r *Repo) bool {
 
 // SaveCache writes r's cache file now (as after a whole read).
 func SaveCache(r *Repo) { r.saveCache(0, true) }
+
+// LastHeard is the rev of the last commit of r's repository its follower
+// read off the connection (taken in or not yet).
+func LastHeard(r *Repo) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stream.lastHeard
+}

@@ -42,7 +42,12 @@ import (
 // not, they revalidate as without following (see Bounded staleness below). Writes are guarded by swapCommit either
 // way, and a write refused for its swapCommit makes the next read ask the
 // PDS (a commit the stream did not bring: Jetstream's filter leaves other
-// collections out). The stream's position (the sequence number of the last commit taken
+// collections out). A write swapped on a commit the stream has gone past
+// (taken in since it was planned, or read off the connection and not yet
+// taken in: heard) is not sent at all (Apply, behind): it is planned again
+// on that commit once it is in. Messages are read off the connection on a
+// goroutine of their own and dealt with in order on another; the changed
+// callback runs on a third. The stream's position (the sequence number of the last commit taken
 // in) is kept with the cache file (Cursor): a restarted Follow asks the PDS
 // to replay from there, so what happened while it was down is taken in
 // from the stream rather than read; a cursor the PDS no longer reaches
@@ -111,15 +116,22 @@ type streamState struct {
 	// refused: the commit the refused write was swapped onto (swapped)
 	refused string
 	// incoming: commits of this repository the stream delivered that are
-	// being taken in (verified, diffed): on their way to the kept head
+	// being taken in (verified, diffed), or read off the connection newer
+	// than the head known and waiting their turn (news): on their way to
+	// the kept head
 	incoming int
+	// news: commits of this repository read off the connection with a rev
+	// newer than the head known then, not yet dealt with (counted in
+	// incoming too); heardRev: the newest of their revs (Apply sends no
+	// write swapped on the head known while one is on its way: behind)
+	news     int
+	heardRev string
+	// lastHeard: the rev of the last commit of this repository read off
+	// the connection (tests)
+	lastHeard string
 	// foreignAt: when another writer's commit was last taken in, or a
 	// write refused for one (WriteChanges asks first for OthersQuiet)
 	foreignAt time.Time
-	// inChanged: the follower is in its changed callback, whose reads
-	// must not wait for the stream (it is the stream): they answer from
-	// the kept repository while connected
-	inChanged bool
 	// moved is closed (and dropped) when the kept head moves or a
 	// delivered commit was dealt with: awaitStream's waiters look again
 	moved chan struct{}
@@ -248,19 +260,6 @@ func (r *Repo) WriteChanges(ctx context.Context, since string) (string, string, 
 	}
 }
 
-// inChanged runs the follower's changed callback, marked (inChanged).
-func (r *Repo) inChanged(changed func()) {
-	r.mu.Lock()
-	r.stream.inChanged = true
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.stream.inChanged = false
-		r.mu.Unlock()
-	}()
-	changed()
-}
-
 // wake tells awaitStream's waiters to look again. r.mu is held.
 func (r *Repo) wake() {
 	if r.stream.moved != nil {
@@ -361,7 +360,11 @@ func (r *Repo) account(ctx context.Context, active bool, errs func(error)) {
 
 // Follow keeps the repository current from the PDS's commit stream until
 // ctx ends, calling changed after each commit of this repository it took
-// in or read, and after each (re)connection. It reconnects with backoff
+// in or read, and after each (re)connection: on a goroutine of its own,
+// one call at a time, the calls asked for while one runs made once after
+// it (so a slow callback, such as serve's bringing the tree forward, does
+// not keep the next commits from being taken in, and its reads wait for
+// those on their way as any other's do). It reconnects with backoff
 // (1 s to 1 min); each connection has a handshake timeout, a read limit,
 // a ping every pingEvery and a read deadline deadAfter after its last sign
 // of life. errs, if set, hears each connection's end
@@ -383,6 +386,25 @@ func (r *Repo) Follow(ctx context.Context, changed func(), errs func(error)) {
 		return
 	}
 	defer r.finalSave()
+	kick, calls, call := make(chan struct{}, 1), make(chan struct{}), changed
+	go func() {
+		defer close(calls)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-kick:
+				call()
+			}
+		}
+	}()
+	defer func() { <-calls }() // Follow returns once ctx ended
+	changed = func() {
+		select {
+		case kick <- struct{}{}:
+		default: // one is asked for already
+		}
+	}
 	r.mu.Lock()
 	r.stream.following, r.stream.started = true, time.Time{}
 	r.mu.Unlock()
@@ -423,19 +445,29 @@ func (r *Repo) followOnce(ctx context.Context, u string, changed func(), errs fu
 	if cursor > 0 {
 		addr += "?cursor=" + strconv.FormatInt(cursor, 10)
 	}
-	return r.listen(ctx, addr, cursor > 0, changed, errs, func(mt int, rd io.Reader) error {
+	did := r.did.String()
+	return r.listen(ctx, addr, cursor > 0, changed, errs, func(mt int, rd io.Reader) (func(), error) {
 		if mt != websocket.BinaryMessage {
-			return fmt.Errorf("the stream sent a non-binary message")
+			return nil, fmt.Errorf("the stream sent a non-binary message")
 		}
 		var ev events.XRPCStreamEvent
 		if err := ev.Deserialize(rd); err != nil {
-			return fmt.Errorf("reading the stream: %w", err)
+			return nil, fmt.Errorf("reading the stream: %w", err)
 		}
 		if ev.Error != nil {
-			return fmt.Errorf("the stream ended: %s: %s", ev.Error.Error, ev.Error.Message)
+			return nil, fmt.Errorf("the stream ended: %s: %s", ev.Error.Error, ev.Error.Message)
 		}
-		r.event(ctx, &ev, changed, errs)
-		return nil
+		var h heardFrame
+		if e := ev.RepoCommit; e != nil && e.Repo == did {
+			r.mu.Lock()
+			drop := r.stream.drop
+			r.mu.Unlock()
+			h.decided = true
+			if h.dropped = drop != nil && drop(e.Seq); !h.dropped {
+				h.counted = r.heard(e.Rev)
+			}
+		}
+		return func() { r.dealWith(ctx, &ev, h, changed, errs) }, nil
 	})
 }
 
@@ -444,7 +476,7 @@ func (r *Repo) followOnce(ctx context.Context, u string, changed func(), errs fu
 // connection has a handshake timeout, a read limit, a ping every pingEvery
 // and a read deadline that each message and pong moves on; the stream is
 // not live once it returns.
-func (r *Repo) listen(ctx context.Context, addr string, replaying bool, changed func(), errs func(error), handle func(mt int, rd io.Reader) error) error {
+func (r *Repo) listen(ctx context.Context, addr string, replaying bool, changed func(), errs func(error), handle func(mt int, rd io.Reader) (func(), error)) error {
 	d := websocket.Dialer{HandshakeTimeout: 10 * time.Second, Proxy: http.ProxyFromEnvironment}
 	con, resp, err := d.DialContext(ctx, addr, http.Header{"User-Agent": []string{"bulleted-mcp"}})
 	if resp != nil && resp.Body != nil {
@@ -492,16 +524,101 @@ func (r *Repo) listen(ctx context.Context, addr string, replaying bool, changed 
 		return err
 	}
 	changed() // whatever happened while not connected
-	for {
-		mt, rd, err := con.NextReader()
-		if err != nil {
-			return err
+	// Messages are read off the connection as they come (handle decodes
+	// them; a commit of this repository newer than the head known is then
+	// known to be on its way: heard) and dealt with in order here, so that
+	// a commit being taken in does not keep the next one from being known.
+	// At most stepQueue wait their turn; the reader waits beyond that.
+	steps := make(chan func(), stepQueue)
+	var rerr error
+	go func() {
+		defer close(steps)
+		for {
+			mt, rd, err := con.NextReader()
+			if err == nil {
+				alive()
+				var step func()
+				if step, err = handle(mt, rd); err == nil {
+					if step == nil {
+						continue
+					}
+					select {
+					case steps <- step:
+						continue
+					case <-ctx.Done():
+						err = ctx.Err()
+					}
+				}
+			}
+			r.notLive() // reads ask the PDS from now (the queued are still taken in)
+			rerr = err
+			return
 		}
-		alive()
-		if err := handle(mt, rd); err != nil {
-			return err
+	}()
+	for step := range steps {
+		if ctx.Err() == nil {
+			step()
 		}
 	}
+	r.forgetHeard()
+	return rerr
+}
+
+// stepQueue bounds how many messages read off the connection wait to be
+// dealt with (a commit's blocks are at most followLimit).
+const stepQueue = 16
+
+// heard notes a commit of this repository (rev) read off the connection,
+// before it is dealt with: newer than the head known, it is on its way
+// (incoming, news), and reads and writes wait for it. It reports whether
+// it was counted so (the step that deals with it then says so: heardFrame).
+func (r *Repo) heard(rev string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stream.lastHeard = max(r.stream.lastHeard, rev)
+	if r.car == nil || rev <= r.headRev {
+		return false
+	}
+	r.stream.incoming++
+	r.stream.news++
+	r.stream.heardRev = max(r.stream.heardRev, rev)
+	return true
+}
+
+// dealtWith ends the wait for a commit counted by heard (taken in, or read
+// after a gap, or lost). r.mu is held.
+func (r *Repo) dealtWith() {
+	r.stream.incoming--
+	r.stream.news--
+	if r.stream.news == 0 {
+		r.stream.heardRev = ""
+	}
+	r.wake()
+}
+
+// forgetHeard drops the counts of commits heard on a connection that
+// ended before they were dealt with (the next connection catches up).
+func (r *Repo) forgetHeard() {
+	r.mu.Lock()
+	r.stream.incoming -= r.stream.news
+	r.stream.news, r.stream.heardRev = 0, ""
+	r.wake()
+	r.mu.Unlock()
+}
+
+// behind reports whether a write swapped on swap is sure to be refused
+// for it, so that Apply need not send it: the head known moved past swap
+// since the write was planned (a commit taken in or read), or the stream
+// brought a commit newer than the head known that is still on its way
+// (heard: revs only grow, so the PDS's head is not swap). r.mu is held.
+func (r *Repo) behind(swap string) bool {
+	if swap == "" || r.car == nil {
+		return false
+	}
+	if swap == r.head {
+		return r.stream.news > 0 && r.stream.heardRev > r.headRev
+	}
+	return len(r.chain(swap)) > 0
 }
 
 // catchUp makes the kept repository current at the start of a connection:
@@ -537,8 +654,21 @@ func (r *Repo) catchUp(ctx context.Context, replaying bool, errs func(error)) er
 	return r.readLive(ctx)
 }
 
+// heardFrame is what was decided about a commit of this repository as it
+// was read off the connection: whether it is lost (the tests' drop) and
+// whether it was counted as on its way (heard).
+type heardFrame struct {
+	decided, dropped, counted bool
+}
+
 // event takes in one event of the stream.
 func (r *Repo) event(ctx context.Context, ev *events.XRPCStreamEvent, changed func(), errs func(error)) {
+	r.dealWith(ctx, ev, heardFrame{}, changed, errs)
+}
+
+// dealWith takes in one event of the stream, h being what was decided
+// about it as it was read.
+func (r *Repo) dealWith(ctx context.Context, ev *events.XRPCStreamEvent, h heardFrame, changed func(), errs func(error)) {
 	did := r.did.String()
 	var drop func(int64) bool
 	seen := func(seq int64) {
@@ -551,19 +681,32 @@ func (r *Repo) event(ctx context.Context, ev *events.XRPCStreamEvent, changed fu
 	case ev.RepoCommit != nil:
 		e := ev.RepoCommit
 		seen(e.Seq)
-		if e.Repo != did || drop != nil && drop(e.Seq) {
+		if e.Repo != did {
+			return
+		}
+		if !h.decided {
+			h.dropped = drop != nil && drop(e.Seq)
+		}
+		if h.dropped {
 			return
 		}
 		// on its way to the kept head: reads wait for it (awaitStream),
-		// until it is taken in (or read after a gap); not through
-		// changed, whose reads would wait for themselves
+		// until it is taken in (or read after a gap). Counted as it was
+		// read off the connection, if it was newer than the head known
+		// then (heard).
 		r.mu.Lock()
-		r.stream.incoming++
+		if !h.counted {
+			r.stream.incoming++
+		}
 		r.mu.Unlock()
 		arrived := func() {
 			r.mu.Lock()
-			r.stream.incoming--
-			r.wake()
+			if h.counted {
+				r.dealtWith()
+			} else {
+				r.stream.incoming--
+				r.wake()
+			}
 			r.mu.Unlock()
 		}
 		if err := r.takeIn(ctx, e); err != nil {
@@ -577,7 +720,7 @@ func (r *Repo) event(ctx context.Context, ev *events.XRPCStreamEvent, changed fu
 			r.resync(ctx, errs)
 		}
 		arrived()
-		r.inChanged(changed)
+		changed()
 	case ev.RepoSync != nil:
 		seen(ev.RepoSync.Seq)
 		if ev.RepoSync.Did == did {

@@ -74,34 +74,41 @@ func (r *Repo) jetstreamOnce(ctx context.Context, u string, changed func(), errs
 		addr += "&cursor=" + strconv.FormatInt(cursor-jetstreamRewind.Microseconds(), 10)
 	}
 	did := r.did.String()
-	return r.listen(ctx, addr, false, changed, errs, func(mt int, rd io.Reader) error {
+	return r.listen(ctx, addr, false, changed, errs, func(mt int, rd io.Reader) (func(), error) {
 		if mt != websocket.TextMessage && mt != websocket.BinaryMessage {
-			return fmt.Errorf("the Jetstream instance sent an unexpected message")
+			return nil, fmt.Errorf("the Jetstream instance sent an unexpected message")
 		}
 		var ev jetEvent
 		if err := json.NewDecoder(rd).Decode(&ev); err != nil {
-			return fmt.Errorf("reading Jetstream (compressed frames are not asked for): %w", err)
+			return nil, fmt.Errorf("reading Jetstream (compressed frames are not asked for): %w", err)
 		}
-		r.mu.Lock()
-		r.stream.seq = max(r.stream.seq, ev.TimeUS)
-		r.mu.Unlock()
 		if ev.DID != did {
-			return nil // the filter is Jetstream's; this is a second line
+			r.mu.Lock()
+			r.stream.seq = max(r.stream.seq, ev.TimeUS)
+			r.mu.Unlock()
+			return nil, nil // the filter is Jetstream's; this is a second line
 		}
-		switch ev.Kind {
-		case "commit":
-			if ev.Commit == nil || ev.Commit.Rev > r.keptRev() {
-				r.resync(ctx, errs) // the blocks come from the PDS
-				changed()
-			}
-		case "identity":
-			changed()
-		case "account":
-			r.account(ctx, ev.Account == nil || ev.Account.Active, errs)
-			changed()
-		}
-		return nil
+		return func() { r.jetstreamEvent(ctx, &ev, changed, errs) }, nil
 	})
+}
+
+// jetstreamEvent deals with one event of this repository from Jetstream.
+func (r *Repo) jetstreamEvent(ctx context.Context, ev *jetEvent, changed func(), errs func(error)) {
+	r.mu.Lock()
+	r.stream.seq = max(r.stream.seq, ev.TimeUS)
+	r.mu.Unlock()
+	switch ev.Kind {
+	case "commit":
+		if ev.Commit == nil || ev.Commit.Rev > r.keptRev() {
+			r.resync(ctx, errs) // the blocks come from the PDS
+			changed()
+		}
+	case "identity":
+		changed()
+	case "account":
+		r.account(ctx, ev.Account == nil || ev.Account.Active, errs)
+		changed()
+	}
 }
 
 // keptRev is the rev of the kept repository ("" if none).

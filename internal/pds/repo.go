@@ -49,6 +49,9 @@ type Stats struct {
 	// stream that ran out (StreamWait), the PDS asked instead
 	StreamTimeouts atomic.Int64
 	Trusted        atomic.Int64 // writes planned without asking (KnownChanges: our own last commit, or the live stream)
+	// NotSent: writes not sent because they were sure to be refused for
+	// their swapCommit (a newer commit taken in or on its way: behind)
+	NotSent atomic.Int64
 }
 
 // Repo is one repository on a PDS. Reading works for any repository; Apply
@@ -346,6 +349,19 @@ type applyOutput struct {
 func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Write) (*store.Result, error) {
 	if len(writes) > store.MaxBatch {
 		return nil, fmt.Errorf("%w: %d > %d", store.ErrTooManyWrites, len(writes), store.MaxBatch)
+	}
+	// a write sure to be refused for its swapCommit is not sent (the PDS
+	// would count it against the rate limits): the commit it would be
+	// refused for was taken in since it was planned, or the followed
+	// stream brought it and it is on its way; the caller plans again,
+	// and its read waits for that commit (awaitStream)
+	r.mu.Lock()
+	stale := r.behind(swapCommit)
+	r.mu.Unlock()
+	if stale {
+		r.Stats.NotSent.Add(1)
+		r.swapRefused(swapCommit)
+		return nil, fmt.Errorf("%w: %w: not sent: the repository has a commit newer than %s (taken in since the write was planned, or on its way on the followed commit stream)", store.ErrConflict, store.ErrStale, swapCommit)
 	}
 	in := applyInput{Repo: r.did.String(), SwapCommit: swapCommit}
 	for _, w := range writes {
