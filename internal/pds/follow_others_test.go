@@ -63,7 +63,7 @@ func TestFollowWriteAfterOthersNotRefused(t *testing.T) {
 		t.Helper()
 		w0, h0, d0 := r.Stats.Writes.Load(), r.Stats.Heads.Load(), r.Stats.Diffs.Load()
 		text := fmt.Sprintf("%s (%d)", what, len(texts))
-		out, err := e.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: text}}}, false)
+		out, err := e.Do(ctx, intent.Insert{Nodes: []intent.NewNode{{Text: text}}}, false)
 		if err != nil {
 			t.Fatal(err)
 		}
