@@ -43,22 +43,18 @@ func Markdown() string {
 // shared are the meanings of parameters several tools take alike, said
 // once in the server's instructions rather than in each schema.
 var shared = map[string]string{
-	"dry_run":        "Plan only: the plan id, the cost, the records and a before/after view; nothing written.",
-	"node":           "A bullet: a record key of your repository or an at:// URI.",
-	"plan":           "A dry run's plan id: applies exactly that plan, or refuses (conflict) if the outline changed where it writes.",
-	"after":          "The sibling to go after (a record key or URI).",
-	"where":          "Instead of node: every bullet search's filters match (text, regex, tags, mentions, layout, state, created_from/_to, completed_from/_to, under), taken on the outline the plan is made on; at most 5,000. The dry run gives the count and the first keys; plan=ID refuses if the set changed since.",
-	"from":           "With to: the first and the last bullet of a run of siblings (instead of node).",
-	"to":             "The last bullet of the run from starts.",
-	"split":          "Heading texts: the run (from…to, or node's children) is cut into as many equal runs, each under a new bullet with its text, in the run's place.",
-	"find":           "Text to replace in the text: literal and case-sensitive; RE2 with regex; a whole #tag or @mention (\"#old\") renames only whole ones, never #older, and the facets follow.",
-	"replace":        "What find becomes (with regex, $1 is its first group; \"\" deletes the match).",
-	"regex":          "find is an RE2 expression.",
-	"created_from":   "YYYY-MM-DD or RFC 3339, inclusive (as created_to, completed_from, completed_to).",
-	"created_to":     "YYYY-MM-DD or RFC 3339, inclusive.",
-	"completed_from": "YYYY-MM-DD or RFC 3339, inclusive.",
-	"completed_to":   "YYYY-MM-DD or RFC 3339, inclusive.",
-	"all_keys":       "List every key created with its input line (default: the first 20, the counts, and where they went).",
+	"dry_run":  "Plan only: the plan id, the cost, the records and a before/after view; nothing written.",
+	"node":     "A bullet: a record key of your repository or an at:// URI.",
+	"plan":     "A dry run's plan id: applies exactly that plan, or refuses (conflict) if the outline changed where it writes.",
+	"after":    "The sibling to go after (a record key or URI).",
+	"where":    "Instead of node: every bullet search's filters match (text, regex, tags, mentions, layout, state, created_from/_to, completed_from/_to, under), taken on the outline the plan is made on; at most 5,000. The dry run gives the count and the first keys; plan=ID refuses if the set changed since.",
+	"from":     "With to: the first and the last bullet of a run of siblings (instead of node).",
+	"to":       "The last bullet of the run from starts.",
+	"split":    "Heading texts: the run (from…to, or node's children) is cut into as many equal runs, each under a new bullet with its text, in the run's place.",
+	"find":     "Text to replace in the text: literal and case-sensitive; RE2 with regex; a whole #tag or @mention (\"#old\") renames only whole ones, never #older, and the facets follow.",
+	"replace":  "What find becomes (with regex, $1 is its first group; \"\" deletes the match).",
+	"regex":    "find is an RE2 expression.",
+	"all_keys": "List every key created with its input line (default: the first 20, the counts, and where they went).",
 }
 
 // schemaType says a parameter's type as a reader wants it: the enum's

@@ -30,10 +30,9 @@ func (env *Env) index(did string) *search.Index {
 }
 
 func searchTool() Tool {
-	pDay := map[string]any{"type": "string"} // its form is said in the description
 	t := Tool{Name: "search", Title: "Search the outline", Family: FamilyRead, Output: searchOutput,
 		Ann:         Annotations{ReadOnly: true, Idempotent: true},
-		Description: "Find bullets by text, tags, mentions, layout, state, dates (YYYY-MM-DD or RFC 3339, inclusive), subtree; all must match.",
+		Description: "Find bullets by text, tags, mentions, layout, state, dates (inclusive), subtree; all must match.",
 		Schema: obj(map[string]any{
 			"text":           str("Substring of text or note, any case."),
 			"regex":          boolean("text is RE2."),
@@ -41,16 +40,16 @@ func searchTool() Tool {
 			"mentions":       strList("Handles or DIDs."),
 			"layout":         pLayout,
 			"state":          enum("Todos only.", "open", "done"),
-			"created_from":   pDay,
-			"created_to":     pDay,
-			"completed_from": pDay,
-			"completed_to":   pDay,
+			"created_from":   pDate,
+			"created_to":     pDate,
+			"completed_from": pDate,
+			"completed_to":   pDate,
 			"under":          str("Subtree root."),
 			"repo":           pRepo,
 			"limit":          map[string]any{"type": "integer", "maximum": 200},
 			"cursor":         pCursor,
 			"fields":         enum("", "compact", "full"),
-			"since":          str("Rev or RFC 3339 time: what changed since, by whom (alone)."),
+			"since":          str("Rev or RFC 3339 time: changes since."),
 		})}
 	t.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
 		limit, err := a.Int("limit", 20)

@@ -278,6 +278,7 @@ var (
 	pPosition = enum("", "first", "last")
 	pRef      = str("")
 	// parameters a model would otherwise guess
+	pDate   = str("YYYY-MM-DD or RFC 3339")
 	pCursor = str("Same other arguments.")
 	pRepo   = str("Another identity's handle or DID.")
 	pLayout = str("bullet|todo|h1|h2|h3|codeBlock|quoteBlock")
