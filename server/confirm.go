@@ -64,6 +64,16 @@ func (c *confirmer) Confirm(ctx context.Context, state, message string) (bool, *
 	}
 	ctx, cancel := context.WithTimeout(ctx, ConfirmTimeout)
 	defer cancel()
+	if sid := sessionOf(ctx); sid != "" {
+		// the answer may reach another instance, which forwards it here
+		// (forward.go)
+		defer await(c.s, sid)()
+	}
+	if call, ok := CallOf(ctx); ok && call.Yield != nil {
+		// others may write while the person thinks: the plan asked about
+		// is checked against the outline when it is applied
+		defer call.Yield()()
+	}
 	res, err := c.s.RequestElicitation(ctx, mcp.ElicitationRequest{
 		Request: mcp.Request{Method: string(mcp.MethodElicitationCreate)}, Params: params})
 	if err != nil {

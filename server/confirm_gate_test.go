@@ -28,10 +28,10 @@ func gateEnv(t *testing.T) (*tools.Env, store.Repository) {
 	return &tools.Env{Engine: outline.New(l), Confirm: &rules}, l
 }
 
-func texts(n int, f string) []outline.NewNode {
-	var ns []outline.NewNode
+func texts(n int, f string) []intent.NewNode {
+	var ns []intent.NewNode
 	for i := range n {
-		ns = append(ns, outline.NewNode{Text: fmt.Sprintf(f, i)})
+		ns = append(ns, intent.NewNode{Text: fmt.Sprintf(f, i)})
 	}
 	return ns
 }
@@ -66,7 +66,7 @@ func TestConfirmUndoOfBigInsert(t *testing.T) {
 func TestConfirmCountsMirrors(t *testing.T) {
 	env, l := gateEnv(t)
 	ctx := context.Background()
-	out, err := env.Engine.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: "holder"}, {Text: "original"}}}, false)
+	out, err := env.Engine.Do(ctx, intent.Insert{Nodes: []intent.NewNode{{Text: "holder"}, {Text: "original"}}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestConfirmCountsMirrors(t *testing.T) {
 func TestConfirmThresholdEdge(t *testing.T) {
 	for _, n := range []int{20, 21} {
 		env, l := gateEnv(t)
-		out, err := env.Engine.Do(context.Background(), intent.Insert{Nodes: []outline.NewNode{{Text: "box", Children: texts(n-1, "in box %d")}}}, false)
+		out, err := env.Engine.Do(context.Background(), intent.Insert{Nodes: []intent.NewNode{{Text: "box", Children: texts(n-1, "in box %d")}}}, false)
 		if err != nil {
 			t.Fatal(err)
 		}

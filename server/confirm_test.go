@@ -42,11 +42,11 @@ func confirmSetup(t *testing.T) (*tools.Env, store.Repository, string) {
 	}
 	t.Cleanup(func() { l.Close() })
 	e := outline.New(l)
-	var kids []outline.NewNode
+	var kids []intent.NewNode
 	for range 25 {
-		kids = append(kids, outline.NewNode{Text: "old note"})
+		kids = append(kids, intent.NewNode{Text: "old note"})
 	}
-	out, err := e.Do(context.Background(), intent.Insert{Nodes: []outline.NewNode{{Text: "Archive 2019", Children: kids}, {Text: "keep"}}}, false)
+	out, err := e.Do(context.Background(), intent.Insert{Nodes: []intent.NewNode{{Text: "Archive 2019", Children: kids}, {Text: "keep"}}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func TestGiveBackAfterBigPlans(t *testing.T) {
 	env.Confirm = nil
 	var calls atomic.Int32
 	env.GiveBack = func() { calls.Add(1) }
-	out, err := env.Engine.Do(context.Background(), intent.Insert{Nodes: []outline.NewNode{{Text: "big", Children: texts(tools.BigPlan/2, "child %d")}, {Text: "small"}}}, false)
+	out, err := env.Engine.Do(context.Background(), intent.Insert{Nodes: []intent.NewNode{{Text: "big", Children: texts(tools.BigPlan/2, "child %d")}, {Text: "small"}}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,8 @@ type seenRevs struct {
 	max  int
 	idle time.Duration
 	now  func() time.Time
+	// store, if set, keeps them with the sessions (sessionstore.go)
+	store SeenStore
 }
 
 type seenRev struct {
@@ -67,6 +69,9 @@ func (s *seenRevs) take(session string, env *tools.Env) *outline.Changed {
 		return nil
 	}
 	did := env.Engine.Repo.DID().String()
+	if s.store != nil {
+		return s.takeStored(session, did, env)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()

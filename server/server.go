@@ -176,6 +176,7 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 			if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 				ctx = outline.WithProgress(ctx, progressNotifier(ctx, req.Params.Meta.ProgressToken))
 			}
+			ctx = withCall(ctx, &CallInfo{Name: t.Name, ReadOnly: t.Ann.ReadOnly})
 			env := env
 			if o.EnvFor != nil {
 				var done func()

@@ -2,9 +2,11 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -63,9 +65,13 @@ const sessionPrefix = "mcp-session-"
 
 // Generate starts a session (mcp-go calls it for an initialize request).
 func (m *sessions) Generate() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	id := sessionPrefix + hex.EncodeToString(b[:])
+	id := NewSessionID()
+	m.start(id)
+	return id
+}
+
+// start records session id as live now.
+func (m *sessions) start(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
@@ -86,7 +92,6 @@ func (m *sessions) Generate() string {
 		}
 	}
 	m.live[id] = &session{last: now}
-	return id
 }
 
 // Validate reports an error for an id that is not a live session; mcp-go
@@ -162,6 +167,73 @@ func (m *sessions) end(id, why string) {
 	m.ended[id] = why
 }
 
+// SessionStore keeps the MCP sessions of the streamable HTTP transport
+// (protocol versions before 2026-07-28). The default keeps them in this
+// process's memory (newSessions); a store shared by several instances
+// (the hosted service's, in Postgres) lets any instance serve any request
+// of a session, so that a balancer needs no affinity: a session started
+// on one instance is adopted by another from the initialize request it
+// was started with (replayed there: the client's information and
+// capabilities, as the transport keeps them).
+type SessionStore interface {
+	// Start records a new session id, started by the initialize request
+	// init (nil: not kept; such a session is served only where it started).
+	Start(ctx context.Context, id string, init []byte) error
+	// Check marks id used now: why is why it is not a live session ("":
+	// live), init the initialize request it started with (when wantInit:
+	// the session is not known here yet). err: the store could not be read
+	// (the request is answered 503).
+	Check(ctx context.Context, id string, wantInit bool) (init []byte, why string, err error)
+	// End ends id (its client deleted it).
+	End(ctx context.Context, id, why string) error
+	// Stream counts an open GET stream of id on this instance (d = +1 or -1).
+	Stream(id string, d int)
+}
+
+// SeenStore, if a SessionStore also is one, keeps the revision of the
+// outline each session was last told of (notice.go) with the session,
+// for every instance.
+type SeenStore interface {
+	Seen(ctx context.Context, id string) (did, rev string, err error)
+	SetSeen(ctx context.Context, id, did, rev string) error
+}
+
+// ErrSessionStore wraps a failure of the session store: the request is
+// answered 503 with Retry-After, the reason not shown to the client.
+var ErrSessionStore = errors.New("the session store failed")
+
+// Start records id (the memory store: pushing out the session unused the
+// longest beyond max).
+func (m *sessions) Start(_ context.Context, id string, _ []byte) error {
+	m.start(id)
+	return nil
+}
+
+// Check touches id (SessionStore).
+func (m *sessions) Check(_ context.Context, id string, _ bool) ([]byte, string, error) {
+	return nil, m.touch(id), nil
+}
+
+// End ends id (SessionStore).
+func (m *sessions) End(_ context.Context, id, why string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.live[id]; ok {
+		m.end(id, why)
+	}
+	return nil
+}
+
+// Stream counts a GET stream (SessionStore).
+func (m *sessions) Stream(id string, d int) { m.stream(id, d) }
+
+// NewSessionID is a new, unguessable MCP session id.
+func NewSessionID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return sessionPrefix + hex.EncodeToString(b[:])
+}
+
 // StreamableHTTP is the streamable HTTP transport of s with session
 // checks: a session ends when its client deletes it, after idle without a
 // request (0: SessionIdle) or when max newer ones (0: MaxSessions) push it
@@ -173,28 +245,159 @@ func StreamableHTTP(s *mcpserver.MCPServer, idle time.Duration, max int, opts ..
 	if seen, ok := seenOf.Load(weak.Make(s)); ok {
 		m.onEnd = seen.(*seenRevs).forget // what the session was told of the outline
 	}
+	return StreamableHTTPWith(s, m, opts...)
+}
+
+// StreamableHTTPWith is StreamableHTTP with the sessions kept in store.
+func StreamableHTTPWith(s *mcpserver.MCPServer, store SessionStore, opts ...mcpserver.StreamableHTTPOption) http.Handler {
+	if seen, ok := seenOf.Load(weak.Make(s)); ok {
+		if ss, ok := store.(SeenStore); ok {
+			seen.(*seenRevs).setStore(ss)
+		}
+	}
+	t := &transport{srv: s, store: store, local: map[string]bool{}}
 	// the body bound is this server's (MaxRequestBody, checked before the
 	// transport reads), not the transport's smaller default
 	base := []mcpserver.StreamableHTTPOption{mcpserver.WithMaxRequestBodyBytes(MaxRequestBody + 1)}
-	h := mcpserver.NewStreamableHTTPServer(s, append(append(base, opts...), mcpserver.WithSessionIdManager(m))...)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ok, done := checkSession(m, w, r)
-		if !ok {
-			return
-		}
-		if done != nil {
-			defer done()
-		}
-		h.ServeHTTP(w, r)
-	})
+	t.h = mcpserver.NewStreamableHTTPServer(s, append(append(base, opts...), mcpserver.WithSessionIdManagerResolver(t))...)
+	if f, ok := store.(Forwarder); ok {
+		f.Receive(t.deliver) // (forward.go)
+	}
+	return t
 }
 
-// checkSession answers, before the transport, a request that belongs to no
-// live session: 400 without an Mcp-Session-Id (other than initialize), 404
-// with one that is unknown or ended. Requests of protocol version 2026-07-28
-// and later carry no session and pass. It returns whether the request may
-// go on, and for a GET the function to call when its stream ends.
-func checkSession(m *sessions, w http.ResponseWriter, r *http.Request) (ok bool, streamDone func()) {
+// transport is the streamable HTTP transport with its sessions in a store.
+type transport struct {
+	srv   *mcpserver.MCPServer
+	store SessionStore
+	h     http.Handler
+	mu    sync.Mutex
+	// local are the sessions the transport of this process knows (started
+	// or adopted here): any other live one is adopted first
+	local map[string]bool
+}
+
+// maxInit bounds the initialize request kept with a session.
+const maxInit = 64 << 10
+
+// maxLocal bounds the sessions remembered as known here (one forgotten is
+// adopted again, which the transport takes as already known).
+const maxLocal = MaxSessions
+
+type newIDKey struct{}
+
+func (t *transport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ok, done := t.check(w, r)
+	if !ok {
+		return
+	}
+	if done != nil {
+		defer done()
+	}
+	t.h.ServeHTTP(w, r)
+}
+
+func (t *transport) known(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.local[id]
+}
+
+func (t *transport) remember(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.local) >= maxLocal {
+		for old := range t.local { // forget an arbitrary one: adopted again when it is used
+			delete(t.local, old)
+			break
+		}
+	}
+	t.local[id] = true
+}
+
+// ResolveSessionIdManager is the session id manager of one request
+// (mcpserver.SessionIdManagerResolver): the id check() started for an
+// initialize request; sessions are checked before the transport.
+func (t *transport) ResolveSessionIdManager(r *http.Request) mcpserver.SessionIdManager {
+	m := &idManager{t: t}
+	if r != nil {
+		m.id, _ = r.Context().Value(newIDKey{}).(string)
+	}
+	return m
+}
+
+type idManager struct {
+	t  *transport
+	id string // the id check() started for this initialize request
+}
+
+func (m *idManager) Generate() string {
+	if m.id != "" {
+		return m.id
+	}
+	// (not reached: check() starts every initialize's session)
+	id := NewSessionID()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = m.t.store.Start(ctx, id, nil) // if it fails, the session's next request is told it is unknown
+	m.t.remember(id)
+	return id
+}
+
+// Validate passes: check() answered every request of a session not live.
+func (m *idManager) Validate(string) (bool, error) { return false, nil }
+
+func (m *idManager) Terminate(id string) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	t := m.t
+	t.mu.Lock()
+	delete(t.local, id)
+	t.mu.Unlock()
+	if err := t.store.End(ctx, id, "deleted by its client"); err != nil {
+		return false, fmt.Errorf("%w: %w", ErrSessionStore, err)
+	}
+	return false, nil
+}
+
+// adopt makes the transport of this process know session id, started on
+// another instance, by replaying its initialize request here (the answer
+// is not sent anywhere): the client's information and capabilities are
+// then the transport's, as where it started.
+func (t *transport) adopt(r *http.Request, id string, init []byte) {
+	ctx := context.WithValue(r.Context(), newIDKey{}, id)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL.String(), bytes.NewReader(init))
+	if err != nil {
+		return
+	}
+	req.Host = r.Host
+	req.RemoteAddr = r.RemoteAddr
+	for k, v := range r.Header {
+		req.Header[k] = v
+	}
+	req.Header.Del(mcpserver.HeaderKeySessionID)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.ContentLength = int64(len(init))
+	t.h.ServeHTTP(&discard{h: http.Header{}}, req)
+	t.remember(id)
+}
+
+// discard is a response nobody reads (an adopted session's initialize).
+type discard struct{ h http.Header }
+
+func (d *discard) Header() http.Header         { return d.h }
+func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discard) WriteHeader(int)             {}
+
+// check answers, before the transport, a request that belongs to no live
+// session: 400 without an Mcp-Session-Id (other than initialize), 404 with
+// one that is unknown or ended, 503 when the store fails. An initialize
+// starts its session in the store here; a live session this process does
+// not know yet is adopted. Requests of protocol version 2026-07-28 and
+// later carry no session and pass. It returns whether the request may go
+// on, and for a GET the function to call when its stream ends.
+func (t *transport) check(w http.ResponseWriter, r *http.Request) (ok bool, streamDone func()) {
 	if mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
 		return true, nil
 	}
@@ -203,43 +406,89 @@ func checkSession(m *sessions, w http.ResponseWriter, r *http.Request) (ok bool,
 	default:
 		return true, nil
 	}
+	ctx := r.Context()
 	id := r.Header.Get(mcpserver.HeaderKeySessionID)
+	var body []byte
+	var msg struct {
+		Method string          `json:"method"`
+		ID     json.RawMessage `json:"id"`
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+		Params struct {
+			Meta *mcp.Meta `json:"_meta"`
+		} `json:"params"`
+	}
+	parsed := false
+	if r.Method == http.MethodPost && r.Body != nil && r.Body != http.NoBody {
+		var err error
+		body, err = io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if err != nil {
+			return true, nil // the transport reports the failed read
+		}
+		parsed = json.Unmarshal(body, &msg) == nil
+		if !parsed && id == "" {
+			return true, nil // the transport answers a parse error
+		}
+	}
+	if parsed && mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion()) {
+		return true, nil // a sessionless 2026-07-28 message
+	}
+	if parsed && msg.Method == string(mcp.MethodInitialize) {
+		// a new session, whatever id the request names
+		nid := NewSessionID()
+		init := body
+		if len(init) > maxInit {
+			init = nil
+		}
+		if err := t.store.Start(ctx, nid, init); err != nil {
+			storeError(w, err)
+			return false, nil
+		}
+		t.remember(nid)
+		*r = *r.WithContext(context.WithValue(ctx, newIDKey{}, nid))
+		return true, nil
+	}
 	why := "missing Mcp-Session-Id header: send initialize first, then the session id it returned with every request"
 	status := http.StatusBadRequest
 	if id != "" {
-		if why = m.touch(id); why == "" {
+		init, w2, err := t.store.Check(ctx, id, !t.known(id))
+		if err != nil {
+			storeError(w, err)
+			return false, nil
+		}
+		if why = w2; why == "" {
+			if f, ok := t.store.(Forwarder); ok && parsed && msg.Method == "" && len(msg.ID) > 0 && (len(msg.Result) > 0 || len(msg.Error) > 0) && !awaits(t.srv, id) {
+				// a response to a request of another instance (forward.go)
+				if err := f.Forward(ctx, id, body); err != nil {
+					storeError(w, err)
+					return false, nil
+				}
+				w.WriteHeader(http.StatusAccepted)
+				return false, nil
+			}
+			if init != nil && !t.known(id) {
+				t.adopt(r, id, init)
+			}
 			if r.Method == http.MethodGet {
-				m.stream(id, +1)
-				return true, func() { m.stream(id, -1) }
+				t.store.Stream(id, +1)
+				return true, func() { t.store.Stream(id, -1) }
 			}
 			return true, nil
 		}
 		why += "; start a new session with initialize"
 		status = http.StatusNotFound
 	}
-	// no live session: only an initialize (or a sessionless 2026-07-28
-	// message) may go on; the body is read here only then
-	if r.Method == http.MethodPost && r.Body != nil && r.Body != http.NoBody {
-		body, err := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		if err != nil {
-			return true, nil // the transport reports the failed read
-		}
-		var msg struct {
-			Method string `json:"method"`
-			Params struct {
-				Meta *mcp.Meta `json:"_meta"`
-			} `json:"params"`
-		}
-		if json.Unmarshal(body, &msg) != nil {
-			return true, nil // the transport answers a parse error
-		}
-		if msg.Method == string(mcp.MethodInitialize) || mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion()) {
-			return true, nil
-		}
-	}
 	sessionError(w, status, why)
 	return false, nil
+}
+
+// storeError answers a request whose session could not be read: 503 with
+// Retry-After and a generic reason (the operator's log has the cause, from
+// the store).
+func storeError(w http.ResponseWriter, _ error) {
+	w.Header().Set("Retry-After", "5")
+	sessionError(w, http.StatusServiceUnavailable, "the session store is unavailable right now; retry in a moment")
 }
 
 // sessionError writes a JSON-RPC error without an id, as the transport

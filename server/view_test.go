@@ -31,7 +31,7 @@ func viewServer(t *testing.T, token string, streams int) (*httptest.Server, *sto
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := e.Do(context.Background(), intent.Insert{Nodes: []outline.NewNode{{Text: "Water the plants"}, {Text: "Call Ana"}}}, false)
+	out, err := e.Do(context.Background(), intent.Insert{Nodes: []intent.NewNode{{Text: "Water the plants"}, {Text: "Call Ana"}}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,6 +77,10 @@ func guarded(ctx context.Context, env *Env, name string, in outline.Intent, name
 			}
 			return nil, nil, declined(name, "the person declined")
 		}
+		// a set taken by where is taken again: the person confirmed that set
+		if err := recheckSelection(ctx, env, state, in); err != nil {
+			return nil, nil, err
+		}
 		out, err := env.Engine.Apply(outline.Confirmed(ctx, state), state, in)
 		return out, nil, err
 	}
@@ -109,6 +113,9 @@ func guarded(ctx context.Context, env *Env, name string, in outline.Intent, name
 			return nil, nil, declined(name, "no answer came ("+err.Error()+")")
 		}
 		return nil, nil, declined(name, "the person declined")
+	}
+	if err := recheckSelection(ctx, env, need.PlanID, in); err != nil {
+		return nil, nil, err
 	}
 	out, err = env.Engine.Apply(outline.Confirmed(ctx, need.PlanID), need.PlanID, in)
 	return out, nil, err

@@ -84,7 +84,7 @@ func TestContributionNotMovable(t *testing.T) {
 	// one's own bullet named by one's own handle is one's own repository
 	env.Engine.Resolver = fakeResolver{"me.example.com": me}
 	mine := outline.Position{}
-	out, err := env.Engine.Do(ctx, intent.Insert{Pos: mine, Nodes: []outline.NewNode{{Text: "my own"}}}, false)
+	out, err := env.Engine.Do(ctx, intent.Insert{Pos: mine, Nodes: []intent.NewNode{{Text: "my own"}}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,9 +39,9 @@ func flatHits(sc map[string]any) []map[string]any {
 func TestSearchTextGroupsByPlace(t *testing.T) {
 	l := openLocal(t)
 	e := outline.New(l)
-	out, err := e.Do(context.Background(), intent.Insert{Nodes: []outline.NewNode{
-		{Text: "Garden", Children: []outline.NewNode{{Text: "water the roses"}, {Text: "water the figs"}, {Text: "water the beans"}}},
-		{Text: "Garden", Children: []outline.NewNode{{Text: "Shed", Children: []outline.NewNode{{Text: "water can"}}}}},
+	out, err := e.Do(context.Background(), intent.Insert{Nodes: []intent.NewNode{
+		{Text: "Garden", Children: []intent.NewNode{{Text: "water the roses"}, {Text: "water the figs"}, {Text: "water the beans"}}},
+		{Text: "Garden", Children: []intent.NewNode{{Text: "Shed", Children: []intent.NewNode{{Text: "water can"}}}}},
 		{Text: "water bill"}}}, false)
 	if err != nil {
 		t.Fatal(err)

@@ -74,9 +74,9 @@ func (x annotated) Plan(p *outline.Planner) error {
 }
 
 // nodeVocab lists the layouts and displays of nodes and their children.
-func nodeVocab(nodes []outline.NewNode) (layouts, displayVals []string) {
-	var walk func([]outline.NewNode)
-	walk = func(ns []outline.NewNode) {
+func nodeVocab(nodes []intent.NewNode) (layouts, displayVals []string) {
+	var walk func([]intent.NewNode)
+	walk = func(ns []intent.NewNode) {
 		for _, n := range ns {
 			layouts, displayVals = append(layouts, n.Layout), append(displayVals, n.Display)
 			walk(n.Children)
@@ -180,7 +180,7 @@ func insertTool() Tool {
 			"nodes":     map[string]any{"type": "array", "items": nodeSchema(InlineDepth - 1)},
 			"markdown":  pRef,
 		})}, func(a Args) (outline.Intent, error) {
-		var nodes []outline.NewNode
+		var nodes []intent.NewNode
 		var notes []string
 		has, err := a.Decode("nodes", &nodes)
 		if err != nil {
@@ -213,7 +213,7 @@ func insertTool() Tool {
 			if err != nil {
 				return nil, argErr("%v", err)
 			}
-			nodes = []outline.NewNode{{Text: a.Str("text"), Layout: a.Str("layout"), Display: a.Str("display"), Note: a.Str("note"), Completed: done}}
+			nodes = []intent.NewNode{{Text: a.Str("text"), Layout: a.Str("layout"), Display: a.Str("display"), Note: a.Str("note"), Completed: done}}
 		}
 		layouts, displayVals := nodeVocab(nodes)
 		return withVocab(intent.Insert{Pos: position(a, "parent"), Nodes: nodes}, layouts, displayVals, notes...), nil
@@ -326,7 +326,7 @@ func updateTool() Tool {
 		if err != nil {
 			return nil, argErr("%v", err)
 		}
-		ed := outline.Edit{Text: a.OptStr("text"), Layout: a.OptStr("layout"), Display: a.OptStr("display"), Note: a.OptStr("note")}
+		ed := intent.Edit{Node: a.Str("node"), Text: a.OptStr("text"), Layout: a.OptStr("layout"), Display: a.OptStr("display"), Note: a.OptStr("note")}
 		var rep *intent.Replace
 		switch find, with := a.OptStr("find"), a.OptStr("replace"); {
 		case find == nil && with == nil:
@@ -340,7 +340,7 @@ func updateTool() Tool {
 		default:
 			rep = &intent.Replace{Find: *find, With: *with, Regex: regex}
 		}
-		var in outline.Intent = intent.Edit{Node: a.Str("node"), Edit: ed}
+		var in outline.Intent = ed
 		if where != nil || rep != nil {
 			in = intent.EditWhere{Node: a.Str("node"), Where: where, Replace: rep, Edit: ed}
 		}

@@ -454,7 +454,7 @@ func writeReport(out *outline.Outcome, rep report) *mcp.CallToolResult {
 		rep.notes = append(rep.notes, "all_keys=true lists every key with its input line")
 	}
 	if out.DryRun && out.Before != nil && len(out.Plan.Writes) > 0 {
-		rep.after = out.Before.Next(out.Before.Commit, out.Before.Rev, outline.WriteChanges(out.Plan.Writes))
+		rep.after = afterOf(out)
 		rep.changes, rep.maxCh = changesOf(out.Before, rep.after, out.Plan, maxChanges), maxChanges
 	}
 	for {
@@ -492,35 +492,85 @@ func writeReport(out *outline.Outcome, rep report) *mcp.CallToolResult {
 	}
 }
 
+// afterOf is a dry run's tree after its plan: the engine's (Outcome.After)
+// when it planned the dry run, else (undo's dry run) the tree before,
+// brought forward by the plan's writes.
+func afterOf(out *outline.Outcome) *outline.Tree {
+	if out.After != nil {
+		return out.After
+	}
+	return out.Before.Next(out.Before.Commit, out.Before.Rev, outline.WriteChanges(out.Plan.Writes))
+}
+
 // buildWrite builds a write report with a before/after view of rows rows
 // a side, the dry run's records listed (dump), and at most textKeys bytes
-// of created keys in the text (< 0: all). It returns the bytes the text's
-// key list took (-1: none).
+// of created keys in the text (< 0: all) and at most maxKeys keys in all
+// (< 0: all). It returns the bytes the text's key list took (-1: none).
+// Everything it says comes from what the engine returned: the plan (its
+// summary, writes, cost, created records, diagnostics), the commits, the
+// operation, the kept plan's id and, for a dry run, the trees before and
+// after the plan.
 func buildWrite(out *outline.Outcome, rep report, rows int, dump bool, textKeys, maxKeys int) (*mcp.CallToolResult, int) {
 	p := out.Plan
-	r := WriteResult{Summary: p.Summary, DryRun: out.DryRun, Cost: p.Cost, NoChange: out.NoChange}
+	r := WriteResult{Summary: p.Summary, DryRun: out.DryRun, Cost: p.Cost, NoChange: out.NoChange, Plan: out.PlanID}
 	diags := append(append([]string(nil), p.Diagnostics...), rep.notes...)
-	if len(p.Created) <= maxListed {
-		for _, c := range p.Created {
-			r.Created = append(r.Created, Created{RKey: c.RKey, Input: c.Input, Line: rep.lines[c.Input], Text: clip(c.Text, 40)})
+	diags = append(diags, listCreated(&r, p.Created, rep.lines, maxKeys)...)
+	committed(&r, out)
+	if out.DryRun {
+		diags = append(diags, dryRunRecords(&r, p.Writes, dump)...)
+		diags = append(diags, dryRunViews(&r, out, rep, rows)...)
+	}
+	keyText, listed := keyLine(r.Keys, r.Lines, textKeys)
+	if listed < len(r.Keys) {
+		diags = append(diags, fmt.Sprintf("the text lists the keys of the first %d of %d created bullets to fit one result; keys has %d", listed, len(p.Created), len(r.Keys)))
+	}
+	r.Diagnostics = dedupe(diags)
+	var b strings.Builder
+	writeHead(&b, &r, out, rep.changes)
+	writeCreated(&b, r.Created)
+	cut := -1
+	if len(r.Keys) > 0 {
+		writeKeys(&b, &r, len(p.Created), keyText, listed)
+		cut = len(keyText)
+	}
+	for _, w := range r.Writes {
+		fmt.Fprintf(&b, "\n%s %s/%s", w.Op, w.Collection, w.RKey)
+	}
+	if r.Before != "" || r.After != "" {
+		b.WriteString("\nBefore:\n" + r.Before + "\nAfter:\n" + r.After)
+	}
+	return mcp.NewToolResultStructured(r, b.String()), cut
+}
+
+// listCreated lists the records a write created: as objects (input
+// position, line, text) up to maxListed, else their keys, at most maxKeys
+// of them (< 0: all). It returns what the result must say.
+func listCreated(r *WriteResult, created []outline.Created, lines map[string]int, maxKeys int) []string {
+	if len(created) <= maxListed {
+		for _, c := range created {
+			r.Created = append(r.Created, Created{RKey: c.RKey, Input: c.Input, Line: lines[c.Input], Text: clip(c.Text, 40)})
 		}
-	} else {
-		r.CreatedTotal = len(p.Created)
-		for i, c := range p.Created {
-			if maxKeys >= 0 && i == maxKeys {
-				diags = append(diags, fmt.Sprintf("keys lists the first %d of the %d records created; read_outline shows the others (they follow in input order)", maxKeys, len(p.Created)))
-				break
-			}
-			r.Keys = append(r.Keys, c.RKey)
-			if rep.lines != nil {
-				r.Lines = append(r.Lines, rep.lines[c.Input])
-			}
+		return nil
+	}
+	r.CreatedTotal = len(created)
+	for i, c := range created {
+		if maxKeys >= 0 && i == maxKeys {
+			return []string{fmt.Sprintf("keys lists the first %d of the %d records created; read_outline shows the others (they follow in input order)", maxKeys, len(created))}
+		}
+		r.Keys = append(r.Keys, c.RKey)
+		if lines != nil {
+			r.Lines = append(r.Lines, lines[c.Input])
 		}
 	}
+	return nil
+}
+
+// committed sets what the engine committed: the operation, the budget
+// left, the last commit and how many there were.
+func committed(r *WriteResult, out *outline.Outcome) {
 	if out.Op != nil {
 		r.Operation = out.Op.ID
 	}
-	r.Plan = out.PlanID
 	if out.BudgetLeft >= 0 {
 		left := out.BudgetLeft
 		r.BudgetRemaining = &left
@@ -530,124 +580,138 @@ func buildWrite(out *outline.Outcome, rep report, rows int, dump bool, textKeys,
 		r.Commit = &Commit{CID: last.Commit, Rev: last.Rev}
 		r.Commits = n
 	}
-	if out.DryRun && dump && len(p.Writes) <= maxDumped {
-		r.Writes = p.Writes
-	} else if out.DryRun {
-		counts := map[string]int{}
-		for _, w := range p.Writes {
-			counts[string(w.Op)+" "+strings.TrimPrefix(w.Collection, "app.bulleted.")]++
-		}
-		keys := make([]string, 0, len(counts))
-		for k := range counts {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		var parts []string
-		for _, k := range keys {
-			parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
-		}
-		why := "records are listed for dry runs of up to 20 writes"
-		if len(p.Writes) <= maxDumped {
-			why = "the records are too large to list in one result"
-		}
-		diags = append(diags, "writes: "+strings.Join(parts, ", ")+" ("+why+")")
+}
+
+// dryRunRecords lists a dry run's records whole (dump, up to maxDumped),
+// or counts them by operation and collection, saying why.
+func dryRunRecords(r *WriteResult, writes []store.Write, dump bool) []string {
+	if dump && len(writes) <= maxDumped {
+		r.Writes = writes
+		return nil
 	}
-	if out.DryRun && out.Before != nil && len(p.Writes) > 0 {
-		r.Before, r.After = preview(out.Before, rep.after, p, rows)
+	counts := map[string]int{}
+	for _, w := range writes {
+		counts[string(w.Op)+" "+strings.TrimPrefix(w.Collection, "app.bulleted.")]++
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%d %s", counts[k], k)
+	}
+	why := "records are listed for dry runs of up to 20 writes"
+	if len(writes) <= maxDumped {
+		why = "the records are too large to list in one result"
+	}
+	return []string{"writes: " + strings.Join(parts, ", ") + " (" + why + ")"}
+}
+
+// dryRunViews sets a dry run's before/after view (rows a side) and the
+// bullets it touches (at most rep.maxCh), saying what was cut.
+func dryRunViews(r *WriteResult, out *outline.Outcome, rep report, rows int) []string {
+	var notes []string
+	if out.Before != nil && len(out.Plan.Writes) > 0 {
+		r.Before, r.After = preview(out.Before, rep.after, out.Plan, rows)
 		if rows < previewRows {
-			diags = append(diags, fmt.Sprintf("the before/after views show at most %d rows a side to fit one result", rows))
+			notes = append(notes, fmt.Sprintf("the before/after views show at most %d rows a side to fit one result", rows))
 		}
 	}
 	if cs := rep.changes; cs != nil && cs.total > 0 {
 		r.Changes = cs.list[:min(len(cs.list), rep.maxCh)]
 		if cs.total > len(r.Changes) {
 			r.ChangesTotal = cs.total
-			diags = append(diags, fmt.Sprintf("changes lists the first %d of the %d bullets touched, to fit one result (%s in all)", len(r.Changes), cs.total, cs.counts))
+			notes = append(notes, fmt.Sprintf("changes lists the first %d of the %d bullets touched, to fit one result (%s in all)", len(r.Changes), cs.total, cs.counts))
 		}
 	}
-	listed := len(r.Keys)
-	var keyText strings.Builder
-	if len(r.Keys) > 0 {
-		for i, k := range r.Keys {
-			e := ""
-			if i > 0 {
-				e = " "
-			}
-			if r.Lines != nil {
-				e += fmt.Sprintf("%d→%s", r.Lines[i], k)
-			} else {
-				e += k
-			}
-			if textKeys >= 0 && keyText.Len()+len(e) > textKeys {
-				listed = i
-				break
-			}
-			keyText.WriteString(e)
-		}
-		if listed < len(r.Keys) {
-			diags = append(diags, fmt.Sprintf("the text lists the keys of the first %d of %d created bullets to fit one result; keys has %d", listed, len(p.Created), len(r.Keys)))
-		}
-	}
-	r.Diagnostics = dedupe(diags)
+	return notes
+}
+
+// keyLine is the text's list of created keys ("line→key" for imports), at
+// most textKeys bytes (< 0: all), and how many keys it lists.
+func keyLine(keys []string, lines []int, textKeys int) (string, int) {
 	var b strings.Builder
+	for i, k := range keys {
+		e := ""
+		if i > 0 {
+			e = " "
+		}
+		if lines != nil {
+			e += fmt.Sprintf("%d→%s", lines[i], k)
+		} else {
+			e += k
+		}
+		if textKeys >= 0 && b.Len()+len(e) > textKeys {
+			return b.String(), i
+		}
+		b.WriteString(e)
+	}
+	return b.String(), len(keys)
+}
+
+// writeHead writes the text's first line (what was done, its cost, the
+// budget left, the commits, the operation and the kept plan), the bullets
+// touched and the notes.
+func writeHead(b *strings.Builder, r *WriteResult, out *outline.Outcome, changes *changeSet) {
 	switch {
 	case out.DryRun:
 		b.WriteString("Dry run, nothing written: ")
 	case out.NoChange:
 		b.WriteString("No change: ")
 	}
-	fmt.Fprintf(&b, "%s. %d write(s), cost %d point(s)", p.Summary, len(p.Writes), p.Cost)
+	fmt.Fprintf(b, "%s. %d write(s), cost %d point(s)", out.Plan.Summary, len(out.Plan.Writes), out.Plan.Cost)
 	if r.BudgetRemaining != nil {
-		fmt.Fprintf(&b, " (%d left this hour)", *r.BudgetRemaining)
+		fmt.Fprintf(b, " (%d left this hour)", *r.BudgetRemaining)
 	}
 	if r.Commits > 1 {
-		fmt.Fprintf(&b, " in %d commits", r.Commits)
+		fmt.Fprintf(b, " in %d commits", r.Commits)
 	}
 	if r.Operation != "" {
-		fmt.Fprintf(&b, "; operation %s", r.Operation)
+		fmt.Fprintf(b, "; operation %s", r.Operation)
 	}
 	if r.Plan != "" {
-		fmt.Fprintf(&b, "; plan %s (the same call with plan=%s applies exactly this)", r.Plan, r.Plan)
+		fmt.Fprintf(b, "; plan %s (the same call with plan=%s applies exactly this)", r.Plan, r.Plan)
 	}
 	b.WriteString(".")
-	if rep.changes != nil && rep.changes.total > 0 {
-		b.WriteString(" Bullets touched: " + rep.changes.counts + ".")
+	if changes != nil && changes.total > 0 {
+		b.WriteString(" Bullets touched: " + changes.counts + ".")
 	}
 	for _, d := range r.Diagnostics {
 		b.WriteString("\nNote: " + d + ".")
 	}
-	if len(r.Created) > 0 {
-		b.WriteString("\nCreated:")
-		for _, c := range r.Created {
-			fmt.Fprintf(&b, "\n- %s", c.Input)
-			if c.Line > 0 {
-				fmt.Fprintf(&b, " (line %d)", c.Line)
-			}
-			fmt.Fprintf(&b, " ·%s", c.RKey)
-			if c.Text != "" {
-				fmt.Fprintf(&b, " %q", c.Text)
-			}
+}
+
+// writeCreated writes the created records listed as objects.
+func writeCreated(b *strings.Builder, created []Created) {
+	if len(created) == 0 {
+		return
+	}
+	b.WriteString("\nCreated:")
+	for _, c := range created {
+		fmt.Fprintf(b, "\n- %s", c.Input)
+		if c.Line > 0 {
+			fmt.Fprintf(b, " (line %d)", c.Line)
+		}
+		fmt.Fprintf(b, " ·%s", c.RKey)
+		if c.Text != "" {
+			fmt.Fprintf(b, " %q", c.Text)
 		}
 	}
-	cut := -1
-	if len(r.Keys) > 0 {
-		how := "in input order"
-		if r.Lines != nil {
-			how = "input line→key"
-		}
-		fmt.Fprintf(&b, "\nCreated %d (%s): %s", len(p.Created), how, keyText.String())
-		if listed < len(p.Created) {
-			fmt.Fprintf(&b, " … and %d more (the structured content's keys lists %d; read_outline shows them all with their text)", len(p.Created)-listed, len(r.Keys))
-		}
-		cut = keyText.Len()
+}
+
+// writeKeys writes the created keys' line: listed of the total, the rest
+// counted.
+func writeKeys(b *strings.Builder, r *WriteResult, total int, keyText string, listed int) {
+	how := "in input order"
+	if r.Lines != nil {
+		how = "input line→key"
 	}
-	for _, w := range r.Writes {
-		fmt.Fprintf(&b, "\n%s %s/%s", w.Op, w.Collection, w.RKey)
+	fmt.Fprintf(b, "\nCreated %d (%s): %s", total, how, keyText)
+	if listed < total {
+		fmt.Fprintf(b, " … and %d more (the structured content's keys lists %d; read_outline shows them all with their text)", total-listed, len(r.Keys))
 	}
-	if r.Before != "" || r.After != "" {
-		b.WriteString("\nBefore:\n" + r.Before + "\nAfter:\n" + r.After)
-	}
-	return mcp.NewToolResultStructured(r, b.String()), cut
 }
 
 // dedupe keeps each distinct notice once, in order of first appearance,

@@ -16,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/view"
 	"github.com/bulleted-mcp/bulleted-mcp/server"
@@ -290,11 +291,11 @@ func BenchmarkTextVsListRecords(b *testing.B) {
 	defer l.Close()
 	e := outline.New(l)
 	ctx := context.Background()
-	var ns []outline.NewNode
+	var ns []intent.NewNode
 	for j := 0; j < 200; j++ {
-		ns = append(ns, outline.NewNode{Text: "Buy groceries for the week", Layout: "todo"})
+		ns = append(ns, intent.NewNode{Text: "Buy groceries for the week", Layout: "todo"})
 	}
-	e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) })
+	e.DoFunc(ctx, false, func(p *outline.Planner) error { return intent.Insert{Pos: outline.Position{}, Nodes: ns}.Plan(p) })
 	tr, _ := e.Tree(ctx)
 	v, _ := view.Read(tr, nil, view.Options{Depth: 3})
 	txt := v.Text(false)
@@ -324,19 +325,19 @@ func BenchmarkToolLatency10k(b *testing.B) {
 	defer l.Close()
 	e := outline.New(l)
 	ctx := context.Background()
-	var top []outline.NewNode
+	var top []intent.NewNode
 	for i := 0; i < 20; i++ {
-		n := outline.NewNode{Text: fmt.Sprintf("Project %d", i)}
+		n := intent.NewNode{Text: fmt.Sprintf("Project %d", i)}
 		for j := 0; j < 10; j++ {
-			c := outline.NewNode{Text: fmt.Sprintf("Area %d.%d", i, j)}
+			c := intent.NewNode{Text: fmt.Sprintf("Area %d.%d", i, j)}
 			for k := 0; k < 50; k++ {
-				c.Children = append(c.Children, outline.NewNode{Text: fmt.Sprintf("Task %d.%d.%d", i, j, k), Layout: "todo"})
+				c.Children = append(c.Children, intent.NewNode{Text: fmt.Sprintf("Task %d.%d.%d", i, j, k), Layout: "todo"})
 			}
 			n.Children = append(n.Children, c)
 		}
 		top = append(top, n)
 	}
-	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, top) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return (intent.Insert{Pos: outline.Position{}, Nodes: top}).Plan(p) }); err != nil {
 		b.Fatal(err)
 	}
 	tr, _ := e.Tree(ctx)

@@ -27,7 +27,7 @@ func TestWarmBuildsTheIndex(t *testing.T) {
 	}
 	defer l.Close()
 	e := outline.New(l)
-	if _, err := e.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: "alpha"}, {Text: "beta"}, {Text: "gamma"}}}, false); err != nil {
+	if _, err := e.Do(ctx, intent.Insert{Nodes: []intent.NewNode{{Text: "alpha"}, {Text: "beta"}, {Text: "gamma"}}}, false); err != nil {
 		t.Fatal(err)
 	}
 	env := &Env{Engine: e}
@@ -51,9 +51,9 @@ func reopenedStore(t *testing.T, n int) (*store.Local, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var nodes []outline.NewNode
+	var nodes []intent.NewNode
 	for i := range n {
-		nodes = append(nodes, outline.NewNode{Text: fmt.Sprintf("bullet %d budget", i)})
+		nodes = append(nodes, intent.NewNode{Text: fmt.Sprintf("bullet %d budget", i)})
 	}
 	if _, err := outline.New(l).Do(ctx, intent.Insert{Nodes: nodes}, false); err != nil {
 		t.Fatal(err)
@@ -116,7 +116,7 @@ func TestWarmDuringCalls(t *testing.T) {
 				}
 			}
 			text := fmt.Sprintf("zebra %d.%d", round, i)
-			if _, err := env.Engine.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: text}}}, false); err != nil {
+			if _, err := env.Engine.Do(ctx, intent.Insert{Nodes: []intent.NewNode{{Text: text}}}, false); err != nil {
 				t.Fatal(err)
 			}
 			want = append(want, text)

@@ -222,7 +222,7 @@ func TestWhereSetChangedByAnotherWriter(t *testing.T) {
 	// and renames it into the filter
 	other := outline.New(f.repo)
 	txt := "q open, done now"
-	if _, err := other.Do(context.Background(), intent.Edit{Node: f.keys["q open"], Edit: outline.Edit{Text: &txt}}, false); err != nil {
+	if _, err := other.Do(context.Background(), intent.Edit{Node: f.keys["q open"], Text: &txt}, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := other.Do(context.Background(), intent.Complete{Node: f.keys["q open"], Done: true}, false); err != nil {
@@ -249,7 +249,7 @@ func TestWhereSetChangedByAnotherWriter(t *testing.T) {
 		t.Fatalf("batch dry run: %s", text(res))
 	}
 	// a done todo at the top level, which the plan does not touch
-	if _, err := other.Do(context.Background(), intent.Insert{Nodes: []outline.NewNode{{Text: "late", Layout: "todo", Completed: true}}}, false); err != nil {
+	if _, err := other.Do(context.Background(), intent.Insert{Nodes: []intent.NewNode{{Text: "late", Layout: "todo", Completed: true}}}, false); err != nil {
 		t.Fatal(err)
 	}
 	delete(batch, "dry_run")

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
@@ -23,12 +24,14 @@ func TestExportWholeOutline(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := outline.New(l)
-	top := outline.NewNode{Text: "Top"}
+	top := intent.NewNode{Text: "Top"}
 	for i := 0; i < 600; i++ {
-		top.Children = append(top.Children, outline.NewNode{Text: fmt.Sprintf("item %d", i), Layout: "todo",
-			Children: []outline.NewNode{{Text: "a", Children: []outline.NewNode{{Text: "b", Children: []outline.NewNode{{Text: "deep"}}}}}}})
+		top.Children = append(top.Children, intent.NewNode{Text: fmt.Sprintf("item %d", i), Layout: "todo",
+			Children: []intent.NewNode{{Text: "a", Children: []intent.NewNode{{Text: "b", Children: []intent.NewNode{{Text: "deep"}}}}}}})
 	}
-	if _, err := e.DoFunc(context.Background(), false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, []outline.NewNode{top}) }); err != nil {
+	if _, err := e.DoFunc(context.Background(), false, func(p *outline.Planner) error {
+		return (intent.Insert{Pos: outline.Position{}, Nodes: []intent.NewNode{top}}).Plan(p)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	l.Close()

@@ -102,6 +102,7 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 	}
 	fmt.Fprintf(stderr, "bulleted-mcp: hosted on %s (listening on %s), resource %s\n", f.publicURL, ln.Addr(), s.Resource())
 	fmt.Fprintf(stderr, "bulleted-mcp: rate limits per client address: %s (%s)\n", f.limits, clientAddrSource(f.proxies))
+	fmt.Fprintln(stderr, "bulleted-mcp: MCP sessions, plans and pending confirmations are kept in the database: any instance serves any request (a balancer needs no affinity); a user's writes queue on the user across instances")
 	fmt.Fprintf(stderr, "bulleted-mcp: memory budget %s (from %s): %s\n", budgetText(memory), from, s.MemoryBudget())
 	// the process as a whole is held to the budget: the Go runtime's soft
 	// limit from it, unless the operator's GOMEMLIMIT says otherwise

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store/storetest"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
@@ -25,7 +26,7 @@ func TestReadOnlyStore(t *testing.T) {
 		}
 		e := outline.New(l)
 		if _, err := e.DoFunc(context.Background(), false, func(p *outline.Planner) error {
-			return p.Insert(outline.Position{}, []outline.NewNode{{Text: "Groceries", Children: []outline.NewNode{{Text: "Coffee"}}}})
+			return intent.Insert{Pos: outline.Position{}, Nodes: []intent.NewNode{{Text: "Groceries", Children: []intent.NewNode{{Text: "Coffee"}}}}}.Plan(p)
 		}); err != nil {
 			t.Fatal(err)
 		}

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 )
 
@@ -62,11 +61,11 @@ func reviewRows(b *testing.B, n int) {
 	env.GiveBack = debug.FreeOSMemory // as serve sets it
 	rng := rand.New(rand.NewPCG(1, 2))
 	mk := func(text string, kids int) string {
-		ns := make([]outline.NewNode, kids)
+		ns := make([]intent.NewNode, kids)
 		for i := range ns {
-			ns[i] = outline.NewNode{Text: fmt.Sprintf("%s %08d", text, rng.IntN(1e8))}
+			ns[i] = intent.NewNode{Text: fmt.Sprintf("%s %08d", text, rng.IntN(1e8))}
 		}
-		out, err := env.Engine.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: text, Children: ns}}}, false)
+		out, err := env.Engine.Do(ctx, intent.Insert{Nodes: []intent.NewNode{{Text: text, Children: ns}}}, false)
 		if err != nil {
 			b.Fatal(err)
 		}

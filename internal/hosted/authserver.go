@@ -74,7 +74,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/oauth/client-metadata.json", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, s.ClientMetadata()) })
 	mux.HandleFunc("/oauth/jwks.json", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, s.JWKS()) })
 	mux.HandleFunc("/oauth/callback", s.callback)
-	h := server.StreamableHTTP(s.mcp, 0, 0, mcpserver.WithDisableLocalhostProtection(true))
+	h := server.StreamableHTTPWith(s.mcp, s.sessions, mcpserver.WithDisableLocalhostProtection(true))
 	mux.Handle("/mcp", s.bearer(h))
 	return s.guardBodies(mux)
 }

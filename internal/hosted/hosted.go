@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bluesky-social/indigo/atproto/atclient"
@@ -94,6 +95,7 @@ type Server struct {
 	resource string // public + "/mcp"
 	origin   string
 	ledger   *Ledger
+	sessions *sessionStore
 	mcp      *mcpserver.MCPServer
 	readOnly map[string]bool // read-only tool names
 	limits   *limiters
@@ -109,6 +111,11 @@ type Server struct {
 	// user's pages, bounded for the whole instance (by repository and
 	// revision, whoever reads it)
 	snapshots *tools.Snapshots
+
+	// refused counts batches the PDS refused for their swapCommit (another
+	// instance wrote first), writeQueue the per-user write queue (userlock.go)
+	refused    atomic.Int64
+	writeQueue writeQueue
 
 	mu    sync.Mutex
 	users map[string]*user
@@ -157,6 +164,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.origin = strings.ToLower(s.public)
 	s.limits = newLimiters(cfg.Limits)
 	s.ledger = &Ledger{DB: cfg.DB, Limit: cfg.HourLimit, DayLimit: cfg.DayLimit}
+	s.sessions = newSessionStore(cfg.DB, 0, s.logf)
+	s.writeQueue.slots = make(chan struct{}, max(1, cfg.DB.Config().MaxConns/2))
 	if err := s.loadClientKey(ctx); err != nil {
 		return nil, fmt.Errorf("upstream client key: %w", err)
 	}
@@ -344,10 +353,13 @@ func (s *Server) openPDS(ctx context.Context, did string) (*user, error) {
 		}
 		return outline.Rebuild(snap, nil), nil
 	}
-	eng, err := outline.Open(&userRepo{inner: r, ledger: s.ledger}, outline.Options{Resolver: resolver, Others: read, Journal: j})
+	eng, err := outline.Open(&userRepo{inner: r, ledger: s.ledger, journal: j, refused: &s.refused}, outline.Options{Resolver: resolver, Others: read, Journal: j})
 	if err != nil {
 		return nil, err
 	}
+	// plans as rows: a dry run's plan (or one held for the person's
+	// confirmation) is applied by whichever instance gets the call
+	eng.SetPlanStore(&planRows{db: s.db, did: did})
 	env := &tools.Env{Engine: eng, Search: s.search, Snapshots: s.snapshots, Confirm: s.cfg.Confirm}
 	u := &user{did: did, env: env, journal: j, auth: a, reopened: statErr == nil}
 	u.sizing.repoSize = r.Size
@@ -368,8 +380,28 @@ func (s *Server) envFor(ctx context.Context) (*tools.Env, func(), error) {
 		}
 		return nil, nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "opening your repository failed: " + err.Error(), Next: "retry in a moment"}
 	}
+	// a write waits for the user's turn (userlock.go): instances racing
+	// for one user queue instead of sending batches refused as stale
+	var turn *heldTurn
+	if c, ok := server.CallOf(ctx); ok && !c.ReadOnly {
+		end, err := s.queueWrite(ctx, id.DID)
+		if err != nil {
+			s.release(u)
+			return nil, nil, &outline.Error{Kind: outline.ErrCancelled, Msg: "the call ended while it waited for the user's earlier writes to finish; nothing was written", Next: "call again"}
+		}
+		turn = &heldTurn{end: end}
+		c.Yield = func() func() {
+			turn.yield()
+			return func() { turn.again(ctx, s, id.DID) }
+		}
+	}
 	var once sync.Once
-	return u.env, func() { once.Do(func() { s.release(u) }) }, nil
+	return u.env, func() {
+		once.Do(func() {
+			turn.yield()
+			s.release(u)
+		})
+	}, nil
 }
 
 // principal is who a request's access token belongs to.

@@ -38,6 +38,10 @@ type journal struct {
 	rows    map[string]journalRow // operations as last read, by id
 	written map[string][]int      // operations this instance wrote whole, with their batches
 	held    map[string]*lease     // claims this instance holds
+	// current is the operation claimed last and still held: the one the
+	// engine commits now (it commits one at a time), whose reservation
+	// the budget takes over (userRepo.ReservePlan)
+	current string
 }
 
 type journalRow struct {
@@ -225,6 +229,9 @@ func (j *journal) Claim(ctx context.Context, id string) (bool, error) {
 	_, mine := j.held[id]
 	j.mu.Unlock()
 	if mine {
+		j.mu.Lock()
+		j.current = id
+		j.mu.Unlock()
 		return true, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, journalTimeout)
@@ -243,6 +250,7 @@ func (j *journal) Claim(ctx context.Context, id string) (bool, error) {
 	}
 	j.mu.Lock()
 	j.held[id] = l
+	j.current = id
 	j.mu.Unlock()
 	go j.renew(id, l)
 	return true, nil
@@ -274,6 +282,9 @@ func (j *journal) Release(ctx context.Context, id string) {
 	j.mu.Lock()
 	l, ok := j.held[id]
 	delete(j.held, id)
+	if j.current == id {
+		j.current = ""
+	}
 	j.mu.Unlock()
 	if !ok {
 		return
@@ -299,4 +310,18 @@ func (j *journal) Live(ctx context.Context, id string) (bool, error) {
 	var live bool
 	err := j.db.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM operation_claims WHERE did = $1 AND id = $2 AND expires_at > now())", j.did, id).Scan(&live)
 	return live, err
+}
+
+// committing is the operation this instance commits now for the identity
+// ("": none).
+func (j *journal) committing() string {
+	if j == nil {
+		return ""
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, ok := j.held[j.current]; !ok {
+		return ""
+	}
+	return j.current
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
 
@@ -37,16 +38,16 @@ func twoEngines(t *testing.T, name string) (a, b *instance, ua, ub *user) {
 	return a, b, ua, ub
 }
 
-func bullets(prefix string, n int) []outline.NewNode {
-	ns := make([]outline.NewNode, n)
+func bullets(prefix string, n int) []intent.NewNode {
+	ns := make([]intent.NewNode, n)
 	for i := range ns {
-		ns[i] = outline.NewNode{Text: fmt.Sprintf("%s %d", prefix, i)}
+		ns[i] = intent.NewNode{Text: fmt.Sprintf("%s %d", prefix, i)}
 	}
 	return ns
 }
 
-func insertTop(ctx context.Context, e *outline.Engine, ns []outline.NewNode) (*outline.Outcome, error) {
-	return e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) })
+func insertTop(ctx context.Context, e *outline.Engine, ns []intent.NewNode) (*outline.Outcome, error) {
+	return e.DoFunc(ctx, false, func(p *outline.Planner) error { return intent.Insert{Pos: outline.Position{}, Nodes: ns}.Plan(p) })
 }
 
 // nodeCount is how many app.bulleted.node records the repository holds,

@@ -55,14 +55,31 @@ func (l *Ledger) limits() (int, int, time.Duration) {
 // id; it refuses with a *budget.Exceeded (wrapping budget.ErrBudget) when
 // they do not fit in the hour or the day, or the PDS asked to pause.
 func (l *Ledger) Reserve(ctx context.Context, did string, cost int) (string, error) {
+	return l.ReserveOp(ctx, did, "", cost)
+}
+
+// ReserveOp is Reserve for operation op ("": none): a reservation held for
+// op before (by an instance that stopped committing it: the caller holds
+// op's claim) is taken over, given up in the same transaction before cost
+// is fitted, so that a resume is not refused for the points its own
+// operation holds, nor holds them twice.
+func (l *Ledger) ReserveOp(ctx context.Context, did, op string, cost int) (string, error) {
 	_, _, ttl := l.limits()
 	id := newToken("r")
 	err := pgx.BeginFunc(ctx, l.DB, func(tx pgx.Tx) error {
+		if op != "" {
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey("budget:"+did)); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "DELETE FROM budget_reserved WHERE did = $1 AND op = $2", did, op); err != nil {
+				return err
+			}
+		}
 		if _, err := l.fit(ctx, tx, did, cost); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, "INSERT INTO budget_reserved (id, did, points, expires_at) VALUES ($1, $2, $3, now() + $4::interval)",
-			id, did, cost, fmt.Sprintf("%d milliseconds", ttl.Milliseconds()))
+		_, err := tx.Exec(ctx, "INSERT INTO budget_reserved (id, did, points, expires_at, op) VALUES ($1, $2, $3, now() + $4::interval, nullif($5, ''))",
+			id, did, cost, fmt.Sprintf("%d milliseconds", ttl.Milliseconds()), op)
 		return err
 	})
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/bulleted-mcp/bulleted-mcp/server"
 )
 
 // Pruning: expired authorization requests, codes and tokens are deleted in
@@ -26,6 +28,9 @@ const (
 // PruneStats counts the rows one Prune deleted.
 type PruneStats struct {
 	Requests, Codes, Tokens int64
+	// Sessions are MCP sessions idle for over a day past their idle
+	// limit, Plans kept plans past their time.
+	Sessions, Plans int64
 	// More is true when a table had more expired rows than one pass
 	// deletes (the next pass continues).
 	More bool
@@ -41,6 +46,10 @@ var pruneQueries = []struct {
 		(SELECT code_hash FROM auth_codes WHERE expires_at < now() - interval '%d seconds' LIMIT $1 FOR UPDATE SKIP LOCKED)`, int(codeRetention.Seconds()))},
 	{"tokens", `DELETE FROM tokens WHERE hash IN
 		(SELECT hash FROM tokens WHERE expires_at < now() LIMIT $1 FOR UPDATE SKIP LOCKED)`},
+	{"mcp_sessions", fmt.Sprintf(`DELETE FROM mcp_sessions WHERE id IN
+		(SELECT id FROM mcp_sessions WHERE used_at < now() - interval '%d seconds' LIMIT $1 FOR UPDATE SKIP LOCKED)`, int((server.SessionIdle + 24*time.Hour).Seconds()))},
+	{"plans", `DELETE FROM plans WHERE id IN
+		(SELECT id FROM plans WHERE expires_at < now() LIMIT $1 FOR UPDATE SKIP LOCKED)`},
 }
 
 // Prune deletes expired authorization requests and tokens, and codes
@@ -48,7 +57,7 @@ var pruneQueries = []struct {
 // rows per table.
 func (s *Server) Prune(ctx context.Context) (PruneStats, error) {
 	var st PruneStats
-	counts := []*int64{&st.Requests, &st.Codes, &st.Tokens}
+	counts := []*int64{&st.Requests, &st.Codes, &st.Tokens, &st.Sessions, &st.Plans}
 	for i, q := range pruneQueries {
 		for b := 0; ; b++ {
 			if b == pruneMaxBatches {
@@ -97,12 +106,12 @@ func (s *Server) RunPruner(ctx context.Context, every time.Duration, logf func(f
 		switch {
 		case err != nil:
 			logf("pruning expired OAuth rows failed (retried in %s): %v", every, err)
-		case st.Requests+st.Codes+st.Tokens > 0:
+		case st.Requests+st.Codes+st.Tokens+st.Sessions+st.Plans > 0:
 			more := ""
 			if st.More {
 				more = " (more left for the next pass)"
 			}
-			logf("pruned %d expired authorization requests, %d codes, %d tokens%s", st.Requests, st.Codes, st.Tokens, more)
+			logf("pruned %d expired authorization requests, %d codes, %d tokens, %d MCP sessions, %d plans%s", st.Requests, st.Codes, st.Tokens, st.Sessions, st.Plans, more)
 		}
 	}
 }

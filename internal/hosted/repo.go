@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
@@ -25,6 +26,12 @@ import (
 type userRepo struct {
 	inner  *pds.Repo
 	ledger *Ledger
+	// journal tells the operation being committed (its reservation is
+	// taken over on a resume); nil: none
+	journal *journal
+	// refused counts batches the PDS refused for their swapCommit (another
+	// writer got there first): counted by the PDS and the budget all the same
+	refused *atomic.Int64
 }
 
 var (
@@ -57,7 +64,7 @@ type planKey struct{}
 // written when they do not fit.
 func (r *userRepo) ReservePlan(ctx context.Context, cost int) (context.Context, func(), error) {
 	did := r.inner.DID().String()
-	id, err := r.ledger.Reserve(ctx, did, cost)
+	id, err := r.ledger.ReserveOp(ctx, did, r.journal.committing(), cost)
 	if err != nil {
 		if errors.Is(err, budget.ErrBudget) {
 			return ctx, nil, err
@@ -114,6 +121,7 @@ func (r *userRepo) Apply(ctx context.Context, swapCommit string, writes []store.
 	}
 	res, err := r.inner.Apply(ctx, swapCommit, writes)
 	if err != nil {
+		r.countRefused(err)
 		r.settleFailed(ctx, did, "", spent, cost, err)
 		return nil, fmt.Errorf("%w", err)
 	}
@@ -130,6 +138,7 @@ func (r *userRepo) applyPlanned(ctx context.Context, did, plan, swapCommit strin
 	}
 	res, err := r.inner.Apply(ctx, swapCommit, writes)
 	if err != nil {
+		r.countRefused(err)
 		r.settleFailed(ctx, did, plan, spent, cost, err)
 		return nil, fmt.Errorf("%w", err)
 	}
@@ -154,6 +163,12 @@ func (r *userRepo) settleFailed(ctx context.Context, did, plan string, spent int
 		// counts a request before its handler refuses it, and after an
 		// ambiguous failure an earlier send of it may be what landed)
 		r.ledger.Refund(bctx, did, plan, spent, cost) // if it fails, counted: never under
+	}
+}
+
+func (r *userRepo) countRefused(err error) {
+	if r.refused != nil && errors.Is(err, store.ErrStale) {
+		r.refused.Add(1)
 	}
 }
 

@@ -1,5 +1,5 @@
 // Package markup parses Markdown and OPML into bullets to insert
-// ([]outline.NewNode), each mapped to the input line it came from, and
+// ([]intent.NewNode), each mapped to the input line it came from, and
 // holds the line rules view.Markdown writes by, so that an export imports
 // back as it was: export, import into a fresh repository and export again
 // gives the same bytes.
@@ -28,7 +28,7 @@
 // The defaults (layout bullet, display expanded) are not written, so they
 // read back as absent; a completion date reads back as the import's time.
 //
-// A mirror line becomes a mirror of that original (outline.NewNode.Mirror):
+// A mirror line becomes a mirror of that original (intent.NewNode.Mirror):
 // of the same bullet when it is in the repository imported into, created
 // as given when it is in another repository (and said), and a plain bullet
 // with the line's text when it names a bullet of this repository that does
@@ -63,7 +63,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 )
 
 // ErrSyntax means the input could not be parsed.
@@ -73,7 +73,7 @@ var ErrSyntax = errors.New("cannot parse input")
 // by its position label as outline.Created.Input names it
 // ("nodes[0].children[2]").
 type Doc struct {
-	Nodes []outline.NewNode
+	Nodes []intent.NewNode
 	Lines map[string]int
 	// Notes say what of the input was not turned into bullets: the
 	// Detached section of an export (skipped, with its count).
@@ -101,7 +101,7 @@ func (d *Doc) skipped(format string) {
 	d.Notes = append(d.Notes, fmt.Sprintf("skipped the export's Detached section (%s): %d detached bullet(s), %d row(s) with their children, whose parent did not resolve; they are not part of the outline, so nothing was created for them (insert them with insert_after if they are wanted)", format, d.SkippedDetached, d.SkippedRows))
 }
 
-func countRows(ns []outline.NewNode) int {
+func countRows(ns []intent.NewNode) int {
 	n := len(ns)
 	for _, c := range ns {
 		n += countRows(c.Children)
@@ -110,7 +110,7 @@ func countRows(ns []outline.NewNode) int {
 }
 
 type mnode struct {
-	n       outline.NewNode
+	n       intent.NewNode
 	line    int
 	indent  int // list indentation (-1: a heading section)
 	level   int // heading level of a section
@@ -136,9 +136,9 @@ type notices struct {
 
 func (d *Doc) build(roots []*mnode, ns *notices) {
 	d.Lines = map[string]int{}
-	var conv func(ms []*mnode, label string) []outline.NewNode
-	conv = func(ms []*mnode, label string) []outline.NewNode {
-		var out []outline.NewNode
+	var conv func(ms []*mnode, label string) []intent.NewNode
+	conv = func(ms []*mnode, label string) []intent.NewNode {
+		var out []intent.NewNode
 		for i, m := range ms {
 			lab := fmt.Sprintf("%s[%d]", label, i)
 			d.Lines[lab] = m.line
@@ -224,7 +224,7 @@ func indentOf(s string) int {
 
 // content sets the layout and text of a list item's first line (its
 // marker already cut off): a leading backslash takes the rest as it is.
-func content(n *outline.NewNode, s string) {
+func content(n *intent.NewNode, s string) {
 	if r, ok := strings.CutPrefix(s, `\`); ok {
 		n.Text = unbreaks(r)
 		return

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/markup"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/view"
 )
@@ -21,11 +22,11 @@ func TestImportVectors(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cases []struct {
-		Name   string            `json:"name"`
-		Format string            `json:"format"`
-		Input  string            `json:"input"`
-		Nodes  []outline.NewNode `json:"nodes"`
-		Lines  map[string]int    `json:"lines"`
+		Name   string           `json:"name"`
+		Format string           `json:"format"`
+		Input  string           `json:"input"`
+		Nodes  []intent.NewNode `json:"nodes"`
+		Lines  map[string]int   `json:"lines"`
 	}
 	if err := json.Unmarshal(raw, &cases); err != nil {
 		t.Fatal(err)
@@ -87,7 +88,9 @@ func TestMarkdownRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, d.Nodes) }); err != nil {
+		if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
+			return (intent.Insert{Pos: outline.Position{}, Nodes: d.Nodes}).Plan(p)
+		}); err != nil {
 			t.Fatal(err)
 		}
 		tr, err := e.Tree(ctx)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/markup"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outlinegen"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/view"
@@ -157,25 +158,25 @@ func TestMarkdownTrickyTexts(t *testing.T) {
 func TestMarkdownImportVectors(t *testing.T) {
 	for _, c := range []struct {
 		in    string
-		nodes []outline.NewNode
+		nodes []intent.NewNode
 		notes []string // substrings, in order of d.Notes
 	}{
-		{"- a {color=red}", []outline.NewNode{{Text: "a {color=red}"}}, []string{"1 line(s) end in a {…} marker that is not understood, kept as part of the text: line 1 {color=red} (unknown key color)"}},
-		{"- a {display=collapsed color=red}", []outline.NewNode{{Text: "a {display=collapsed color=red}"}}, []string{"unknown key color"}},
-		{"- a {mirror=https://x}", []outline.NewNode{{Text: "a {mirror=https://x}"}}, []string{"mirror is not an at://DID/app.bulleted.node/RKEY"}},
-		{"- a {mirror=at://did:plc:x/app.bulleted.node/k layout=h1}", []outline.NewNode{{Text: "a {mirror=at://did:plc:x/app.bulleted.node/k layout=h1}"}}, []string{"a mirror has no layout"}},
-		{"- a {completed=yes}", []outline.NewNode{{Text: "a {completed=yes}"}}, []string{"only true"}},
-		{"- a {display=collapsed}\n- b {layout=my%20board display=collapsed}\n- {}", []outline.NewNode{{Text: "a", Display: "collapsed"}, {Text: "b", Layout: "my board", Display: "collapsed"}, {Text: ""}}, nil},
-		{"- \\# x\n- [ ] \\ y\n- \\\\z\n- a<br>b\\<br>c", []outline.NewNode{{Text: "# x"}, {Text: " y", Layout: "todo"}, {Text: "\\z"}, {Text: "a\nb<br>c"}}, nil},
+		{"- a {color=red}", []intent.NewNode{{Text: "a {color=red}"}}, []string{"1 line(s) end in a {…} marker that is not understood, kept as part of the text: line 1 {color=red} (unknown key color)"}},
+		{"- a {display=collapsed color=red}", []intent.NewNode{{Text: "a {display=collapsed color=red}"}}, []string{"unknown key color"}},
+		{"- a {mirror=https://x}", []intent.NewNode{{Text: "a {mirror=https://x}"}}, []string{"mirror is not an at://DID/app.bulleted.node/RKEY"}},
+		{"- a {mirror=at://did:plc:x/app.bulleted.node/k layout=h1}", []intent.NewNode{{Text: "a {mirror=at://did:plc:x/app.bulleted.node/k layout=h1}"}}, []string{"a mirror has no layout"}},
+		{"- a {completed=yes}", []intent.NewNode{{Text: "a {completed=yes}"}}, []string{"only true"}},
+		{"- a {display=collapsed}\n- b {layout=my%20board display=collapsed}\n- {}", []intent.NewNode{{Text: "a", Display: "collapsed"}, {Text: "b", Layout: "my board", Display: "collapsed"}, {Text: ""}}, nil},
+		{"- \\# x\n- [ ] \\ y\n- \\\\z\n- a<br>b\\<br>c", []intent.NewNode{{Text: "# x"}, {Text: " y", Layout: "todo"}, {Text: "\\z"}, {Text: "a\nb<br>c"}}, nil},
 		{"- ↪ Recipes {mirror=at://did:plc:x/app.bulleted.node/k}\n  - Soup _(mirrored, read-only)_\n    - Leek\n  <!-- mirror cut: size -->\n- next",
-			[]outline.NewNode{{Text: "Recipes", Mirror: "at://did:plc:x/app.bulleted.node/k"}, {Text: "next"}},
+			[]intent.NewNode{{Text: "Recipes", Mirror: "at://did:plc:x/app.bulleted.node/k"}, {Text: "next"}},
 			[]string{"skipped 2 row(s) nested under 1 mirror line(s)", "skipped 1 HTML comment(s), not bullets (first: line 4 <!-- mirror cut: size -->)"}},
-		{"- theirs {by=did:plc:friend}", []outline.NewNode{{Text: "theirs"}}, []string{"1 bullet(s) marked as another identity's (by=did:plc:friend…"}},
-		{"---\ntitle: T\ndescription: D\n---\n- a", []outline.NewNode{{Text: "a"}}, []string{"skipped the front matter (lines 1-4; title, description)"}},
-		{"- ```go\n  x\n  ```", []outline.NewNode{{Text: "x", Layout: "codeBlock"}}, []string{`ignored the info string of 1 code fence(s) (a codeBlock has no language): line 1 "go"`}},
-		{"- a\n  note\n\n  more\n- b\n\n  loose", []outline.NewNode{{Text: "a", Note: "note\n\nmore"}, {Text: "b", Note: "loose"}}, nil},
-		{"- a\r\n  note\r\n- b\r\n", []outline.NewNode{{Text: "a", Note: "note"}, {Text: "b"}}, nil},
-		{"- [ ]\n- #\n- >", []outline.NewNode{{Text: "", Layout: "todo"}, {Text: "", Layout: "h1"}, {Text: "", Layout: "quoteBlock"}}, nil},
+		{"- theirs {by=did:plc:friend}", []intent.NewNode{{Text: "theirs"}}, []string{"1 bullet(s) marked as another identity's (by=did:plc:friend…"}},
+		{"---\ntitle: T\ndescription: D\n---\n- a", []intent.NewNode{{Text: "a"}}, []string{"skipped the front matter (lines 1-4; title, description)"}},
+		{"- ```go\n  x\n  ```", []intent.NewNode{{Text: "x", Layout: "codeBlock"}}, []string{`ignored the info string of 1 code fence(s) (a codeBlock has no language): line 1 "go"`}},
+		{"- a\n  note\n\n  more\n- b\n\n  loose", []intent.NewNode{{Text: "a", Note: "note\n\nmore"}, {Text: "b", Note: "loose"}}, nil},
+		{"- a\r\n  note\r\n- b\r\n", []intent.NewNode{{Text: "a", Note: "note"}, {Text: "b"}}, nil},
+		{"- [ ]\n- #\n- >", []intent.NewNode{{Text: "", Layout: "todo"}, {Text: "", Layout: "h1"}, {Text: "", Layout: "quoteBlock"}}, nil},
 	} {
 		d, err := markup.Markdown(c.in)
 		if err != nil {
@@ -211,14 +212,14 @@ func TestMirrorImportSameRepository(t *testing.T) {
 	defer l.Close()
 	e := outline.New(l)
 	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
-		return p.Insert(outline.Position{}, []outline.NewNode{{Text: "Recipes", Children: []outline.NewNode{{Text: "Soup"}}}, {Text: "Home"}})
+		return intent.Insert{Pos: outline.Position{}, Nodes: []intent.NewNode{{Text: "Recipes", Children: []intent.NewNode{{Text: "Soup"}}}, {Text: "Home"}}}.Plan(p)
 	}); err != nil {
 		t.Fatal(err)
 	}
 	tr, _ := e.Tree(ctx)
 	recipes, home := tr.Roots[0].Key(), tr.Roots[1].Key()
 	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
-		return p.Mirror(recipes, outline.Position{Parent: home})
+		return intent.Mirror{Original: recipes, Pos: outline.Position{Parent: home}}.Plan(p)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +235,7 @@ func TestMirrorImportSameRepository(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, d.Nodes) })
+	out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return intent.Insert{Pos: outline.Position{}, Nodes: d.Nodes}.Plan(p) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +357,7 @@ func TestMarkdownRoundTripGenerated(t *testing.T) {
 			}
 			defer l.Close()
 			e := outline.New(l)
-			out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, d.Nodes) })
+			out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return intent.Insert{Pos: outline.Position{}, Nodes: d.Nodes}.Plan(p) })
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,8 +12,8 @@ import (
 
 // aroundLinear is aroundOf for one top-level span as it was, looking at
 // every sibling: the reference the binary search must agree with.
-func aroundLinear(sibs []*Item, own map[string]bool, lo, hi string) []Around {
-	var out []Around
+func aroundLinear(sibs []*Item, own map[string]bool, lo, hi string) []around {
+	var out []around
 	var before *Item
 	for _, it := range sibs {
 		if own[it.Rec.Collection+"/"+it.Key()] {
@@ -23,11 +23,11 @@ func aroundLinear(sibs []*Item, own map[string]bool, lo, hi string) []Around {
 		case k < lo:
 			before = it
 		case k <= hi:
-			out = append(out, Around{Parent: "", Path: it.Rec.Collection + "/" + it.Key(), Key: k})
+			out = append(out, around{Parent: "", Path: it.Rec.Collection + "/" + it.Key(), Key: k})
 		}
 	}
 	if before != nil {
-		out = append(out, Around{Parent: "", Path: before.Rec.Collection + "/" + before.Key(), Key: before.SortKey()})
+		out = append(out, around{Parent: "", Path: before.Rec.Collection + "/" + before.Key(), Key: before.SortKey()})
 	}
 	return out
 }

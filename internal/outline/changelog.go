@@ -26,8 +26,8 @@ import (
 // kept for counting distinct records and the change lines kept in full.
 const (
 	LogAdvances   = 64
-	MaxChanges    = 20 // change lines in one answer of ChangedSince
-	MaxSections   = 10 // sections in one answer (the last one sums the rest)
+	maxChanges    = 20 // change lines in one answer of ChangedSince
+	maxSections   = 10 // sections in one answer (the last one sums the rest)
 	logKeys       = 256
 	logLines      = 8
 	logSections   = 16
@@ -96,8 +96,8 @@ type Changed struct {
 	// External: changed by writers other than this server; Sessions: by
 	// other writers of this server (its other sessions).
 	External, Sessions int
-	Sections           []Section // most changes first, at most MaxSections
-	Changes            []Change  // the newest first, at most MaxChanges (logLines per advance)
+	Sections           []Section // most changes first, at most maxSections
+	Changes            []Change  // the newest first, at most maxChanges (logLines per advance)
 }
 
 // Any reports whether there is something to tell.
@@ -563,7 +563,7 @@ func (l *changeLog) changedSince(since, now, writer string) *Changed {
 				secs[k].Count += s.Count
 			}
 			for _, ch := range t.lines {
-				if k := ch.Collection + "/" + ch.RKey; !lined[k] && len(c.Changes) < MaxChanges {
+				if k := ch.Collection + "/" + ch.RKey; !lined[k] && len(c.Changes) < maxChanges {
 					lined[k] = true
 					c.Changes = append(c.Changes, ch)
 				}
@@ -581,11 +581,11 @@ func (l *changeLog) changedSince(since, now, writer string) *Changed {
 	slices.SortFunc(c.Sections, func(a, b Section) int {
 		return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.RKey, b.RKey))
 	})
-	if len(c.Sections) > MaxSections-1 {
-		for _, s := range c.Sections[MaxSections-1:] {
+	if len(c.Sections) > maxSections-1 {
+		for _, s := range c.Sections[maxSections-1:] {
 			rest.Count += s.Count
 		}
-		c.Sections = c.Sections[:MaxSections-1]
+		c.Sections = c.Sections[:maxSections-1]
 	}
 	if rest.Count > 0 {
 		c.Sections = append(c.Sections, rest) // last

@@ -9,6 +9,7 @@ import (
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
@@ -23,10 +24,10 @@ func seedSections(t *testing.T, e *outline.Engine) map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
-		return p.Insert(outline.Position{}, []outline.NewNode{
-			{Text: "Work", Children: []outline.NewNode{{Text: "Ship the beta"}, {Text: "Write the notes"}}},
-			{Text: "Home", Children: []outline.NewNode{{Text: "Buy milk"}}},
-		})
+		return intent.Insert{Pos: outline.Position{}, Nodes: []intent.NewNode{
+			{Text: "Work", Children: []intent.NewNode{{Text: "Ship the beta"}, {Text: "Write the notes"}}},
+			{Text: "Home", Children: []intent.NewNode{{Text: "Buy milk"}}},
+		}}.Plan(p)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func TestChangedSince(t *testing.T) {
 			rev1 := c.Rev
 			// the agent's own write (writer A) is not told to A, and is to B
 			if _, err := e.DoFunc(outline.WithWriter(ctx, "A"), false, func(p *outline.Planner) error {
-				return p.Insert(outline.Position{Parent: keys["Work"]}, []outline.NewNode{{Text: "mine"}})
+				return intent.Insert{Pos: outline.Position{Parent: keys["Work"]}, Nodes: []intent.NewNode{{Text: "mine"}}}.Plan(p)
 			}); err != nil {
 				t.Fatal(err)
 			}

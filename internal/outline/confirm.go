@@ -22,8 +22,8 @@ type Threshold struct {
 	Moves   int
 }
 
-// Over reports whether v passes the threshold.
-func (th Threshold) Over(v Verdict) bool {
+// over reports whether v passes the threshold.
+func (th Threshold) over(v Verdict) bool {
 	return (th.Deletes > 0 && v.Removed() > th.Deletes) || (th.Moves > 0 && v.Moved > th.Moves)
 }
 
@@ -68,7 +68,7 @@ func (c *ConfirmNeeded) Error() string {
 // not kept yet), must be held for the person.
 func needsConfirm(ctx context.Context, v Verdict, id string) bool {
 	st, ok := ctx.Value(confirmKey{}).(confirmState)
-	if !ok || !st.th.Over(v) {
+	if !ok || !st.th.over(v) {
 		return false
 	}
 	return id == "" || st.accepted != id

@@ -8,6 +8,7 @@ import (
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
+	"github.com/bulleted-mcp/bulleted-mcp/internal/order"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
@@ -78,11 +79,11 @@ func ContributorsOf(r store.Record) ([]string, bool) {
 	return out, true
 }
 
-// ContributorsAt returns the identities admitted at it (nil: the top
+// contributorsAt returns the identities admitted at it (nil: the top
 // level): the contributors of the nearest outline record at it or above
 // that has the field (absent inherits from above; empty grants nobody),
 // else of `self`.
-func ContributorsAt(t *Tree, it *Item) []string {
+func contributorsAt(t *Tree, it *Item) []string {
 	recs := outlineRecords(t)
 	for p := it; p != nil; p = t.Parent(p) {
 		if r, ok := recs[p.Key()]; ok {
@@ -137,7 +138,7 @@ func Contributed(owner *Tree, c *Tree, it *Item) bool {
 	if par == nil {
 		return false
 	}
-	return slices.Contains(ContributorsAt(owner, par), c.DID.String())
+	return slices.Contains(contributorsAt(owner, par), c.DID.String())
 }
 
 // Gather reads the repositories of every contributor named in owner's
@@ -168,25 +169,6 @@ func Gather(owner *Tree, other func(did string) (*Tree, error)) (Contributions, 
 	return out, notes
 }
 
-// CompareShown orders two bullets shown under one parent: by sortKey as
-// bytes, then record key, a bullet before a mirror, then the repository
-// ("" for the owner's before any contributor's DID).
-func CompareShown(aSort, aKey string, aMirror bool, aDID string, bSort, bKey string, bMirror bool, bDID string) int {
-	if c := strings.Compare(aSort, bSort); c != 0 {
-		return c
-	}
-	if c := strings.Compare(aKey, bKey); c != 0 {
-		return c
-	}
-	if aMirror != bMirror {
-		if !aMirror {
-			return -1
-		}
-		return 1
-	}
-	return strings.Compare(aDID, bDID)
-}
-
 // SharedChildren lists the bullets directly under par, a bullet of owner's
 // outline, as the owner's outline shows them: the owner's own children and
 // the contributions hanging there (contribs, from Gather), in display order.
@@ -205,7 +187,7 @@ func SharedChildren(owner *Tree, par *Item, contribs Contributions) []SharedSibl
 		ents = append(ents, shown{c.Item, c.Tree.DID.String(), "at://" + c.Tree.DID.String() + "/" + c.Item.Rec.Collection + "/" + c.Item.Key()})
 	}
 	slices.SortStableFunc(ents, func(a, b shown) int {
-		return CompareShown(a.it.SortKey(), a.it.Key(), a.it.Mirror, a.did, b.it.SortKey(), b.it.Key(), b.it.Mirror, b.did)
+		return order.CompareShown(a.it.SortKey(), a.it.Key(), a.it.Mirror, a.did, b.it.SortKey(), b.it.Key(), b.it.Mirror, b.did)
 	})
 	out := make([]SharedSibling, len(ents))
 	for i, e := range ents {
@@ -240,7 +222,7 @@ func (e *Engine) shared(ctx context.Context, own *Tree, parent syntax.ATURI) (*S
 	if par == nil {
 		return nil, &Error{Kind: ErrParentMissing, Msg: fmt.Sprintf("parent %s does not exist", parent), Next: readIt}
 	}
-	if !slices.Contains(ContributorsAt(owner, par), me) {
+	if !slices.Contains(contributorsAt(owner, par), me) {
 		return nil, &Error{Kind: ErrCrossRepo,
 			Msg:  fmt.Sprintf("%s is in %s's outline, which does not admit you (%s) as a contributor there; nothing was written", parent, owner.DID, me),
 			Next: "add under your own bullets instead, or ask its owner to list you in contributors (set on their app.bulleted.outline record)"}

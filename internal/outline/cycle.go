@@ -137,14 +137,14 @@ func (p *Planner) mirrorCycle() error {
 		return nil
 	}
 	p.advance()
-	return NewMirrorCycle(p.base, p.t)
+	return newMirrorCycle(p.base, p.t)
 }
 
-// NewMirrorCycle returns an *Error (ErrCycle) naming the mirrors that
+// newMirrorCycle returns an *Error (ErrCycle) naming the mirrors that
 // render forever in after and did not in before (a plan's snapshot and the
 // tree as it would be after the plan), or nil. Undo may use it on the tree
 // its writes would leave.
-func NewMirrorCycle(before, after *Tree) error {
+func newMirrorCycle(before, after *Tree) error {
 	now, orig := mirrorCycles(after)
 	if len(now) == 0 {
 		return nil

@@ -9,17 +9,19 @@
 // under its parent in (sortKey bytes, record key) order, notes attached by
 // record key, policies, outlines and comments indexed, and the records that
 // point at nothing or sit in a cycle flagged as detached. The intent (a
-// Planner method) works out every create, update and delete (sortKeys from
-// package order, record keys from the operation's key list), checks the
-// rules (parent in the same repository and a node, anchor a child of the
-// parent, no move into one's own subtree, no cascade, policy roots owned,
-// the 250,000-record bound) and validates every record with package
-// validate. Several changes of one record fold into one write decided by
+// value of package intent, written with the Planner's exported methods,
+// the kit) works out every create, update and delete (sortKeys from
+// package order, record keys from the operation's key list) and refuses
+// what it can tell is wrong with a typed error; the gate (gate.go) then
+// checks the rules on the whole plan, whatever made it (parent in the same
+// repository and a node, no move into one's own subtree, no cascade,
+// policy roots owned, no tied sortKeys, the 250,000-record bound, every
+// record valid by package validate). Several changes of one record fold into one write decided by
 // the record's state before and after the plan; a plan of no writes is a
 // no-op that writes nothing.
 //
 // Unless it is a dry run, the plan becomes an Operation: cut into commits
-// of at most 200 writes that never separate a node from its note (Cut),
+// of at most 200 writes that never separate a node from its note (cutBatches),
 // recorded in the data directory before the first commit (one file per
 // operation under DIR/ops, shared by every process using the directory),
 // its whole cost reserved in the write budget, then committed batch by

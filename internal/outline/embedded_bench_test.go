@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outlinegen"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
@@ -86,7 +87,7 @@ func dryRunDeleteEmbedded(b *testing.B, n int) {
 	if tr.Count+10_001 > 250_000 { // room for the subtree under the record bound: a section goes
 		for _, r := range tr.Roots {
 			if k := len(outline.Subtree(r)); k >= tr.Count+10_500-250_000 && k < 40_000 {
-				if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.DeleteNode(r.Key(), "subtree") }); err != nil {
+				if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return (intent.Delete{Node: r.Key(), Children: "subtree"}).Plan(p) }); err != nil {
 					b.Fatal(err)
 				}
 				break
@@ -94,18 +95,20 @@ func dryRunDeleteEmbedded(b *testing.B, n int) {
 		}
 	}
 	out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
-		return p.Insert(outline.Position{}, []outline.NewNode{{Text: "root"}})
+		return intent.Insert{Pos: outline.Position{}, Nodes: []intent.NewNode{{Text: "root"}}}.Plan(p)
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
 	root := out.Plan.Created[0].RKey
 	for range 50 {
-		ns := make([]outline.NewNode, 200)
+		ns := make([]intent.NewNode, 200)
 		for j := range ns {
-			ns[j] = outline.NewNode{Text: "leaf"}
+			ns[j] = intent.NewNode{Text: "leaf"}
 		}
-		if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{Parent: root}, ns) }); err != nil {
+		if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
+			return (intent.Insert{Pos: outline.Position{Parent: root}, Nodes: ns}).Plan(p)
+		}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -115,7 +118,7 @@ func dryRunDeleteEmbedded(b *testing.B, n int) {
 	tr, _ = e.Tree(ctx)
 	records := tr.Count
 	dry := func() {
-		out, err := e.DoFunc(ctx, true, func(p *outline.Planner) error { return p.DeleteNode(root, "subtree") })
+		out, err := e.DoFunc(ctx, true, func(p *outline.Planner) error { return intent.Delete{Node: root, Children: "subtree"}.Plan(p) })
 		if err != nil || len(out.Plan.Writes) != 10001 {
 			b.Fatal(err)
 		}

@@ -16,11 +16,11 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
-// Retries is how many times a plan is re-made after a swapCommit conflict
+// retries is how many times a plan is re-made after a swapCommit conflict
 // before its first batch landed, and how many conflicts a later batch
 // rides out; between attempts the engine waits a growing, jittered pause so
 // that two writers racing on one repository do not keep colliding.
-const Retries = 8
+const retries = 8
 
 // BatchTimeout bounds one batch's commit, which runs to completion even
 // when the call is cancelled (cancellation stops between batches).
@@ -64,6 +64,9 @@ type Outcome struct {
 	Commits []store.Result `json:"commits,omitempty"`
 	DryRun  bool           `json:"dryRun"`
 	Before  *Tree          `json:"-"`
+	// After is a dry run's tree as it would be after the plan (the
+	// planner's, brought forward by its writes); nil when not made.
+	After *Tree `json:"-"`
 	// Op is the recorded operation (absent for dry runs and no-ops).
 	Op *OpReport `json:"operation,omitempty"`
 	// NoChange: the intent asked for what is already there; nothing written.
@@ -143,7 +146,7 @@ func Open(repo store.Repository, o Options) (*Engine, error) {
 	}
 	switch {
 	case o.Journal != nil:
-		if err := e.UseJournal(o.Journal); err != nil {
+		if err := e.useJournal(o.Journal); err != nil {
 			return nil, err
 		}
 	case o.Operations != "":
@@ -161,7 +164,7 @@ func (e *Engine) Others() Others { return e.others }
 // KeepOperations records operations (and so the undo journal) in dir/ops,
 // shared with other processes using the same data directory.
 func (e *Engine) KeepOperations(dir string) error {
-	return e.UseJournal(NewFileJournal(e.Repo.DID().String(), filepath.Join(dir, "ops")))
+	return e.useJournal(NewFileJournal(e.Repo.DID().String(), filepath.Join(dir, "ops")))
 }
 
 // Tree returns the tree of the current commit. A repository that can tell
@@ -306,7 +309,7 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 		if err == nil {
 			plan.Verdict, err = gate(t, plan)
 		}
-		if trusted && (err != nil || len(plan.Writes) == 0 || store.Cost(plan.Writes[:Cut(plan.Writes)[0]]) > TrustPoints) {
+		if trusted && (err != nil || len(plan.Writes) == 0 || store.Cost(plan.Writes[:cutBatches(plan.Writes)[0]]) > TrustPoints) {
 			// only a write that would be sent is planned on a guess: a
 			// refusal or "nothing to change" may be the commit known being
 			// behind, and a dear first batch is not worth the risk; ask
@@ -327,6 +330,7 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 				plan.Diagnostics = append(plan.Diagnostics, err.Error())
 			}
 			out.PlanID = e.keepPlan(intent, t, plan, keys, now)
+			out.After = p.Tree()
 			return out, nil
 		}
 		if needsConfirm(ctx, plan.Verdict, "") {
@@ -350,7 +354,7 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 		if err != nil {
 			return nil, err
 		}
-		rep := op.Report()
+		rep := op.report()
 		out.Op = &rep
 		return out, nil
 	}
@@ -361,7 +365,7 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 // out's commits and budget. errReplan: nothing of it landed.
 func (e *Engine) commit(ctx context.Context, t *Tree, plan *Plan, keys []string, started time.Time, out *Outcome) (*Operation, error) {
 	op := &Operation{ID: e.clock.Next().String(), DID: e.Repo.DID().String(), Summary: plan.Summary, Started: started,
-		State: OpPlanned, Writes: plan.Writes, Prev: plan.Prev, Batches: plan.Batches, Keys: keys,
+		State: opPlanned, Writes: plan.Writes, Prev: plan.Prev, Batches: plan.Batches, Keys: keys,
 		Around: aroundOf(t, plan.Writes), Undoes: plan.Undoes}
 	commits, err := e.execute(ctx, op, t.Commit)
 	out.Commits = commits
@@ -373,7 +377,7 @@ func (e *Engine) commit(ctx context.Context, t *Tree, plan *Plan, keys []string,
 // landed: a growing, jittered pause before the next attempt, or, when the
 // attempts ran out or the caller cancelled, the error to answer with.
 func replanWait(ctx context.Context, attempt int) error {
-	if attempt >= Retries {
+	if attempt >= retries {
 		return fail(ErrConflict, "read the outline again and retry", "the repository kept changing (%d attempts); nothing was written", attempt+1)
 	}
 	if sleepCtx(ctx, backoff(attempt)) != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/enginetest"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
@@ -26,11 +27,11 @@ func seed10k(b *testing.B) (*outline.Engine, *outline.Tree) {
 	ctx := context.Background()
 	e := newEngine(b)
 	for i := 0; i < 50; i++ {
-		var ns []outline.NewNode
+		var ns []intent.NewNode
 		for j := 0; j < 200; j++ {
-			ns = append(ns, outline.NewNode{Text: "bullet"})
+			ns = append(ns, intent.NewNode{Text: "bullet"})
 		}
-		if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) }); err != nil {
+		if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return (intent.Insert{Pos: outline.Position{}, Nodes: ns}).Plan(p) }); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -45,7 +46,7 @@ func BenchmarkPlanInsert10k(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := e.DoFunc(ctx, true, func(p *outline.Planner) error {
-			return p.Insert(outline.Position{After: anchor}, []outline.NewNode{{Text: "new"}})
+			return intent.Insert{Pos: outline.Position{After: anchor}, Nodes: []intent.NewNode{{Text: "new"}}}.Plan(p)
 		}); err != nil {
 			b.Fatal(err)
 		}
@@ -62,7 +63,7 @@ func BenchmarkInsertCommit10k(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
-			return p.Insert(outline.Position{After: anchor}, []outline.NewNode{{Text: "new"}})
+			return intent.Insert{Pos: outline.Position{After: anchor}, Nodes: []intent.NewNode{{Text: "new"}}}.Plan(p)
 		}); err != nil {
 			b.Fatal(err)
 		}
@@ -96,7 +97,7 @@ func TestJournalKeptAcrossRestart(t *testing.T) {
 	}
 	keys := enginetest.Insert(t, e, outline.Position{}, "one", "two")
 	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
-		return p.Edit(keys[0], outline.Edit{Text: ptr("ONE"), Note: ptr("a note")})
+		return intent.Edit{Node: keys[0], Text: ptr("ONE"), Note: ptr("a note")}.Plan(p)
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func ExampleEngine_Do() {
 	ctx := context.Background()
 	e := outline.New(repo)
 
-	out, err := e.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: "Trip", Children: []outline.NewNode{
+	out, err := e.Do(ctx, intent.Insert{Nodes: []intent.NewNode{{Text: "Trip", Children: []intent.NewNode{
 		{Text: "Book train", Layout: "todo"}, {Text: "Pack", Layout: "todo"}}}}}, false)
 	if err != nil {
 		panic(err)
@@ -75,7 +75,7 @@ func ExampleEngine_Do_dryRun() {
 	e := outline.New(repo)
 
 	out, err := e.DoFunc(ctx, true, func(p *outline.Planner) error {
-		return p.Insert(outline.Position{}, []outline.NewNode{{Text: "Draft", Note: "not yet"}})
+		return intent.Insert{Pos: outline.Position{}, Nodes: []intent.NewNode{{Text: "Draft", Note: "not yet"}}}.Plan(p)
 	})
 	if err != nil {
 		panic(err)

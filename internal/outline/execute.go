@@ -14,12 +14,12 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
 
-// Cut splits writes into commits of at most store.MaxBatch writes and
+// cutBatches splits writes into commits of at most store.MaxBatch writes and
 // store.MaxBatchBytes of values, never between writes of one record key
 // (a node, its note and its policy share a commit). Writes keep their
 // order, which the planner makes consistent: parents are created before
 // children and deleted after them, so every commit leaves a whole outline.
-func Cut(writes []store.Write) []int {
+func cutBatches(writes []store.Write) []int {
 	var ends []int
 	start, size := 0, 0
 	for i := 0; i < len(writes); {
@@ -75,7 +75,7 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 	}
 	defer e.ops.release(ctx, op.ID)
 	// fresh: planned just now, never sent before this call (not resumed)
-	fresh := op.State == OpPlanned
+	fresh := op.State == opPlanned
 	remaining := 0
 	for _, w := range op.Writes[op.landedWrites():] {
 		remaining += store.Cost([]store.Write{w})
@@ -176,10 +176,10 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 			}
 			conflicts++
 			fresh = false // what was read decides from now on
-			if conflicts > Retries*4 {
+			if conflicts > retries*4 {
 				return commits, e.stop(ctx, op, err, "the repository kept changing", false)
 			}
-			if werr := sleepCtx(ctx, backoff(min(conflicts, Retries))); werr != nil {
+			if werr := sleepCtx(ctx, backoff(min(conflicts, retries))); werr != nil {
 				return commits, e.stop(ctx, op, werr, "cancelled by the client", false)
 			}
 			swap = s.Commit
@@ -249,7 +249,7 @@ func (e *Engine) gateRemainder(ctx context.Context, s *store.Snapshot, op *Opera
 func (e *Engine) journalLost(op *Operation, err error) error {
 	op.State = OpIncomplete
 	op.Reason = "the operations journal could not record it: " + err.Error()
-	rep := op.Report()
+	rep := op.report()
 	rep.Next = fmt.Sprintf("do not repeat the call (what landed would be written twice): once the journal answers again, operations resume=%s finishes it (what landed is read from the repository) or undo operation=%s rolls it back", op.ID, op.ID)
 	return &Error{Kind: ErrIncomplete,
 		Msg: fmt.Sprintf("operation %s (%s): %d of %d batch(es) landed (%d of %d writes), as the repository answered, but the operations journal could not record it (%v); nothing more was sent",
@@ -282,7 +282,7 @@ func refusal(err error) error {
 // returned.
 func (e *Engine) stop(ctx context.Context, op *Operation, err error, why string, unknown bool) error {
 	nothing := errors.Is(err, budget.ErrBudget) || errors.Is(err, context.Canceled) || errors.Is(err, ErrBudget)
-	if op.Landed == 0 && (nothing || op.State == OpPlanned) {
+	if op.Landed == 0 && (nothing || op.State == opPlanned) {
 		if ferr := e.ops.move(ctx, op, phaseForgotten, step{}); ferr != nil {
 			return ferr
 		}
@@ -307,7 +307,7 @@ func (e *Engine) stop(ctx context.Context, op *Operation, err error, why string,
 	if serr := e.ops.move(ctx, op, to, step{reason: reason}); serr != nil {
 		reason += " (and the operation record could not be saved: " + serr.Error() + ")"
 	}
-	rep := op.Report()
+	rep := op.report()
 	msg := fmt.Sprintf("operation %s (%s) stopped after %d of %d batch(es) (%d of %d writes landed): %s", op.ID, op.Summary, op.Landed, len(op.Batches), rep.LandedWrites, len(op.Writes), reason)
 	if rep.UnknownWrites > 0 {
 		msg += fmt.Sprintf("; the next %d write(s) may have landed too (the repository could not be read back: resume or undo will find out)", rep.UnknownWrites)
@@ -462,7 +462,7 @@ func (e *Engine) Operations() ([]OpReport, error) {
 	}
 	out := make([]OpReport, 0, len(ops))
 	for i := len(ops) - 1; i >= 0; i-- {
-		out = append(out, ops[i].Report())
+		out = append(out, ops[i].report())
 	}
 	return out, nil
 }
@@ -477,7 +477,7 @@ func (e *Engine) Incomplete() []OpReport {
 	var out []OpReport
 	for i := len(ops) - 1; i >= 0; i-- {
 		if ops[i].State == OpIncomplete {
-			out = append(out, ops[i].Report())
+			out = append(out, ops[i].report())
 		}
 	}
 	return out
@@ -531,7 +531,7 @@ func (e *Engine) Resume(ctx context.Context, id string, dryRun bool) (*Outcome, 
 	plan := &Plan{Writes: rest, Cost: store.Cost(rest), Summary: "resume " + op.ID + ": " + op.Summary}
 	out := &Outcome{Plan: plan, DryRun: dryRun, BudgetLeft: e.budgetLeft(ctx)}
 	if problems := checkRemainder(s, op); len(problems) > 0 {
-		return nil, &Error{Kind: ErrConflict, Msg: fmt.Sprintf("cannot resume %s: %s", op.ID, strings.Join(problems, "; ")), Next: fmt.Sprintf("undo it with operation=%s to roll back what landed, then plan again", op.ID), Data: op.Report()}
+		return nil, &Error{Kind: ErrConflict, Msg: fmt.Sprintf("cannot resume %s: %s", op.ID, strings.Join(problems, "; ")), Next: fmt.Sprintf("undo it with operation=%s to roll back what landed, then plan again", op.ID), Data: op.report()}
 	}
 	// the bullets still to write are placed against the siblings as they
 	// are now, keeping their record keys (see replace)
@@ -539,7 +539,7 @@ func (e *Engine) Resume(ctx context.Context, id string, dryRun bool) (*Outcome, 
 	if err != nil {
 		var oe *Error
 		if errors.As(err, &oe) {
-			oe.Data = op.Report()
+			oe.Data = op.report()
 		}
 		return nil, err
 	}
@@ -552,12 +552,12 @@ func (e *Engine) Resume(ctx context.Context, id string, dryRun bool) (*Outcome, 
 		if errors.As(err, &oe) {
 			oe.Msg = fmt.Sprintf("cannot resume %s: %s", op.ID, oe.Msg)
 			oe.Next = fmt.Sprintf("undo it with operation=%s to roll back what landed, then plan again", op.ID)
-			oe.Data = op.Report()
+			oe.Data = op.report()
 		}
 		return nil, err
 	}
 	if dryRun {
-		rep := op.Report()
+		rep := op.report()
 		out.Op = &rep
 		return out, nil
 	}
@@ -570,7 +570,7 @@ func (e *Engine) Resume(ctx context.Context, id string, dryRun bool) (*Outcome, 
 	if err != nil {
 		return nil, err
 	}
-	rep := op.Report()
+	rep := op.report()
 	out.Op = &rep
 	return out, nil
 }

@@ -41,3 +41,6 @@ func (e *Engine) Forward(prev *Tree, commit, rev string, changes []store.Record)
 
 // Keep makes t the engine's kept tree (tests).
 func (e *Engine) Keep(t *Tree) *Tree { return e.keep(t) }
+
+// Cut is cutBatches (tests).
+var Cut = cutBatches

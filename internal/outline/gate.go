@@ -34,7 +34,7 @@ import (
 //     or subtree ask for that), and a deleted node takes its note and the
 //     comment policies and outline records rooted at it along;
 //  3. a note shares its node's record key and that node exists; a note
-//     created with its node is in the node's commit (Cut keeps co-keyed
+//     created with its node is in the node's commit (cutBatches keeps co-keyed
 //     writes together); a comment policy's and an outline record's root
 //     (other than the repository's "self") is a bullet of this repository
 //     that exists;
@@ -150,7 +150,7 @@ func gate(t *Tree, plan *Plan) (Verdict, error) {
 	did := t.DID.String()
 	batches := plan.Batches
 	if len(batches) == 0 {
-		batches = Cut(plan.Writes)
+		batches = cutBatches(plan.Writes)
 	}
 	batchOf := func(i int) int { return sort.SearchInts(batches, i+1) }
 
@@ -385,7 +385,7 @@ func gate(t *Tree, plan *Plan) (Verdict, error) {
 
 	// rule 4: no mirror inside its own original's subtree
 	if mirrorWrite || (nodeMove && mirrorsMatter) {
-		if err := NewMirrorCycle(t, t.Next(t.Commit, t.Rev, WriteChanges(plan.Writes))); err != nil {
+		if err := newMirrorCycle(t, t.Next(t.Commit, t.Rev, WriteChanges(plan.Writes))); err != nil {
 			return v, err
 		}
 	}

@@ -43,8 +43,8 @@ type Journal interface {
 	Live(ctx context.Context, id string) (bool, error)
 }
 
-// UseJournal makes j the engine's operations journal.
-func (e *Engine) UseJournal(j Journal) error {
+// useJournal makes j the engine's operations journal.
+func (e *Engine) useJournal(j Journal) error {
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
 	e.ops = &lifecycle{j: j}

@@ -53,9 +53,9 @@ func TestJournalLostIsPartial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes := make([]outline.NewNode, 450)
+	nodes := make([]intent.NewNode, 450)
 	for i := range nodes {
-		nodes[i] = outline.NewNode{Text: "bullet"}
+		nodes[i] = intent.NewNode{Text: "bullet"}
 	}
 	_, err = e.Do(ctx, intent.Insert{Nodes: nodes}, false)
 	var oe *outline.Error

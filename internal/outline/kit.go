@@ -71,7 +71,7 @@ func (p *Planner) Create(coll string, value map[string]any, label string) string
 
 // CreateAt plans creating a record of coll at record key rkey: a note,
 // whose key is its bullet's (a note created with its bullet is written in
-// the bullet's commit: Cut keeps writes of one key together when they are
+// the bullet's commit: cutBatches keeps writes of one key together when they are
 // adjacent, so plan the note right after its bullet).
 func (p *Planner) CreateAt(coll, rkey string, value map[string]any, label string) {
 	p.create(coll, rkey, value, label)
@@ -137,6 +137,88 @@ func (p *Planner) Stamp() string { return p.stamp() }
 // and original fields).
 func (p *Planner) NodeURI(rkey string) string {
 	return "at://" + p.t.DID.String() + "/" + lexicon.Node + "/" + rkey
+}
+
+// Position is where new or moved bullets go: after a sibling, or
+// first/last under a parent. Parent "" keeps the default (the top level,
+// or current for Target); "top" is the top level; a parent may be a record
+// key or an at:// URI (of this repository, or of another identity's
+// outline: see SharedParent).
+type Position struct {
+	Parent string
+	After  string
+	Where  string // "first" | "last" (default)
+}
+
+// Target resolves pos among this repository's bullets to the parent (nil:
+// the top level), its children in order less those in exclude (bullets
+// being moved there), and the index in that list pos names (the new
+// bullets go before sibs[at]; len(sibs): last). current is the parent when
+// pos names none. A missing parent is ErrParentMissing, a mirror as parent
+// ErrInvalidInput, an anchor that is not a child of the parent
+// ErrAnchorMissing (its next step lists the children). An anchor is found
+// by binary search in sibling order, so Target costs O(log n) in the
+// sibling list, plus a copy of it when exclude is not empty.
+func (p *Planner) Target(pos Position, current *Item, exclude map[*Item]bool) (parent *Item, sibs []*Item, at int, err error) {
+	p.advance()
+	return p.target(pos, current, exclude)
+}
+
+// Reparent plans one update putting it under parent (nil: the top level)
+// at sortKey, keeping every other field of its record, and marks it
+// touched. The gate refuses a parent that is it or inside its subtree.
+func (p *Planner) Reparent(it, parent *Item, sortKey, label string) {
+	p.reparent(it, parent, sortKey, label)
+}
+
+// ParentURI is the value of a parent field naming parent ("" for the top
+// level: the field is then left out).
+func (p *Planner) ParentURI(parent *Item) string { return p.parentURI(parent) }
+
+// Original is the node of this repository that mirror m renders (through
+// mirrors of mirrors), nil when it renders another repository's bullet or
+// nothing.
+func (p *Planner) Original(m *Item) *Item {
+	p.advance()
+	return p.t.Nodes.Get(mirrorOriginal(p.t, m))
+}
+
+// SharedParent returns the bullet of another identity's outline pos names
+// as parent when that outline admits this identity as a contributor there
+// (with the bullets shown under it), nil when pos's parent is not another
+// repository's bullet (or the engine reads no other repository: the gate
+// then refuses it as any parent elsewhere). Not admitted is ErrCrossRepo;
+// the owner's repository unreadable is ErrUnavailable.
+func (p *Planner) SharedParent(pos Position) (*Shared, error) { return p.sharedParent(pos) }
+
+// KeptShared returns the shared parent that items (detached here: their
+// parent is in another repository) all hang under, when it admits this
+// identity; nil otherwise.
+func (p *Planner) KeptShared(items []*Item) (*Shared, error) { return p.keptShared(items) }
+
+// SharedSpot resolves pos under a shared parent: the bullets shown there
+// less those whose URIs are in skip (bullets being moved there), and the
+// index pos names.
+func (p *Planner) SharedSpot(sh *Shared, pos Position, skip map[string]bool) ([]SharedSibling, int, error) {
+	return p.sharedAt(sh, pos, skip)
+}
+
+// SharedKeys returns n sortKeys for bullets placed at pos under a shared
+// parent (leaving out skip), between the neighbours as they are: nobody
+// else's record is ever rewritten, so no room is ErrInvalidInput. It
+// admits sh.Parent as a parent for this plan (the gate lets a node hang
+// there).
+func (p *Planner) SharedKeys(sh *Shared, pos Position, n int, skip map[string]bool) ([]string, error) {
+	return p.sharedKeys(sh, pos, n, skip)
+}
+
+// CheckContributions refuses moving items to pos when one of them is this
+// identity's contribution to another's shared outline and the move would
+// pull it out (ErrCrossRepo), or when its parent's repository cannot be
+// read now to tell (ErrUnavailable).
+func (p *Planner) CheckContributions(items []*Item, pos Position) error {
+	p.advance()
+	return p.guardContributions(items, pos)
 }
 
 // Fail is an *Error of kind (one of the Err… sentinels) with what went

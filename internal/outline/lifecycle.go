@@ -60,7 +60,7 @@ var transitions = map[phase][]phase{
 // phaseOf is the phase op's recorded fields say it is in.
 func phaseOf(op *Operation) (phase, error) {
 	switch op.State {
-	case OpPlanned:
+	case opPlanned:
 		return phasePlanned, nil
 	case OpRunning:
 		return phaseRunning, nil

@@ -38,7 +38,7 @@ func opIn(t *testing.T, p phase) *Operation {
 		Prev: make([]*store.Record, 2), Batches: []int{1, 2}}
 	switch p {
 	case phasePlanned:
-		op.State = OpPlanned
+		op.State = opPlanned
 	case phaseRunning:
 		op.State = OpRunning
 	case phaseLanded:

@@ -16,8 +16,8 @@ import (
 // Operation states, as recorded (lifecycle.go has the phases they stand
 // for and the transitions between them).
 const (
-	// OpPlanned: made from a plan, not yet recorded (never in a journal).
-	OpPlanned = "planned"
+	// opPlanned: made from a plan, not yet recorded (never in a journal).
+	opPlanned = "planned"
 	// OpRunning: a process is committing the operation's batches (or was,
 	// and was killed: then it is reported as incomplete).
 	OpRunning = "running"
@@ -54,7 +54,7 @@ type Operation struct {
 	Keys    []string // record keys minted while planning it
 	// Around: the siblings its bullets were placed among when it was
 	// planned (nil: not recorded, an operation of an older version)
-	Around []Around
+	Around []around
 
 	// dirty: its writes or batches changed since it was last recorded,
 	// so the next step records it whole
@@ -128,8 +128,8 @@ type OpReport struct {
 	RetryInSeconds int64  `json:"retryInSeconds,omitempty"`
 }
 
-// Report describes op.
-func (op *Operation) Report() OpReport {
+// report describes op.
+func (op *Operation) report() OpReport {
 	r := OpReport{ID: op.ID, Summary: op.Summary, State: op.State, Started: op.Started.UTC().Format(time.RFC3339),
 		Batches: len(op.Batches), Landed: op.Landed, Writes: len(op.Writes), LandedWrites: op.landedWrites(), Reason: op.Reason}
 	if op.Unknown && op.Landed < len(op.Batches) {
@@ -161,7 +161,7 @@ type opFile struct {
 	Reason  string        `json:"reason,omitempty"`
 	Unknown bool          `json:"unknown,omitempty"`
 	Undoes  []string      `json:"undoes,omitempty"`
-	Around  []Around      `json:"around"` // absent in older files: nil
+	Around  []around      `json:"around"` // absent in older files: nil
 }
 
 type opWriteJSON struct {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/enginetest"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
@@ -63,11 +64,11 @@ func openLocal(t testing.TB, dir string) *store.Local {
 
 // nodesWithNotes is n top-level bullets "b0".."bN-1", each with a note and
 // two children: 4n records.
-func nodesWithNotes(n int) []outline.NewNode {
-	ns := make([]outline.NewNode, n)
+func nodesWithNotes(n int) []intent.NewNode {
+	ns := make([]intent.NewNode, n)
 	for i := range ns {
-		ns[i] = outline.NewNode{Text: fmt.Sprintf("b%d", i), Note: fmt.Sprintf("note %d", i),
-			Children: []outline.NewNode{{Text: fmt.Sprintf("b%d.0", i)}, {Text: fmt.Sprintf("b%d.1", i)}}}
+		ns[i] = intent.NewNode{Text: fmt.Sprintf("b%d", i), Note: fmt.Sprintf("note %d", i),
+			Children: []intent.NewNode{{Text: fmt.Sprintf("b%d.0", i)}, {Text: fmt.Sprintf("b%d.1", i)}}}
 	}
 	return ns
 }
@@ -132,8 +133,8 @@ func head(xs []string) []string {
 	return xs
 }
 
-func insertTop(ctx context.Context, e *outline.Engine, ns []outline.NewNode) (*outline.Outcome, error) {
-	return e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) })
+func insertTop(ctx context.Context, e *outline.Engine, ns []intent.NewNode) (*outline.Outcome, error) {
+	return e.DoFunc(ctx, false, func(p *outline.Planner) error { return intent.Insert{Pos: outline.Position{}, Nodes: ns}.Plan(p) })
 }
 
 // A multi-batch insert is one operation; every commit holds nodes with
@@ -580,7 +581,9 @@ func TestReadWhileWriteInFlight(t *testing.T) {
 	if err != nil || len(tr.Roots) != 1 || tr.Roots[0].Str("text") != "there" {
 		t.Fatalf("read during a write: %v", err)
 	}
-	if _, err := e.DoFunc(ctx, true, func(p *outline.Planner) error { return p.Insert(outline.Position{}, nodesWithNotes(1)) }); err != nil {
+	if _, err := e.DoFunc(ctx, true, func(p *outline.Planner) error {
+		return (intent.Insert{Pos: outline.Position{}, Nodes: nodesWithNotes(1)}).Plan(p)
+	}); err != nil {
 		t.Fatalf("dry run during a write: %v", err)
 	}
 	close(release)

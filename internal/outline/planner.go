@@ -16,8 +16,7 @@ import (
 )
 
 // Planner accumulates the writes of one plan. Its exported methods are the
-// intents (Insert, Move, Edit, Complete, DeleteNode, SetPolicy, Mirror,
-// Comment, SetOutline, Batch); the record primitives are unexported.
+// kit (kit.go) that intents (package intent) plan with, and Batch.
 //
 // Several changes to one record within a plan fold into one write, decided
 // by the record's state before the plan and after the last change:
@@ -46,7 +45,7 @@ type Planner struct {
 	prior   map[string]priorRec // path → the record before the plan
 	created map[string]bool     // paths of records this plan's key list minted
 	dirty   []string            // paths changed since the tree was last advanced
-	shared  map[string]bool     // parents in other repositories admitted for contributions (insertShared)
+	shared  map[string]bool     // parents in other repositories admitted for contributions (SharedKeys)
 }
 
 // priorRec is a record's state in the snapshot the plan is made against.
@@ -272,9 +271,6 @@ func (p *Planner) advance() {
 	p.t = p.t.Next(p.base.Commit, p.base.Rev, changes)
 }
 
-// Copy returns a shallow copy of a record value for editing.
-func Copy(v map[string]any) map[string]any { return maps.Clone(v) }
-
 // finish prices the plan and names what each write replaces (Plan.Prev,
 // which undo reads; no inverse writes are built: they were never read, and
 // made every dry-run delete decode each deleted record). The rules are
@@ -305,7 +301,7 @@ func (p *Planner) finish() (*Plan, error) {
 	p.plan.Labels = labels
 	p.plan.Shared = p.shared
 	p.plan.Cost = store.Cost(ws)
-	p.plan.Batches = Cut(ws)
+	p.plan.Batches = cutBatches(ws)
 	return &p.plan, nil
 }
 

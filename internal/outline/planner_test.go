@@ -35,8 +35,10 @@ func TestFoldTable(t *testing.T) {
 			name: "delete then create = update (remove the policy, set it again)",
 			steps: func(s setup) []outline.Step {
 				return []outline.Step{
-					{Tool: "set_comment_policy", Intent: outline.PlanFunc(func(p *outline.Planner) error { return p.SetPolicy("", nil, true) })},
-					{Tool: "set_comment_policy", Intent: outline.PlanFunc(func(p *outline.Planner) error { return p.SetPolicy("", []string{"mentioned"}, false) })},
+					{Tool: "set_comment_policy", Intent: outline.PlanFunc(func(p *outline.Planner) error { return intent.Policy{Root: "", Allow: nil, Remove: true}.Plan(p) })},
+					{Tool: "set_comment_policy", Intent: outline.PlanFunc(func(p *outline.Planner) error {
+						return intent.Policy{Root: "", Allow: []string{"mentioned"}, Remove: false}.Plan(p)
+					})},
 				}
 			},
 			wantOps: []store.Op{store.Update},
@@ -57,7 +59,7 @@ func TestFoldTable(t *testing.T) {
 				var key string
 				return []outline.Step{
 					{Tool: "insert_after", Intent: outline.PlanFunc(func(p *outline.Planner) error {
-						if err := p.Insert(outline.Position{}, []outline.NewNode{{Text: "temp", Note: "n"}}); err != nil {
+						if err := (intent.Insert{Pos: outline.Position{}, Nodes: []intent.NewNode{{Text: "temp", Note: "n"}}}).Plan(p); err != nil {
 							return err
 						}
 						for k, it := range p.Tree().Nodes.All() {
@@ -72,7 +74,7 @@ func TestFoldTable(t *testing.T) {
 								key = k
 							}
 						}
-						return p.DeleteNode(key, "")
+						return intent.Delete{Node: key, Children: ""}.Plan(p)
 					})},
 				}
 			},
@@ -83,8 +85,8 @@ func TestFoldTable(t *testing.T) {
 			steps: func(s setup) []outline.Step {
 				a, b := "first", "second"
 				return []outline.Step{
-					{Tool: "update_node", Intent: outline.PlanFunc(func(p *outline.Planner) error { return p.Edit(s.keys[0], outline.Edit{Text: &a}) })},
-					{Tool: "update_node", Intent: outline.PlanFunc(func(p *outline.Planner) error { return p.Edit(s.keys[0], outline.Edit{Text: &b}) })},
+					{Tool: "update_node", Intent: outline.PlanFunc(func(p *outline.Planner) error { return intent.Edit{Node: s.keys[0], Text: &a}.Plan(p) })},
+					{Tool: "update_node", Intent: outline.PlanFunc(func(p *outline.Planner) error { return intent.Edit{Node: s.keys[0], Text: &b}.Plan(p) })},
 				}
 			},
 			wantOps: []store.Op{store.Update},
@@ -99,8 +101,8 @@ func TestFoldTable(t *testing.T) {
 			steps: func(s setup) []outline.Step {
 				a := "changed"
 				return []outline.Step{
-					{Tool: "update_node", Intent: outline.PlanFunc(func(p *outline.Planner) error { return p.Edit(s.keys[1], outline.Edit{Text: &a}) })},
-					{Tool: "delete_node", Intent: outline.PlanFunc(func(p *outline.Planner) error { return p.DeleteNode(s.keys[1], "") })},
+					{Tool: "update_node", Intent: outline.PlanFunc(func(p *outline.Planner) error { return intent.Edit{Node: s.keys[1], Text: &a}.Plan(p) })},
+					{Tool: "delete_node", Intent: outline.PlanFunc(func(p *outline.Planner) error { return intent.Delete{Node: s.keys[1], Children: ""}.Plan(p) })},
 				}
 			},
 			wantOps: []store.Op{store.Delete},
@@ -115,8 +117,8 @@ func TestFoldTable(t *testing.T) {
 			steps: func(s setup) []outline.Step {
 				a, b := "other", "one"
 				return []outline.Step{
-					{Tool: "update_node", Intent: outline.PlanFunc(func(p *outline.Planner) error { return p.Edit(s.keys[0], outline.Edit{Text: &a}) })},
-					{Tool: "update_node", Intent: outline.PlanFunc(func(p *outline.Planner) error { return p.Edit(s.keys[0], outline.Edit{Text: &b}) })},
+					{Tool: "update_node", Intent: outline.PlanFunc(func(p *outline.Planner) error { return intent.Edit{Node: s.keys[0], Text: &a}.Plan(p) })},
+					{Tool: "update_node", Intent: outline.PlanFunc(func(p *outline.Planner) error { return intent.Edit{Node: s.keys[0], Text: &b}.Plan(p) })},
 				}
 			},
 			wantOps: nil,
@@ -128,7 +130,7 @@ func TestFoldTable(t *testing.T) {
 				b := "edited"
 				return []outline.Step{
 					{Tool: "insert_after", Intent: outline.PlanFunc(func(p *outline.Planner) error {
-						return p.Insert(outline.Position{}, []outline.NewNode{{Text: "new"}})
+						return intent.Insert{Pos: outline.Position{}, Nodes: []intent.NewNode{{Text: "new"}}}.Plan(p)
 					})},
 					{Tool: "update_node", Intent: outline.PlanFunc(func(p *outline.Planner) error {
 						for k, it := range p.Tree().Nodes.All() {
@@ -136,7 +138,7 @@ func TestFoldTable(t *testing.T) {
 								key = k
 							}
 						}
-						return p.Edit(key, outline.Edit{Text: &b})
+						return intent.Edit{Node: key, Text: &b}.Plan(p)
 					})},
 				}
 			},
@@ -154,7 +156,9 @@ func TestFoldTable(t *testing.T) {
 			l := openLocal(t, t.TempDir())
 			e := outline.New(l)
 			keys := enginetest.Insert(t, e, outline.Position{}, "one", "two")
-			if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.SetPolicy("", []string{}, false) }); err != nil {
+			if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
+				return (intent.Policy{Root: "", Allow: []string{}, Remove: false}).Plan(p)
+			}); err != nil {
 				t.Fatal(err)
 			}
 			s := setup{e, l, keys}
@@ -198,12 +202,14 @@ func TestNoOpIntents(t *testing.T) {
 	}
 	same := "same"
 	for name, fn := range map[string]func(p *outline.Planner) error{
-		"same text again":           func(p *outline.Planner) error { return p.Edit(keys[0], outline.Edit{Text: &same}) },
+		"same text again":           func(p *outline.Planner) error { return intent.Edit{Node: keys[0], Text: &same}.Plan(p) },
 		"complete a completed todo": func(p *outline.Planner) error { return intent.Complete{Node: keys[0], Done: true}.Plan(p) },
-		"set_outline {}":            func(p *outline.Planner) error { return p.SetOutline("", nil, nil) },
-		"move to where it is":       func(p *outline.Planner) error { return p.Move([]string{keys[0]}, outline.Position{Where: "first"}) },
+		"set_outline {}":            func(p *outline.Planner) error { return intent.Outline{Root: "", Title: nil, Description: nil}.Plan(p) },
+		"move to where it is": func(p *outline.Planner) error {
+			return intent.Move{Nodes: []string{keys[0]}, Pos: outline.Position{Where: "first"}}.Plan(p)
+		},
 		"move after its own left sibling": func(p *outline.Planner) error {
-			return p.Move([]string{keys[2]}, outline.Position{After: keys[1]})
+			return intent.Move{Nodes: []string{keys[2]}, Pos: outline.Position{After: keys[1]}}.Plan(p)
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -291,17 +297,17 @@ func TestCutAtTheBoundary(t *testing.T) {
 func BenchmarkPlanInsert20k(b *testing.B) {
 	ctx := context.Background()
 	e := newEngine(b)
-	ns := make([]outline.NewNode, 2000)
+	ns := make([]intent.NewNode, 2000)
 	for i := range ns {
-		kids := make([]outline.NewNode, 9)
+		kids := make([]intent.NewNode, 9)
 		for j := range kids {
-			kids[j] = outline.NewNode{Text: fmt.Sprintf("child %d.%d", i, j)}
+			kids[j] = intent.NewNode{Text: fmt.Sprintf("child %d.%d", i, j)}
 		}
-		ns[i] = outline.NewNode{Text: fmt.Sprintf("bullet %d", i), Children: kids}
+		ns[i] = intent.NewNode{Text: fmt.Sprintf("bullet %d", i), Children: kids}
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		out, err := e.DoFunc(ctx, true, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) })
+		out, err := e.DoFunc(ctx, true, func(p *outline.Planner) error { return intent.Insert{Pos: outline.Position{}, Nodes: ns}.Plan(p) })
 		if err != nil || len(out.Plan.Writes) != 20000 {
 			b.Fatal(err)
 		}
@@ -313,17 +319,19 @@ func BenchmarkDryRunDeleteSubtree10k(b *testing.B) {
 	e := newEngine(b)
 	keys := enginetest.Insert(b, e, outline.Position{}, "root")
 	for i := 0; i < 50; i++ {
-		ns := make([]outline.NewNode, 200)
+		ns := make([]intent.NewNode, 200)
 		for j := range ns {
-			ns[j] = outline.NewNode{Text: "leaf"}
+			ns[j] = intent.NewNode{Text: "leaf"}
 		}
-		if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{Parent: keys[0]}, ns) }); err != nil {
+		if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
+			return (intent.Insert{Pos: outline.Position{Parent: keys[0]}, Nodes: ns}).Plan(p)
+		}); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		out, err := e.DoFunc(ctx, true, func(p *outline.Planner) error { return p.DeleteNode(keys[0], "subtree") })
+		out, err := e.DoFunc(ctx, true, func(p *outline.Planner) error { return intent.Delete{Node: keys[0], Children: "subtree"}.Plan(p) })
 		if err != nil || len(out.Plan.Writes) != 10001 {
 			b.Fatal(err)
 		}

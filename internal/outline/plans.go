@@ -20,8 +20,8 @@ import (
 // plan touches it since: never a silent re-plan of something the person
 // did not see. A plan is used once.
 
-// PlanTTL is how long a dry run's plan can be applied.
-const PlanTTL = 15 * time.Minute
+// planTTL is how long a dry run's plan can be applied.
+const planTTL = 15 * time.Minute
 
 // plan cache bounds, per engine: the plans of the latest dry runs, by
 // count and by the bytes of their writes.
@@ -39,12 +39,14 @@ type keptPlan struct {
 	now    time.Time
 	made   time.Time
 	size   int
+	err    error // the PlanStore failed (planstore.go)
 }
 
 type planCache struct {
 	mu    sync.Mutex
 	plans []*keptPlan // oldest first
 	bytes int
+	rows  PlanStore // nil: plans kept here (planstore.go)
 }
 
 // fingerprint is intent's type and value as JSON; "" when it cannot be
@@ -83,6 +85,9 @@ func (e *Engine) keepPlan(in Intent, t *Tree, p *Plan, keys *keyList, now time.T
 	if kp.size > maxPlanBytes {
 		return ""
 	}
+	if ps := e.planStore(); ps != nil {
+		return e.keepRow(ps, kp)
+	}
 	c := &e.plans
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -97,6 +102,9 @@ func (e *Engine) keepPlan(in Intent, t *Tree, p *Plan, keys *keyList, now time.T
 
 // takePlan removes and returns the plan id names, if it is still kept.
 func (e *Engine) takePlan(id string) *keptPlan {
+	if ps := e.planStore(); ps != nil {
+		return e.takeRow(ps, id, true)
+	}
 	c := &e.plans
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -104,7 +112,7 @@ func (e *Engine) takePlan(id string) *keptPlan {
 		if kp.id == id {
 			c.plans = append(c.plans[:i:i], c.plans[i+1:]...)
 			c.bytes -= kp.size
-			if e.Now().Sub(kp.made) > PlanTTL {
+			if e.Now().Sub(kp.made) > planTTL {
 				return nil
 			}
 			return kp
@@ -115,6 +123,10 @@ func (e *Engine) takePlan(id string) *keptPlan {
 
 // putBack keeps a plan again after an apply that wrote nothing.
 func (e *Engine) putBack(kp *keptPlan) {
+	if ps := e.planStore(); ps != nil {
+		_ = e.putRow(ps, kp) // if it fails, the plan is gone: a dry run makes another
+		return
+	}
 	c := &e.plans
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -132,9 +144,12 @@ func (e *Engine) Apply(ctx context.Context, id string, intent Intent) (*Outcome,
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
 	kp := e.takePlan(id)
+	if kp != nil && kp.err != nil {
+		return nil, unavailable(kp.err)
+	}
 	if kp == nil {
 		return nil, fail(ErrInvalidInput, "dry-run the change again (dry_run=true) and apply the new plan id, or call without plan",
-			"plan %q is not known here: plans are kept %v after their dry run, used once, and only by the process that made them", id, PlanTTL)
+			"plan %q is not known here: plans are kept %v after their dry run, used once, and only by the process that made them", id, planTTL)
 	}
 	if fingerprint(intent) != kp.intent {
 		e.putBack(kp)
@@ -191,7 +206,7 @@ func (e *Engine) Apply(ctx context.Context, id string, intent Intent) (*Outcome,
 			}
 			return nil, err
 		}
-		rep := op.Report()
+		rep := op.report()
 		out.Op = &rep
 		return out, nil
 	}
@@ -200,11 +215,17 @@ func (e *Engine) Apply(ctx context.Context, id string, intent Intent) (*Outcome,
 // PlanOf is the plan a dry run kept under id (nil: not kept, or expired),
 // left in place: what a confirmation shows before Apply.
 func (e *Engine) PlanOf(id string) *Plan {
+	if ps := e.planStore(); ps != nil {
+		if kp := e.takeRow(ps, id, false); kp != nil && kp.err == nil {
+			return kp.plan
+		}
+		return nil
+	}
 	c := &e.plans
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, kp := range c.plans {
-		if kp.id == id && e.Now().Sub(kp.made) <= PlanTTL {
+		if kp.id == id && e.Now().Sub(kp.made) <= planTTL {
 			return kp.plan
 		}
 	}

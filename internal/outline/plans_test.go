@@ -27,7 +27,7 @@ func TestApplyPlan(t *testing.T) {
 	e := outline.New(repo)
 	other := outline.New(repo) // another client of the same repository
 	top := enginetest.Insert(t, e, outline.Position{}, "inbox", "archive")
-	in := intent.Insert{Pos: outline.Position{Parent: top[0]}, Nodes: []outline.NewNode{{Text: "call the bank"}, {Text: "pay rent"}}}
+	in := intent.Insert{Pos: outline.Position{Parent: top[0]}, Nodes: []intent.NewNode{{Text: "call the bank"}, {Text: "pay rent"}}}
 
 	dry, err := e.Do(ctx, in, true)
 	if err != nil {
@@ -38,7 +38,7 @@ func TestApplyPlan(t *testing.T) {
 	}
 	// a change elsewhere: the plan still applies as shown
 	enginetest.Insert(t, other, outline.Position{Parent: top[1]}, "old stuff")
-	if _, err := e.Apply(ctx, dry.PlanID, intent.Insert{Pos: outline.Position{Parent: top[0]}, Nodes: []outline.NewNode{{Text: "other"}}}); !errors.Is(err, outline.ErrInvalidInput) {
+	if _, err := e.Apply(ctx, dry.PlanID, intent.Insert{Pos: outline.Position{Parent: top[0]}, Nodes: []intent.NewNode{{Text: "other"}}}); !errors.Is(err, outline.ErrInvalidInput) {
 		t.Fatalf("other arguments: want invalid, got %v", err)
 	}
 	out, err := e.Apply(ctx, dry.PlanID, in)
@@ -70,7 +70,7 @@ func TestApplyPlan(t *testing.T) {
 	}
 
 	// a change where the plan touches it: conflict, nothing written
-	in2 := intent.Insert{Pos: outline.Position{Parent: top[1], Where: "first"}, Nodes: []outline.NewNode{{Text: "2025 taxes"}}}
+	in2 := intent.Insert{Pos: outline.Position{Parent: top[1], Where: "first"}, Nodes: []intent.NewNode{{Text: "2025 taxes"}}}
 	dry2, err := e.Do(ctx, in2, true)
 	if err != nil {
 		t.Fatal(err)

@@ -192,10 +192,10 @@ func compareBool(a, b bool) int {
 	return -1
 }
 
-// Around is a sibling an operation's bullets were placed among, as it was
+// around is a sibling an operation's bullets were placed among, as it was
 // when the operation was planned: the one right before the first of them
 // under a parent, and every one whose key falls among theirs.
-type Around struct {
+type around struct {
 	Parent string `json:"parent"` // the parent field ("" for the top level)
 	Path   string `json:"path"`   // collection/rkey
 	Key    string `json:"key"`    // its sortKey then
@@ -204,7 +204,7 @@ type Around struct {
 // aroundOf records, from the tree a plan was made on, the siblings the
 // plan's bullets are placed among (see Around), so that a resume can keep
 // them where the plan put them.
-func aroundOf(t *Tree, writes []store.Write) []Around {
+func aroundOf(t *Tree, writes []store.Write) []around {
 	type span struct{ lo, hi string }
 	spans := map[string]*span{}
 	own := map[string]bool{}
@@ -224,7 +224,7 @@ func aroundOf(t *Tree, writes []store.Write) []Around {
 			sp.lo, sp.hi = min(sp.lo, k), max(sp.hi, k)
 		}
 	}
-	out := []Around{}
+	out := []around{}
 	for _, p := range slices.Sorted(maps.Keys(spans)) {
 		sp := spans[p]
 		var sibs []*Item
@@ -252,11 +252,11 @@ func aroundOf(t *Tree, writes []store.Write) []Around {
 				break
 			}
 			if !own[it.Rec.Collection+"/"+it.Key()] {
-				out = append(out, Around{Parent: p, Path: it.Rec.Collection + "/" + it.Key(), Key: k})
+				out = append(out, around{Parent: p, Path: it.Rec.Collection + "/" + it.Key(), Key: k})
 			}
 		}
 		if before != nil {
-			out = append(out, Around{Parent: p, Path: before.Rec.Collection + "/" + before.Key(), Key: before.SortKey()})
+			out = append(out, around{Parent: p, Path: before.Rec.Collection + "/" + before.Key(), Key: before.SortKey()})
 		}
 	}
 	return out

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/enginetest"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
@@ -35,9 +36,9 @@ func stoppedInsert(t *testing.T, n int) (*outline.Engine, *store.Local, string, 
 	if err := e.KeepOperations(dir); err != nil {
 		t.Fatal(err)
 	}
-	ns := make([]outline.NewNode, n)
+	ns := make([]intent.NewNode, n)
 	for i := range ns {
-		ns[i] = outline.NewNode{Text: fmt.Sprintf("r%d", i)}
+		ns[i] = intent.NewNode{Text: fmt.Sprintf("r%d", i)}
 	}
 	_, err := insertTop(ctx, e, ns)
 	var oe *outline.Error
@@ -231,9 +232,9 @@ func TestConflictBetweenBatchesReplaces(t *testing.T) {
 		}
 		return nil
 	}
-	ns := make([]outline.NewNode, 400)
+	ns := make([]intent.NewNode, 400)
 	for i := range ns {
-		ns[i] = outline.NewNode{Text: fmt.Sprintf("r%d", i)}
+		ns[i] = intent.NewNode{Text: fmt.Sprintf("r%d", i)}
 	}
 	if _, err := insertTop(ctx, e, ns); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package outline
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
@@ -40,27 +39,6 @@ func (p *Planner) sharedParent(pos Position) (*Shared, error) {
 		return nil, nil // this repository's, or malformed: resolved as usual
 	}
 	return p.e.shared(p.ctx, p.t, u)
-}
-
-// insertShared plans a contribution: nodes under a bullet of another
-// identity's outline that admits this one, placed among the bullets the
-// owner's outline shows there. Their sortKeys fit between the neighbours
-// as they are (nobody else's record is ever rewritten).
-func (p *Planner) insertShared(sh *Shared, pos Position, nodes []NewNode) error {
-	keys, err := p.sharedKeys(sh, pos, len(nodes), nil)
-	if err != nil {
-		return err
-	}
-	count, err := p.insertNodes(sh.Parent, nodes, keys)
-	if err != nil {
-		return err
-	}
-	where := sh.Parent
-	if u, err := syntax.ParseATURI(sh.Parent); err == nil {
-		where = fmt.Sprintf("%s in %s's shared outline (a contribution: read it in place with read_outline repo=%s node=%s)", u.RecordKey(), u.Authority(), u.Authority(), u.RecordKey())
-	}
-	p.summary("insert %d bullet(s) under %s", count, where)
-	return nil
 }
 
 // sharedKeys returns n sortKeys for bullets placed at pos among the
@@ -126,87 +104,6 @@ func (p *Planner) sharedAt(sh *Shared, pos Position, skip map[string]bool) ([]Sh
 		return nil, 0, fail(ErrInvalidInput, "use position first or last, or after=<sibling>", "unknown position %q", pos.Where)
 	}
 	return sibs, at, nil
-}
-
-// moveShared plans moving items, bullets of this repository, under a
-// bullet of another identity's outline that admits this one: each becomes
-// a contribution (its parent the owner's bullet), its subtree coming along.
-func (p *Planner) moveShared(sh *Shared, pos Position, items []*Item) error {
-	skip := map[string]bool{}
-	for _, it := range items {
-		skip[p.t.NodeURI(it.Key())] = true
-	}
-	reorder := true // every item is already a contribution there
-	for _, it := range items {
-		reorder = reorder && it.Str("parent") == sh.Parent
-	}
-	if reorder {
-		sibs, at, err := p.sharedAt(sh, pos, skip)
-		if err != nil {
-			return err
-		}
-		if sharedAlreadyAt(sh.Siblings, sibs, at, items, p.t) {
-			p.note("already there: nothing to move")
-			p.summary("move %s within %s", named(items[0]), sh.Parent)
-			return nil
-		}
-	}
-	keys, err := p.sharedKeys(sh, pos, len(items), skip)
-	if err != nil {
-		return err
-	}
-	if reorder {
-		for i, it := range items {
-			v := it.Rec.Value.Map()
-			v["sortKey"] = keys[i]
-			p.update(it.Rec, v, fmt.Sprintf("nodes[%d]", i))
-			p.touch(it.Key())
-		}
-		where := sh.Parent
-		if u, err := syntax.ParseATURI(sh.Parent); err == nil {
-			where = fmt.Sprintf("%s in %s's shared outline (your contribution, reordered among the bullets shown there; only its sortKey changed, in your repository: read it with read_outline repo=%s node=%s)", u.RecordKey(), u.Authority(), u.Authority(), u.RecordKey())
-		}
-		p.summary("move %s within %s", named(items[0]), where)
-		return nil
-	}
-	for i, it := range items {
-		v := it.Rec.Value.Map()
-		v["sortKey"] = keys[i]
-		v["parent"] = sh.Parent
-		p.update(it.Rec, v, fmt.Sprintf("nodes[%d]", i))
-		p.touch(it.Key())
-	}
-	where := sh.Parent
-	if u, err := syntax.ParseATURI(sh.Parent); err == nil {
-		where = fmt.Sprintf("%s in %s's shared outline (now a contribution: read it in place with read_outline repo=%s node=%s)", u.RecordKey(), u.Authority(), u.Authority(), u.RecordKey())
-	}
-	if len(items) == 1 {
-		p.summary("move %s under %s", named(items[0]), where)
-	} else {
-		p.summary("move %d bullet(s) (%s, …) under %s", len(items), named(items[0]), where)
-	}
-	return nil
-}
-
-// sharedAlreadyAt reports whether items stand, in order and together, at
-// index at of the sibling list that leaves them out (sibs), in the full
-// list all: a move there changes nothing.
-func sharedAlreadyAt(all, sibs []SharedSibling, at int, items []*Item, t *Tree) bool {
-	for i, s := range all {
-		if s.URI != t.NodeURI(items[0].Key()) {
-			continue
-		}
-		if i != at || i+len(items) > len(all) {
-			return false
-		}
-		for j, it := range items {
-			if all[i+j].URI != t.NodeURI(it.Key()) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
 }
 
 // keptShared returns the shared parent items (detached here) hang under

@@ -37,7 +37,7 @@ func (e *Engine) Undo(ctx context.Context, steps int, id string, dryRun bool) (*
 	for _, op := range stack {
 		summary += "; undid: " + strings.TrimSuffix(op.Summary, ".")
 	}
-	plan := &Plan{Writes: ws, Prev: prev, Cost: store.Cost(ws), Summary: summary, Batches: Cut(ws), Undoes: ids,
+	plan := &Plan{Writes: ws, Prev: prev, Cost: store.Cost(ws), Summary: summary, Batches: cutBatches(ws), Undoes: ids,
 		Shared: restoredForeignParents(t, ws)}
 	out := &Outcome{Plan: plan, DryRun: dryRun, Before: t, BudgetLeft: e.budgetLeft(ctx)}
 	if len(ws) == 0 {
@@ -71,7 +71,7 @@ func (e *Engine) Undo(ctx context.Context, steps int, id string, dryRun bool) (*
 		return nil, &ConfirmNeeded{PlanID: pid, Verdict: plan.Verdict, Summary: summary}
 	}
 	op := &Operation{ID: keys.clock.Next().String(), DID: e.Repo.DID().String(), Summary: summary, Started: e.Now(),
-		State: OpPlanned, Writes: ws, Prev: prev, Batches: plan.Batches, Undoes: ids}
+		State: opPlanned, Writes: ws, Prev: prev, Batches: plan.Batches, Undoes: ids}
 	commits, err := e.execute(ctx, op, t.Commit)
 	out.Commits = commits
 	out.BudgetLeft = e.budgetLeft(ctx)
@@ -81,7 +81,7 @@ func (e *Engine) Undo(ctx context.Context, steps int, id string, dryRun bool) (*
 	if err != nil {
 		return out, err
 	}
-	rep := op.Report()
+	rep := op.report()
 	out.Op = &rep
 	return out, nil
 }

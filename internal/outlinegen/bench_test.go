@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outlinegen"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/search"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
@@ -135,7 +136,7 @@ func BenchmarkPlanInsert(b *testing.B) {
 		parent := tr.Roots[3].Key()
 		plan := func() {
 			if _, err := e.DoFunc(ctx, true, func(p *outline.Planner) error {
-				return p.Insert(outline.Position{Parent: parent}, []outline.NewNode{{Text: "one"}})
+				return intent.Insert{Pos: outline.Position{Parent: parent}, Nodes: []intent.NewNode{{Text: "one"}}}.Plan(p)
 			}); err != nil {
 				b.Fatal(err)
 			}
@@ -211,23 +212,25 @@ func dryRunDeleteSubtree(b *testing.B, n int) {
 		ctx := context.Background()
 		e := outline.New(outlinegen.NewMemory(generate(xm, n)))
 		out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
-			return p.Insert(outline.Position{}, []outline.NewNode{{Text: "root"}})
+			return intent.Insert{Pos: outline.Position{}, Nodes: []intent.NewNode{{Text: "root"}}}.Plan(p)
 		})
 		if err != nil {
 			b.Fatal(err)
 		}
 		root := out.Plan.Created[0].RKey
 		for range 50 {
-			ns := make([]outline.NewNode, 200)
+			ns := make([]intent.NewNode, 200)
 			for j := range ns {
-				ns[j] = outline.NewNode{Text: "leaf"}
+				ns[j] = intent.NewNode{Text: "leaf"}
 			}
-			if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{Parent: root}, ns) }); err != nil {
+			if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
+				return (intent.Insert{Pos: outline.Position{Parent: root}, Nodes: ns}).Plan(p)
+			}); err != nil {
 				b.Fatal(err)
 			}
 		}
 		dry := func() {
-			out, err := e.DoFunc(ctx, true, func(p *outline.Planner) error { return p.DeleteNode(root, "subtree") })
+			out, err := e.DoFunc(ctx, true, func(p *outline.Planner) error { return intent.Delete{Node: root, Children: "subtree"}.Plan(p) })
 			if err != nil || len(out.Plan.Writes) != 10001 {
 				b.Fatal(err)
 			}

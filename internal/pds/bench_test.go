@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 )
@@ -79,16 +80,16 @@ func seed(b *testing.B) (*pdstest.Account, *pds.Repo) {
 	a := account(b, srv)
 	r := login(b, srv, a, b.TempDir(), nil)
 	e := outline.New(r)
-	var top []outline.NewNode
+	var top []intent.NewNode
 	for i := 0; i < 100; i++ {
-		n := outline.NewNode{Text: fmt.Sprintf("Section %d", i)}
+		n := intent.NewNode{Text: fmt.Sprintf("Section %d", i)}
 		for j := 0; j < 99; j++ {
-			n.Children = append(n.Children, outline.NewNode{Text: fmt.Sprintf("Item %d.%d with some words #tag", i, j), Layout: "todo"})
+			n.Children = append(n.Children, intent.NewNode{Text: fmt.Sprintf("Item %d.%d with some words #tag", i, j), Layout: "todo"})
 		}
 		top = append(top, n)
 	}
 	start := time.Now()
-	out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, top) })
+	out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return intent.Insert{Pos: outline.Position{}, Nodes: top}.Plan(p) })
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func BenchmarkReadOutline10k(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				if _, err := w.DoFunc(ctx, false, func(p *outline.Planner) error {
-					return p.Edit(key, outline.Edit{Text: ptr(fmt.Sprint("edited ", i))})
+					return intent.Edit{Node: key, Text: ptr(fmt.Sprint("edited ", i))}.Plan(p)
 				}); err != nil {
 					b.Fatal(err)
 				}
@@ -218,7 +219,7 @@ func BenchmarkReadOutline10k(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				if _, err := w.DoFunc(ctx, false, func(p *outline.Planner) error {
-					return p.Edit(key, outline.Edit{Text: ptr(fmt.Sprint("edited ", i))})
+					return intent.Edit{Node: key, Text: ptr(fmt.Sprint("edited ", i))}.Plan(p)
 				}); err != nil {
 					b.Fatal(err)
 				}
@@ -265,12 +266,12 @@ func BenchmarkMove1000(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		r := newRepo(b)
 		e := outline.New(r)
-		var kids []outline.NewNode
+		var kids []intent.NewNode
 		for j := 0; j < 1000; j++ {
-			kids = append(kids, outline.NewNode{Text: fmt.Sprint("item ", j)})
+			kids = append(kids, intent.NewNode{Text: fmt.Sprint("item ", j)})
 		}
 		if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
-			return p.Insert(outline.Position{}, []outline.NewNode{{Text: "from", Children: kids}, {Text: "to"}, {Text: "back"}})
+			return intent.Insert{Pos: outline.Position{}, Nodes: []intent.NewNode{{Text: "from", Children: kids}, {Text: "to"}, {Text: "back"}}}.Plan(p)
 		}); err != nil {
 			b.Fatal(err)
 		}
@@ -281,14 +282,18 @@ func BenchmarkMove1000(b *testing.B) {
 			refs = append(refs, c.Key())
 		}
 		start := time.Now()
-		out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Move(refs, outline.Position{Parent: to}) })
+		out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
+			return intent.Move{Nodes: refs, Pos: outline.Position{Parent: to}}.Plan(p)
+		})
 		if err != nil {
 			b.Fatal(err)
 		}
 		batched := time.Since(start)
 		start = time.Now()
 		for _, ref := range refs {
-			if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Move([]string{ref}, outline.Position{Parent: back}) }); err != nil {
+			if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
+				return (intent.Move{Nodes: []string{ref}, Pos: outline.Position{Parent: back}}).Plan(p)
+			}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/budget"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/enginetest"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
@@ -164,7 +165,7 @@ func busyRun(t *testing.T, follow bool, interval time.Duration, inserts, maxFail
 		t0 := time.Now()
 		ictx, cancel := context.WithTimeout(ctx, time.Minute)
 		out, err := e.DoFunc(ictx, false, func(p *outline.Planner) error {
-			return p.Insert(pos, []outline.NewNode{{Text: fmt.Sprintf("item %02d", i)}})
+			return intent.Insert{Pos: pos, Nodes: []intent.NewNode{{Text: fmt.Sprintf("item %02d", i)}}}.Plan(p)
 		})
 		cancel()
 		d := time.Since(t0)
@@ -259,7 +260,7 @@ func TestBusyRefusalSaysWhatChanged(t *testing.T) {
 	dest := enginetest.Insert(t, e, outline.Position{}, "Elsewhere")[0]
 	insert := func(pos outline.Position, text string) error {
 		_, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
-			return p.Insert(pos, []outline.NewNode{{Text: text}})
+			return intent.Insert{Pos: pos, Nodes: []intent.NewNode{{Text: text}}}.Plan(p)
 		})
 		return err
 	}
@@ -268,7 +269,7 @@ func TestBusyRefusalSaysWhatChanged(t *testing.T) {
 	// commit, is refused and planned again where the anchor is not a child
 	// of the parent any more
 	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error {
-		return p.Move([]string{anchor}, outline.Position{Parent: dest})
+		return intent.Move{Nodes: []string{anchor}, Pos: outline.Position{Parent: dest}}.Plan(p)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +288,7 @@ func TestBusyRefusalSaysWhatChanged(t *testing.T) {
 	// 2. the parent deleted (after a write of ours, so that the next is
 	// planned on our own last commit again)
 	enginetest.Insert(t, e, outline.Position{Parent: top}, "B")
-	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error { return p.DeleteNode(top, "subtree") }); err != nil {
+	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error { return (intent.Delete{Node: top, Children: "subtree"}).Plan(p) }); err != nil {
 		t.Fatal(err)
 	}
 	err = insert(outline.Position{Parent: top, Where: "last"}, "under the parent")

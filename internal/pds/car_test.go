@@ -79,16 +79,16 @@ func TestIncrementalRead(t *testing.T) {
 	if err := c.Post(ctx, "com.atproto.repo.createRecord", post, nil); err != nil {
 		t.Fatal(err)
 	}
-	var ns []outline.NewNode
+	var ns []intent.NewNode
 	for i := 0; i < 60; i++ {
-		n := outline.NewNode{Text: fmt.Sprintf("bullet %d", i)}
+		n := intent.NewNode{Text: fmt.Sprintf("bullet %d", i)}
 		if i%4 == 0 {
 			n.Note = "note"
-			n.Children = []outline.NewNode{{Text: "child", Layout: "todo"}, {Text: "child 2"}}
+			n.Children = []intent.NewNode{{Text: "child", Layout: "todo"}, {Text: "child 2"}}
 		}
 		ns = append(ns, n)
 	}
-	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return (intent.Insert{Pos: outline.Position{}, Nodes: ns}).Plan(p) }); err != nil {
 		t.Fatal(err)
 	}
 	t0, err := e.Tree(ctx)
@@ -110,22 +110,22 @@ func TestIncrementalRead(t *testing.T) {
 	// the other client edits, moves, completes, deletes and inserts
 	roots := t0.Roots
 	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error {
-		if err := p.Edit(roots[1].Key(), outline.Edit{Text: ptr("edited"), Note: ptr("a new note")}); err != nil {
+		if err := (intent.Edit{Node: roots[1].Key(), Text: ptr("edited"), Note: ptr("a new note")}).Plan(p); err != nil {
 			return err
 		}
-		if err := p.Edit(roots[0].Key(), outline.Edit{Note: ptr("")}); err != nil {
+		if err := (intent.Edit{Node: roots[0].Key(), Note: ptr("")}).Plan(p); err != nil {
 			return err
 		}
-		if err := p.Move([]string{roots[2].Key(), roots[3].Key()}, outline.Position{Parent: roots[5].Key()}); err != nil {
+		if err := (intent.Move{Nodes: []string{roots[2].Key(), roots[3].Key()}, Pos: outline.Position{Parent: roots[5].Key()}}).Plan(p); err != nil {
 			return err
 		}
 		if err := (intent.Complete{Node: roots[4].Children[0].Key(), Done: true}).Plan(p); err != nil {
 			return err
 		}
-		if err := p.DeleteNode(roots[8].Key(), "subtree"); err != nil {
+		if err := (intent.Delete{Node: roots[8].Key(), Children: "subtree"}).Plan(p); err != nil {
 			return err
 		}
-		return p.Insert(outline.Position{After: roots[10].Key()}, []outline.NewNode{{Text: "new", Children: []outline.NewNode{{Text: "new child"}}}})
+		return intent.Insert{Pos: outline.Position{After: roots[10].Key()}, Nodes: []intent.NewNode{{Text: "new", Children: []intent.NewNode{{Text: "new child"}}}}}.Plan(p)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestIncrementalRead(t *testing.T) {
 	// whole read nor walk of the MST made it
 	walks := r.Stats.Walks.Load()
 	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
-		return p.DeleteNode(roots[12].Key(), "subtree")
+		return intent.Delete{Node: roots[12].Key(), Children: "subtree"}.Plan(p)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestIncrementalRead(t *testing.T) {
 	// they are dropped
 	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error {
 		for _, it := range roots[30:] {
-			if err := p.DeleteNode(it.Key(), "subtree"); err != nil {
+			if err := (intent.Delete{Node: it.Key(), Children: "subtree"}).Plan(p); err != nil {
 				return err
 			}
 		}
@@ -190,7 +190,7 @@ func TestIncrementalRead(t *testing.T) {
 	pds.ForgetKeptBlocks(r)
 	diffs = r.Stats.Diffs.Load()
 	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error {
-		return p.Edit(roots[20].Key(), outline.Edit{Text: ptr("edited again")})
+		return intent.Edit{Node: roots[20].Key(), Text: ptr("edited again")}.Plan(p)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -220,11 +220,11 @@ func TestCacheAcrossRestarts(t *testing.T) {
 		return r
 	}
 	other := outline.New(login(t, srv, a, t.TempDir(), nil))
-	var ns []outline.NewNode
+	var ns []intent.NewNode
 	for i := 0; i < 40; i++ {
-		ns = append(ns, outline.NewNode{Text: fmt.Sprint("bullet ", i), Note: "note"})
+		ns = append(ns, intent.NewNode{Text: fmt.Sprint("bullet ", i), Note: "note"})
 	}
-	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) }); err != nil {
+	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error { return (intent.Insert{Pos: outline.Position{}, Nodes: ns}).Plan(p) }); err != nil {
 		t.Fatal(err)
 	}
 	read := func(r *pds.Repo) *store.Snapshot {
@@ -263,10 +263,10 @@ func TestCacheAcrossRestarts(t *testing.T) {
 	// restart after the editor changed things: only the difference
 	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error {
 		tr := p.Tree()
-		if err := p.Edit(tr.Roots[0].Key(), outline.Edit{Text: ptr("changed while we were away")}); err != nil {
+		if err := (intent.Edit{Node: tr.Roots[0].Key(), Text: ptr("changed while we were away")}).Plan(p); err != nil {
 			return err
 		}
-		return p.DeleteNode(tr.Roots[1].Key(), "refuse")
+		return intent.Delete{Node: tr.Roots[1].Key(), Children: "refuse"}.Plan(p)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func TestPDSIgnoringSince(t *testing.T) {
 	a := account(t, srv)
 	other := outline.New(login(t, srv, a, t.TempDir(), nil))
 	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error {
-		return p.Insert(outline.Position{}, []outline.NewNode{{Text: "one"}, {Text: "two"}})
+		return intent.Insert{Pos: outline.Position{}, Nodes: []intent.NewNode{{Text: "one"}, {Text: "two"}}}.Plan(p)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func TestPDSIgnoringSince(t *testing.T) {
 		}
 	}
 	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error {
-		return p.Insert(outline.Position{}, []outline.NewNode{{Text: "three"}})
+		return intent.Insert{Pos: outline.Position{}, Nodes: []intent.NewNode{{Text: "three"}}}.Plan(p)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -412,11 +412,11 @@ func TestGzipRead(t *testing.T) {
 	ctx := context.Background()
 	a := account(t, srv)
 	e := outline.New(login(t, srv, a, t.TempDir(), nil))
-	var ns []outline.NewNode
+	var ns []intent.NewNode
 	for i := 0; i < 50; i++ {
-		ns = append(ns, outline.NewNode{Text: fmt.Sprint("bullet ", i), Note: "note"})
+		ns = append(ns, intent.NewNode{Text: fmt.Sprint("bullet ", i), Note: "note"})
 	}
-	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return (intent.Insert{Pos: outline.Position{}, Nodes: ns}).Plan(p) }); err != nil {
 		t.Fatal(err)
 	}
 	var snaps []*store.Snapshot

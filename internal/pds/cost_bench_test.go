@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
@@ -85,7 +87,7 @@ func BenchmarkPDSCost(b *testing.B) {
 			// of its own
 			var tmpl *store.Write
 			bareWrite := func(into *[]float64, i int) {
-				v := outline.Copy(tmpl.Value)
+				v := maps.Clone(tmpl.Value)
 				v["text"] = fmt.Sprint("bare ", i)
 				body, _ := json.Marshal(map[string]any{"repo": twin.DID.String(), "writes": []any{map[string]any{
 					"$type": "com.atproto.repo.applyWrites#create", "collection": lexicon.Node, "rkey": fmt.Sprintf("%sb%d", tmpl.RKey, i), "value": v}}})
@@ -94,7 +96,7 @@ func BenchmarkPDSCost(b *testing.B) {
 			insert := func(into *[]float64, text string) {
 				timed(into, func() {
 					made, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
-						return p.Insert(outline.Position{Parent: parent, Where: "first"}, []outline.NewNode{{Text: text}})
+						return intent.Insert{Pos: outline.Position{Parent: parent, Where: "first"}, Nodes: []intent.NewNode{{Text: text}}}.Plan(p)
 					})
 					if err != nil {
 						b.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
@@ -40,11 +41,11 @@ func TestChangesOwnWrite(t *testing.T) {
 	ctx := context.Background()
 	r := newRepo(t)
 	e := outline.New(r)
-	var ns []outline.NewNode
+	var ns []intent.NewNode
 	for i := range 30 {
-		ns = append(ns, outline.NewNode{Text: fmt.Sprint("bullet ", i), Note: "note"})
+		ns = append(ns, intent.NewNode{Text: fmt.Sprint("bullet ", i), Note: "note"})
 	}
-	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return (intent.Insert{Pos: outline.Position{}, Nodes: ns}).Plan(p) }); err != nil {
 		t.Fatal(err)
 	}
 	tr, err := e.Tree(ctx)
@@ -235,7 +236,7 @@ func TestChangesOtherClient(t *testing.T) {
 		check(round)
 		// and one of ours in between
 		if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
-			return p.Insert(outline.Position{Parent: top, Where: "first"}, []outline.NewNode{{Text: fmt.Sprint("ours ", round)}})
+			return intent.Insert{Pos: outline.Position{Parent: top, Where: "first"}, Nodes: []intent.NewNode{{Text: fmt.Sprint("ours ", round)}}}.Plan(p)
 		}); err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/budget"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
@@ -60,16 +61,16 @@ func newEngine(repo store.Repository, dir string) (*outline.Engine, error) {
 }
 
 // insertOp inserts nodes as the last children of parent ("" = top level).
-func insertOp(ctx context.Context, eng *outline.Engine, parent string, nodes []outline.NewNode) (*opReport, error) {
+func insertOp(ctx context.Context, eng *outline.Engine, parent string, nodes []intent.NewNode) (*opReport, error) {
 	out, err := eng.DoFunc(ctx, false, func(p *outline.Planner) error {
-		return p.Insert(outline.Position{Parent: parent}, nodes)
+		return intent.Insert{Pos: outline.Position{Parent: parent}, Nodes: nodes}.Plan(p)
 	})
 	return reportOf(out, err), err
 }
 
 // deleteSubtreeOp deletes key and everything under it.
 func deleteSubtreeOp(ctx context.Context, eng *outline.Engine, key string) (*opReport, error) {
-	out, err := eng.DoFunc(ctx, false, func(p *outline.Planner) error { return p.DeleteNode(key, "subtree") })
+	out, err := eng.DoFunc(ctx, false, func(p *outline.Planner) error { return intent.Delete{Node: key, Children: "subtree"}.Plan(p) })
 	return reportOf(out, err), err
 }
 
@@ -179,16 +180,16 @@ var faultCases = []faultCase{
 // bullets returns n bullets with a note each, texts prefix+index, nested
 // as given by fanout (e.g. 12, 4, 5: twelve bullets, four children each,
 // five grandchildren each), and the outline they make.
-func bullets(prefix string, fanout ...int) ([]outline.NewNode, []pdstest.Shape) {
+func bullets(prefix string, fanout ...int) ([]intent.NewNode, []pdstest.Shape) {
 	if len(fanout) == 0 {
 		return nil, nil
 	}
-	var ns []outline.NewNode
+	var ns []intent.NewNode
 	var ss []pdstest.Shape
 	for i := range fanout[0] {
 		text := fmt.Sprintf("%s%02d", prefix, i)
 		kids, kidShapes := bullets(text+".", fanout[1:]...)
-		ns = append(ns, outline.NewNode{Text: text, Note: "note of " + text, Children: kids})
+		ns = append(ns, intent.NewNode{Text: text, Note: "note of " + text, Children: kids})
 		ss = append(ss, pdstest.Shape{Text: text, Note: "note of " + text, Children: kidShapes})
 	}
 	return ns, ss
@@ -217,8 +218,8 @@ type opKind struct {
 
 // priorOutline is where every insert starts: A (with a note), Target with
 // one child, Z.
-func priorOutline() ([]outline.NewNode, []pdstest.Shape) {
-	return []outline.NewNode{{Text: "A", Note: "note of A"}, {Text: "Target", Children: []outline.NewNode{{Text: "T1", Note: "note of T1"}}}, {Text: "Z"}},
+func priorOutline() ([]intent.NewNode, []pdstest.Shape) {
+	return []intent.NewNode{{Text: "A", Note: "note of A"}, {Text: "Target", Children: []intent.NewNode{{Text: "T1", Note: "note of T1"}}}, {Text: "Z"}},
 		[]pdstest.Shape{{Text: "A", Note: "note of A"}, {Text: "Target", Children: []pdstest.Shape{{Text: "T1", Note: "note of T1"}}}, {Text: "Z"}}
 }
 
@@ -269,7 +270,7 @@ var opKinds = []opKind{
 	{name: "delete subtree of 301+301", nth: 2, sign: -1, recovery: "undo", setup: func(t *testing.T, ctx context.Context, eng *outline.Engine, did string) ([]pdstest.Shape, []pdstest.Shape, func(context.Context, *outline.Engine) (*opReport, error)) {
 		kids, kidShapes := bullets("d", 12, 4, 5)
 		pn, intended := priorOutline()
-		pn = append(pn, outline.NewNode{Text: "Doomed", Note: "note of Doomed", Children: kids})
+		pn = append(pn, intent.NewNode{Text: "Doomed", Note: "note of Doomed", Children: kids})
 		if _, err := insertOp(ctx, eng, "", pn); err != nil {
 			t.Fatal(err)
 		}
@@ -432,7 +433,7 @@ func runFaultCase(t *testing.T, fc faultCase, ok opKind) {
 	if ok.trusted {
 		target := keyOf(t, ctx, did, "Target")
 		layout := "h2"
-		if _, err := r.eng.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Edit(target, outline.Edit{Layout: &layout}) }); err != nil {
+		if _, err := r.eng.DoFunc(ctx, false, func(p *outline.Planner) error { return (intent.Edit{Node: target, Layout: &layout}).Plan(p) }); err != nil {
 			t.Fatal(err)
 		}
 	}

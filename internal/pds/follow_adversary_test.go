@@ -165,7 +165,7 @@ func TestFollowJetstreamOtherCollection(t *testing.T) {
 		"record": map[string]any{"$type": "app.bsky.feed.post", "text": "hello", "createdAt": "2026-12-04T10:00:00.000Z"}}, &out); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: "after the person's post"}}}, false); err != nil {
+	if _, err := e.Do(ctx, intent.Insert{Nodes: []intent.NewNode{{Text: "after the person's post"}}}, false); err != nil {
 		t.Fatalf("a write after a commit Jetstream does not announce: %v (writes %d)", err, r.Stats.Writes.Load())
 	}
 	s, err := r.Snapshot(ctx)
@@ -646,7 +646,7 @@ func TestFollowEngineAmidTheAppsBurst(t *testing.T) {
 		}
 	})
 	for i := range 10 {
-		if _, err := e.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: fmt.Sprintf("agent %d", i)}}}, false); err != nil {
+		if _, err := e.Do(ctx, intent.Insert{Nodes: []intent.NewNode{{Text: fmt.Sprintf("agent %d", i)}}}, false); err != nil {
 			stopBurst()
 			wg.Wait()
 			t.Fatalf("insert %d amid the app's edits: %v", i, err)

@@ -491,7 +491,7 @@ func TestFollowEngineReadsWithoutRequest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: "by the agent"}}}, false); err != nil {
+		if _, err := e.Do(ctx, intent.Insert{Nodes: []intent.NewNode{{Text: "by the agent"}}}, false); err != nil {
 			t.Fatal(err)
 		}
 		return e
@@ -509,7 +509,7 @@ func TestFollowEngineReadsWithoutRequest(t *testing.T) {
 	if without < 1 || with != 0 {
 		t.Fatalf("requests for a read after another client's edit: %d without following (want ≥ 1), %d following (want 0)", without, with)
 	}
-	if _, err := e.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: "again by the agent"}}}, false); err != nil {
+	if _, err := e.Do(ctx, intent.Insert{Nodes: []intent.NewNode{{Text: "again by the agent"}}}, false); err != nil {
 		t.Fatal(err)
 	}
 	tr, err := e.Tree(ctx)

@@ -36,7 +36,7 @@ func TestFollowRefusedWriteWaitsForStream(t *testing.T) {
 	// forward (a read, which must not wait for the commit being taken in)
 	go r.Follow(ctx, func() { e.Tree(ctx) }, func(err error) { t.Logf("follow: %v", err) })
 	until(t, "live", r.Live)
-	if _, err := e.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: "by the agent"}}}, false); err != nil {
+	if _, err := e.Do(ctx, intent.Insert{Nodes: []intent.NewNode{{Text: "by the agent"}}}, false); err != nil {
 		t.Fatal(err)
 	}
 	refused, asked, slow := 0, int64(0), 0
@@ -44,7 +44,7 @@ func TestFollowRefusedWriteWaitsForStream(t *testing.T) {
 		g.edit(t, ctx)
 		gaps, waits := r.Stats.StreamGaps.Load(), r.Stats.StreamTimeouts.Load()
 		h0, d0, w0 := r.Stats.Heads.Load(), r.Stats.Diffs.Load()+r.Stats.CARs.Load()+r.Stats.ListPages.Load(), r.Stats.Writes.Load()
-		if _, err := e.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: "right after the app"}}}, false); err != nil {
+		if _, err := e.Do(ctx, intent.Insert{Nodes: []intent.NewNode{{Text: "right after the app"}}}, false); err != nil {
 			t.Fatal(err)
 		}
 		h, d, w := r.Stats.Heads.Load()-h0, r.Stats.Diffs.Load()+r.Stats.CARs.Load()+r.Stats.ListPages.Load()-d0, r.Stats.Writes.Load()-w0

@@ -17,6 +17,7 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/budget"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 )
@@ -58,7 +59,7 @@ func killChild() int {
 		// one-bullet inserts, each after the last: all but the first are
 		// planned on the child's own last commit without asking the PDS
 		for i := range killOneByOne {
-			if _, err := insertOp(ctx, e, "", []outline.NewNode{{Text: fmt.Sprintf("k%d-%d", os.Getpid(), i)}}); err != nil {
+			if _, err := insertOp(ctx, e, "", []intent.NewNode{{Text: fmt.Sprintf("k%d-%d", os.Getpid(), i)}}); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				return 1
 			}
@@ -66,9 +67,9 @@ func killChild() int {
 		}
 		return 0
 	}
-	nodes := make([]outline.NewNode, killBullets)
+	nodes := make([]intent.NewNode, killBullets)
 	for i := range nodes {
-		nodes[i] = outline.NewNode{Text: fmt.Sprintf("k%d-%d", os.Getpid(), i)}
+		nodes[i] = intent.NewNode{Text: fmt.Sprintf("k%d-%d", os.Getpid(), i)}
 	}
 	_, err = insertOp(ctx, e, "", nodes)
 	switch {

@@ -17,6 +17,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/budget"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/enginetest"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
@@ -128,7 +129,7 @@ func TestConcurrentWriters(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < n; i++ {
 				_, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
-					return p.Insert(outline.Position{Parent: top}, []outline.NewNode{{Text: fmt.Sprintf("w%d-%d", w, i)}})
+					return intent.Insert{Pos: outline.Position{Parent: top}, Nodes: []intent.NewNode{{Text: fmt.Sprintf("w%d-%d", w, i)}}}.Plan(p)
 				})
 				if err != nil {
 					errs <- err
@@ -196,7 +197,7 @@ func TestAmbiguousFailureNoDuplicate(t *testing.T) {
 	enginetest.Insert(t, e, outline.Position{}, "first")
 	tr.left.Store(1)
 	out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
-		return p.Insert(outline.Position{}, []outline.NewNode{{Text: "second", Note: "with a note"}})
+		return intent.Insert{Pos: outline.Position{}, Nodes: []intent.NewNode{{Text: "second", Note: "with a note"}}}.Plan(p)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -228,20 +229,20 @@ func TestReadPathsAgree(t *testing.T) {
 	ctx := context.Background()
 	r := newRepo(t)
 	e := outline.New(r)
-	var ns []outline.NewNode
+	var ns []intent.NewNode
 	for i := 0; i < 130; i++ {
-		n := outline.NewNode{Text: fmt.Sprintf("bullet %d #tag https://example.com/%d", i, i)}
+		n := intent.NewNode{Text: fmt.Sprintf("bullet %d #tag https://example.com/%d", i, i)}
 		if i%3 == 0 {
 			n.Note = "note " + fmt.Sprint(i)
-			n.Children = []outline.NewNode{{Text: "child", Layout: "todo", Completed: i%2 == 0}}
+			n.Children = []intent.NewNode{{Text: "child", Layout: "todo", Completed: i%2 == 0}}
 		}
 		ns = append(ns, n)
 	}
-	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return (intent.Insert{Pos: outline.Position{}, Nodes: ns}).Plan(p) }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
-		return p.SetPolicy("", []string{"mentioned"}, false)
+		return intent.Policy{Root: "", Allow: []string{"mentioned"}, Remove: false}.Plan(p)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -309,10 +310,10 @@ func TestBudgetAgainstRateLimits(t *testing.T) {
 	}
 	r.Budget = ledger
 	e := outline.New(r)
-	bullets := func(n int) []outline.NewNode {
-		ns := make([]outline.NewNode, n)
+	bullets := func(n int) []intent.NewNode {
+		ns := make([]intent.NewNode, n)
 		for i := range ns {
-			ns[i] = outline.NewNode{Text: fmt.Sprint("b", i)}
+			ns[i] = intent.NewNode{Text: fmt.Sprint("b", i)}
 		}
 		return ns
 	}
@@ -330,7 +331,9 @@ func TestBudgetAgainstRateLimits(t *testing.T) {
 	}
 	ok := 0
 	for i := 0; i < 20; i++ {
-		_, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, bullets(200)) })
+		_, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
+			return intent.Insert{Pos: outline.Position{}, Nodes: bullets(200)}.Plan(p)
+		})
 		if err != nil {
 			if !errors.Is(err, outline.ErrBudget) {
 				t.Fatalf("insert %d: %v", i, err)
@@ -343,7 +346,9 @@ func TestBudgetAgainstRateLimits(t *testing.T) {
 	if ok != 8 || r.Stats.RateLimited.Load() != 0 {
 		t.Fatalf("%d inserts of 600 points, %d 429s", ok, r.Stats.RateLimited.Load())
 	}
-	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, bullets(65)) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
+		return (intent.Insert{Pos: outline.Position{}, Nodes: bullets(65)}).Plan(p)
+	}); err != nil {
 		t.Fatalf("195 points of the last 197: %v", err)
 	}
 	if left := ledger.Left(); left != 2 {
@@ -354,7 +359,9 @@ func TestBudgetAgainstRateLimits(t *testing.T) {
 	r2 := login(t, rl, a, t.TempDir(), nil)
 	l2, _ := budget.New("")
 	r2.Budget = l2
-	_, err = outline.New(r2).DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, bullets(1)) })
+	_, err = outline.New(r2).DoFunc(ctx, false, func(p *outline.Planner) error {
+		return intent.Insert{Pos: outline.Position{}, Nodes: bullets(1)}.Plan(p)
+	})
 	if !errors.Is(err, outline.ErrBudget) || r2.Stats.RateLimited.Load() != 1 {
 		t.Fatalf("want a budget error from a 429, got %v (429s: %d)", err, r2.Stats.RateLimited.Load())
 	}

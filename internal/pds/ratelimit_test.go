@@ -13,6 +13,7 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/budget"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 )
@@ -52,9 +53,9 @@ func TestHugeRetryAfterCappedAtAnHour(t *testing.T) {
 	}
 	e, l := open(nil)
 	proxy.Arm(pdstest.Fault{Method: pdstest.ApplyWrites, Kind: pdstest.RateLimit, Nth: 2, RetryAfter: "86400", NoPolicy: true})
-	nodes := make([]outline.NewNode, 600)
+	nodes := make([]intent.NewNode, 600)
 	for i := range nodes {
-		nodes[i] = outline.NewNode{Text: fmt.Sprint("r", i)}
+		nodes[i] = intent.NewNode{Text: fmt.Sprint("r", i)}
 	}
 	start := time.Now()
 	_, err := insertOp(ctx, e, "", nodes)

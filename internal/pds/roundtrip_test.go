@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/view"
 )
@@ -22,17 +23,19 @@ func TestImportRoundTripFromPDS(t *testing.T) {
 	ctx := context.Background()
 	r := newRepo(t)
 	e := outline.New(r)
-	nodes := []outline.NewNode{
-		{Text: "Plan", Note: "the why", Children: []outline.NewNode{
+	nodes := []intent.NewNode{
+		{Text: "Plan", Note: "the why", Children: []intent.NewNode{
 			{Text: "Draft", Layout: "todo", Completed: true},
-			{Text: "Review #work", Layout: "todo", Children: []outline.NewNode{{Text: "with Ana", Note: "Tuesday"}}},
+			{Text: "Review #work", Layout: "todo", Children: []intent.NewNode{{Text: "with Ana", Note: "Tuesday"}}},
 		}},
 		{Text: "Ideas", Layout: "h2"},
 	}
-	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, nodes) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return (intent.Insert{Pos: outline.Position{}, Nodes: nodes}).Plan(p) }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.SetOutline("", ptr("Q3"), nil) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
+		return (intent.Outline{Root: "", Title: ptr("Q3"), Description: nil}).Plan(p)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	rendered := func(repo store.Repository) string {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outlinegen"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
@@ -86,7 +87,7 @@ func BenchmarkInsertPDS(b *testing.B) {
 			parent := t.Roots[0].Key()
 			insert := func(i int) {
 				if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
-					return p.Insert(outline.Position{Parent: parent, Where: "first"}, []outline.NewNode{{Text: fmt.Sprint("bench ", i)}})
+					return intent.Insert{Pos: outline.Position{Parent: parent, Where: "first"}, Nodes: []intent.NewNode{{Text: fmt.Sprint("bench ", i)}}}.Plan(p)
 				}); err != nil {
 					b.Fatal(err)
 				}

@@ -11,6 +11,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/budget"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/enginetest"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
 )
 
@@ -95,13 +96,13 @@ func TestTrustedWriteMeetsAnotherWriter(t *testing.T) {
 	// again, what undo restores is the other client's text
 	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error {
 		s := "A, edited elsewhere"
-		return p.Edit(itemA, outline.Edit{Text: &s})
+		return intent.Edit{Node: itemA, Text: &s}.Plan(p)
 	}); err != nil {
 		t.Fatal(err)
 	}
 	writes = r.Stats.Writes.Load()
 	mine := "A, mine"
-	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Edit(itemA, outline.Edit{Text: &mine}) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return (intent.Edit{Node: itemA, Text: &mine}).Plan(p) }); err != nil {
 		t.Fatal(err)
 	}
 	if w := r.Stats.Writes.Load() - writes; w != 2 {
@@ -122,12 +123,12 @@ func TestTrustedWriteMeetsAnotherWriter(t *testing.T) {
 	// "nothing to change" on the guess would be wrong, so it asks and writes
 	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error {
 		s := "A, elsewhere again"
-		return p.Edit(itemA, outline.Edit{Text: &s})
+		return intent.Edit{Node: itemA, Text: &s}.Plan(p)
 	}); err != nil {
 		t.Fatal(err)
 	}
 	undone := "A, edited elsewhere"
-	if out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Edit(itemA, outline.Edit{Text: &undone}) }); err != nil || out.NoChange {
+	if out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return (intent.Edit{Node: itemA, Text: &undone}).Plan(p) }); err != nil || out.NoChange {
 		t.Fatalf("an edit to the text the guess already has, after another client changed it: %v (no change: %v)", err, out != nil && out.NoChange)
 	}
 	if got := readBack(t, ctx, did).Nodes[itemA].Text(); got != undone {
@@ -135,12 +136,12 @@ func TestTrustedWriteMeetsAnotherWriter(t *testing.T) {
 	}
 
 	// 3. the other client deletes Parent's subtree; ours inserts under it
-	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error { return p.DeleteNode(top, "subtree") }); err != nil {
+	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error { return (intent.Delete{Node: top, Children: "subtree"}).Plan(p) }); err != nil {
 		t.Fatal(err)
 	}
 	count := recordCount(readBack(t, ctx, did))
 	_, err = e.DoFunc(ctx, false, func(p *outline.Planner) error {
-		return p.Insert(outline.Position{Parent: top}, []outline.NewNode{{Text: "orphan"}})
+		return intent.Insert{Pos: outline.Position{Parent: top}, Nodes: []intent.NewNode{{Text: "orphan"}}}.Plan(p)
 	})
 	var oe *outline.Error
 	if !errors.As(err, &oe) || !errors.Is(err, outline.ErrParentMissing) {
@@ -170,9 +171,9 @@ func TestTrustedWriteMeetsAnotherWriter(t *testing.T) {
 	// 5. a first batch dearer than TrustPoints is not sent on a guess
 	enginetest.Insert(t, e, outline.Position{}, "cheap")
 	heads, writes = r.Stats.Heads.Load(), r.Stats.Writes.Load()
-	var many []outline.NewNode
+	var many []intent.NewNode
 	for i := range outline.TrustPoints/3 + 1 {
-		many = append(many, outline.NewNode{Text: fmt.Sprint("many ", i)})
+		many = append(many, intent.NewNode{Text: fmt.Sprint("many ", i)})
 	}
 	if _, err := insertOp(ctx, e, "", many); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
@@ -52,7 +53,7 @@ func TestWholeReadsShared(t *testing.T) {
 	a := account(t, srv)
 	seedRepo := login(t, srv, a, t.TempDir(), nil)
 	if _, err := outline.New(seedRepo).DoFunc(ctx, false, func(p *outline.Planner) error {
-		return p.Insert(outline.Position{}, []outline.NewNode{{Text: "one"}, {Text: "two", Children: []outline.NewNode{{Text: "three"}}}})
+		return intent.Insert{Pos: outline.Position{}, Nodes: []intent.NewNode{{Text: "one"}, {Text: "two", Children: []intent.NewNode{{Text: "three"}}}}}.Plan(p)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestWholeReadsShared(t *testing.T) {
 		t.Fatalf("AfterWholeRead called %d times for one whole read", n)
 	}
 	if _, err := outline.New(seedRepo).DoFunc(ctx, false, func(p *outline.Planner) error {
-		return p.Insert(outline.Position{}, []outline.NewNode{{Text: "four"}})
+		return intent.Insert{Pos: outline.Position{}, Nodes: []intent.NewNode{{Text: "four"}}}.Plan(p)
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package search
+package search_test
 
 import (
 	"context"
@@ -9,14 +9,16 @@ import (
 	"testing"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outlinegen"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/search"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
 // pages returns every hit of q, page by page.
-func pages(t *testing.T, x *Index, tr *outline.Tree, q Query) []Hit {
+func pages(t *testing.T, x *search.Index, tr *outline.Tree, q search.Query) []search.Hit {
 	t.Helper()
-	var all []Hit
+	var all []search.Hit
 	for i := 0; ; i++ {
 		r, err := x.Search(tr, q)
 		if err != nil {
@@ -44,18 +46,18 @@ func TestIndexFollowsCommits(t *testing.T) {
 	defer l.Close()
 	e := outline.New(l)
 	rng := rand.New(rand.NewPCG(3, 9))
-	var seed []outline.NewNode
+	var seed []intent.NewNode
 	for i := range 30 {
-		n := outline.NewNode{Text: fmt.Sprintf("section %d budget", i)}
+		n := intent.NewNode{Text: fmt.Sprintf("section %d budget", i)}
 		for j := range 20 {
-			n.Children = append(n.Children, outline.NewNode{Text: fmt.Sprintf("item %d.%d review", i, j), Note: "budget note"})
+			n.Children = append(n.Children, intent.NewNode{Text: fmt.Sprintf("item %d.%d review", i, j), Note: "budget note"})
 		}
 		seed = append(seed, n)
 	}
-	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, seed) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return (intent.Insert{Pos: outline.Position{}, Nodes: seed}).Plan(p) }); err != nil {
 		t.Fatal(err)
 	}
-	x := New()
+	x := search.New()
 	tr, _ := e.Tree(ctx)
 	x.Update(tr)
 	for step := range 60 {
@@ -70,22 +72,24 @@ func TestIndexFollowsCommits(t *testing.T) {
 		case 0:
 			par := pick()
 			fn = func(p *outline.Planner) error {
-				return p.Insert(outline.Position{Parent: par}, []outline.NewNode{{Text: fmt.Sprint("new budget ", step)}})
+				return intent.Insert{Pos: outline.Position{Parent: par}, Nodes: []intent.NewNode{{Text: fmt.Sprint("new budget ", step)}}}.Plan(p)
 			}
 		case 1:
 			a, b := pick(), pick()
-			fn = func(p *outline.Planner) error { return p.Move([]string{a}, outline.Position{Parent: b}) }
+			fn = func(p *outline.Planner) error {
+				return intent.Move{Nodes: []string{a}, Pos: outline.Position{Parent: b}}.Plan(p)
+			}
 		case 2:
 			a := pick()
 			txt := fmt.Sprint("edited review ", step)
-			fn = func(p *outline.Planner) error { return p.Edit(a, outline.Edit{Text: &txt}) }
+			fn = func(p *outline.Planner) error { return intent.Edit{Node: a, Text: &txt}.Plan(p) }
 		case 3:
 			a := pick()
-			fn = func(p *outline.Planner) error { return p.DeleteNode(a, "lift") }
+			fn = func(p *outline.Planner) error { return intent.Delete{Node: a, Children: "lift"}.Plan(p) }
 		case 4:
 			a := pick()
 			note := fmt.Sprint("budget note ", step)
-			fn = func(p *outline.Planner) error { return p.Edit(a, outline.Edit{Note: &note}) }
+			fn = func(p *outline.Planner) error { return intent.Edit{Node: a, Note: &note}.Plan(p) }
 		}
 		out, err := e.DoFunc(ctx, false, fn)
 		if err != nil {
@@ -96,42 +100,15 @@ func TestIndexFollowsCommits(t *testing.T) {
 		if x.Derived > len(out.Plan.Writes) {
 			t.Fatalf("step %d: %d entries derived again for a commit of %d writes", step, x.Derived, len(out.Plan.Writes))
 		}
-		fresh := New()
+		fresh := search.New()
 		fresh.Update(tr)
-		sameScan(t, x, fresh)
+		search.SameScan(t, x, fresh)
 		under := tr.Roots[rng.IntN(len(tr.Roots))]
-		for _, q := range []Query{{Text: "budget", Limit: 7}, {Text: "review", Limit: 5}, {Text: "budget", Under: under, Limit: 3}, {Text: fmt.Sprint(step)}} {
+		for _, q := range []search.Query{{Text: "budget", Limit: 7}, {Text: "review", Limit: 5}, {Text: "budget", Under: under, Limit: 3}, {Text: fmt.Sprint(step)}} {
 			got, want := pages(t, x, tr, q), pages(t, fresh, tr, q)
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("step %d, query %+v: %d hits, fresh index %d", step, q, len(got), len(want))
 			}
-		}
-	}
-}
-
-// sameScan checks that x's scan is fresh's: the same items in the same
-// order, with the same subtree sizes and the same texts, its blocks each
-// laid out from their rows' entries.
-func sameScan(t *testing.T, x, fresh *Index) {
-	t.Helper()
-	checkCorpus(t, x)
-	flat := func(x *Index) (rows []row, text []string) {
-		for _, b := range x.blocks {
-			rows = append(rows, b.rows...)
-			for i := range b.rows {
-				text = append(text, string(b.text.buf[b.text.off[i]:b.text.off[i+1]]))
-			}
-		}
-		return rows, text
-	}
-	r1, t1 := flat(x)
-	r2, t2 := flat(fresh)
-	if len(r1) != len(r2) || x.rows() != len(r1) {
-		t.Fatalf("%d rows (%d counted), a fresh index %d", len(r1), x.rows(), len(r2))
-	}
-	for i := range r1 {
-		if r1[i].it != r2[i].it || r1[i].size != r2[i].size || t1[i] != t2[i] {
-			t.Fatalf("row %d: %s (subtree %d, %q), a fresh index %s (subtree %d, %q)", i, r1[i].it.Key(), r1[i].size, t1[i], r2[i].it.Key(), r2[i].size, t2[i])
 		}
 	}
 }
@@ -146,14 +123,14 @@ func TestIndexFollowsCommitsInBlocks(t *testing.T) {
 	ctx := context.Background()
 	e := outline.New(outlinegen.NewMemory(outlinegen.Generate(8_000, 4)))
 	rng := rand.New(rand.NewPCG(5, 11))
-	x := New()
+	x := search.New()
 	tr, err := e.Tree(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	x.Update(tr)
-	if len(x.blocks) < 4 {
-		t.Fatalf("only %d blocks", len(x.blocks))
+	if search.Blocks(x) < 4 {
+		t.Fatalf("only %d blocks", search.Blocks(x))
 	}
 	for step := range 120 {
 		var all []string
@@ -167,45 +144,49 @@ func TestIndexFollowsCommitsInBlocks(t *testing.T) {
 		switch kind {
 		case 0, 1:
 			par := pick()
-			ns := make([]outline.NewNode, 1+rng.IntN(3)*rng.IntN(400))
+			ns := make([]intent.NewNode, 1+rng.IntN(3)*rng.IntN(400))
 			for j := range ns {
-				ns[j] = outline.NewNode{Text: fmt.Sprint("zebra ", step, " ", j)}
+				ns[j] = intent.NewNode{Text: fmt.Sprint("zebra ", step, " ", j)}
 			}
-			fn = func(p *outline.Planner) error { return p.Insert(outline.Position{Parent: par}, ns) }
+			fn = func(p *outline.Planner) error {
+				return intent.Insert{Pos: outline.Position{Parent: par}, Nodes: ns}.Plan(p)
+			}
 		case 2:
 			a, b := pick(), pick()
 			if rng.IntN(3) == 0 {
 				b = ""
 			}
-			fn = func(p *outline.Planner) error { return p.Move([]string{a}, outline.Position{Parent: b}) }
+			fn = func(p *outline.Planner) error {
+				return intent.Move{Nodes: []string{a}, Pos: outline.Position{Parent: b}}.Plan(p)
+			}
 		case 3:
 			a := pick()
 			txt := fmt.Sprint("zebra edited ", step)
-			fn = func(p *outline.Planner) error { return p.Edit(a, outline.Edit{Text: &txt}) }
+			fn = func(p *outline.Planner) error { return intent.Edit{Node: a, Text: &txt}.Plan(p) }
 		case 4:
 			a := pick()
-			fn = func(p *outline.Planner) error { return p.DeleteNode(a, "subtree") }
+			fn = func(p *outline.Planner) error { return intent.Delete{Node: a, Children: "subtree"}.Plan(p) }
 		case 5:
 			a := pick()
-			fn = func(p *outline.Planner) error { return p.DeleteNode(a, "lift") }
+			fn = func(p *outline.Planner) error { return intent.Delete{Node: a, Children: "lift"}.Plan(p) }
 		case 6:
 			a := pick()
 			note := fmt.Sprint("zebra note ", step)
-			fn = func(p *outline.Planner) error { return p.Edit(a, outline.Edit{Note: &note}) }
+			fn = func(p *outline.Planner) error { return intent.Edit{Node: a, Note: &note}.Plan(p) }
 		}
 		if _, err := e.DoFunc(ctx, false, fn); err != nil {
 			continue // refused (a move into its own subtree, a plan too large): nothing written
 		}
 		tr, _ = e.Tree(ctx)
 		x.Update(tr)
-		fresh := New()
+		fresh := search.New()
 		fresh.Update(tr)
-		sameScan(t, x, fresh)
-		if (kind == 3 || kind == 6) && (x.Derived != 1 || x.relaid != 1) {
-			t.Fatalf("step %d: one bullet's text or note edited: %d entries derived, %d blocks laid out again (of %d)", step, x.Derived, x.relaid, len(x.blocks))
+		search.SameScan(t, x, fresh)
+		if (kind == 3 || kind == 6) && (x.Derived != 1 || search.Relaid(x) != 1) {
+			t.Fatalf("step %d: one bullet's text or note edited: %d entries derived, %d blocks laid out again (of %d)", step, x.Derived, search.Relaid(x), search.Blocks(x))
 		}
 		under := tr.Roots[rng.IntN(len(tr.Roots))]
-		for _, q := range []Query{{Text: "zebra", Limit: 50}, {Text: "budget", Under: under, Limit: 9}, {Text: fmt.Sprint(step)}, {State: "open", Limit: 30}} {
+		for _, q := range []search.Query{{Text: "zebra", Limit: 50}, {Text: "budget", Under: under, Limit: 9}, {Text: fmt.Sprint(step)}, {State: "open", Limit: 30}} {
 			got, want := pages(t, x, tr, q), pages(t, fresh, tr, q)
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("step %d, query %+v: %d hits, fresh index %d", step, q, len(got), len(want))

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/bulleted-mcp/bulleted-mcp/internal/order"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 	"github.com/bulleted-mcp/bulleted-mcp/validate"
@@ -123,7 +124,7 @@ type cursor struct {
 
 // cmpStep orders rows shown under one parent by the engine's rule for it.
 func cmpStep(a, b step) int {
-	return outline.CompareShown(a.S, a.K, a.M, a.D, b.S, b.K, b.M, b.D)
+	return order.CompareShown(a.S, a.K, a.M, a.D, b.S, b.K, b.M, b.D)
 }
 
 // entry is an item with the tree it lives in.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -92,7 +93,7 @@ func worldChanged(t *testing.T, open Open) {
 	})
 	t.Run("plan=ID: an insert under a parent deleted since", func(t *testing.T) {
 		top := Insert(t, e, outline.Position{}, "P2")
-		in := intent.Insert{Pos: outline.Position{Parent: top[0]}, Nodes: []outline.NewNode{{Text: "under P2", Note: "its note"}}}
+		in := intent.Insert{Pos: outline.Position{Parent: top[0]}, Nodes: []intent.NewNode{{Text: "under P2", Note: "its note"}}}
 		id := dry(t, e, in)
 		do(t, other, intent.Delete{Node: top[0]})
 		before := snapshot(t, repo)
@@ -113,7 +114,7 @@ func worldChanged(t *testing.T, open Open) {
 	t.Run("plan=ID: the anchor sibling deleted since", func(t *testing.T) {
 		top := Insert(t, e, outline.Position{}, "Q")
 		kids := Insert(t, e, outline.Position{Parent: top[0]}, "q1", "q2")
-		in := intent.Insert{Pos: outline.Position{Parent: top[0], After: kids[0]}, Nodes: []outline.NewNode{{Text: "after q1"}}}
+		in := intent.Insert{Pos: outline.Position{Parent: top[0], After: kids[0]}, Nodes: []intent.NewNode{{Text: "after q1"}}}
 		id := dry(t, e, in)
 		do(t, other, intent.Delete{Node: kids[0]})
 		before := snapshot(t, repo)
@@ -191,7 +192,7 @@ func worldChanged(t *testing.T, open Open) {
 			if err != nil {
 				return err
 			}
-			v := outline.Copy(it.Rec.Value.Map())
+			v := maps.Clone(it.Rec.Value.Map())
 			v["parent"] = p.NodeURI(w)
 			p.Update(it.Rec, v, "")
 			return nil
@@ -346,7 +347,7 @@ func gateProperty(t *testing.T, open Open, steps int) {
 		var in outline.Intent
 		switch rng.IntN(3) {
 		case 0:
-			in = intent.Insert{Pos: outline.Position{Parent: it.Key()}, Nodes: []outline.NewNode{{Text: "theirs"}}}
+			in = intent.Insert{Pos: outline.Position{Parent: it.Key()}, Nodes: []intent.NewNode{{Text: "theirs"}}}
 		case 1:
 			if tr.Nodes.Len() < 4 {
 				return
@@ -395,7 +396,7 @@ func gateProperty(t *testing.T, open Open, steps int) {
 			case "cycle":
 				sub := outline.Subtree(a)
 				d := sub[rng.IntN(len(sub))]
-				v := outline.Copy(a.Rec.Value.Map())
+				v := maps.Clone(a.Rec.Value.Map())
 				v["parent"] = p.NodeURI(d.Key())
 				p.Update(a.Rec, v, "")
 			case "orphan":
@@ -445,7 +446,7 @@ func gateProperty(t *testing.T, open Open, steps int) {
 			b := pick(tr)
 			var in outline.Intent = intent.Move{Nodes: []string{a.Key()}, Pos: outline.Position{Parent: b.Key()}}
 			if rng.IntN(2) == 0 {
-				in = intent.Insert{Pos: outline.Position{Parent: a.Key()}, Nodes: []outline.NewNode{{Text: "kept", Note: "with a note"}}}
+				in = intent.Insert{Pos: outline.Position{Parent: a.Key()}, Nodes: []intent.NewNode{{Text: "kept", Note: "with a note"}}}
 			}
 			out, derr := e.Do(ctx, in, true)
 			if derr != nil || out.PlanID == "" {

@@ -25,14 +25,14 @@ func everyIntentAndItsInverse(t *testing.T, open Open) {
 		in     outline.Intent
 		effect func(tr *outline.Tree) bool
 	}{
-		{"insert", intent.Insert{Pos: outline.Position{Parent: top[1]}, Nodes: []outline.NewNode{{Text: "granny smith"}}},
+		{"insert", intent.Insert{Pos: outline.Position{Parent: top[1]}, Nodes: []intent.NewNode{{Text: "granny smith"}}},
 			func(tr *outline.Tree) bool {
 				c := node(tr, top[1]).Children
 				return len(c) == 1 && c[0].Str("text") == "granny smith"
 			}},
 		{"move", intent.Move{Nodes: []string{kids[1]}, Pos: outline.Position{Parent: top[2], Where: "first"}},
 			func(tr *outline.Tree) bool { return tr.Parent(node(tr, kids[1])) == node(tr, top[2]) }},
-		{"edit", intent.Edit{Node: top[0], Edit: outline.Edit{Text: str("pears, ripe"), Note: str("from the market")}},
+		{"edit", intent.Edit{Node: top[0], Text: str("pears, ripe"), Note: str("from the market")},
 			func(tr *outline.Tree) bool {
 				it := node(tr, top[0])
 				return it.Str("text") == "pears, ripe" && it.Note != nil
@@ -60,7 +60,7 @@ func everyIntentAndItsInverse(t *testing.T, open Open) {
 		{"sort", intent.Sort{By: intent.SortText},
 			func(tr *outline.Tree) bool { return tr.Roots[0].Key() == top[1] && tr.Roots[2].Key() == top[2] }},
 		{"batch", intent.Batch{
-			{Tool: "insert_after", Intent: intent.Insert{Nodes: []outline.NewNode{{Text: "d dates"}}}},
+			{Tool: "insert_after", Intent: intent.Insert{Nodes: []intent.NewNode{{Text: "d dates"}}}},
 			{Tool: "sort_children", Intent: intent.Sort{By: intent.SortReverse}}},
 			func(tr *outline.Tree) bool { return len(tr.Roots) == 4 && tr.Roots[0].Str("text") == "d dates" }},
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
@@ -49,11 +50,11 @@ func resumeAfterForeignAppends(t *testing.T, open Open) {
 		t.Fatal(err)
 	}
 	const n = 300
-	ns := make([]outline.NewNode, n)
+	ns := make([]intent.NewNode, n)
 	for i := range ns {
-		ns[i] = outline.NewNode{Text: fmt.Sprintf("r%d", i)}
+		ns[i] = intent.NewNode{Text: fmt.Sprintf("r%d", i)}
 	}
-	_, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Insert(outline.Position{}, ns) })
+	_, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return intent.Insert{Pos: outline.Position{}, Nodes: ns}.Plan(p) })
 	var oe *outline.Error
 	if !errors.As(err, &oe) || !errors.Is(err, outline.ErrIncomplete) {
 		t.Fatalf("want an incomplete operation, got %v", err)

@@ -40,11 +40,11 @@ func Run(t *testing.T, open Open, steps int) {
 // record keys.
 func Insert(t testing.TB, e *outline.Engine, pos outline.Position, texts ...string) []string {
 	t.Helper()
-	var ns []outline.NewNode
+	var ns []intent.NewNode
 	for _, s := range texts {
-		ns = append(ns, outline.NewNode{Text: s})
+		ns = append(ns, intent.NewNode{Text: s})
 	}
-	out, err := e.DoFunc(context.Background(), false, func(p *outline.Planner) error { return p.Insert(pos, ns) })
+	out, err := e.DoFunc(context.Background(), false, func(p *outline.Planner) error { return intent.Insert{Pos: pos, Nodes: ns}.Plan(p) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,33 +78,37 @@ func insertMoveDeleteUndo(t *testing.T, open Open) {
 	}
 	kids := Insert(t, e, outline.Position{Parent: top[1]}, "b1", "b2")
 	// move C before A
-	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Move([]string{top[2]}, outline.Position{Where: "first"}) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
+		return (intent.Move{Nodes: []string{top[2]}, Pos: outline.Position{Where: "first"}}).Plan(p)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if got := Texts(t, e, ""); !reflect.DeepEqual(got, []string{"C", "A", "A2", "B"}) {
 		t.Fatalf("after move %v", got)
 	}
 	// cycle
-	_, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Move([]string{top[1]}, outline.Position{Parent: kids[0]}) })
+	_, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
+		return intent.Move{Nodes: []string{top[1]}, Pos: outline.Position{Parent: kids[0]}}.Plan(p)
+	})
 	if !errors.Is(err, outline.ErrCycle) {
 		t.Fatalf("want cycle, got %v", err)
 	}
 	// anchor not a child
 	_, err = e.DoFunc(ctx, false, func(p *outline.Planner) error {
-		return p.Insert(outline.Position{Parent: top[1], After: top[0]}, []outline.NewNode{{Text: "x"}})
+		return intent.Insert{Pos: outline.Position{Parent: top[1], After: top[0]}, Nodes: []intent.NewNode{{Text: "x"}}}.Plan(p)
 	})
 	var oe *outline.Error
 	if !errors.As(err, &oe) || !errors.Is(err, outline.ErrAnchorMissing) || oe.Next == "" {
 		t.Fatalf("want anchor missing with next step, got %v", err)
 	}
 	// delete refuses with children, lifts them in place
-	_, err = e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.DeleteNode(top[1], "") })
+	_, err = e.DoFunc(ctx, false, func(p *outline.Planner) error { return intent.Delete{Node: top[1], Children: ""}.Plan(p) })
 	if !errors.Is(err, outline.ErrHasChildren) {
 		t.Fatalf("want has children, got %v", err)
 	}
 	tr0, _ := e.Tree(ctx)
 	before := tr0.Snapshot()
-	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.DeleteNode(top[1], "lift") }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return (intent.Delete{Node: top[1], Children: "lift"}).Plan(p) }); err != nil {
 		t.Fatal(err)
 	}
 	if got := Texts(t, e, ""); !reflect.DeepEqual(got, []string{"C", "A", "A2", "b1", "b2"}) {
@@ -120,7 +124,7 @@ func insertMoveDeleteUndo(t *testing.T, open Open) {
 	}
 	// dry run writes nothing
 	c0 := tr1.Commit
-	out, err := e.DoFunc(ctx, true, func(p *outline.Planner) error { return p.DeleteNode(top[1], "subtree") })
+	out, err := e.DoFunc(ctx, true, func(p *outline.Planner) error { return intent.Delete{Node: top[1], Children: "subtree"}.Plan(p) })
 	if err != nil || len(out.Plan.Writes) != 3 || out.Plan.Cost != 3 {
 		t.Fatalf("dry run plan: %v %+v", err, out)
 	}
@@ -134,7 +138,7 @@ func notesPoliciesCompleteUnknownFields(t *testing.T, open Open) {
 	ctx := context.Background()
 	e := outline.New(open(t))
 	out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
-		return p.Insert(outline.Position{}, []outline.NewNode{{Text: "todo https://x.test #tag", Layout: "todo", Completed: true, Note: "n"}})
+		return intent.Insert{Pos: outline.Position{}, Nodes: []intent.NewNode{{Text: "todo https://x.test #tag", Layout: "todo", Completed: true, Note: "n"}}}.Plan(p)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +159,7 @@ func notesPoliciesCompleteUnknownFields(t *testing.T, open Open) {
 		t.Fatal(err)
 	}
 	txt := "edited"
-	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Edit(k, outline.Edit{Text: &txt}) }); err != nil {
+	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return (intent.Edit{Node: k, Text: &txt}).Plan(p) }); err != nil {
 		t.Fatal(err)
 	}
 	tr, _ = e.Tree(ctx)
@@ -165,7 +169,9 @@ func notesPoliciesCompleteUnknownFields(t *testing.T, open Open) {
 	}
 	// policy twice = one record
 	for i := 0; i < 2; i++ {
-		if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.SetPolicy(k, []string{"mentioned"}, false) }); err != nil {
+		if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
+			return (intent.Policy{Root: k, Allow: []string{"mentioned"}, Remove: false}).Plan(p)
+		}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -173,7 +179,9 @@ func notesPoliciesCompleteUnknownFields(t *testing.T, open Open) {
 	if tr.Policies.Len() != 1 || tr.Policies.Get(k).Value.Get("root") == nil {
 		t.Fatalf("policies %v", tr.Policies)
 	}
-	_, err = e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.SetPolicy(k, []string{"everyone"}, false) })
+	_, err = e.DoFunc(ctx, false, func(p *outline.Planner) error {
+		return intent.Policy{Root: k, Allow: []string{"everyone"}, Remove: false}.Plan(p)
+	})
 	if !errors.Is(err, outline.ErrInvalidInput) {
 		t.Fatalf("unknown rule accepted: %v", err)
 	}
@@ -183,7 +191,7 @@ func notesPoliciesCompleteUnknownFields(t *testing.T, open Open) {
 		long[i] = 'a'
 	}
 	_, err = e.DoFunc(ctx, false, func(p *outline.Planner) error {
-		return p.Insert(outline.Position{}, []outline.NewNode{{Text: "ok"}, {Text: string(long)}})
+		return intent.Insert{Pos: outline.Position{}, Nodes: []intent.NewNode{{Text: "ok"}, {Text: string(long)}}}.Plan(p)
 	})
 	if err == nil || !errors.Is(err, outline.ErrInvalidInput) {
 		t.Fatalf("want invalid, got %v", err)
@@ -244,16 +252,18 @@ func randomIntents(t *testing.T, open Open, steps int) {
 			kind = "insert"
 			par := pick()
 			fn = func(p *outline.Planner) error {
-				return p.Insert(outline.Position{Parent: par}, []outline.NewNode{{Text: fmt.Sprint("n", step), Note: "note"}})
+				return intent.Insert{Pos: outline.Position{Parent: par}, Nodes: []intent.NewNode{{Text: fmt.Sprint("n", step), Note: "note"}}}.Plan(p)
 			}
 		case 2:
 			kind = "move"
 			a, b := pick(), pick()
-			fn = func(p *outline.Planner) error { return p.Move([]string{a}, outline.Position{Parent: b}) }
+			fn = func(p *outline.Planner) error {
+				return intent.Move{Nodes: []string{a}, Pos: outline.Position{Parent: b}}.Plan(p)
+			}
 		case 3:
 			kind = "delete"
 			a := pick()
-			fn = func(p *outline.Planner) error { return p.DeleteNode(a, "lift") }
+			fn = func(p *outline.Planner) error { return intent.Delete{Node: a, Children: "lift"}.Plan(p) }
 		case 4:
 			kind = "complete"
 			a := pick()
@@ -357,11 +367,15 @@ func reattachDetached(t *testing.T, open Open) {
 	if len(tr.Detached) != 1 || tr.Detached[0].Key() != orphan {
 		t.Fatalf("detached: %v", tr.Detached)
 	}
-	_, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Move([]string{orphan}, outline.Position{}) })
+	_, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
+		return intent.Move{Nodes: []string{orphan}, Pos: outline.Position{}}.Plan(p)
+	})
 	if !errors.Is(err, outline.ErrParentMissing) {
 		t.Fatalf("move without parent: %v", err)
 	}
-	out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return p.Move([]string{orphan}, outline.Position{Parent: home}) })
+	out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
+		return intent.Move{Nodes: []string{orphan}, Pos: outline.Position{Parent: home}}.Plan(p)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func (m MoveWhere) Plan(p *outline.Planner) error {
 		}
 		for _, par := range order {
 			p.Tree()
-			if err := p.Move(groups[par], m.Pos); err != nil {
+			if err := (Move{Nodes: groups[par], Pos: m.Pos}).Plan(p); err != nil {
 				return err
 			}
 		}
@@ -67,7 +67,7 @@ func (m MoveWhere) Plan(p *outline.Planner) error {
 		for _, it := range items[i:j] {
 			keys = append(keys, it.Key())
 		}
-		if err := p.Move(keys, pos); err != nil {
+		if err := (Move{Nodes: keys, Pos: pos}).Plan(p); err != nil {
 			return err
 		}
 		t = p.Tree()
@@ -159,17 +159,10 @@ func (d DeleteWhere) Plan(p *outline.Planner) error {
 		if len(it.Children) > 0 {
 			p.Tree() // its children as the deletes before left them
 		}
-		if err := p.DeleteNode(it.Key(), d.Children); err != nil {
+		if err := (Delete{Node: it.Key(), Children: d.Children}).Plan(p); err != nil {
 			return err
 		}
 	}
 	p.Summary("delete %d bullet(s) selected by where (children: %s)", len(items), orDefault(d.Children, "refuse"))
 	return nil
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }

@@ -32,9 +32,9 @@ func ExampleSort() {
 	defer repo.Close()
 	ctx := context.Background()
 	e := outline.New(repo)
-	var nodes []outline.NewNode
+	var nodes []intent.NewNode
 	for _, t := range []string{"item 10", "item 2", "item 3", "Item 1", "item 20"} {
-		nodes = append(nodes, outline.NewNode{Text: t})
+		nodes = append(nodes, intent.NewNode{Text: t})
 	}
 	if _, err := e.Do(ctx, intent.Insert{Nodes: nodes}, false); err != nil {
 		panic(err)
@@ -86,7 +86,7 @@ func Example_newIntent() {
 	defer repo.Close()
 	ctx := context.Background()
 	e := outline.New(repo)
-	if _, err := e.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: "Groceries", Children: []outline.NewNode{{Text: "milk"}, {Text: "bread"}}}}}, false); err != nil {
+	if _, err := e.Do(ctx, intent.Insert{Nodes: []intent.NewNode{{Text: "Groceries", Children: []intent.NewNode{{Text: "milk"}, {Text: "bread"}}}}}, false); err != nil {
 		panic(err)
 	}
 	t, _ := e.Tree(ctx)

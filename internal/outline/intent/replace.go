@@ -84,10 +84,10 @@ type EditWhere struct {
 	Node    string   `json:",omitempty"`
 	Where   *Where   `json:",omitempty"`
 	Replace *Replace `json:",omitempty"`
-	outline.Edit
+	Edit             // the fields to set (its Node is not used)
 }
 
-// Plan implements outline.Intent (Planner.Edit for each bullet changed).
+// Plan implements outline.Intent (an Edit of each bullet changed).
 func (e EditWhere) Plan(p *outline.Planner) error {
 	var items []*outline.Item
 	if e.Where != nil {
@@ -116,6 +116,7 @@ func (e EditWhere) Plan(p *outline.Planner) error {
 	var examples []string
 	for _, it := range items {
 		ed := e.Edit
+		ed.Node = it.Key()
 		if rep != nil {
 			old := it.Str("text")
 			if ed.Text != nil {
@@ -135,7 +136,7 @@ func (e EditWhere) Plan(p *outline.Planner) error {
 				}
 			}
 		}
-		if err := p.Edit(it.Key(), ed); err != nil {
+		if err := ed.Plan(p); err != nil {
 			return err
 		}
 		changed++

@@ -67,7 +67,7 @@ func (r MoveRun) Plan(p *outline.Planner) error {
 		keys[k] = it.Key()
 	}
 	if len(r.Split) == 0 {
-		if err := p.Move(keys, r.Pos); err != nil {
+		if err := (Move{Nodes: keys, Pos: r.Pos}).Plan(p); err != nil {
 			return err
 		}
 		if len(run) > 1 {
@@ -109,7 +109,7 @@ func (r MoveRun) Plan(p *outline.Planner) error {
 			m++
 		}
 		p.Tree() // the headings, and the runs moved before
-		if err := p.Move(keys[at:at+m], outline.Position{Parent: heads[k], Where: "last"}); err != nil {
+		if err := (Move{Nodes: keys[at : at+m], Pos: outline.Position{Parent: heads[k], Where: "last"}}).Plan(p); err != nil {
 			return err
 		}
 		at += m

@@ -12,7 +12,7 @@ import (
 )
 
 // whereEngine is an engine over a fresh store holding nodes.
-func whereEngine(t *testing.T, nodes []outline.NewNode) (*outline.Engine, *outline.Tree) {
+func whereEngine(t *testing.T, nodes []intent.NewNode) (*outline.Engine, *outline.Tree) {
 	t.Helper()
 	repo, err := store.OpenLocal(t.TempDir())
 	if err != nil {
@@ -43,7 +43,7 @@ func treeTexts(items []*outline.Item) []string {
 // it goes with its ancestor. A bullet with an unselected child is refused.
 func TestDeleteWhereNested(t *testing.T) {
 	ctx := context.Background()
-	nodes := []outline.NewNode{{Text: "x parent", Children: []outline.NewNode{{Text: "x child", Children: []outline.NewNode{{Text: "x grandchild"}}}}}, {Text: "keep"}}
+	nodes := []intent.NewNode{{Text: "x parent", Children: []intent.NewNode{{Text: "x child", Children: []intent.NewNode{{Text: "x grandchild"}}}}}, {Text: "keep"}}
 	e, _ := whereEngine(t, nodes)
 	out, err := e.Do(ctx, intent.DeleteWhere{Where: intent.Where{Text: "x "}}, false)
 	if err != nil {
@@ -57,7 +57,7 @@ func TestDeleteWhereNested(t *testing.T) {
 		t.Fatalf("left %q", got)
 	}
 
-	e, _ = whereEngine(t, []outline.NewNode{{Text: "x parent", Children: []outline.NewNode{{Text: "other"}}}})
+	e, _ = whereEngine(t, []intent.NewNode{{Text: "x parent", Children: []intent.NewNode{{Text: "other"}}}})
 	if _, err := e.Do(ctx, intent.DeleteWhere{Where: intent.Where{Text: "x "}}, false); err == nil || !strings.Contains(err.Error(), "nothing cascades") {
 		t.Fatalf("a selected bullet with an unselected child: %v", err)
 	}
@@ -76,9 +76,9 @@ func TestDeleteWhereNested(t *testing.T) {
 // the runs land there in the outline's order.
 func TestMoveWhereInPlace(t *testing.T) {
 	ctx := context.Background()
-	nodes := []outline.NewNode{
-		{Text: "A", Children: []outline.NewNode{{Text: "a1"}, {Text: "a2 #up"}, {Text: "a3"}, {Text: "a4 #up"}}},
-		{Text: "B", Children: []outline.NewNode{{Text: "b1"}, {Text: "b2 #up"}}},
+	nodes := []intent.NewNode{
+		{Text: "A", Children: []intent.NewNode{{Text: "a1"}, {Text: "a2 #up"}, {Text: "a3"}, {Text: "a4 #up"}}},
+		{Text: "B", Children: []intent.NewNode{{Text: "b1"}, {Text: "b2 #up"}}},
 		{Text: "C"},
 	}
 	e, tr := whereEngine(t, nodes)
@@ -112,7 +112,7 @@ func TestMoveWhereInPlace(t *testing.T) {
 // (not "@alice.example.org"), as a tag rename does whole tags.
 func TestRenameMention(t *testing.T) {
 	ctx := context.Background()
-	e, _ := whereEngine(t, []outline.NewNode{{Text: "ask @alice.example today"}, {Text: "ask @alice.example.org"}, {Text: "mail alice.example"}})
+	e, _ := whereEngine(t, []intent.NewNode{{Text: "ask @alice.example today"}, {Text: "ask @alice.example.org"}, {Text: "mail alice.example"}})
 	if _, err := e.Do(ctx, intent.EditWhere{Where: &intent.Where{Text: "alice"}, Replace: &intent.Replace{Find: "@alice.example", With: "@bob.example"}}, false); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,283 @@
+package hosted
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bulleted-mcp/bulleted-mcp/server"
+)
+
+// sessionStore keeps the MCP sessions of every instance in Postgres
+// (server.SessionStore, server.SeenStore): a balancer needs no affinity,
+// any instance serves any request of a session (adopting it from the
+// initialize request kept here), and a session is served only for the
+// user who started it. A session ends when its client deletes it or after
+// idle without a request on any instance; a GET stream open on an instance
+// keeps its session from expiring while it lasts (it is touched when it
+// opens and closes, and the instance holding it counts it).
+type sessionStore struct {
+	db   *pgxpool.Pool
+	idle time.Duration
+	logf func(format string, args ...any)
+
+	mu      sync.Mutex
+	streams map[string]int // open GET streams on this instance
+	// deliver gets the clients' responses forwarded to this instance
+	deliver   func(session string, msg []byte)
+	listening bool
+}
+
+var (
+	_ server.SessionStore = (*sessionStore)(nil)
+	_ server.SeenStore    = (*sessionStore)(nil)
+	_ server.Forwarder    = (*sessionStore)(nil)
+)
+
+// touchEvery: a session's last use is written at most this often.
+const touchEvery = 30 * time.Second
+
+// sessionTimeout bounds each statement of the session store.
+const sessionTimeout = 10 * time.Second
+
+func newSessionStore(db *pgxpool.Pool, idle time.Duration, logf func(string, ...any)) *sessionStore {
+	if idle <= 0 {
+		idle = server.SessionIdle
+	}
+	return &sessionStore{db: db, idle: idle, logf: logf, streams: map[string]int{}}
+}
+
+func (st *sessionStore) fail(what string, err error) error {
+	st.logf("MCP session store: %s: %v", what, err)
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func (st *sessionStore) Start(ctx context.Context, id string, init []byte) error {
+	p, ok := identityFrom(ctx)
+	if !ok {
+		return errors.New("no signed-in user for this session")
+	}
+	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
+	if _, err := st.db.Exec(ctx, "INSERT INTO mcp_sessions (id, did, init) VALUES ($1, $2, $3)", id, p.DID, init); err != nil {
+		return st.fail("starting a session", err)
+	}
+	return nil
+}
+
+func (st *sessionStore) Check(ctx context.Context, id string, wantInit bool) ([]byte, string, error) {
+	p, _ := identityFrom(ctx)
+	st.mu.Lock()
+	streaming := st.streams[id] > 0
+	st.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
+	idle := fmt.Sprintf("%d milliseconds", st.idle.Milliseconds())
+	var did string
+	var init []byte
+	// (used_at is written at most every touchEvery: a request is a read)
+	err := st.db.QueryRow(ctx, `WITH s AS (SELECT did FROM mcp_sessions
+			WHERE id = $1 AND ended_at IS NULL AND (used_at > now() - $2::interval OR $3)),
+		u AS (UPDATE mcp_sessions SET used_at = now()
+			WHERE id = $1 AND used_at < now() - $5::interval AND EXISTS (SELECT 1 FROM s))
+		SELECT s.did, CASE WHEN $4 THEN (SELECT init FROM mcp_sessions WHERE id = $1) END FROM s`,
+		id, idle, streaming, wantInit, fmt.Sprintf("%d milliseconds", touchEvery.Milliseconds())).Scan(&did, &init)
+	if err == nil {
+		if did != p.DID {
+			return nil, "session " + id + " belongs to another user", nil
+		}
+		return init, "", nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, "", st.fail("checking a session", err)
+	}
+	// not live: say why (expired now, or ended before)
+	var why *string
+	err = st.db.QueryRow(ctx, `UPDATE mcp_sessions SET ended_at = coalesce(ended_at, now()),
+		why = coalesce(why, $2) WHERE id = $1 RETURNING why`, id, "expired after "+st.idle.String()+" without a request").Scan(&why)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, "unknown session " + id + " (not started by this service, or forgotten since it ended)", nil
+	}
+	if err != nil {
+		return nil, "", st.fail("checking a session", err)
+	}
+	return nil, "session " + id + " " + *why, nil
+}
+
+func (st *sessionStore) End(ctx context.Context, id, why string) error {
+	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
+	if _, err := st.db.Exec(ctx, "UPDATE mcp_sessions SET ended_at = now(), why = $2, init = NULL WHERE id = $1 AND ended_at IS NULL", id, why); err != nil {
+		return st.fail("ending a session", err)
+	}
+	return nil
+}
+
+func (st *sessionStore) Stream(id string, d int) {
+	st.mu.Lock()
+	st.streams[id] += d
+	if st.streams[id] <= 0 {
+		delete(st.streams, id)
+	}
+	st.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), sessionTimeout)
+	defer cancel()
+	// if it fails, the session's idle time counts from its last request
+	if _, err := st.db.Exec(ctx, "UPDATE mcp_sessions SET used_at = now() WHERE id = $1 AND ended_at IS NULL", id); err != nil {
+		st.logf("MCP session store: touching a session's stream: %v", err)
+	}
+}
+
+func (st *sessionStore) Seen(ctx context.Context, id string) (string, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
+	var did, rev *string
+	err := st.db.QueryRow(ctx, "SELECT seen_did, seen_rev FROM mcp_sessions WHERE id = $1", id).Scan(&did, &rev)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (did == nil || rev == nil)) {
+		return "", "", nil
+	}
+	if err != nil {
+		return "", "", st.fail("reading what a session was told", err)
+	}
+	return *did, *rev, nil
+}
+
+func (st *sessionStore) SetSeen(ctx context.Context, id, did, rev string) error {
+	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
+	if _, err := st.db.Exec(ctx, "UPDATE mcp_sessions SET seen_did = $2, seen_rev = $3 WHERE id = $1", id, did, rev); err != nil {
+		return st.fail("recording what a session was told", err)
+	}
+	return nil
+}
+
+// forwardChannel is the NOTIFY channel of clients' responses forwarded to
+// the instance whose call waits for them (server.Forwarder).
+const forwardChannel = "bulleted_mcp_responses"
+
+// maxForward bounds a forwarded response (a NOTIFY payload is at most
+// 8000 bytes).
+const maxForward = 7900
+
+// Forward hands a client's response to every instance (NOTIFY); the one
+// whose call waits for it takes it.
+func (st *sessionStore) Forward(ctx context.Context, session string, msg []byte) error {
+	payload, err := json.Marshal(struct {
+		S string          `json:"s"`
+		M json.RawMessage `json:"m"`
+	}{session, msg})
+	if err != nil {
+		return err
+	}
+	if len(payload) > maxForward {
+		return fmt.Errorf("a response of %d bytes is too large to forward to the instance waiting for it (at most %d)", len(payload), maxForward)
+	}
+	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
+	if _, err := st.db.Exec(ctx, "SELECT pg_notify($1, $2)", forwardChannel, string(payload)); err != nil {
+		return st.fail("forwarding a client's response", err)
+	}
+	return nil
+}
+
+// Receive makes deliver get the responses forwarded to this instance, on
+// a connection of its own that LISTENs (opened again when it is lost).
+func (st *sessionStore) Receive(deliver func(session string, msg []byte)) {
+	st.mu.Lock()
+	st.deliver = deliver
+	start := !st.listening
+	st.listening = true
+	st.mu.Unlock()
+	if start {
+		go st.listen()
+	}
+}
+
+// listenRetry is the wait before the listening connection is opened again.
+const listenRetry = 2 * time.Second
+
+func (st *sessionStore) listen() {
+	ctx := context.Background()
+	for {
+		err := st.listenOnce(ctx)
+		if err != nil && err.Error() == "closed pool" { // (puddle.ErrClosedPool: the instance is stopping)
+			return
+		}
+		if errors.Is(err, errQuiet) {
+			continue
+		}
+		st.logf("MCP session store: listening for forwarded responses (again in %s): %v", listenRetry, err)
+		t := time.NewTimer(listenRetry)
+		<-t.C
+	}
+}
+
+func (st *sessionStore) listenOnce(ctx context.Context) error {
+	// a connection of its own, not the pool's: the pool's Close does not
+	// wait for it; it is closed when the pool is (found at the next quiet
+	// minute) or when it fails
+	cctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	conn, err := pgx.ConnectConfig(cctx, st.db.Config().ConnConfig.Copy())
+	cancel()
+	if err != nil {
+		if _, perr := st.db.Acquire(ctx); perr != nil && perr.Error() == "closed pool" {
+			return perr
+		}
+		return err
+	}
+	defer conn.Close(context.Background())
+	lctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	_, err = conn.Exec(lctx, "LISTEN "+forwardChannel)
+	cancel()
+	if err != nil {
+		return err
+	}
+	for {
+		wctx, cancel := context.WithTimeout(ctx, listenQuiet)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+			// a quiet minute: go on listening while the instance runs
+			actx, cancel := context.WithTimeout(ctx, sessionTimeout)
+			c, perr := st.db.Acquire(actx)
+			cancel()
+			if perr != nil && perr.Error() == "closed pool" {
+				return perr
+			}
+			if c != nil {
+				c.Release()
+			}
+			if conn.IsClosed() {
+				return errQuiet // (the wait's end closed it) listen again
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		var m struct {
+			S string          `json:"s"`
+			M json.RawMessage `json:"m"`
+		}
+		if json.Unmarshal([]byte(n.Payload), &m) != nil || m.S == "" {
+			continue
+		}
+		st.mu.Lock()
+		deliver := st.deliver
+		st.mu.Unlock()
+		go deliver(m.S, m.M)
+	}
+}
+
+// errQuiet: the listening connection was quiet for listenQuiet.
+var errQuiet = errors.New("quiet")
+
+// listenQuiet is how long the listening connection waits for a response
+// before it checks that the instance still runs.
+const listenQuiet = time.Minute
