@@ -46,7 +46,7 @@ func TestSearchSince(t *testing.T) {
 	}
 	defer other.Close()
 	e := outline.New(l)
-	out, err := e.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: "alpha"}, {Text: "beta"}, {Text: "gamma"}, {Text: "delta"}}}, false)
+	out, err := e.Do(ctx, intent.Insert{Nodes: []intent.NewNode{{Text: "alpha"}, {Text: "beta"}, {Text: "gamma"}, {Text: "delta"}}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,9 +149,9 @@ func TestSearchSincePages(t *testing.T) {
 		t.Fatal(err)
 	}
 	long := strings.Repeat("word ", 40)
-	var nodes []outline.NewNode
+	var nodes []intent.NewNode
 	for i := range 450 {
-		nodes = append(nodes, outline.NewNode{Text: fmt.Sprint(long, i)})
+		nodes = append(nodes, intent.NewNode{Text: fmt.Sprint(long, i)})
 	}
 	for i := 0; i < len(nodes); i += 150 {
 		if _, err := e.Do(ctx, intent.Insert{Nodes: nodes[i : i+150]}, false); err != nil {
@@ -185,7 +185,7 @@ func TestSearchSincePages(t *testing.T) {
 		}
 		if pages == 1 {
 			// a write between pages: after the revision the pages count to
-			if _, err := e.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: "late"}}}, false); err != nil {
+			if _, err := e.Do(ctx, intent.Insert{Nodes: []intent.NewNode{{Text: "late"}}}, false); err != nil {
 				t.Fatal(err)
 			}
 		}

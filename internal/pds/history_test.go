@@ -26,7 +26,7 @@ func TestPDSSince(t *testing.T) {
 	r := login(t, srv, a, t.TempDir(), nil)
 	other := login(t, srv, a, t.TempDir(), nil)
 	e := outline.New(r)
-	out, err := e.Do(ctx, intent.Insert{Nodes: []outline.NewNode{{Text: "alpha"}, {Text: "beta"}, {Text: "gamma"}, {Text: "delta"}}}, false)
+	out, err := e.Do(ctx, intent.Insert{Nodes: []intent.NewNode{{Text: "alpha"}, {Text: "beta"}, {Text: "gamma"}, {Text: "delta"}}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestPDSSince(t *testing.T) {
 	ops := map[string]string{}
 	text := "alpha two"
 	for name, in := range map[string]outline.Intent{
-		"alpha": intent.Edit{Node: k["alpha"], Edit: outline.Edit{Text: &text}},
+		"alpha": intent.Edit{Node: k["alpha"], Text: &text},
 		"beta":  intent.Move{Nodes: []string{k["beta"]}, Pos: outline.Position{Parent: k["gamma"]}},
 		"delta": intent.Delete{Node: k["delta"]},
 	} {
