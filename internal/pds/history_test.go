@@ -7,11 +7,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
@@ -125,4 +127,75 @@ func TestPDSSince(t *testing.T) {
 	if !strings.Contains(s.Cut, "only since rev "+head.Rev) || len(s.Changes) != 0 {
 		t.Fatalf("a later reader: cut %q, %d changes", s.Cut, len(s.Changes))
 	}
+}
+
+// The same from the followed commit stream: the app's commits, taken in
+// one by one as they come, are listed with their kinds (created, edited,
+// moved, deleted) and as another writer's, without reading the repository
+// again (no CAR, no difference read).
+func TestPDSSinceFromStream(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	did := g.acct.DID.String()
+	post := func(method string, in map[string]any) string {
+		t.Helper()
+		var out struct {
+			Commit struct {
+				Rev string `json:"rev"`
+			} `json:"commit"`
+		}
+		in["repo"], in["collection"] = did, "app.bulleted.node"
+		if err := g.app.Post(ctx, syntax.NSID(method), in, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out.Commit.Rev
+	}
+	rec := func(text, sortKey string) map[string]any {
+		return map[string]any{"$type": "app.bulleted.node", "text": text, "sortKey": sortKey, "createdAt": "2026-12-04T10:00:00.000Z"}
+	}
+	ka, kb, kc, kd := "3kaaaaaaaaaa2", "3kaaaaaaaaab2", "3kaaaaaaaaac2", "3kaaaaaaaaad2"
+	post("com.atproto.repo.createRecord", map[string]any{"rkey": ka, "record": rec("a", "a0")})
+	post("com.atproto.repo.createRecord", map[string]any{"rkey": kb, "record": rec("b", "b0")})
+	post("com.atproto.repo.createRecord", map[string]any{"rkey": kd, "record": rec("d", "d0")})
+	r := g.login()
+	e := outline.New(r)
+	tr, err := e.Tree(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev0 := tr.Rev
+	follow(t, ctx, r)
+	until(t, "live", r.Live)
+	streamed := r.Stats.Streamed.Load()
+	post("com.atproto.repo.createRecord", map[string]any{"rkey": kc, "record": rec("c", "c0")})
+	post("com.atproto.repo.putRecord", map[string]any{"rkey": ka, "record": rec("a edited", "a0")})
+	post("com.atproto.repo.putRecord", map[string]any{"rkey": kb, "record": rec("b", "z0")})
+	last := post("com.atproto.repo.deleteRecord", map[string]any{"rkey": kd})
+	until(t, "taken in", func() bool { return pds.KeptRev(r) >= last })
+	cars, diffs := r.Stats.CARs.Load(), r.Stats.Diffs.Load()
+	s, err := e.Since(ctx, store.HistoryQuery{Time: mustTime(t, rev0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range s.Changes {
+		got = append(got, c.RKey+" "+c.Change+" "+c.By)
+	}
+	want := []string{kc + " created other", ka + " edited other", kb + " moved other", kd + " deleted other"}
+	if !slices.Equal(got, want) || s.Rev != rev0 || s.Cut != "" {
+		t.Fatalf("since %s: %q (from %s, cut %q), want %q", rev0, got, s.Rev, s.Cut, want)
+	}
+	if n := r.Stats.Streamed.Load() - streamed; n < 4 || r.Stats.CARs.Load() != cars || r.Stats.Diffs.Load() != diffs {
+		t.Fatalf("%d commits taken in from the stream, %d CAR and %d difference reads for the answer", n, r.Stats.CARs.Load()-cars, r.Stats.Diffs.Load()-diffs)
+	}
+}
+
+func mustTime(t *testing.T, rev string) time.Time {
+	t.Helper()
+	tid, err := syntax.ParseTID(rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tid.Time()
 }
