@@ -159,35 +159,73 @@ func (l *Local) since(ctx context.Context, q HistoryQuery) (*Since, error) {
 		at          int     // chain index of the last change
 	}
 	touched := map[string]*state{}
-	prev, err := l.treeNodes(ctx, chain[start].commit.Data, nodes)
+	set, err := l.treeNodes(ctx, chain[start].commit.Data, nodes) // the nodes of the tree at hand
 	if err != nil {
 		return nil, fmt.Errorf("commit %s (rev %s): %w", chain[start].c, chain[start].commit.Rev, err)
 	}
+	prevRoot := chain[start].commit.Data
 	for i := start + 1; i <= end; i++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		cur, err := l.treeNodes(ctx, chain[i].commit.Data, nodes)
-		if err != nil {
-			return nil, fmt.Errorf("commit %s (rev %s): %w", chain[i].c, chain[i].commit.Rev, err)
+		// the next tree's nodes the tree at hand lacks (a node both have is
+		// the same subtree in both: not walked), then the nodes of the
+		// tree at hand the next one no longer has (those not under the
+		// boundary met); only the entries of those differ
+		root := chain[i].commit.Data
+		var added, removed []*mstNode
+		boundary, seen := map[cid.Cid]bool{}, map[cid.Cid]bool{}
+		var addedIDs, removedIDs []cid.Cid
+		stack := []cid.Cid{root}
+		for len(stack) > 0 {
+			c := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if set[c] {
+				boundary[c] = true
+				continue
+			}
+			if seen[c] {
+				continue
+			}
+			seen[c] = true
+			n, err := l.mstNode(c, nodes)
+			if err != nil {
+				return nil, fmt.Errorf("commit %s (rev %s): %w", chain[i].c, chain[i].commit.Rev, err)
+			}
+			added, addedIDs = append(added, n), append(addedIDs, c)
+			stack = append(stack, n.subs...)
 		}
-		// entries of nodes only one side has: a node both have holds the
-		// same entries on both sides
+		stack = append(stack, prevRoot)
+		for len(stack) > 0 {
+			c := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if boundary[c] || seen[c] {
+				continue
+			}
+			seen[c] = true
+			n, err := l.mstNode(c, nodes)
+			if err != nil {
+				return nil, err
+			}
+			removed, removedIDs = append(removed, n), append(removedIDs, c)
+			stack = append(stack, n.subs...)
+		}
+		for _, c := range removedIDs {
+			delete(set, c)
+		}
+		for _, c := range addedIDs {
+			set[c] = true
+		}
+		prevRoot = root
 		was, now := map[string]cid.Cid{}, map[string]cid.Cid{}
-		for c := range prev {
-			if !cur[c] {
-				n := nodes[c]
-				for j, k := range n.keys {
-					was[k] = n.vals[j]
-				}
+		for _, n := range removed {
+			for j, k := range n.keys {
+				was[k] = n.vals[j]
 			}
 		}
-		for c := range cur {
-			if !prev[c] {
-				n := nodes[c]
-				for j, k := range n.keys {
-					now[k] = n.vals[j]
-				}
+		for _, n := range added {
+			for j, k := range n.keys {
+				now[k] = n.vals[j]
 			}
 		}
 		note := func(k string, before, after cid.Cid) {
@@ -209,7 +247,6 @@ func (l *Local) since(ctx context.Context, q HistoryQuery) (*Since, error) {
 				note(k, v, cid.Undef)
 			}
 		}
-		prev = cur
 	}
 	keys := make([]string, 0, len(touched))
 	for k, s := range touched {
@@ -265,38 +302,47 @@ func (l *Local) treeNodes(ctx context.Context, root cid.Cid, nodes map[cid.Cid]*
 			continue
 		}
 		set[c] = true
-		n := nodes[c]
-		if n == nil {
-			raw, err := l.bs.raw(c)
-			if err != nil {
-				return nil, fmt.Errorf("MST node %s: %w", c, err)
-			}
-			nd, err := mst.NodeDataFromCBOR(bytes.NewReader(raw))
-			if err != nil {
-				return nil, fmt.Errorf("MST node %s: %w", c, err)
-			}
-			n = &mstNode{}
-			if nd.Left != nil {
-				n.subs = append(n.subs, *nd.Left)
-			}
-			var prev []byte
-			for _, e := range nd.Entries {
-				if e.PrefixLen < 0 || int(e.PrefixLen) > len(prev) {
-					return nil, fmt.Errorf("MST node %s: key prefix %d longer than the previous key", c, e.PrefixLen)
-				}
-				key := append(append([]byte{}, prev[:e.PrefixLen]...), e.KeySuffix...)
-				n.keys = append(n.keys, string(key))
-				n.vals = append(n.vals, e.Value)
-				if e.Right != nil {
-					n.subs = append(n.subs, *e.Right)
-				}
-				prev = key
-			}
-			nodes[c] = n
+		n, err := l.mstNode(c, nodes)
+		if err != nil {
+			return nil, err
 		}
 		stack = append(stack, n.subs...)
 	}
 	return set, nil
+}
+
+// mstNode is node c, decoded once (nodes keeps it).
+func (l *Local) mstNode(c cid.Cid, nodes map[cid.Cid]*mstNode) (*mstNode, error) {
+	if n := nodes[c]; n != nil {
+		return n, nil
+	}
+	raw, err := l.bs.raw(c)
+	if err != nil {
+		return nil, fmt.Errorf("MST node %s: %w", c, err)
+	}
+	nd, err := mst.NodeDataFromCBOR(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("MST node %s: %w", c, err)
+	}
+	n := &mstNode{}
+	if nd.Left != nil {
+		n.subs = append(n.subs, *nd.Left)
+	}
+	var prev []byte
+	for _, e := range nd.Entries {
+		if e.PrefixLen < 0 || int(e.PrefixLen) > len(prev) {
+			return nil, fmt.Errorf("MST node %s: key prefix %d longer than the previous key", c, e.PrefixLen)
+		}
+		key := append(append([]byte{}, prev[:e.PrefixLen]...), e.KeySuffix...)
+		n.keys = append(n.keys, string(key))
+		n.vals = append(n.vals, e.Value)
+		if e.Right != nil {
+			n.subs = append(n.subs, *e.Right)
+		}
+		prev = key
+	}
+	nodes[c] = n
+	return n, nil
 }
 
 // emptyTree reports whether the MST at root holds no app.bulleted record.

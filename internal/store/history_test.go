@@ -117,3 +117,44 @@ func TestLocalHistory(t *testing.T) {
 		t.Fatalf("after compaction: %s (cut %q)", got, s.Cut)
 	}
 }
+
+// BenchmarkHistory: what changed since the first of 200 commits of 10
+// edits each on a store of 20,000 records (each commit's tree read only
+// where it differs from the one before).
+func BenchmarkHistory(b *testing.B) {
+	ctx := context.Background()
+	l, err := store.OpenLocal(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	var ws []store.Write
+	for i := range 20_000 {
+		ws = append(ws, nodeW(fmt.Sprintf("3kaaaaaa%05d", i), fmt.Sprint("bullet ", i)))
+		if len(ws) == store.MaxBatch {
+			if _, err := l.Apply(ctx, "", ws); err != nil {
+				b.Fatal(err)
+			}
+			ws = ws[:0]
+		}
+	}
+	_, rev0, _ := l.Head(ctx)
+	for c := range 200 {
+		ws = ws[:0]
+		for j := range 10 {
+			w := nodeW(fmt.Sprintf("3kaaaaaa%05d", (c*97+j*1999)%20_000), fmt.Sprint("edit ", c, j))
+			w.Op = store.Update
+			ws = append(ws, w)
+		}
+		if _, err := l.Apply(ctx, "", ws); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		s, err := l.History(ctx, store.HistoryQuery{Rev: rev0})
+		if err != nil || s.Commits != 200 || len(s.Changed) == 0 {
+			b.Fatalf("%v %v", s, err)
+		}
+	}
+}
