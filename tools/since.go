@@ -75,6 +75,9 @@ func sincePrint(since string) string {
 // searchSince answers search with since.
 func searchSince(ctx context.Context, env *Env, a Args, limit int) (*mcp.CallToolResult, error) {
 	since := a.Str("since")
+	if limit <= 0 {
+		limit = 20 // as search's own default
+	}
 	for _, f := range []string{"text", "tags", "mentions", "layout", "state", "created_from", "created_to", "completed_from", "completed_to", "under", "regex"} {
 		if v := a.Str(f); v != "" && v != "false" && v != "[]" {
 			return badArgs("since: give it without %s (since lists every change; filter with search's other arguments in a separate call)", f)

@@ -134,6 +134,10 @@ func TestSearchSince(t *testing.T) {
 	if res, _ := call(t, c, "search", map[string]any{"since": rev0, "text": "x"}); !res.IsError || !strings.Contains(text(res), "since") {
 		t.Errorf("since with text: %s", text(res))
 	}
+	// limit 0 is search's default, not an endless run of empty pages
+	if _, sc := call(t, c, "search", map[string]any{"since": rev0, "limit": 0}); len(sinceChanges(sc)) != len(want) {
+		t.Errorf("limit 0: %v", sc)
+	}
 }
 
 // Many changes page like every read: each change once, in order, the
