@@ -14,8 +14,8 @@ import (
 // commits), each record with what happened to it and who wrote it: this
 // server (an operation of its journal, by id) or another writer.
 
-// ErrNoHistory means the repository cannot tell its history.
-var ErrNoHistory = errors.New("this repository cannot tell what changed since a revision")
+// errNoHistory means the repository cannot tell its history.
+var errNoHistory = errors.New("this repository cannot tell what changed since a revision")
 
 // SinceChange is one record changed since the revision asked.
 type SinceChange struct {
@@ -49,7 +49,7 @@ type SinceResult struct {
 func (e *Engine) Since(ctx context.Context, q store.HistoryQuery) (*SinceResult, error) {
 	h, ok := e.Repo.(store.Historian)
 	if !ok {
-		return nil, &Error{Kind: ErrInvalidInput, Msg: ErrNoHistory.Error(), Next: "read the outline instead"}
+		return nil, &Error{Kind: ErrInvalidInput, Msg: errNoHistory.Error(), Next: "read the outline instead"}
 	}
 	s, err := h.History(ctx, q)
 	if err != nil {
