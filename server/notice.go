@@ -116,7 +116,7 @@ func (s *seenRevs) forget(session string) {
 // changedByOthers object.
 func changeNotice(c *outline.Changed) (text []string, notice string, obj map[string]any) {
 	if !c.Complete && c.Count == 0 {
-		notice = fmt.Sprintf("The outline changed since your last call (revision %s) in ways this server no longer remembers one by one (its log of changes does not reach back that far): read again what you rely on before acting on it.", c.Since)
+		notice = fmt.Sprintf("The outline changed since your last call (revision %s) in ways this server no longer remembers one by one (its log of changes does not reach back that far): search since=%s lists them from the repository's history; read again what you rely on before acting on it.", c.Since, c.Since)
 		return []string{notice}, notice, map[string]any{"since": c.Since, "rev": c.Rev, "complete": false}
 	}
 	about := ""
@@ -187,7 +187,7 @@ func changeNotice(c *outline.Changed) (text []string, notice string, obj map[str
 		lines = append(lines, o)
 	}
 	if n := c.Count - len(lines); n > 0 {
-		text = append(text, fmt.Sprintf("  - … %s%d more not listed", about, n))
+		text = append(text, fmt.Sprintf("  - … %s%d more not listed (search since=%s lists every one)", about, n, c.Since))
 	}
 	obj = map[string]any{"since": c.Since, "rev": c.Rev, "complete": c.Complete, "count": c.Count,
 		"byOtherWriters": c.External, "byOtherSessions": c.Sessions, "sections": secObjs, "changes": lines}

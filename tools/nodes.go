@@ -222,7 +222,7 @@ func insertTool() Tool {
 
 func moveTool() Tool {
 	return writeTool(Tool{Name: "move_node", Title: "Move bullets",
-		Description: "Move node, sibling nodes, the run from…to, or where (search's filters) to parent and/or position. split: new bullets (texts), each taking an equal run of from…to or of node's children, in its place.",
+		Description: "Move node(s), the run from…to, or where (search's filters) to parent and/or position. split: texts of new headings, each over an equal run of from…to or node's children, in place.",
 		Schema: obj(map[string]any{
 			"node":     pRef,
 			"nodes":    strList(""),
@@ -311,7 +311,7 @@ func completeTool() Tool {
 
 func updateTool() Tool {
 	return writeTool(Tool{Name: "update_node", Title: "Edit a bullet",
-		Description: "Set text, layout, display or note (\"\" removes it) of node or where (search's filters); or find→replace in text: literal, RE2 (regex), a whole #tag/@mention renamed.",
+		Description: "Set text, layout, display or note (\"\" removes it) of node or where, or find→replace in text: literal, RE2 (regex), whole #tag/@mention.",
 		Schema: obj(map[string]any{"node": pRef, "where": pWhere, "text": pRef, "layout": pLayout, "display": pDisplay, "note": pRef,
 			"find": pRef, "replace": pRef, "regex": pDryRun}),
 		Ann: Annotations{Idempotent: true}}, func(a Args) (outline.Intent, error) {

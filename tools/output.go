@@ -70,7 +70,7 @@ var (
 	// hits: the compact tree (an entry is a hit {rkey, text, state, layout,
 	// note, author}, or an ancestor [text, entries...]); fields=full: flat
 	// hits
-	searchOutput = outSchema(map[string]any{"did": tString, "uriPrefix": tString, "hits": hitsSchema, "cursor": tString}, []string{"did", "uriPrefix", "hits"})
+	searchOutput = outSchema(map[string]any{"did": tString, "uriPrefix": tString, "hits": hitsSchema, "cursor": tString, "changes": tObjs}, []string{"did", "uriPrefix", "hits"}, []string{"did", "changes"})
 
 	hitsSchema = map[string]any{"type": "array", "items": map[string]any{"type": []string{"object", "array"}}}
 

@@ -49,11 +49,15 @@ func searchTool() Tool {
 			"limit":          map[string]any{"type": "integer", "maximum": 200},
 			"cursor":         pCursor,
 			"fields":         enum("", "compact", "full"),
+			"since":          str("Rev or RFC 3339 time: changes since."),
 		})}
 	t.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
 		limit, err := a.Int("limit", 20)
 		if err != nil {
 			return badArgs("%v", err)
+		}
+		if a.Str("since") != "" {
+			return searchSince(ctx, env, a, limit) // since.go
 		}
 		regex, err := a.Bool("regex", false)
 		if err != nil {
@@ -96,7 +100,7 @@ func searchTool() Tool {
 		}
 		if q.Text == "" && len(q.Tags) == 0 && len(q.Mentions) == 0 && q.Layout == "" && q.State == "" &&
 			q.CreatedFrom == "" && q.CreatedTo == "" && q.CompletedFrom == "" && q.CompletedTo == "" {
-			return badArgs("give at least one filter (text, tags, mentions, layout, state or a date); to list bullets use read_outline")
+			return badArgs("give at least one filter (text, tags, mentions, layout, state or a date), or since; to list bullets use read_outline")
 		}
 		fp := queryPrint(q)
 		skip, inContrib, err := contribCursor(contribCur, fp)

@@ -7,7 +7,7 @@ import (
 
 func sortTool() Tool {
 	return writeTool(Tool{Name: "sort_children", Title: "Sort children",
-		Description: "Sort node's children (omit: top level) by text, state (open todos first), created or reverse.",
+		Description: "Sort node's children (omit: top level); by state: open todos first.",
 		Schema: obj(map[string]any{"node": pRef,
 			"by":         enum("", intent.SortText, intent.SortState, intent.SortCreated, intent.SortReverse),
 			"descending": boolean("")}, "by"),

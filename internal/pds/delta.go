@@ -43,6 +43,10 @@ const maxPending = 64
 type transition struct {
 	from, to, rev string
 	changes       []store.Record // Value nil: deleted
+	// fromRev is from's rev; before is each change's record at from
+	// (Value nil: absent), for History (history.go)
+	fromRev string
+	before  []store.Record
 }
 
 // keep makes c the kept repository, read whole: the history starts again.
@@ -65,6 +69,7 @@ func (r *Repo) push(t transition) {
 	if len(r.history) >= History {
 		r.history = slices.Delete(r.history, 0, len(r.history)-History+1)
 	}
+	t.fromRev = r.headRev
 	r.history = append(r.history, t)
 	r.head, r.headRev = t.to, t.rev
 	r.wake()
@@ -299,8 +304,9 @@ func (r *Repo) follow(st *step) {
 	} else {
 		changes = st.after(c, own)
 	}
+	before := r.atHead(changes) // history.go
 	c.apply(st)
-	r.push(transition{from: r.head, to: to, rev: st.rev, changes: changes})
+	r.push(transition{from: r.head, to: to, rev: st.rev, changes: changes, before: before})
 	r.pending = 0
 	r.stream.foreignAt = time.Now() // another writer's commit
 }
@@ -407,7 +413,7 @@ func (r *Repo) ownCommit(swap, commit, rev string, writes []store.Write, results
 		r.ownAt = time.Time{}
 		return
 	}
-	r.push(transition{from: swap, to: commit, rev: rev, changes: changes})
+	r.push(transition{from: swap, to: commit, rev: rev, changes: changes, before: r.atHead(changes)})
 	r.pending++
 	r.ownAt = time.Now()
 }
