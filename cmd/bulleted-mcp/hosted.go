@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -25,6 +26,38 @@ type hostedFlags struct {
 	opts                                server.Options
 	confirm                             *tools.ConfirmRules
 	mem                                 *memoryFlags
+	ops                                 *opsFlags
+}
+
+// serveContext is what serve's context derives from (a test cancels it
+// to stop a server it started through the flags).
+var serveContext = context.Background()
+
+// opsFlags are the hosted instance's operator flags: a loopback PDS for
+// testing the shipped binary on one machine, the metrics endpoint, the
+// per-address connection cap.
+type opsFlags struct {
+	insecurePDS bool
+}
+
+func addOpsFlags(fs *flag.FlagSet) *opsFlags {
+	o := &opsFlags{}
+	fs.BoolVar(&o.insecurePDS, "allow-insecure-pds", false, "hosted mode, tests and local development only: accept a PDS (and its authorization server) on plain http:// at a loopback address (127.0.0.1, [::1], localhost), and client ID documents there; refused unless --public-url is itself on a loopback host")
+	return o
+}
+
+// publicLoopback reports whether the public URL's host is a loopback one.
+func publicLoopback(raw string) bool {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(h)
+	return err == nil && ip.IsLoopback()
 }
 
 // memoryFlags are the hosted instance's memory budget flags.
@@ -65,6 +98,13 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 		fmt.Fprintln(stderr, "bulleted-mcp: --database needs --http ADDR and --public-url https://HOST")
 		return 2
 	}
+	if f.ops == nil {
+		f.ops = &opsFlags{}
+	}
+	if f.ops.insecurePDS && !publicLoopback(f.publicURL) {
+		fmt.Fprintf(stderr, "bulleted-mcp: --allow-insecure-pds is for a server on one machine: --public-url %s is not on a loopback host (127.0.0.1, [::1], localhost); a public server talks to PDSes over https only\n", f.publicURL)
+		return 2
+	}
 	sealer, err := hosted.SealerFromEnv(os.Getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
@@ -90,7 +130,7 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 	defer db.Close()
 	s, err := hosted.New(ctx, hosted.Config{PublicURL: f.publicURL, DB: db, Sealer: sealer, DataDir: f.dir,
 		Directory: pds.Directory(f.plc), Server: f.opts, AllowOrigins: f.origins, TrustedProxies: f.proxies, Limits: f.limits, Confirm: f.confirm,
-		Memory: memory, Idle: f.mem.idle, Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "bulleted-mcp: "+format+"\n", args...) }})
+		Memory: memory, Idle: f.mem.idle, AllowLoopback: f.ops.insecurePDS, Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "bulleted-mcp: "+format+"\n", args...) }})
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 2
@@ -103,6 +143,9 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 	fmt.Fprintf(stderr, "bulleted-mcp: hosted on %s (listening on %s), resource %s\n", f.publicURL, ln.Addr(), s.Resource())
 	fmt.Fprintf(stderr, "bulleted-mcp: rate limits per client address: %s (%s)\n", f.limits, clientAddrSource(f.proxies))
 	fmt.Fprintln(stderr, "bulleted-mcp: MCP sessions, plans and pending confirmations are kept in the database: any instance serves any request (a balancer needs no affinity); a user's writes queue on the user across instances")
+	if f.ops.insecurePDS {
+		fmt.Fprintln(stderr, "bulleted-mcp: --allow-insecure-pds: PDSes on plain http at loopback addresses are accepted (tests and local development only)")
+	}
 	fmt.Fprintf(stderr, "bulleted-mcp: memory budget %s (from %s): %s\n", budgetText(memory), from, s.MemoryBudget())
 	// the process as a whole is held to the budget: the Go runtime's soft
 	// limit from it, unless the operator's GOMEMLIMIT says otherwise

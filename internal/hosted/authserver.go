@@ -604,7 +604,7 @@ func (s *Server) authServerOf(ctx context.Context, host string) (*oauth.AuthServ
 		return meta, res.Client, err
 	}
 	if !s.cfg.AllowLoopback {
-		return nil, nil, fmt.Errorf("PDS %s is on plain http", host)
+		return nil, nil, fmt.Errorf("%w: PDS %s is on plain http at a loopback address (a server on one machine may accept it with --allow-insecure-pds)", ErrInsecurePDS, host)
 	}
 	hc := httpClient(false)
 	var pr oauth.ProtectedResourceMetadata

@@ -49,7 +49,8 @@ type Config struct {
 	Confirm *tools.ConfirmRules
 	// AllowOrigins are browser origins accepted on /mcp besides PublicURL's.
 	AllowOrigins []string
-	// AllowLoopback (tests only) accepts a PDS on plain http loopback and
+	// AllowLoopback (tests, and serve's --allow-insecure-pds on a loopback
+	// public URL) accepts a PDS on plain http loopback and
 	// client ID metadata documents on http loopback. (Upstream, this server
 	// is a confidential client whenever PublicURL is https, a loopback
 	// public client when it is plain http on loopback.)
