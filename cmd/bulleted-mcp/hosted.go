@@ -37,12 +37,14 @@ var serveContext = context.Background()
 // testing the shipped binary on one machine, the metrics endpoint, the
 // per-address connection cap.
 type opsFlags struct {
-	insecurePDS bool
+	insecurePDS  bool
+	metricsToken string
 }
 
 func addOpsFlags(fs *flag.FlagSet) *opsFlags {
 	o := &opsFlags{}
 	fs.BoolVar(&o.insecurePDS, "allow-insecure-pds", false, "hosted mode, tests and local development only: accept a PDS (and its authorization server) on plain http:// at a loopback address (127.0.0.1, [::1], localhost), and client ID documents there; refused unless --public-url is itself on a loopback host")
+	fs.StringVar(&o.metricsToken, "metrics-token", os.Getenv("BULLETED_MCP_METRICS_TOKEN"), "hosted mode: serve /metrics (Prometheus text format) to requests bearing this token (env BULLETED_MCP_METRICS_TOKEN, better than the command line, which other local users may see); without it /metrics is not served")
 	return o
 }
 
@@ -130,7 +132,7 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 	defer db.Close()
 	s, err := hosted.New(ctx, hosted.Config{PublicURL: f.publicURL, DB: db, Sealer: sealer, DataDir: f.dir,
 		Directory: pds.Directory(f.plc), Server: f.opts, AllowOrigins: f.origins, TrustedProxies: f.proxies, Limits: f.limits, Confirm: f.confirm,
-		Memory: memory, Idle: f.mem.idle, AllowLoopback: f.ops.insecurePDS, Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "bulleted-mcp: "+format+"\n", args...) }})
+		Memory: memory, Idle: f.mem.idle, AllowLoopback: f.ops.insecurePDS, MetricsToken: f.ops.metricsToken, Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "bulleted-mcp: "+format+"\n", args...) }})
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 2
@@ -143,6 +145,11 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 	fmt.Fprintf(stderr, "bulleted-mcp: hosted on %s (listening on %s), resource %s\n", f.publicURL, ln.Addr(), s.Resource())
 	fmt.Fprintf(stderr, "bulleted-mcp: rate limits per client address: %s (%s)\n", f.limits, clientAddrSource(f.proxies))
 	fmt.Fprintln(stderr, "bulleted-mcp: MCP sessions, plans and pending confirmations are kept in the database: any instance serves any request (a balancer needs no affinity); a user's writes queue on the user across instances")
+	if f.ops.metricsToken != "" {
+		fmt.Fprintf(stderr, "bulleted-mcp: metrics on %s/metrics (Prometheus text format) for the bearer token of --metrics-token\n", strings.TrimRight(f.publicURL, "/"))
+	} else {
+		fmt.Fprintln(stderr, "bulleted-mcp: metrics not served (no --metrics-token)")
+	}
 	if f.ops.insecurePDS {
 		fmt.Fprintln(stderr, "bulleted-mcp: --allow-insecure-pds: PDSes on plain http at loopback addresses are accepted (tests and local development only)")
 	}
@@ -152,6 +159,10 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 	_, say := hosted.GoMemoryLimit(memory, os.Getenv)
 	fmt.Fprintf(stderr, "bulleted-mcp: %s\n", say)
 	go s.RunJanitor(ctx, 0)
+	// thrashing (users dropped for the budget and reopened) is said
+	go s.RunThrashWatch(ctx, 0, func(format string, args ...any) {
+		fmt.Fprintf(stderr, "bulleted-mcp: "+format+"\n", args...)
+	})
 	// expired authorization requests, codes and tokens: pruned by every
 	// instance (in batches the others skip)
 	go s.RunPruner(ctx, 0, func(format string, args ...any) {

@@ -66,7 +66,7 @@ func TestHostedInsecurePDS(t *testing.T) {
 			public := "http://" + addr
 			args := []string{"--database", dbURL, "--http", addr, "--public-url", public, "--plc", p.PLCURL, "--store", t.TempDir()}
 			if allow {
-				args = append(args, "--allow-insecure-pds")
+				args = append(args, "--allow-insecure-pds", "--metrics-token", "m-token")
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			var stderr lockedBuffer
@@ -83,6 +83,21 @@ func TestHostedInsecurePDS(t *testing.T) {
 			hc := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 			waitServing(t, hc, public, &stderr)
 			status, body, loc := consent(t, hc, public, a.DID.String())
+			// /metrics: served with --metrics-token to its bearer, said at start
+			mreq, _ := http.NewRequest("GET", public+"/metrics", nil)
+			mreq.Header.Set("Authorization", "Bearer m-token")
+			mresp, err := hc.Do(mreq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mbody, _ := io.ReadAll(mresp.Body)
+			mresp.Body.Close()
+			if allow && (mresp.StatusCode != 200 || !strings.Contains(string(mbody), "bulleted_hosted_user_opens_total") || !strings.Contains(stderr.String(), "metrics on "+public+"/metrics")) {
+				t.Errorf("with --metrics-token: /metrics %d %.200s\n%s", mresp.StatusCode, mbody, stderr.String())
+			}
+			if !allow && (mresp.StatusCode != 404 || !strings.Contains(stderr.String(), "metrics not served (no --metrics-token)")) {
+				t.Errorf("without --metrics-token: /metrics %d\n%s", mresp.StatusCode, stderr.String())
+			}
 			if !allow {
 				if status != 400 || !strings.Contains(body, "--allow-insecure-pds") {
 					t.Fatalf("without the flag: %d %s", status, body)

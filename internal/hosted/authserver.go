@@ -76,6 +76,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/oauth/callback", s.callback)
 	h := server.StreamableHTTPWith(s.mcp, s.sessions, mcpserver.WithDisableLocalhostProtection(true))
 	mux.Handle("/mcp", s.bearer(h))
+	mux.HandleFunc("/metrics", s.serveMetrics)
 	return s.guardBodies(mux)
 }
 
@@ -1141,6 +1142,7 @@ func toolCall(body []byte) (string, bool) {
 // database's user, host and port).
 func (s *Server) unavailable(w http.ResponseWriter, what string, err error) {
 	s.logf("%s: %v", what, err)
+	s.metrics.unavailable.Inc()
 	w.Header().Set("Retry-After", "5")
 	http.Error(w, "the service is temporarily unavailable; retry in a few seconds", http.StatusServiceUnavailable)
 }
