@@ -39,12 +39,14 @@ var serveContext = context.Background()
 type opsFlags struct {
 	insecurePDS  bool
 	metricsToken string
+	perAddress   int
 }
 
 func addOpsFlags(fs *flag.FlagSet) *opsFlags {
 	o := &opsFlags{}
 	fs.BoolVar(&o.insecurePDS, "allow-insecure-pds", false, "hosted mode, tests and local development only: accept a PDS (and its authorization server) on plain http:// at a loopback address (127.0.0.1, [::1], localhost), and client ID documents there; refused unless --public-url is itself on a loopback host")
 	fs.StringVar(&o.metricsToken, "metrics-token", os.Getenv("BULLETED_MCP_METRICS_TOKEN"), "hosted mode: serve /metrics (Prometheus text format) to requests bearing this token (env BULLETED_MCP_METRICS_TOKEN, better than the command line, which other local users may see); without it /metrics is not served")
+	fs.IntVar(&o.perAddress, "max-per-address", hosted.DefaultPerAddress, "hosted mode: requests under way at once from one client address (the address the rate limits count; an open event stream is one), beyond it 429 with Retry-After; 0: no cap")
 	return o
 }
 
@@ -101,7 +103,7 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 		return 2
 	}
 	if f.ops == nil {
-		f.ops = &opsFlags{}
+		f.ops = &opsFlags{perAddress: hosted.DefaultPerAddress}
 	}
 	if f.ops.insecurePDS && !publicLoopback(f.publicURL) {
 		fmt.Fprintf(stderr, "bulleted-mcp: --allow-insecure-pds is for a server on one machine: --public-url %s is not on a loopback host (127.0.0.1, [::1], localhost); a public server talks to PDSes over https only\n", f.publicURL)
@@ -132,7 +134,7 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 	defer db.Close()
 	s, err := hosted.New(ctx, hosted.Config{PublicURL: f.publicURL, DB: db, Sealer: sealer, DataDir: f.dir,
 		Directory: pds.Directory(f.plc), Server: f.opts, AllowOrigins: f.origins, TrustedProxies: f.proxies, Limits: f.limits, Confirm: f.confirm,
-		Memory: memory, Idle: f.mem.idle, AllowLoopback: f.ops.insecurePDS, MetricsToken: f.ops.metricsToken, Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "bulleted-mcp: "+format+"\n", args...) }})
+		Memory: memory, Idle: f.mem.idle, AllowLoopback: f.ops.insecurePDS, MetricsToken: f.ops.metricsToken, PerAddress: perAddress(f.ops.perAddress), Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "bulleted-mcp: "+format+"\n", args...) }})
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 2
@@ -143,7 +145,7 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 		return 1
 	}
 	fmt.Fprintf(stderr, "bulleted-mcp: hosted on %s (listening on %s), resource %s\n", f.publicURL, ln.Addr(), s.Resource())
-	fmt.Fprintf(stderr, "bulleted-mcp: rate limits per client address: %s (%s)\n", f.limits, clientAddrSource(f.proxies))
+	fmt.Fprintf(stderr, "bulleted-mcp: rate limits per client address: %s, at most %s under way at once (%s)\n", f.limits, capText(f.ops.perAddress), clientAddrSource(f.proxies))
 	fmt.Fprintln(stderr, "bulleted-mcp: MCP sessions, plans and pending confirmations are kept in the database: any instance serves any request (a balancer needs no affinity); a user's writes queue on the user across instances")
 	if f.ops.metricsToken != "" {
 		fmt.Fprintf(stderr, "bulleted-mcp: metrics on %s/metrics (Prometheus text format) for the bearer token of --metrics-token\n", strings.TrimRight(f.publicURL, "/"))
@@ -183,6 +185,21 @@ func clientAddrSource(proxies []netip.Prefix) string {
 		return "the connection's remote address; X-Forwarded-For ignored"
 	}
 	return fmt.Sprintf("X-Forwarded-For from the trusted proxies %v, else the connection's remote address", proxies)
+}
+
+// perAddress is Config.PerAddress for --max-per-address n (0: no cap).
+func perAddress(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
+func capText(n int) string {
+	if n <= 0 {
+		return "no cap on the requests"
+	}
+	return fmt.Sprintf("%d requests", n)
 }
 
 func budgetText(n int64) string {

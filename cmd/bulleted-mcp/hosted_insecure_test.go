@@ -66,7 +66,7 @@ func TestHostedInsecurePDS(t *testing.T) {
 			public := "http://" + addr
 			args := []string{"--database", dbURL, "--http", addr, "--public-url", public, "--plc", p.PLCURL, "--store", t.TempDir()}
 			if allow {
-				args = append(args, "--allow-insecure-pds", "--metrics-token", "m-token")
+				args = append(args, "--allow-insecure-pds", "--metrics-token", "m-token", "--max-per-address", "7")
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			var stderr lockedBuffer
@@ -94,6 +94,9 @@ func TestHostedInsecurePDS(t *testing.T) {
 			mresp.Body.Close()
 			if allow && (mresp.StatusCode != 200 || !strings.Contains(string(mbody), "bulleted_hosted_user_opens_total") || !strings.Contains(stderr.String(), "metrics on "+public+"/metrics")) {
 				t.Errorf("with --metrics-token: /metrics %d %.200s\n%s", mresp.StatusCode, mbody, stderr.String())
+			}
+			if want := map[bool]string{true: "at most 7 requests under way at once", false: "at most 64 requests under way at once"}[allow]; !strings.Contains(stderr.String(), want) {
+				t.Errorf("stderr does not say %q:\n%s", want, stderr.String())
 			}
 			if !allow && (mresp.StatusCode != 404 || !strings.Contains(stderr.String(), "metrics not served (no --metrics-token)")) {
 				t.Errorf("without --metrics-token: /metrics %d\n%s", mresp.StatusCode, stderr.String())

@@ -77,7 +77,7 @@ func (s *Server) Handler() http.Handler {
 	h := server.StreamableHTTPWith(s.mcp, s.sessions, mcpserver.WithDisableLocalhostProtection(true))
 	mux.Handle("/mcp", s.bearer(h))
 	mux.HandleFunc("/metrics", s.serveMetrics)
-	return s.guardBodies(mux)
+	return s.perAddress(s.guardBodies(mux))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -82,6 +82,9 @@ type Config struct {
 	Idle time.Duration
 	// Now is the clock of the idle times (nil: time.Now).
 	Now func() time.Time
+	// PerAddress caps the requests under way at once from one client
+	// address (0: DefaultPerAddress; negative: no cap); beyond it 429.
+	PerAddress int
 	// MetricsToken is the bearer token of /metrics (Prometheus text
 	// format); "": /metrics is not served.
 	MetricsToken string

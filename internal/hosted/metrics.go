@@ -24,6 +24,7 @@ type opsMetrics struct {
 	budgetRefused prometheus.Counter
 	adopted       prometheus.Counter // MCP sessions served here that another instance started
 	plansApplied  prometheus.Counter // plans (dry runs, confirmations) taken to be applied
+	addrRefused   prometheus.Counter // requests refused past the per-address cap
 
 	calls *prometheus.HistogramVec
 }
@@ -39,6 +40,7 @@ func newMetrics(s *Server) *opsMetrics {
 	m.budgetRefused = counter("budget_refused_total", "Writes refused because they did not fit in the user's write budget.")
 	m.adopted = counter("sessions_adopted_total", "MCP sessions served on this instance from the initialize request another instance (or an earlier process) kept in the database.")
 	m.plansApplied = counter("plans_applied_total", "Plans (a dry run's plan=ID, a confirmation's) taken from the database to be applied.")
+	m.addrRefused = counter("address_cap_refused_total", "Requests refused 429 because their client address had too many under way (Config.PerAddress).")
 	m.calls = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "bulleted", Subsystem: "hosted", Name: "call_seconds",
 		Help:    "Tool calls' time from their user's engine acquired to the call's end, by tool and kind (read or write).",
 		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, []string{"tool", "kind"})
