@@ -40,12 +40,14 @@ type opsFlags struct {
 	insecurePDS  bool
 	metricsToken string
 	perAddress   int
+	clientUnused time.Duration
 }
 
 func addOpsFlags(fs *flag.FlagSet) *opsFlags {
 	o := &opsFlags{}
 	fs.BoolVar(&o.insecurePDS, "allow-insecure-pds", false, "hosted mode, tests and local development only: accept a PDS (and its authorization server) on plain http:// at a loopback address (127.0.0.1, [::1], localhost), and client ID documents there; refused unless --public-url is itself on a loopback host")
 	fs.StringVar(&o.metricsToken, "metrics-token", os.Getenv("BULLETED_MCP_METRICS_TOKEN"), "hosted mode: serve /metrics (Prometheus text format) to requests bearing this token (env BULLETED_MCP_METRICS_TOKEN, better than the command line, which other local users may see); without it /metrics is not served")
+	fs.DurationVar(&o.clientUnused, "oauth-client-unused", hosted.DefaultClientUnused, "hosted mode: delete an OAuth client (registered, or a kept client ID document) this much older than its registration once no authorization request, code or token of it is left")
 	fs.IntVar(&o.perAddress, "max-per-address", hosted.DefaultPerAddress, "hosted mode: requests under way at once from one client address (the address the rate limits count; an open event stream is one), beyond it 429 with Retry-After; 0: no cap")
 	return o
 }
@@ -103,10 +105,14 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 		return 2
 	}
 	if f.ops == nil {
-		f.ops = &opsFlags{perAddress: hosted.DefaultPerAddress}
+		f.ops = &opsFlags{perAddress: hosted.DefaultPerAddress, clientUnused: hosted.DefaultClientUnused}
 	}
 	if f.ops.insecurePDS && !publicLoopback(f.publicURL) {
 		fmt.Fprintf(stderr, "bulleted-mcp: --allow-insecure-pds is for a server on one machine: --public-url %s is not on a loopback host (127.0.0.1, [::1], localhost); a public server talks to PDSes over https only\n", f.publicURL)
+		return 2
+	}
+	if f.ops.clientUnused <= 0 {
+		fmt.Fprintln(stderr, "bulleted-mcp: --oauth-client-unused must be positive")
 		return 2
 	}
 	sealer, err := hosted.SealerFromEnv(os.Getenv)
@@ -134,7 +140,7 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 	defer db.Close()
 	s, err := hosted.New(ctx, hosted.Config{PublicURL: f.publicURL, DB: db, Sealer: sealer, DataDir: f.dir,
 		Directory: pds.Directory(f.plc), Server: f.opts, AllowOrigins: f.origins, TrustedProxies: f.proxies, Limits: f.limits, Confirm: f.confirm,
-		Memory: memory, Idle: f.mem.idle, AllowLoopback: f.ops.insecurePDS, MetricsToken: f.ops.metricsToken, PerAddress: perAddress(f.ops.perAddress), Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "bulleted-mcp: "+format+"\n", args...) }})
+		Memory: memory, Idle: f.mem.idle, AllowLoopback: f.ops.insecurePDS, MetricsToken: f.ops.metricsToken, PerAddress: perAddress(f.ops.perAddress), ClientUnused: f.ops.clientUnused, Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "bulleted-mcp: "+format+"\n", args...) }})
 	if err != nil {
 		fmt.Fprintf(stderr, "bulleted-mcp: %v\n", err)
 		return 2

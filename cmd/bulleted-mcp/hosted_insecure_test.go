@@ -30,6 +30,12 @@ func TestHostedInsecurePDSRefusedWithPublicURL(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr.String(), "--allow-insecure-pds") || !strings.Contains(stderr.String(), "not on a loopback host") {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
+	stderr.Reset()
+	code = runServe([]string{"--database", "postgres://nowhere.invalid/x", "--http", "127.0.0.1:0", "--public-url", "https://mcp.example.com", "--oauth-client-unused", "0s"},
+		nil, &bytes.Buffer{}, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "--oauth-client-unused must be positive") {
+		t.Fatalf("--oauth-client-unused 0s: exit %d: %s", code, stderr.String())
+	}
 }
 
 // TestHostedInsecurePDS: serve --database against the reference PDS on

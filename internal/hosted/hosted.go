@@ -85,6 +85,9 @@ type Config struct {
 	// PerAddress caps the requests under way at once from one client
 	// address (0: DefaultPerAddress; negative: no cap); beyond it 429.
 	PerAddress int
+	// ClientUnused: OAuth clients older than this with no pending request,
+	// code or token left are deleted by Prune (zero: DefaultClientUnused).
+	ClientUnused time.Duration
 	// MetricsToken is the bearer token of /metrics (Prometheus text
 	// format); "": /metrics is not served.
 	MetricsToken string
