@@ -149,7 +149,7 @@ func serveOrCheck(args []string, stdin io.Reader, stdout, stderr io.Writer, chec
 	confirmMoves := fs.Int("confirm-moves", tools.DefaultConfirm.Moves, "likewise for a write moving more than this many bullets; 0: never")
 	var proxies prefixList
 	fs.Var(&proxies, "trusted-proxy", "hosted mode: a reverse proxy (IP or CIDR; repeatable or comma-separated) whose X-Forwarded-For names the client address the rate limits count (default: none, the connection's address counts)")
-	mem := addMemoryFlags(fs)
+	mem, ops := addMemoryFlags(fs), addOpsFlags(fs)
 	var limits hosted.Limits
 	fs.Var(&limits, "rate-limit", "hosted mode: per-client-address limits, NAME=N/UNIT[:BURST] or NAME=off for register, authorize, token (repeatable or comma-separated; e.g. token=20/s:200)")
 	if code, ok := parse(fs, args); !ok {
@@ -174,11 +174,11 @@ func serveOrCheck(args []string, stdin io.Reader, stdout, stderr io.Writer, chec
 		defer logMu.Unlock()
 		fmt.Fprintf(stderr, format+"\n", args...)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(serveContext, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *database != "" {
 		return serveHosted(ctx, stderr, hostedFlags{addr: *httpAddr, publicURL: *publicURL, database: *database, dir: *dir,
-			plc: *rf.plc, origins: origins, proxies: proxies, limits: limits, mem: mem, opts: server.Options{ReadOnly: *readOnly, Families: strings.Split(*families, ","), Payload: mode, Logf: logf},
+			plc: *rf.plc, origins: origins, proxies: proxies, limits: limits, mem: mem, ops: ops, opts: server.Options{ReadOnly: *readOnly, Families: strings.Split(*families, ","), Payload: mode, Logf: logf},
 			confirm: &tools.ConfirmRules{Deletes: max(*confirmDeletes, 0), Moves: max(*confirmMoves, 0)}})
 	}
 	be, err := openBackend(ctx, *dir, rf)

@@ -76,7 +76,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/oauth/callback", s.callback)
 	h := server.StreamableHTTPWith(s.mcp, s.sessions, mcpserver.WithDisableLocalhostProtection(true))
 	mux.Handle("/mcp", s.bearer(h))
-	return s.guardBodies(mux)
+	mux.HandleFunc("/metrics", s.serveMetrics)
+	return s.perAddress(s.guardBodies(mux))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -604,7 +605,7 @@ func (s *Server) authServerOf(ctx context.Context, host string) (*oauth.AuthServ
 		return meta, res.Client, err
 	}
 	if !s.cfg.AllowLoopback {
-		return nil, nil, fmt.Errorf("PDS %s is on plain http", host)
+		return nil, nil, fmt.Errorf("%w: PDS %s is on plain http at a loopback address (a server on one machine may accept it with --allow-insecure-pds)", ErrInsecurePDS, host)
 	}
 	hc := httpClient(false)
 	var pr oauth.ProtectedResourceMetadata
@@ -1141,6 +1142,7 @@ func toolCall(body []byte) (string, bool) {
 // database's user, host and port).
 func (s *Server) unavailable(w http.ResponseWriter, what string, err error) {
 	s.logf("%s: %v", what, err)
+	s.metrics.unavailable.Inc()
 	w.Header().Set("Retry-After", "5")
 	http.Error(w, "the service is temporarily unavailable; retry in a few seconds", http.StatusServiceUnavailable)
 }

@@ -49,7 +49,8 @@ type Config struct {
 	Confirm *tools.ConfirmRules
 	// AllowOrigins are browser origins accepted on /mcp besides PublicURL's.
 	AllowOrigins []string
-	// AllowLoopback (tests only) accepts a PDS on plain http loopback and
+	// AllowLoopback (tests, and serve's --allow-insecure-pds on a loopback
+	// public URL) accepts a PDS on plain http loopback and
 	// client ID metadata documents on http loopback. (Upstream, this server
 	// is a confidential client whenever PublicURL is https, a loopback
 	// public client when it is plain http on loopback.)
@@ -81,6 +82,15 @@ type Config struct {
 	Idle time.Duration
 	// Now is the clock of the idle times (nil: time.Now).
 	Now func() time.Time
+	// PerAddress caps the requests under way at once from one client
+	// address (0: DefaultPerAddress; negative: no cap); beyond it 429.
+	PerAddress int
+	// ClientUnused: OAuth clients older than this with no pending request,
+	// code or token left are deleted by Prune (zero: DefaultClientUnused).
+	ClientUnused time.Duration
+	// MetricsToken is the bearer token of /metrics (Prometheus text
+	// format); "": /metrics is not served.
+	MetricsToken string
 	// Logf says what the operator should know (a user bigger than the
 	// whole budget); nil: on stderr.
 	Logf func(format string, args ...any)
@@ -99,6 +109,7 @@ type Server struct {
 	mcp      *mcpserver.MCPServer
 	readOnly map[string]bool // read-only tool names
 	limits   *limiters
+	metrics  *opsMetrics
 
 	clientKey atcrypto.PrivateKeyExportable
 	keyID     string
@@ -115,6 +126,7 @@ type Server struct {
 	// refused counts batches the PDS refused for their swapCommit (another
 	// instance wrote first), writeQueue the per-user write queue (userlock.go)
 	refused    atomic.Int64
+	calls      atomic.Int64 // tool calls that had their user's engine
 	writeQueue writeQueue
 
 	mu    sync.Mutex
@@ -163,8 +175,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.resource = s.public + "/mcp"
 	s.origin = strings.ToLower(s.public)
 	s.limits = newLimiters(cfg.Limits)
+	s.metrics = newMetrics(s)
 	s.ledger = &Ledger{DB: cfg.DB, Limit: cfg.HourLimit, DayLimit: cfg.DayLimit}
 	s.sessions = newSessionStore(cfg.DB, 0, s.logf)
+	s.sessions.adopted = s.metrics.adopted
 	s.writeQueue.slots = make(chan struct{}, max(1, cfg.DB.Config().MaxConns/2))
 	if err := s.loadClientKey(ctx); err != nil {
 		return nil, fmt.Errorf("upstream client key: %w", err)
@@ -353,13 +367,13 @@ func (s *Server) openPDS(ctx context.Context, did string) (*user, error) {
 		}
 		return outline.Rebuild(snap, nil), nil
 	}
-	eng, err := outline.Open(&userRepo{inner: r, ledger: s.ledger, journal: j, refused: &s.refused}, outline.Options{Resolver: resolver, Others: read, Journal: j})
+	eng, err := outline.Open(&userRepo{inner: r, ledger: s.ledger, journal: j, refused: &s.refused, budgetRefused: s.metrics.budgetRefused}, outline.Options{Resolver: resolver, Others: read, Journal: j})
 	if err != nil {
 		return nil, err
 	}
 	// plans as rows: a dry run's plan (or one held for the person's
 	// confirmation) is applied by whichever instance gets the call
-	eng.SetPlanStore(&planRows{db: s.db, did: did})
+	eng.SetPlanStore(&planRows{db: s.db, did: did, applied: s.metrics.plansApplied})
 	env := &tools.Env{Engine: eng, Search: s.search, Snapshots: s.snapshots, Confirm: s.cfg.Confirm}
 	u := &user{did: did, env: env, journal: j, auth: a, reopened: statErr == nil}
 	u.sizing.repoSize = r.Size
@@ -396,10 +410,15 @@ func (s *Server) envFor(ctx context.Context) (*tools.Env, func(), error) {
 		}
 	}
 	var once sync.Once
+	start := time.Now()
+	s.calls.Add(1)
 	return u.env, func() {
 		once.Do(func() {
 			turn.yield()
 			s.release(u)
+			if c, ok := server.CallOf(ctx); ok {
+				s.metrics.observeCall(c.Name, c.ReadOnly, time.Since(start))
+			}
 		})
 	}, nil
 }

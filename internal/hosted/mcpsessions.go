@@ -1,6 +1,8 @@
 package hosted
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,6 +34,9 @@ type sessionStore struct {
 	// deliver gets the clients' responses forwarded to this instance
 	deliver   func(session string, msg []byte)
 	listening bool
+	// adopted counts sessions served here from the kept initialize
+	// request (nil: none)
+	adopted prometheus.Counter
 }
 
 var (
@@ -91,6 +96,9 @@ func (st *sessionStore) Check(ctx context.Context, id string, wantInit bool) ([]
 	if err == nil {
 		if did != p.DID {
 			return nil, "session " + id + " belongs to another user", nil
+		}
+		if wantInit && init != nil && st.adopted != nil {
+			st.adopted.Inc()
 		}
 		return init, "", nil
 	}

@@ -1,6 +1,8 @@
 package hosted
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
 	"context"
 	"errors"
 	"time"
@@ -18,6 +20,8 @@ import (
 type planRows struct {
 	db  *pgxpool.Pool
 	did string
+	// applied counts plans taken to be applied (nil: none)
+	applied prometheus.Counter
 }
 
 var _ outline.PlanStore = (*planRows)(nil)
@@ -49,6 +53,9 @@ func (p *planRows) Take(ctx context.Context, id string) ([]byte, error) {
 	err := p.db.QueryRow(ctx, "DELETE FROM plans WHERE id = $1 AND did = $2 RETURNING body, expires_at > now()", id, p.did).Scan(&body, &live)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && !live) {
 		return nil, nil
+	}
+	if err == nil && p.applied != nil {
+		p.applied.Inc()
 	}
 	return body, err
 }

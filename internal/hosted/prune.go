@@ -23,6 +23,13 @@ const (
 	codeRetention = time.Hour
 	// DefaultPruneEvery is how often RunPruner prunes.
 	DefaultPruneEvery = 5 * time.Minute
+	// DefaultClientUnused is how long an OAuth client (registered, or a
+	// client ID document kept) may go unused before it is deleted
+	// (Config.ClientUnused): unused means older than this with no pending
+	// authorization request, no code and no token left; a token lives at
+	// most the refresh lifetime (30 days by default) past its client's
+	// last refresh, so a client still in use always has one.
+	DefaultClientUnused = 30 * 24 * time.Hour
 )
 
 // PruneStats counts the rows one Prune deleted.
@@ -31,6 +38,8 @@ type PruneStats struct {
 	// Sessions are MCP sessions idle for over a day past their idle
 	// limit, Plans kept plans past their time.
 	Sessions, Plans int64
+	// Clients are OAuth clients unused for Config.ClientUnused.
+	Clients int64
 	// More is true when a table had more expired rows than one pass
 	// deletes (the next pass continues).
 	More bool
@@ -52,30 +61,48 @@ var pruneQueries = []struct {
 		(SELECT id FROM plans WHERE expires_at < now() LIMIT $1 FOR UPDATE SKIP LOCKED)`},
 }
 
-// Prune deletes expired authorization requests and tokens, and codes
-// expired over an hour ago, at most pruneMaxBatches batches of pruneBatch
-// rows per table.
+// pruneClients deletes the OAuth clients created before the cutoff that
+// nothing refers to (run after the expired rows that referred to them are
+// gone). A client being used right now holds its row (the reference's key
+// share lock): skipped.
+const pruneClients = `DELETE FROM oauth_clients WHERE client_id IN
+	(SELECT client_id FROM oauth_clients c WHERE created_at < now() - $2::interval
+		AND NOT EXISTS (SELECT 1 FROM auth_requests r WHERE r.client_id = c.client_id)
+		AND NOT EXISTS (SELECT 1 FROM auth_codes a WHERE a.client_id = c.client_id)
+		AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.client_id = c.client_id)
+		LIMIT $1 FOR UPDATE SKIP LOCKED)`
+
+// Prune deletes expired authorization requests and tokens, codes expired
+// over an hour ago, and then OAuth clients unused for Config.ClientUnused,
+// at most pruneMaxBatches batches of pruneBatch rows per table.
 func (s *Server) Prune(ctx context.Context) (PruneStats, error) {
 	var st PruneStats
 	counts := []*int64{&st.Requests, &st.Codes, &st.Tokens, &st.Sessions, &st.Plans}
-	for i, q := range pruneQueries {
+	batches := func(table, sql string, n *int64, args ...any) error {
 		for b := 0; ; b++ {
 			if b == pruneMaxBatches {
 				st.More = true
-				break
+				return nil
 			}
-			tag, err := s.db.Exec(ctx, q.sql, pruneBatch)
+			tag, err := s.db.Exec(ctx, sql, append([]any{pruneBatch}, args...)...)
 			if err != nil {
-				return st, fmt.Errorf("pruning %s: %w", q.table, err)
+				return fmt.Errorf("pruning %s: %w", table, err)
 			}
-			*counts[i] += tag.RowsAffected()
+			*n += tag.RowsAffected()
 			if tag.RowsAffected() < pruneBatch {
-				break
+				return nil
 			}
 		}
 	}
-	return st, nil
+	for i, q := range pruneQueries {
+		if err := batches(q.table, q.sql, counts[i]); err != nil {
+			return st, err
+		}
+	}
+	return st, batches("oauth_clients", pruneClients, &st.Clients, fmt.Sprintf("%d milliseconds", s.clientUnused().Milliseconds()))
 }
+
+func (s *Server) clientUnused() time.Duration { return or(s.cfg.ClientUnused, DefaultClientUnused) }
 
 // pruneRoundFloor is the least time a pruning round is given.
 const pruneRoundFloor = 10 * time.Second
@@ -106,12 +133,12 @@ func (s *Server) RunPruner(ctx context.Context, every time.Duration, logf func(f
 		switch {
 		case err != nil:
 			logf("pruning expired OAuth rows failed (retried in %s): %v", every, err)
-		case st.Requests+st.Codes+st.Tokens+st.Sessions+st.Plans > 0:
+		case st.Requests+st.Codes+st.Tokens+st.Sessions+st.Plans+st.Clients > 0:
 			more := ""
 			if st.More {
 				more = " (more left for the next pass)"
 			}
-			logf("pruned %d expired authorization requests, %d codes, %d tokens, %d MCP sessions, %d plans%s", st.Requests, st.Codes, st.Tokens, st.Sessions, st.Plans, more)
+			logf("pruned %d expired authorization requests, %d codes, %d tokens, %d MCP sessions, %d plans, %d OAuth clients unused for %s%s", st.Requests, st.Codes, st.Tokens, st.Sessions, st.Plans, st.Clients, s.clientUnused(), more)
 		}
 	}
 }

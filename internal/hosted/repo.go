@@ -1,6 +1,8 @@
 package hosted
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
 	"context"
 	"errors"
 	"fmt"
@@ -32,6 +34,14 @@ type userRepo struct {
 	// refused counts batches the PDS refused for their swapCommit (another
 	// writer got there first): counted by the PDS and the budget all the same
 	refused *atomic.Int64
+	// budgetRefused counts writes refused for the budget (nil: none)
+	budgetRefused prometheus.Counter
+}
+
+func (r *userRepo) refusedForBudget(err error) {
+	if r.budgetRefused != nil && errors.Is(err, budget.ErrBudget) {
+		r.budgetRefused.Inc()
+	}
 }
 
 var (
@@ -50,6 +60,7 @@ var (
 // (store.Budgeted), and how many are left in the rolling hour.
 func (r *userRepo) CheckBudget(ctx context.Context, cost int) (int, error) {
 	left, err := r.ledger.Check(ctx, r.inner.DID().String(), cost)
+	r.refusedForBudget(err)
 	if err != nil && !errors.Is(err, budget.ErrBudget) {
 		return -1, &outline.Error{Kind: outline.ErrUnavailable, Msg: "reading the write budget failed: " + err.Error(), Next: "retry in a moment"}
 	}
@@ -65,6 +76,7 @@ type planKey struct{}
 func (r *userRepo) ReservePlan(ctx context.Context, cost int) (context.Context, func(), error) {
 	did := r.inner.DID().String()
 	id, err := r.ledger.ReserveOp(ctx, did, r.journal.committing(), cost)
+	r.refusedForBudget(err)
 	if err != nil {
 		if errors.Is(err, budget.ErrBudget) {
 			return ctx, nil, err
@@ -104,6 +116,7 @@ func (r *userRepo) Apply(ctx context.Context, swapCommit string, writes []store.
 		return r.applyPlanned(ctx, did, plan, swapCommit, writes, cost)
 	}
 	id, err := r.ledger.Reserve(ctx, did, cost)
+	r.refusedForBudget(err)
 	if err != nil {
 		if errors.Is(err, budget.ErrBudget) {
 			return nil, err

@@ -52,6 +52,10 @@ const (
 // or ended by the PDS): the MCP client must authorize again.
 var ErrSignInAgain = errors.New("the Bulleted sign-in of this account has expired or was revoked: reconnect the server in your MCP client (authorize again)")
 
+// ErrInsecurePDS: a PDS on plain http (loopback) without
+// Config.AllowLoopback (serve's --allow-insecure-pds).
+var ErrInsecurePDS = errors.New("insecure PDS refused")
+
 // httpClient bounds every upstream OAuth request (timeout, body size);
 // publicOnly refuses private and loopback addresses (SSRF).
 func httpClient(publicOnly bool) *http.Client {
