@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -18,12 +19,13 @@ import (
 
 // ConfirmRules are the thresholds above which a write asks the person.
 type ConfirmRules struct {
-	Deletes int // bullets and mirrors removed (0: never ask)
-	Moves   int // bullets and mirrors moved (0: never ask)
+	Deletes int  // bullets and mirrors removed (0: never ask)
+	Moves   int  // bullets and mirrors moved (0: never ask)
+	Budget  bool // a write costing more than half of the budget left now
 }
 
 // DefaultConfirm are the thresholds serve uses unless told otherwise.
-var DefaultConfirm = ConfirmRules{Deletes: 20, Moves: 200}
+var DefaultConfirm = ConfirmRules{Deletes: 20, Moves: 200, Budget: true}
 
 // Confirmer asks the person behind the client; the server puts one in the
 // call's context when the client can be asked (WithConfirmer).
@@ -69,7 +71,7 @@ func guarded(ctx context.Context, env *Env, name string, in outline.Intent, name
 		out, err := run(ctx)
 		return out, nil, err
 	}
-	ctx = outline.WithConfirm(ctx, outline.Threshold{Deletes: env.Confirm.Deletes, Moves: env.Confirm.Moves})
+	ctx = outline.WithConfirm(ctx, outline.Threshold{Deletes: env.Confirm.Deletes, Moves: env.Confirm.Moves, Budget: env.Confirm.Budget})
 	if state, accepted, ok := c.Answer(); ok {
 		if !accepted {
 			if state != named {
@@ -100,6 +102,9 @@ func guarded(ctx context.Context, env *Env, name string, in outline.Intent, name
 	if v.Mirrors > 0 {
 		msg = fmt.Sprintf("%s wants to %s: %d bullet(s) deleted (%d of them mirrors), %d moved, %d record write(s) in all (cost %d points). Allow it?",
 			name, need.Summary, v.Removed(), v.Mirrors, v.Moved, v.Writes, v.Cost)
+	}
+	if need.OverBudget() {
+		msg = strings.TrimSuffix(msg, " Allow it?") + fmt.Sprintf(" That is more than half of the %d point(s) of the write budget left now. Allow it?", need.Left)
 	}
 	accepted, ask, err := c.Confirm(ctx, need.PlanID, msg)
 	if ask != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/bulleted-mcp/bulleted-mcp/internal/budget"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/search"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
@@ -505,6 +506,9 @@ func buildWrite(out *outline.Outcome, rep report, rows int, dump bool, textKeys,
 	r := WriteResult{Summary: p.Summary, DryRun: out.DryRun, Cost: p.Cost, NoChange: out.NoChange, Plan: out.PlanID}
 	diags := append(append([]string(nil), p.Diagnostics...), rep.notes...)
 	diags = append(diags, listCreated(&r, p.Created, rep.lines, maxKeys)...)
+	if s := costShare(p.Cost, out.BudgetLeft, out.DryRun); s != "" {
+		diags = append(diags, s)
+	}
 	committed(&r, out)
 	if out.DryRun {
 		diags = append(diags, dryRunRecords(&r, p.Writes, dump)...)
@@ -553,6 +557,21 @@ func listCreated(r *WriteResult, created []outline.Created, lines map[string]int
 		}
 	}
 	return nil
+}
+
+// costShare says what share of the hourly write budget a write of cost
+// points uses, when it is over a fifth of it (left: the points left after
+// it, or before it for a dry run; -1: the repository has no budget).
+func costShare(cost, left int, dryRun bool) string {
+	if left < 0 || cost*5 <= budget.Limit {
+		return ""
+	}
+	when := "it used"
+	if dryRun {
+		when = "it would use"
+	}
+	share := (cost*100 + budget.Limit - 1) / budget.Limit // rounded up: over a fifth is never "20%"
+	return fmt.Sprintf("%s %d point(s), %d%% of the hourly write budget of %d (%d point(s) left now)", when, cost, share, budget.Limit, left)
 }
 
 // committed sets what the engine committed: the operation, the budget

@@ -147,6 +147,7 @@ func serveOrCheck(args []string, stdin io.Reader, stdout, stderr io.Writer, chec
 	payload := fs.String("payload", os.Getenv("BULLETED_PAYLOAD"), "which part of a tool result carries it in full: auto (structured for clients known to show the model only the structured content: Claude Code, Codex, VS Code; both for the others), both, structured (the text a short rendering) or text (no structured content, no output schemas); default auto (env BULLETED_PAYLOAD)")
 	confirmDeletes := fs.Int("confirm-deletes", tools.DefaultConfirm.Deletes, "when the client can ask the person (elicitation), a write removing more than this many bullets and mirrors asks first, whatever made the plan (undo and plan=ID too); 0: never")
 	confirmMoves := fs.Int("confirm-moves", tools.DefaultConfirm.Moves, "likewise for a write moving more than this many bullets; 0: never")
+	confirmBudget := fs.Bool("confirm-budget", tools.DefaultConfirm.Budget, "likewise for a write costing more than half of the write budget left now (a PDS's hourly and daily limits)")
 	var proxies prefixList
 	fs.Var(&proxies, "trusted-proxy", "hosted mode: a reverse proxy (IP or CIDR; repeatable or comma-separated) whose X-Forwarded-For names the client address the rate limits count (default: none, the connection's address counts)")
 	mem, ops := addMemoryFlags(fs), addOpsFlags(fs)
@@ -179,7 +180,7 @@ func serveOrCheck(args []string, stdin io.Reader, stdout, stderr io.Writer, chec
 	if *database != "" {
 		return serveHosted(ctx, stderr, hostedFlags{addr: *httpAddr, publicURL: *publicURL, database: *database, dir: *dir,
 			plc: *rf.plc, origins: origins, proxies: proxies, limits: limits, mem: mem, ops: ops, opts: server.Options{ReadOnly: *readOnly, Families: strings.Split(*families, ","), Payload: mode, Logf: logf},
-			confirm: &tools.ConfirmRules{Deletes: max(*confirmDeletes, 0), Moves: max(*confirmMoves, 0)}})
+			confirm: &tools.ConfirmRules{Deletes: max(*confirmDeletes, 0), Moves: max(*confirmMoves, 0), Budget: *confirmBudget}})
 	}
 	be, err := openBackend(ctx, *dir, rf)
 	if err != nil {
@@ -210,7 +211,7 @@ func serveOrCheck(args []string, stdin io.Reader, stdout, stderr io.Writer, chec
 			debug.FreeOSMemory()
 		}()
 	}
-	be.env.Confirm = &tools.ConfirmRules{Deletes: max(*confirmDeletes, 0), Moves: max(*confirmMoves, 0)}
+	be.env.Confirm = &tools.ConfirmRules{Deletes: max(*confirmDeletes, 0), Moves: max(*confirmMoves, 0), Budget: *confirmBudget}
 	be.env.GiveBack = debug.FreeOSMemory // after a big edit, its peak goes back to the system
 	if d, err := time.ParseDuration(os.Getenv("BULLETED_CONFIRM_TIMEOUT")); err == nil && d > 0 {
 		server.ConfirmTimeout = d // how long a confirmation waits for the person (tests)

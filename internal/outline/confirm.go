@@ -16,16 +16,22 @@ import (
 // (Verdict): bullets and mirrors removed, bullets and mirrors moved.
 
 // Threshold is when a write asks first: more than Deletes bullets and
-// mirrors removed, or more than Moves moved (0: never for that count).
+// mirrors removed, or more than Moves moved (0: never for that count), or,
+// with Budget, a cost over half of the write budget left now.
 type Threshold struct {
 	Deletes int
 	Moves   int
+	Budget  bool
 }
 
-// over reports whether v passes the threshold.
-func (th Threshold) over(v Verdict) bool {
-	return (th.Deletes > 0 && v.Removed() > th.Deletes) || (th.Moves > 0 && v.Moved > th.Moves)
+// over reports whether v passes the threshold, left being the budget's
+// points left now (-1: the repository has no budget).
+func (th Threshold) over(v Verdict, left int) bool {
+	return (th.Deletes > 0 && v.Removed() > th.Deletes) || (th.Moves > 0 && v.Moved > th.Moves) || th.Budget && overHalf(v.Cost, left)
 }
+
+// overHalf reports whether cost is more than half of left (-1: no budget).
+func overHalf(cost, left int) bool { return left >= 0 && cost > 0 && 2*cost > left }
 
 type confirmKey struct{}
 
@@ -57,7 +63,14 @@ type ConfirmNeeded struct {
 	PlanID  string
 	Verdict Verdict
 	Summary string
+	// Left is the write budget's points left when it was asked (-1: no
+	// budget); the plan's cost is Verdict.Cost.
+	Left int
 }
+
+// OverBudget reports whether the plan costs more than half of the budget
+// left (one reason to ask).
+func (c *ConfirmNeeded) OverBudget() bool { return overHalf(c.Verdict.Cost, c.Left) }
 
 func (c *ConfirmNeeded) Error() string {
 	return fmt.Sprintf("the plan (%s) removes %d bullet(s) and mirror(s) and moves %d: it needs the person's confirmation; nothing was written",
@@ -65,10 +78,11 @@ func (c *ConfirmNeeded) Error() string {
 }
 
 // needsConfirm reports whether a plan with verdict v, kept under id ("" if
-// not kept yet), must be held for the person.
-func needsConfirm(ctx context.Context, v Verdict, id string) bool {
+// not kept yet), must be held for the person; left is the budget's points
+// left now (-1: none).
+func needsConfirm(ctx context.Context, v Verdict, id string, left int) bool {
 	st, ok := ctx.Value(confirmKey{}).(confirmState)
-	if !ok || !st.th.over(v) {
+	if !ok || !st.th.over(v, left) {
 		return false
 	}
 	return id == "" || st.accepted != id

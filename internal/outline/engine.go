@@ -356,9 +356,9 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 			out.PlanID = e.keepPlan(intent, t, plan, keys, now)
 			return out, nil
 		}
-		if needsConfirm(ctx, plan.Verdict, "") {
+		if needsConfirm(ctx, plan.Verdict, "", out.BudgetLeft) {
 			// held for the person: kept as a plan they can see and accept
-			return nil, &ConfirmNeeded{PlanID: e.keepPlan(intent, t, plan, keys, now), Verdict: plan.Verdict, Summary: plan.Summary}
+			return nil, &ConfirmNeeded{PlanID: e.keepPlan(intent, t, plan, keys, now), Verdict: plan.Verdict, Summary: plan.Summary, Left: out.BudgetLeft}
 		}
 		op, err := e.commit(ctx, t, plan, keys.keys, now, out)
 		if errors.Is(err, errReplan) {

@@ -183,9 +183,9 @@ func (e *Engine) Apply(ctx context.Context, id string, intent Intent) (*Outcome,
 			return nil, gerr // the plan no longer holds: dropped
 		}
 		kp.plan.Verdict = v
-		if needsConfirm(ctx, v, kp.id) {
+		if left := e.budgetLeft(ctx); needsConfirm(ctx, v, kp.id, left) {
 			e.putBack(kp)
-			return nil, &ConfirmNeeded{PlanID: kp.id, Verdict: v, Summary: kp.plan.Summary}
+			return nil, &ConfirmNeeded{PlanID: kp.id, Verdict: v, Summary: kp.plan.Summary, Left: left}
 		}
 		out := &Outcome{Plan: kp.plan, Before: t}
 		op, err := e.commit(ctx, t, kp.plan, kp.keys, kp.now, out)

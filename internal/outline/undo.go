@@ -66,9 +66,9 @@ func (e *Engine) Undo(ctx context.Context, steps int, id string, dryRun bool) (*
 		return out, nil
 	}
 	keys := e.nextKeys()
-	if needsConfirm(ctx, plan.Verdict, "") {
+	if needsConfirm(ctx, plan.Verdict, "", out.BudgetLeft) {
 		pid := e.keepPlan(UndoRequest{Steps: steps, Operation: id}, t, plan, keys, e.Now())
-		return nil, &ConfirmNeeded{PlanID: pid, Verdict: plan.Verdict, Summary: summary}
+		return nil, &ConfirmNeeded{PlanID: pid, Verdict: plan.Verdict, Summary: summary, Left: out.BudgetLeft}
 	}
 	op := &Operation{ID: keys.clock.Next().String(), DID: e.Repo.DID().String(), Summary: summary, Started: e.Now(),
 		State: opPlanned, Writes: ws, Prev: prev, Batches: plan.Batches, Undoes: ids}
