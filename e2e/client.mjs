@@ -135,7 +135,9 @@ const refuse = async (name, args, want) => {
   check(res.isError && res.content[0].text.includes(want), `${name} ${JSON.stringify(args)}: want refusal with ${want}, got ${JSON.stringify(res.content)}`)
   check(typeof res.structuredContent?.error?.kind === 'string', `no error kind: ${JSON.stringify(res.structuredContent)}`)
   const after = await call('read_outline', { format: 'json', depth: 5, limit: 5000 })
-  check(JSON.stringify(after.structuredContent.nodes) === JSON.stringify(before.structuredContent.nodes), `${name}: a refused call wrote`)
+  const was = before.structuredContent.nodes, is = after.structuredContent.nodes
+  const at = is.findIndex((n, i) => JSON.stringify(n) !== JSON.stringify(was[i]))
+  check(at < 0 && is.length === was.length, `${name}: a refused call wrote (${was.length} rows before, ${is.length} after; first difference at ${at}: ${JSON.stringify(was[at])} then ${JSON.stringify(is[at])})`)
 }
 await refuse('insert_after', { text: 'x', parent_id: groceries }, 'unknown argument parent_id (did you mean parent?)')
 await refuse('insert_after', { text: { a: 1 } }, 'text must be string')
