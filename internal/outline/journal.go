@@ -142,6 +142,8 @@ type FileJournal struct {
 	seen   os.FileInfo
 	dirty  map[string]bool
 	Reads  int
+	// Parsed counts the files read and decoded for a listing (tests).
+	Parsed int
 }
 
 // genName is the journal directory's generation file: every change to an
@@ -434,6 +436,7 @@ func (s *FileJournal) refresh(name string) error {
 		delete(s.files, name)
 		return nil
 	}
+	s.Parsed++
 	op, err := decodeOpLight(raw)
 	if err != nil {
 		return fmt.Errorf("operation record %s: %w", name, err)
@@ -474,6 +477,7 @@ func (s *FileJournal) listDir() ([]*Operation, error) {
 			}
 			c = cachedOp{info: info, op: op}
 			s.mu.Lock()
+			s.Parsed++
 			s.files[name] = c
 			s.mu.Unlock()
 		}
