@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"syscall"
 	"testing"
 	"time"
@@ -131,7 +132,21 @@ func reviewRows(b *testing.B, n int) {
 
 	delDry := call("delete_node", map[string]any{"node": delme, "children": "subtree", "dry_run": true})
 	del := call("delete_node", map[string]any{"node": delme, "children": "subtree"})
+	// BULLETED_UNDOPROFILE=file: a CPU profile of this undo alone
+	var prof *os.File
+	if path := os.Getenv("BULLETED_UNDOPROFILE"); path != "" {
+		if prof, err = os.Create(path); err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(prof); err != nil {
+			b.Fatal(err)
+		}
+	}
 	delUndo := call("undo", map[string]any{})
+	if prof != nil {
+		pprof.StopCPUProfile()
+		prof.Close()
+	}
 	b.ReportMetric(ms(delDry), "delete10k-dry-ms")
 	b.ReportMetric(ms(del), "delete10k-ms")
 	b.ReportMetric(float64(delUndo)/float64(del), "delete-undo/delete")

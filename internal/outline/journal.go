@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/atomicfile"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
 // Journal keeps one repository's operations (the undo journal) where every
@@ -493,6 +494,37 @@ func (s *FileJournal) listDir() ([]*Operation, error) {
 	}
 	s.mu.Unlock()
 	return ops, nil
+}
+
+// whole reads light operation op's record whole: the writes' values from
+// its file, the records they replaced as this process kept them when it
+// saved the operation (else from the file too). Nil (no error) if there
+// is no record of it.
+func (s *FileJournal) whole(ctx context.Context, op *Operation) (*Operation, error) {
+	if op.Prev == nil || len(op.Prev) != len(op.Writes) {
+		return s.Get(ctx, op.ID)
+	}
+	if !slices.ContainsFunc(op.Writes, func(w store.Write) bool { return w.Op != store.Delete }) {
+		// deletes only: no value to read, the records they replaced kept
+		cp := *op
+		cp.Writes, cp.Prev, cp.light = slices.Clone(op.Writes), slices.Clone(op.Prev), false
+		return &cp, nil
+	}
+	raw, err := os.ReadFile(s.path(op.ID))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	full, err := decodeOpValues(raw, op.Prev)
+	if err != nil {
+		return nil, fmt.Errorf("operation record %s: %w", op.ID, err)
+	}
+	if full.DID != s.did {
+		return nil, nil
+	}
+	return full, nil
 }
 
 // Get reads operation id from its file, bypassing the cache.

@@ -48,8 +48,13 @@ func TestFileJournalKeepsWhatItSaved(t *testing.T) {
 		t.Fatalf("a decoded its own file again after saving it (%d → %d)", parsed, a.Parsed)
 	}
 	got := ops[0]
-	if got.State != OpDone || got.Landed != 1 || !got.light || got.Writes[0].Value != nil || got.Prev != nil || got.Writes[0].RKey != "3kaaaaaaaaa22" {
-		t.Fatalf("a's kept operation: %+v", got)
+	if got.State != OpDone || got.Landed != 1 || !got.light || got.Writes[0].Value != nil || len(got.Prev) != 1 || got.Prev[0] != op.Prev[0] || got.Writes[0].RKey != "3kaaaaaaaaa22" {
+		t.Fatalf("a's kept operation (the records replaced kept as saved): %+v", got)
+	}
+	// read whole by a: the values from the file, the records replaced as kept
+	fa, err := (&lifecycle{j: a}).full(ctx, got)
+	if err != nil || fa.light || fa.Writes[0].Value["text"] != "hello" || fa.Prev[0] != op.Prev[0] || fa.State != OpDone {
+		t.Fatalf("full from a: %+v, %v", fa, err)
 	}
 	// the caller's operation changing afterwards does not change the kept one
 	op.Commits[0] = "changed"
@@ -58,7 +63,7 @@ func TestFileJournalKeepsWhatItSaved(t *testing.T) {
 	}
 	// another process reads it (light)
 	ops, err = b.List(ctx)
-	if err != nil || len(ops) != 1 || ops[0].State != OpDone || !ops[0].light || b.Parsed == 0 {
+	if err != nil || len(ops) != 1 || ops[0].State != OpDone || !ops[0].light || ops[0].Prev != nil || b.Parsed == 0 {
 		t.Fatalf("b lists %+v, %v (parsed %d)", ops, err, b.Parsed)
 	}
 	l := &lifecycle{j: b}
@@ -119,5 +124,29 @@ func TestGateHeldValidatedUnlessSame(t *testing.T) {
 	plan.held = []string{store.MustValue(bad).CID()} // those very bytes were held
 	if err := validateWrites(tr, plan); err != nil {
 		t.Fatalf("record put back as held validated again: %v", err)
+	}
+}
+
+// An operation of deletes only that this process saved is read whole from
+// what it kept (the records the deletes replaced), and another process
+// reads the same from the file.
+func TestFileJournalDeletesWhole(t *testing.T) {
+	ctx := context.Background()
+	const did = "did:plc:journallight"
+	dir := t.TempDir()
+	a, b := NewFileJournal(did, dir), NewFileJournal(did, dir)
+	op := lightTestOp(did, "3keeeeeeeee22")
+	op.Writes[0] = store.Write{Op: store.Delete, Collection: lexicon.Node, RKey: op.Writes[0].RKey}
+	op.State, op.Landed = OpDone, 1
+	if err := a.Save(ctx, op, true); err != nil {
+		t.Fatal(err)
+	}
+	for name, j := range map[string]*FileJournal{"a": a, "b": b} {
+		l := &lifecycle{j: j}
+		full, err := l.get(ctx, op.ID)
+		if err != nil || full.light || len(full.Writes) != 1 || full.Writes[0].Op != store.Delete || len(full.Prev) != 1 || full.Prev[0] == nil ||
+			full.Prev[0].CID != op.Prev[0].CID || !full.Prev[0].Value.Equal(op.Prev[0].Value) {
+			t.Fatalf("%s reads it whole: %+v, %v", name, full, err)
+		}
 	}
 }

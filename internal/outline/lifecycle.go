@@ -240,7 +240,13 @@ func (l *lifecycle) full(ctx context.Context, op *Operation) (*Operation, error)
 	if !op.light {
 		return op, nil
 	}
-	fresh, err := l.j.Get(ctx, op.ID)
+	var fresh *Operation
+	var err error
+	if fj, ok := l.j.(*FileJournal); ok {
+		fresh, err = fj.whole(ctx, op)
+	} else {
+		fresh, err = l.j.Get(ctx, op.ID)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading operation %s: %w", op.ID, err)
 	}

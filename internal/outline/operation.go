@@ -75,12 +75,14 @@ func lightCopy(op *Operation) *Operation {
 	for i, w := range op.Writes {
 		cp.Writes[i] = store.Write{Op: w.Op, Collection: internColl(w.Collection), RKey: w.RKey}
 	}
-	cp.Prev = nil
+	// the records replaced are kept as they are (compact values, most
+	// shared with the tree): an undo then reads only the writes' values
+	cp.Prev = slices.Clone(op.Prev)
 	cp.Batches = slices.Clone(op.Batches)
 	cp.Commits = slices.Clone(op.Commits)
 	cp.Undoes = slices.Clone(op.Undoes)
 	cp.Keys = nil
-	cp.Around = nil
+	cp.Around = slices.Clone(op.Around)
 	cp.dirty, cp.light = false, true
 	return &cp
 }
@@ -308,6 +310,55 @@ func decodeOpLight(raw []byte) (*Operation, error) {
 		Writes: make([]store.Write, len(f.Writes)), light: true}
 	for i, w := range f.Writes {
 		op.Writes[i] = store.Write{Op: w.Op, Collection: internColl(w.Collection), RKey: w.RKey}
+	}
+	if op.Landed < 0 || op.Landed > len(op.Batches) || (len(op.Batches) > 0 && op.Batches[len(op.Batches)-1] != len(op.Writes)) {
+		return nil, errors.New("inconsistent batch record")
+	}
+	return op, nil
+}
+
+// decodeOpValues reads a record's writes with their values, taking the
+// records they replaced from prev (kept by the journal that wrote it)
+// rather than decoding them again: the whole operation, with the record's
+// progress.
+func decodeOpValues(raw []byte, prev []*store.Record) (*Operation, error) {
+	var f struct {
+		opFileLight
+		Writes []struct {
+			Op         store.Op        `json:"op"`
+			Collection string          `json:"collection"`
+			RKey       string          `json:"rkey"`
+			Value      json.RawMessage `json:"value,omitempty"`
+		} `json:"writes"`
+		Around []around `json:"around"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&f); err != nil {
+		return nil, err
+	}
+	for {
+		var d opDelta
+		if err := dec.Decode(&d); err != nil {
+			break
+		}
+		f.State, f.Landed, f.Commits, f.Reason, f.Unknown = d.State, d.Landed, d.Commits, d.Reason, d.Unknown
+	}
+	if len(prev) != len(f.Writes) {
+		return nil, fmt.Errorf("%d write(s) recorded, %d kept", len(f.Writes), len(prev))
+	}
+	op := &Operation{ID: f.ID, DID: f.DID, Summary: f.Summary, Started: f.Started, State: f.State,
+		Batches: f.Batches, Landed: f.Landed, Commits: f.Commits, Reason: f.Reason, Unknown: f.Unknown, Undoes: f.Undoes,
+		Around: f.Around, Writes: make([]store.Write, len(f.Writes)), Prev: slices.Clone(prev)}
+	for i, jw := range f.Writes {
+		w := store.Write{Op: jw.Op, Collection: jw.Collection, RKey: jw.RKey}
+		if len(jw.Value) > 0 {
+			v, err := atdata.UnmarshalJSON(jw.Value)
+			if err != nil {
+				return nil, err
+			}
+			w.Value = v
+		}
+		op.Writes[i] = w
 	}
 	if op.Landed < 0 || op.Landed > len(op.Batches) || (len(op.Batches) > 0 && op.Batches[len(op.Batches)-1] != len(op.Writes)) {
 		return nil, errors.New("inconsistent batch record")
