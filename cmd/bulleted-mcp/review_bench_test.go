@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -76,6 +77,11 @@ func reviewRows(b *testing.B, n int) {
 	section := firstSection(b, env)
 	debug.FreeOSMemory() // the setup's peak is not the workload's
 	reviewMemory(b, env, "setup")
+	// BULLETED_MEMLIMIT=MiB: a Go soft memory limit for the workload (the
+	// experiment of docs/benchmarks.md, "Memory"; serve sets none)
+	if mib, err := strconv.Atoi(os.Getenv("BULLETED_MEMLIMIT")); err == nil && mib > 0 {
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(int64(mib) << 20))
+	}
 
 	call := func(name string, args map[string]any) time.Duration {
 		raw, _ := json.Marshal(args)
