@@ -8,6 +8,8 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -75,6 +77,11 @@ func reviewRows(b *testing.B, n int) {
 	section := firstSection(b, env)
 	debug.FreeOSMemory() // the setup's peak is not the workload's
 	reviewMemory(b, env, "setup")
+	// BULLETED_MEMLIMIT=MiB: a Go soft memory limit for the workload (the
+	// experiment of docs/benchmarks.md, "Memory"; serve sets none)
+	if mib, err := strconv.Atoi(os.Getenv("BULLETED_MEMLIMIT")); err == nil && mib > 0 {
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(int64(mib) << 20))
+	}
 
 	call := func(name string, args map[string]any) time.Duration {
 		raw, _ := json.Marshal(args)
@@ -131,7 +138,21 @@ func reviewRows(b *testing.B, n int) {
 
 	delDry := call("delete_node", map[string]any{"node": delme, "children": "subtree", "dry_run": true})
 	del := call("delete_node", map[string]any{"node": delme, "children": "subtree"})
+	// BULLETED_UNDOPROFILE=file: a CPU profile of this undo alone
+	var prof *os.File
+	if path := os.Getenv("BULLETED_UNDOPROFILE"); path != "" {
+		if prof, err = os.Create(path); err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(prof); err != nil {
+			b.Fatal(err)
+		}
+	}
 	delUndo := call("undo", map[string]any{})
+	if prof != nil {
+		pprof.StopCPUProfile()
+		prof.Close()
+	}
 	b.ReportMetric(ms(delDry), "delete10k-dry-ms")
 	b.ReportMetric(ms(del), "delete10k-ms")
 	b.ReportMetric(float64(delUndo)/float64(del), "delete-undo/delete")

@@ -62,6 +62,12 @@ type Plan struct {
 	// again, when they work on base.
 	items []*Item
 	base  *Tree
+	// held: for each write, the CID of the record the repository held
+	// that the write puts back as it was (an undo's restores; "": none).
+	// The gate does not validate again a write whose value still encodes
+	// to that CID (the repository held those very bytes); it validates
+	// every other.
+	held []string
 }
 
 // itemsOn are the plan's items when t is the tree they are from (nil

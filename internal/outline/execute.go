@@ -613,7 +613,7 @@ func (e *Engine) ownKeys() map[string]bool {
 // changed since, and says which records.)
 func (e *Engine) markUndone(ctx context.Context, ids []string) {
 	for _, id := range ids {
-		op, err := e.ops.get(ctx, id)
+		op, err := e.ops.entry(ctx, id) // its progress only: not read whole
 		if err != nil {
 			continue
 		}

@@ -430,6 +430,9 @@ func validateWrites(t *Tree, plan *Plan) error {
 		if w.Op == store.Delete {
 			return
 		}
+		if i < len(plan.held) && plan.held[i] != "" && store.PlannedValue(w.Value).CID() == plan.held[i] {
+			return // put back byte for byte as the repository held it
+		}
 		u := syntax.ATURI(t.uri(w.Collection, w.RKey))
 		var opt validate.Options
 		if pa, _ := w.Value["parent"].(string); w.Collection == lexicon.Node && plan.Shared[pa] {

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/atomicfile"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
 // Journal keeps one repository's operations (the undo journal) where every
@@ -132,7 +133,7 @@ type FileJournal struct {
 
 	mu      sync.Mutex
 	written map[string][]int    // operations this process wrote whole, with their batches
-	files   map[string]cachedOp // parsed files by name, reused while unchanged
+	files   map[string]cachedOp // parsed files by name (light operations), reused while unchanged
 	held    map[string]*os.File // locks this process holds
 	// The listing is kept (files) while the generation file (genName) is
 	// as it was when the directory was last read (seen) or last bumped by
@@ -142,6 +143,8 @@ type FileJournal struct {
 	seen   os.FileInfo
 	dirty  map[string]bool
 	Reads  int
+	// Parsed counts the files read and decoded for a listing (tests).
+	Parsed int
 }
 
 // genName is the journal directory's generation file: every change to an
@@ -157,7 +160,7 @@ const (
 
 type cachedOp struct {
 	info os.FileInfo // the file's identity, size and time when parsed
-	op   *Operation
+	op   *Operation  // light: writes without values (Get reads them)
 }
 
 // same reports whether info is the file c was parsed from, unchanged.
@@ -179,11 +182,17 @@ func (s *FileJournal) path(id string) string { return filepath.Join(s.dir, id+".
 func (s *FileJournal) Save(_ context.Context, op *Operation, whole bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	name := op.ID + ".json"
 	if w, ok := s.written[op.ID]; ok && !whole && slices.Equal(w, op.Batches) {
 		raw, err := EncodeProgress(op)
 		if err != nil {
 			return err
 		}
+		// the kept listing is brought forward with the line when it is of
+		// the file as it is before the append
+		before, serr := os.Stat(s.path(op.ID))
+		c, kept := s.files[name]
+		kept = kept && serr == nil && !s.dirty[name] && c.same(before)
 		f, err := os.OpenFile(s.path(op.ID), os.O_WRONLY|os.O_APPEND, 0o600)
 		if err == nil {
 			_, err = f.Write(raw)
@@ -194,11 +203,26 @@ func (s *FileJournal) Save(_ context.Context, op *Operation, whole bool) error {
 				err = cerr
 			}
 			if err == nil {
-				s.changed(op.ID + ".json")
+				if kept {
+					cp := *c.op
+					cp.State, cp.Landed, cp.Commits, cp.Reason, cp.Unknown = op.State, op.Landed, slices.Clone(op.Commits), op.Reason, op.Unknown
+					s.keep(name, &cp)
+				} else {
+					s.changed(name)
+				}
 				return nil
 			}
 		}
 		// the file is gone or could not be appended to: write it whole
+	}
+	if op.light {
+		// a listed operation (its writes' values not read): its record
+		// is read whole to be written whole with op's progress
+		full, err := s.readFull(op)
+		if err != nil {
+			return err
+		}
+		op = full
 	}
 	raw, err := EncodeOperation(op)
 	if err != nil {
@@ -211,8 +235,41 @@ func (s *FileJournal) Save(_ context.Context, op *Operation, whole bool) error {
 		return err
 	}
 	s.written[op.ID] = slices.Clone(op.Batches)
-	s.changed(op.ID + ".json")
+	s.keep(name, lightCopy(op))
 	return nil
+}
+
+// readFull is light operation op's record read whole, with op's progress
+// (caller holds mu).
+func (s *FileJournal) readFull(op *Operation) (*Operation, error) {
+	raw, err := os.ReadFile(s.path(op.ID))
+	if err != nil {
+		return nil, fmt.Errorf("operation %s: its record, to write it whole: %w", op.ID, err)
+	}
+	full, err := decodeOp(raw)
+	if err != nil {
+		return nil, fmt.Errorf("operation record %s: %w", op.ID, err)
+	}
+	if !slices.Equal(full.Batches, op.Batches) {
+		return nil, fmt.Errorf("operation %s: its record changed since it was read (batches %v, now %v)", op.ID, op.Batches, full.Batches)
+	}
+	full.State, full.Landed, full.Commits, full.Reason, full.Unknown = op.State, op.Landed, op.Commits, op.Reason, op.Unknown
+	return full, nil
+}
+
+// keep records that this process wrote file name, whose operation is now
+// op (light): the kept listing takes op as the file's, so that a listing
+// right after does not read and decode it again (caller holds mu). If the
+// file cannot be looked at, it is read again by name at the next listing.
+func (s *FileJournal) keep(name string, op *Operation) {
+	info, err := os.Stat(filepath.Join(s.dir, name))
+	if err != nil {
+		s.changed(name)
+		return
+	}
+	s.files[name] = cachedOp{info: info, op: op}
+	s.changed(name)
+	delete(s.dirty, name)
 }
 
 // changed records that this process changed file name (caller holds mu):
@@ -323,7 +380,9 @@ func (s *FileJournal) Live(_ context.Context, id string) (bool, error) {
 	return true, nil
 }
 
-// List returns every operation file of the repository. The directory is
+// List returns every operation file of the repository, light (each
+// write's op, collection and key: lifecycle.full reads the rest with Get).
+// What this process wrote is kept as it wrote it. The directory is
 // read once, then again only when another process changed it (genName);
 // the files this process changed are read again by name, and a file is
 // parsed again only when its size or time changed.
@@ -378,7 +437,8 @@ func (s *FileJournal) refresh(name string) error {
 		delete(s.files, name)
 		return nil
 	}
-	op, err := decodeOp(raw)
+	s.Parsed++
+	op, err := decodeOpLight(raw)
 	if err != nil {
 		return fmt.Errorf("operation record %s: %w", name, err)
 	}
@@ -412,12 +472,13 @@ func (s *FileJournal) listDir() ([]*Operation, error) {
 			if err != nil {
 				continue // removed meanwhile
 			}
-			op, err := decodeOp(raw)
+			op, err := decodeOpLight(raw)
 			if err != nil {
 				return nil, fmt.Errorf("operation record %s: %w", name, err)
 			}
 			c = cachedOp{info: info, op: op}
 			s.mu.Lock()
+			s.Parsed++
 			s.files[name] = c
 			s.mu.Unlock()
 		}
@@ -433,6 +494,37 @@ func (s *FileJournal) listDir() ([]*Operation, error) {
 	}
 	s.mu.Unlock()
 	return ops, nil
+}
+
+// whole reads light operation op's record whole: the writes' values from
+// its file, the records they replaced as this process kept them when it
+// saved the operation (else from the file too). Nil (no error) if there
+// is no record of it.
+func (s *FileJournal) whole(ctx context.Context, op *Operation) (*Operation, error) {
+	if op.Prev == nil || len(op.Prev) != len(op.Writes) {
+		return s.Get(ctx, op.ID)
+	}
+	if !slices.ContainsFunc(op.Writes, func(w store.Write) bool { return w.Op != store.Delete }) {
+		// deletes only: no value to read, the records they replaced kept
+		cp := *op
+		cp.Writes, cp.Prev, cp.light = slices.Clone(op.Writes), slices.Clone(op.Prev), false
+		return &cp, nil
+	}
+	raw, err := os.ReadFile(s.path(op.ID))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	full, err := decodeOpValues(raw, op.Prev)
+	if err != nil {
+		return nil, fmt.Errorf("operation record %s: %w", op.ID, err)
+	}
+	if full.DID != s.did {
+		return nil, nil
+	}
+	return full, nil
 }
 
 // Get reads operation id from its file, bypassing the cache.

@@ -206,8 +206,20 @@ func (l *lifecycle) list(ctx context.Context) ([]*Operation, error) {
 	return ops, nil
 }
 
-// get returns (a copy of) operation id, as list has it.
+// get returns (a copy of) operation id, as list has it, whole (its
+// writes' values read: full).
 func (l *lifecycle) get(ctx context.Context, id string) (*Operation, error) {
+	op, err := l.entry(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return l.full(ctx, op)
+}
+
+// entry returns (a copy of) operation id as list has it, which may be
+// light (its writes' values not read): enough to report it or to record
+// its progress (a journal reads a light operation whole to write it whole).
+func (l *lifecycle) entry(ctx context.Context, id string) (*Operation, error) {
 	ops, err := l.list(ctx)
 	if err != nil {
 		return nil, err
@@ -219,6 +231,38 @@ func (l *lifecycle) get(ctx context.Context, id string) (*Operation, error) {
 		}
 	}
 	return nil, fail(ErrOperationMissing, "call operations to see the operations this server recorded", "no operation %s", id)
+}
+
+// full returns op with its writes' values and the records they replaced,
+// read from the journal when op is light (as a listing keeps it); the
+// state and progress are op's (list may have found its process dead).
+func (l *lifecycle) full(ctx context.Context, op *Operation) (*Operation, error) {
+	if !op.light {
+		return op, nil
+	}
+	var fresh *Operation
+	var err error
+	if fj, ok := l.j.(*FileJournal); ok {
+		fresh, err = fj.whole(ctx, op)
+	} else {
+		fresh, err = l.j.Get(ctx, op.ID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading operation %s: %w", op.ID, err)
+	}
+	if fresh == nil {
+		return nil, fail(ErrOperationMissing, "call operations to see the operations this server recorded", "operation %s is no longer recorded", op.ID)
+	}
+	if !slices.Equal(fresh.Batches, op.Batches) {
+		// its plan was recorded anew since it was listed: the record wins
+		if fresh.State == OpRunning && op.State == OpIncomplete {
+			fresh.State, fresh.Reason = op.State, op.Reason
+		}
+		return fresh, nil
+	}
+	cp := *op
+	cp.Writes, cp.Prev, cp.Keys, cp.Around, cp.light = fresh.Writes, fresh.Prev, fresh.Keys, fresh.Around, false
+	return &cp, nil
 }
 
 // prune removes the oldest finished operations beyond JournalSize.

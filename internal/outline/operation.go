@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/bluesky-social/indigo/atproto/atdata"
@@ -59,6 +60,42 @@ type Operation struct {
 	// dirty: its writes or batches changed since it was last recorded,
 	// so the next step records it whole
 	dirty bool
+	// light: read for a listing (FileJournal's kept operations): each
+	// write's op, collection and record key only, no values and no Prev;
+	// lifecycle.full reads the whole record when it is resumed or undone
+	light bool
+}
+
+// lightCopy is op as a journal keeps it listed: its writes without their
+// values (what report, ownKeys and the lifecycle read), nothing shared
+// with op that op's owner may change.
+func lightCopy(op *Operation) *Operation {
+	cp := *op
+	cp.Writes = make([]store.Write, len(op.Writes))
+	for i, w := range op.Writes {
+		cp.Writes[i] = store.Write{Op: w.Op, Collection: internColl(w.Collection), RKey: w.RKey}
+	}
+	// the records replaced are kept as they are (compact values, most
+	// shared with the tree): an undo then reads only the writes' values
+	cp.Prev = slices.Clone(op.Prev)
+	cp.Batches = slices.Clone(op.Batches)
+	cp.Commits = slices.Clone(op.Commits)
+	cp.Undoes = slices.Clone(op.Undoes)
+	cp.Keys = nil
+	cp.Around = slices.Clone(op.Around)
+	cp.dirty, cp.light = false, true
+	return &cp
+}
+
+// internColl is the lexicon's own string for a known collection name, so
+// that listed operations do not hold a copy of it per write.
+func internColl(c string) string {
+	for _, k := range []string{lexicon.Node, lexicon.Mirror, lexicon.Note, lexicon.Comment, lexicon.CommentPolicy, lexicon.Outline} {
+		if c == k {
+			return k
+		}
+	}
+	return c
 }
 
 // batch returns the writes of batch i.
@@ -230,6 +267,103 @@ type opDelta struct {
 	Commits []string `json:"commits,omitempty"`
 	Reason  string   `json:"reason,omitempty"`
 	Unknown bool     `json:"unknown,omitempty"`
+}
+
+// opFileLight is what a listing reads of a record: its writes' op,
+// collection and key (the values are skipped, not decoded).
+type opFileLight struct {
+	ID      string    `json:"id"`
+	DID     string    `json:"did"`
+	Summary string    `json:"summary"`
+	Started time.Time `json:"started"`
+	State   string    `json:"state"`
+	Writes  []struct {
+		Op         store.Op `json:"op"`
+		Collection string   `json:"collection"`
+		RKey       string   `json:"rkey"`
+	} `json:"writes"`
+	Batches []int    `json:"batches"`
+	Landed  int      `json:"landed"`
+	Commits []string `json:"commits,omitempty"`
+	Reason  string   `json:"reason,omitempty"`
+	Unknown bool     `json:"unknown,omitempty"`
+	Undoes  []string `json:"undoes,omitempty"`
+}
+
+// decodeOpLight reads a record as decodeOp does, but each write's op,
+// collection and key only (a light operation, see Operation.light).
+func decodeOpLight(raw []byte) (*Operation, error) {
+	var f opFileLight
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&f); err != nil {
+		return nil, err
+	}
+	for {
+		var d opDelta
+		if err := dec.Decode(&d); err != nil {
+			break
+		}
+		f.State, f.Landed, f.Commits, f.Reason, f.Unknown = d.State, d.Landed, d.Commits, d.Reason, d.Unknown
+	}
+	op := &Operation{ID: f.ID, DID: f.DID, Summary: f.Summary, Started: f.Started, State: f.State,
+		Batches: f.Batches, Landed: f.Landed, Commits: f.Commits, Reason: f.Reason, Unknown: f.Unknown, Undoes: f.Undoes,
+		Writes: make([]store.Write, len(f.Writes)), light: true}
+	for i, w := range f.Writes {
+		op.Writes[i] = store.Write{Op: w.Op, Collection: internColl(w.Collection), RKey: w.RKey}
+	}
+	if op.Landed < 0 || op.Landed > len(op.Batches) || (len(op.Batches) > 0 && op.Batches[len(op.Batches)-1] != len(op.Writes)) {
+		return nil, errors.New("inconsistent batch record")
+	}
+	return op, nil
+}
+
+// decodeOpValues reads a record's writes with their values, taking the
+// records they replaced from prev (kept by the journal that wrote it)
+// rather than decoding them again: the whole operation, with the record's
+// progress.
+func decodeOpValues(raw []byte, prev []*store.Record) (*Operation, error) {
+	var f struct {
+		opFileLight
+		Writes []struct {
+			Op         store.Op        `json:"op"`
+			Collection string          `json:"collection"`
+			RKey       string          `json:"rkey"`
+			Value      json.RawMessage `json:"value,omitempty"`
+		} `json:"writes"`
+		Around []around `json:"around"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&f); err != nil {
+		return nil, err
+	}
+	for {
+		var d opDelta
+		if err := dec.Decode(&d); err != nil {
+			break
+		}
+		f.State, f.Landed, f.Commits, f.Reason, f.Unknown = d.State, d.Landed, d.Commits, d.Reason, d.Unknown
+	}
+	if len(prev) != len(f.Writes) {
+		return nil, fmt.Errorf("%d write(s) recorded, %d kept", len(f.Writes), len(prev))
+	}
+	op := &Operation{ID: f.ID, DID: f.DID, Summary: f.Summary, Started: f.Started, State: f.State,
+		Batches: f.Batches, Landed: f.Landed, Commits: f.Commits, Reason: f.Reason, Unknown: f.Unknown, Undoes: f.Undoes,
+		Around: f.Around, Writes: make([]store.Write, len(f.Writes)), Prev: slices.Clone(prev)}
+	for i, jw := range f.Writes {
+		w := store.Write{Op: jw.Op, Collection: jw.Collection, RKey: jw.RKey}
+		if len(jw.Value) > 0 {
+			v, err := atdata.UnmarshalJSON(jw.Value)
+			if err != nil {
+				return nil, err
+			}
+			w.Value = v
+		}
+		op.Writes[i] = w
+	}
+	if op.Landed < 0 || op.Landed > len(op.Batches) || (len(op.Batches) > 0 && op.Batches[len(op.Batches)-1] != len(op.Writes)) {
+		return nil, errors.New("inconsistent batch record")
+	}
+	return op, nil
 }
 
 func decodeOp(raw []byte) (*Operation, error) {

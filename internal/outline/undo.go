@@ -32,13 +32,13 @@ func (e *Engine) Undo(ctx context.Context, steps int, id string, dryRun bool) (*
 	if err := targets.changedSince(t); err != nil {
 		return nil, err
 	}
-	ws, prev := targets.writes()
+	ws, prev, held := targets.writes()
 	summary := "undo " + strings.Join(ids, ", ")
 	for _, op := range stack {
 		summary += "; undid: " + strings.TrimSuffix(op.Summary, ".")
 	}
 	plan := &Plan{Writes: ws, Prev: prev, Cost: store.Cost(ws), Summary: summary, Batches: cutBatches(ws), Undoes: ids,
-		Shared: restoredForeignParents(t, ws)}
+		Shared: restoredForeignParents(t, ws), held: held}
 	out := &Outcome{Plan: plan, DryRun: dryRun, Before: t, BudgetLeft: e.budgetLeft(ctx)}
 	if len(ws) == 0 {
 		out.NoChange = true
@@ -157,6 +157,12 @@ func (e *Engine) undoStack(ctx context.Context, steps int, id string) ([]*Operat
 		}
 		stack = stack[:steps]
 	}
+	// listed operations may be light: the ones undone are read whole
+	for i, op := range stack {
+		if stack[i], err = e.ops.full(ctx, op); err != nil {
+			return nil, err
+		}
+	}
 	return stack, nil
 }
 
@@ -229,10 +235,13 @@ func (set *undoSet) changedSince(t *Tree) error {
 	return fail(ErrConflict, "read the outline and fix it by hand with the edit tools", "cannot undo: %d record(s) changed since (%s)", len(changed), strings.Join(changed, ", "))
 }
 
-// writes are the undo's writes, and the record each replaces.
-func (set *undoSet) writes() ([]store.Write, []*store.Record) {
+// writes are the undo's writes, the record each replaces, and the CID of
+// the record each puts back as the repository held it ("": a delete; see
+// Plan.held).
+func (set *undoSet) writes() ([]store.Write, []*store.Record, []string) {
 	var ws []store.Write
 	var prev []*store.Record
+	var held []string
 	for _, path := range set.order {
 		t := set.byPath[path]
 		var cur *store.Record
@@ -250,8 +259,13 @@ func (set *undoSet) writes() ([]store.Write, []*store.Record) {
 			continue
 		}
 		prev = append(prev, cur)
+		h := ""
+		if t.want != nil {
+			h = t.want.CID
+		}
+		held = append(held, h)
 	}
-	return ws, prev
+	return ws, prev, held
 }
 
 // landedIn reports whether batch is in t (batchLanded on the kept tree).
