@@ -290,6 +290,28 @@ type opFileLight struct {
 	Undoes  []string `json:"undoes,omitempty"`
 }
 
+// progress reads the lines appended to a record after its first: the last
+// whole one is its state (a line torn by a crash ends them; the batch it
+// recorded is found landed again by resume or undo, which read the
+// repository); d is the first line's.
+func progress(dec *json.Decoder, d opDelta) opDelta {
+	for {
+		var next opDelta
+		if err := dec.Decode(&next); err != nil {
+			return d
+		}
+		d = next
+	}
+}
+
+// consistent checks a decoded operation's batch record against its writes.
+func consistent(op *Operation) error {
+	if op.Landed < 0 || op.Landed > len(op.Batches) || (len(op.Batches) > 0 && op.Batches[len(op.Batches)-1] != len(op.Writes)) {
+		return errors.New("inconsistent batch record")
+	}
+	return nil
+}
+
 // decodeOpLight reads a record as decodeOp does, but each write's op,
 // collection and key only (a light operation, see Operation.light).
 func decodeOpLight(raw []byte) (*Operation, error) {
@@ -298,23 +320,15 @@ func decodeOpLight(raw []byte) (*Operation, error) {
 	if err := dec.Decode(&f); err != nil {
 		return nil, err
 	}
-	for {
-		var d opDelta
-		if err := dec.Decode(&d); err != nil {
-			break
-		}
-		f.State, f.Landed, f.Commits, f.Reason, f.Unknown = d.State, d.Landed, d.Commits, d.Reason, d.Unknown
-	}
+	d := progress(dec, opDelta{State: f.State, Landed: f.Landed, Commits: f.Commits, Reason: f.Reason, Unknown: f.Unknown})
+	f.State, f.Landed, f.Commits, f.Reason, f.Unknown = d.State, d.Landed, d.Commits, d.Reason, d.Unknown
 	op := &Operation{ID: f.ID, DID: f.DID, Summary: f.Summary, Started: f.Started, State: f.State,
 		Batches: f.Batches, Landed: f.Landed, Commits: f.Commits, Reason: f.Reason, Unknown: f.Unknown, Undoes: f.Undoes,
 		Writes: make([]store.Write, len(f.Writes)), light: true}
 	for i, w := range f.Writes {
 		op.Writes[i] = store.Write{Op: w.Op, Collection: internColl(w.Collection), RKey: w.RKey}
 	}
-	if op.Landed < 0 || op.Landed > len(op.Batches) || (len(op.Batches) > 0 && op.Batches[len(op.Batches)-1] != len(op.Writes)) {
-		return nil, errors.New("inconsistent batch record")
-	}
-	return op, nil
+	return op, consistent(op)
 }
 
 // decodeOpValues reads a record's writes with their values, taking the
@@ -336,13 +350,8 @@ func decodeOpValues(raw []byte, prev []*store.Record) (*Operation, error) {
 	if err := dec.Decode(&f); err != nil {
 		return nil, err
 	}
-	for {
-		var d opDelta
-		if err := dec.Decode(&d); err != nil {
-			break
-		}
-		f.State, f.Landed, f.Commits, f.Reason, f.Unknown = d.State, d.Landed, d.Commits, d.Reason, d.Unknown
-	}
+	d := progress(dec, opDelta{State: f.State, Landed: f.Landed, Commits: f.Commits, Reason: f.Reason, Unknown: f.Unknown})
+	f.State, f.Landed, f.Commits, f.Reason, f.Unknown = d.State, d.Landed, d.Commits, d.Reason, d.Unknown
 	if len(prev) != len(f.Writes) {
 		return nil, fmt.Errorf("%d write(s) recorded, %d kept", len(f.Writes), len(prev))
 	}
@@ -360,10 +369,7 @@ func decodeOpValues(raw []byte, prev []*store.Record) (*Operation, error) {
 		}
 		op.Writes[i] = w
 	}
-	if op.Landed < 0 || op.Landed > len(op.Batches) || (len(op.Batches) > 0 && op.Batches[len(op.Batches)-1] != len(op.Writes)) {
-		return nil, errors.New("inconsistent batch record")
-	}
-	return op, nil
+	return op, consistent(op)
 }
 
 func decodeOp(raw []byte) (*Operation, error) {
@@ -375,13 +381,8 @@ func decodeOp(raw []byte) (*Operation, error) {
 	// the lines appended since: the last whole one is the state (a line
 	// torn by a crash ends them; the batch it recorded is found landed
 	// again by resume or undo, which read the repository)
-	for {
-		var d opDelta
-		if err := dec.Decode(&d); err != nil {
-			break
-		}
-		f.State, f.Landed, f.Commits, f.Reason, f.Unknown = d.State, d.Landed, d.Commits, d.Reason, d.Unknown
-	}
+	d := progress(dec, opDelta{State: f.State, Landed: f.Landed, Commits: f.Commits, Reason: f.Reason, Unknown: f.Unknown})
+	f.State, f.Landed, f.Commits, f.Reason, f.Unknown = d.State, d.Landed, d.Commits, d.Reason, d.Unknown
 	op := &Operation{ID: f.ID, DID: f.DID, Summary: f.Summary, Started: f.Started, State: f.State,
 		Batches: f.Batches, Landed: f.Landed, Commits: f.Commits, Reason: f.Reason, Unknown: f.Unknown, Undoes: f.Undoes,
 		Around: f.Around, Writes: make([]store.Write, len(f.Writes)), Prev: make([]*store.Record, len(f.Writes))}
@@ -407,8 +408,5 @@ func decodeOp(raw []byte) (*Operation, error) {
 			op.Prev[i] = &store.Record{Collection: jw.Collection, RKey: jw.RKey, CID: jw.PrevCID, Value: v}
 		}
 	}
-	if op.Landed < 0 || op.Landed > len(op.Batches) || (len(op.Batches) > 0 && op.Batches[len(op.Batches)-1] != len(op.Writes)) {
-		return nil, errors.New("inconsistent batch record")
-	}
-	return op, nil
+	return op, consistent(op)
 }
