@@ -3,6 +3,7 @@ package outline
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -183,7 +184,7 @@ func (c *crossCheck) cycles(own *Tree) ([]gref, map[gref]gref) {
 	done := map[*Tree]bool{}
 	for {
 		todo := []*Tree{own}
-		for _, did := range slices.Sorted(mapKeys(c.trees)) {
+		for _, did := range slices.Sorted(maps.Keys(c.trees)) {
 			todo = append(todo, c.trees[did])
 		}
 		fresh := false
@@ -192,12 +193,10 @@ func (c *crossCheck) cycles(own *Tree) ([]gref, map[gref]gref) {
 				continue
 			}
 			done[t], fresh = true, true
-			if t != own || len(allContributors(t)) > 0 {
-				// contributors' bullets render under this tree's:
-				// their mirrors count
-				for _, d := range allContributors(t) {
-					c.tree(d, c.depthOf(t)+1)
-				}
+			// contributors' bullets render under this tree's: their
+			// mirrors count
+			for _, d := range allContributors(t) {
+				c.tree(d, c.depthOf(t)+1)
 			}
 			for k, m := range t.Mirrors.All() {
 				mirrors = append(mirrors, mir{t, m})
@@ -268,13 +267,13 @@ func (c *crossCheck) cycles(own *Tree) ([]gref, map[gref]gref) {
 		stack = stack[:len(stack)-1]
 		state[k] = 2
 	}
-	keys := slices.SortedFunc(mapKeys(next), cmpGref)
+	keys := slices.SortedFunc(maps.Keys(next), cmpGref)
 	for _, k := range keys {
 		if state[k] == 0 {
 			visit(k)
 		}
 	}
-	out := slices.SortedFunc(mapKeys(onCycle), cmpGref)
+	out := slices.SortedFunc(maps.Keys(onCycle), cmpGref)
 	return out, orig
 }
 
@@ -297,16 +296,6 @@ func cmpGref(a, b gref) int {
 		return strings.Compare(a.did, b.did)
 	}
 	return strings.Compare(a.rkey, b.rkey)
-}
-
-func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // crossMirrorCycle refuses the plan (ErrCycle) when, after it, mirrors
@@ -356,13 +345,22 @@ func (p *Planner) crossMirrorCycle() error {
 		Data: map[string]any{"mirrors": uris, "repositories": repos}}
 }
 
-// say notes, once per plan, each repository the check could not read.
+// say notes, once per plan, each repository the check could not read
+// (offline: all of them in one note).
 func (c *crossCheck) say(p *Planner) {
+	var offline []string
 	for _, ident := range c.order {
 		if c.said[ident] {
 			continue
 		}
 		c.said[ident] = true
+		if c.others == nil {
+			offline = append(offline, ident)
+			continue
+		}
 		p.note("mirror cycles through %s were not checked: %s", ident, c.failed[ident])
+	}
+	if len(offline) > 0 {
+		p.note("mirror cycles through other repositories (%s) were not checked: this server does not read other repositories (offline)", strings.Join(offline, ", "))
 	}
 }
