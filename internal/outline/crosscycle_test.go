@@ -3,8 +3,11 @@ package outline_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/bluesky-social/indigo/atproto/syntax"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
@@ -132,5 +135,61 @@ func TestMirrorCycleAcrossRepositories(t *testing.T) {
 	}
 	if n := count(t, a); n != before {
 		t.Fatalf("refused, but %d records now, %d before", n, before)
+	}
+}
+
+// The repositories a mirror leads to are read within a bound (3 away):
+// the first past it is said, not silently skipped; offline, the result
+// says that no other repository was read.
+func TestMirrorCycleBoundSaid(t *testing.T) {
+	ctx := context.Background()
+	// did:plc:r1's O mirrors r2's O, which mirrors r3's, … up to r5
+	tree := func(i int) *outline.Tree {
+		did := fmt.Sprintf("did:plc:r%d", i)
+		recs := []store.Record{{Collection: lexicon.Node, RKey: "3kooooooooo22", CID: "c1",
+			Value: store.MustValue(map[string]any{"$type": lexicon.Node, "text": "O", "sortKey": "a", "createdAt": "2026-03-10T09:00:00.000Z"})}}
+		if i < 5 {
+			recs = append(recs, store.Record{Collection: lexicon.Mirror, RKey: "3kmmmmmmmmm22", CID: "c2",
+				Value: store.MustValue(map[string]any{"$type": lexicon.Mirror, "original": fmt.Sprintf("at://did:plc:r%d/%s/3kooooooooo22", i+1, lexicon.Node),
+					"parent": "at://" + did + "/" + lexicon.Node + "/3kooooooooo22", "sortKey": "a", "createdAt": "2026-03-10T09:00:00.000Z"})})
+		}
+		return outline.Build(&store.Snapshot{DID: syntax.DID(did), Commit: "c", Records: recs})
+	}
+	read := 0
+	others := func(ctx context.Context, ident string) (*outline.Tree, error) {
+		read++
+		var i int
+		if _, err := fmt.Sscanf(ident, "did:plc:r%d", &i); err != nil || i < 1 || i > 5 {
+			return nil, errors.New("unknown identity " + ident)
+		}
+		return tree(i), nil
+	}
+	for _, online := range []bool{true, false} {
+		a := openLocal(t, t.TempDir())
+		o := outline.Options{}
+		if online {
+			o.Others = others
+		}
+		e, err := outline.Open(a, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := e.DoFunc(ctx, true, func(p *outline.Planner) error {
+			return intent.Mirror{Original: "at://did:plc:r1/" + lexicon.Node + "/3kooooooooo22"}.Plan(p)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := strings.Join(out.Plan.Diagnostics, "\n")
+		want := "mirror cycles through did:plc:r4 were not checked: more than 3 repositories away"
+		if !online {
+			want = "mirror cycles through other repositories (did:plc:r1) were not checked: this server does not read other repositories (offline)"
+		}
+		if !strings.Contains(d, want) {
+			t.Fatalf("online %v: the bound is not said: %q", online, d)
+		}
+	}
+	if read != 3 {
+		t.Fatalf("read %d repositories, want 3 (r1..r3)", read)
 	}
 }
