@@ -69,14 +69,47 @@ func operationsTool() Tool {
 		if err != nil {
 			return toolError(err)
 		}
-		return opsPage(ops, only, a.Str("cursor")), nil
+		// what the write budget holds for an incomplete operation's next
+		// batch, charged by a process that stopped (killed) before it knew
+		// whether the batch landed
+		held := map[string]int{}
+		for _, op := range ops {
+			if op.State != outline.OpIncomplete {
+				continue
+			}
+			if points, open, err := env.Engine.HeldCharge(ctx, op.ID); err == nil && open && points > 0 {
+				held[op.ID] = points
+			}
+		}
+		return opsPageHeld(ops, only, a.Str("cursor"), held), nil
 	}
 	return t
+}
+
+// heldNote says what the write budget holds for an operation stopped by a
+// killed process.
+func heldNote(points int) string {
+	return fmt.Sprintf("the write budget holds %d point(s) charged for its next batch by the process that stopped before it knew whether that batch landed: resume uses that charge (the batch is not charged again); undo gives it back if the batch did not land", points)
+}
+
+// opsRow is an operation as listed, with what the write budget holds for it.
+type opsRow struct {
+	outline.OpReport
+	// BudgetHeld: points charged for its next batch by a process that
+	// stopped before it knew whether the batch landed (see heldNote).
+	BudgetHeld int    `json:"budgetHeld,omitempty"`
+	BudgetNote string `json:"budgetNote,omitempty"`
 }
 
 // opsPage lists ops (newest first) from after the operation cursor names,
 // as many as fit one result: the rest is said, with the cursor to go on.
 func opsPage(ops []outline.OpReport, only bool, cursor string) *mcp.CallToolResult {
+	return opsPageHeld(ops, only, cursor, nil)
+}
+
+// opsPageHeld is opsPage saying, for the operations in held, the points
+// the write budget holds for them (heldNote).
+func opsPageHeld(ops []outline.OpReport, only bool, cursor string, held map[string]int) *mcp.CallToolResult {
 	from := strings.TrimPrefix(cursor, "op.")
 	var b strings.Builder
 	rows := []any{}
@@ -98,14 +131,19 @@ func opsPage(ops []outline.OpReport, only bool, cursor string) *mcp.CallToolResu
 		if op.Next != "" {
 			fmt.Fprintf(&line, "; %s", op.Next)
 		}
+		row := opsRow{OpReport: op}
+		if p := held[op.ID]; p > 0 {
+			row.BudgetHeld, row.BudgetNote = p, heldNote(p)
+			fmt.Fprintf(&line, "; %s", row.BudgetNote)
+		}
 		line.WriteString("\n")
-		raw, _ := json.Marshal(op)
+		raw, _ := json.Marshal(row)
 		if more > 0 || size+line.Len()+len(raw)+1 > MaxResult-4_000 {
 			more++
 			continue
 		}
 		size += line.Len() + len(raw) + 1
-		rows = append(rows, op)
+		rows = append(rows, row)
 		b.WriteString(line.String())
 		last = op.ID
 	}

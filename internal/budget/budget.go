@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -108,6 +110,10 @@ type entry struct {
 	// Res is the reservation the charge came out of (given back to it on
 	// Refund).
 	Res string `json:"res,omitempty"`
+	// Open: charged under Key by a reservation that was neither released
+	// nor adopted since: its process stopped (killed) before it knew
+	// whether the batch landed. GiveBack gives such a charge back.
+	Open bool `json:"open,omitempty"`
 }
 
 type held struct {
@@ -118,11 +124,13 @@ type held struct {
 	Host    string    `json:"host,omitempty"`
 }
 
-// live reports whether a reservation still holds its points: while the
-// process that made it runs (when it is on this machine), else until it
-// expires.
+// live reports whether a reservation still holds: while the process that
+// made it runs (when it is on this machine), else until it expires. One
+// spent to nothing is kept while it lives (it holds no points): its
+// charges are then known to belong to a process that is still deciding
+// their fate (GiveBack leaves them alone).
 func (h held) live(now time.Time, host string) bool {
-	if h.Points <= 0 {
+	if h.Points <= 0 && (h.PID <= 0 || h.Host != host) {
 		return false
 	}
 	if h.PID > 0 && h.Host == host {
@@ -414,8 +422,13 @@ func (r *Reservation) Charge(key string, points int) (*Charge, error) {
 	defer l.mu.Unlock()
 	c := &Charge{r: r, key: key, points: points}
 	err := l.shared(true, func(now time.Time) ([]rec, error) {
-		if _, ok := l.s.keys[key]; key != "" && ok {
-			return nil, nil // charged already
+		if e := l.s.charged(key); e != nil {
+			// charged already; one left open by a process that stopped
+			// (killed) is this reservation's now: used, no longer open
+			if e.Open && e.Res != r.id && l.s.res[e.Res] == nil {
+				return []rec{{T: recAdopt, K: key, ID: r.id}}, nil
+			}
+			return nil, nil
 		}
 		covered := 0
 		if h := l.s.res[r.id]; h != nil {
@@ -467,6 +480,73 @@ func (c *Charge) Refund() error {
 		}
 		return []rec{{T: recRefund, K: c.key, ID: c.r.id, Cov: back}}, nil
 	})
+}
+
+// GiveBack gives back the open charges of operation opID (charged under
+// keys "opID/…" by a process that stopped before it knew whether their
+// batches landed, neither used by a resume since nor released) except
+// those under landed, the keys of its batches that landed. Call it only
+// when the operation's other batches are known not to have landed and
+// never can: it was undone or forgotten, the repository read past the
+// commits they were to be swapped onto. A charge whose reservation still
+// holds (its process runs) is left alone. It returns the points given
+// back.
+func (l *Ledger) GiveBack(opID string, landed []string) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	keep := map[string]bool{}
+	for _, k := range landed {
+		keep[k] = true
+	}
+	back := 0
+	err := l.shared(true, func(now time.Time) ([]rec, error) {
+		back = 0
+		var recs []rec
+		for k := range l.s.keys {
+			if !strings.HasPrefix(k, opID+"/") || keep[k] {
+				continue
+			}
+			e := l.s.charged(k)
+			if e == nil || !e.Open || l.s.res[e.Res] != nil {
+				continue
+			}
+			back += e.Points
+			recs = append(recs, rec{T: recGive, K: k})
+		}
+		slices.SortFunc(recs, func(a, b rec) int { return strings.Compare(a.K, b.K) })
+		return recs, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return back, nil
+}
+
+// Charged says what the charge under key holds: its points (0: none
+// recorded, or given back) and whether it is open (its process stopped
+// before it knew whether the batch landed: a resume uses it, GiveBack
+// gives it back).
+func (l *Ledger) Charged(key string) (points int, open bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_ = l.shared(false, func(time.Time) ([]rec, error) {
+		if e := l.s.charged(key); e != nil {
+			points, open = e.Points, e.Open && l.s.res[e.Res] == nil
+		}
+		return nil, nil
+	})
+	return points, open
+}
+
+// OpenAs is New for a ledger whose reservations are held by process pid
+// (tests that play a process that was killed: a pid that is not running).
+func OpenAs(path string, pid int) (*Ledger, error) {
+	l, err := New(path)
+	if err != nil {
+		return nil, err
+	}
+	l.pid = pid
+	return l, nil
 }
 
 // Release gives back what the reservation still holds.

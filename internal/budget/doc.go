@@ -22,7 +22,11 @@
 // never spend more than the limits together. A reservation of a process on
 // this machine holds while that process runs (a killed one's unspent points
 // come back at once; its charges stay); one made elsewhere holds for
-// ReservationTTL after its last charge.
+// ReservationTTL after its last charge. A charge of a reservation never
+// released (its process killed before it knew whether the batch landed)
+// stays open: a later Charge under its key (a resume) uses it and closes
+// it, and GiveBack returns it when its operation is undone or forgotten
+// with the batch known not to have landed; Charged reads it back.
 //
 // The ledger file is append-only (ledgerfile.go): each change is one line,
 // a charge's fsynced before its batch leaves; each process keeps the rolling

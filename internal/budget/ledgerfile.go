@@ -45,6 +45,8 @@ const (
 	recRefund  = "f" // the charge under K out of ID given back, Cov points of it to ID
 	recRelease = "x" // reservation ID given up
 	recPause   = "p" // writes paused until At (Note, Long)
+	recAdopt   = "a" // the open charge under K used by a later reservation ID (a resume): no longer open
+	recGive    = "g" // the open charge under K given back (its batch known not to have landed)
 )
 
 // rec is one change, as appended. What it does to a reservation was
@@ -80,9 +82,13 @@ type window struct {
 
 // state is the ledger in memory.
 type state struct {
-	spent     []entry          // oldest first, within the day
-	base      int64            // absolute index of spent[0]
-	keys      map[string]int64 // a charge's key → its absolute index
+	spent []entry          // oldest first, within the day
+	base  int64            // absolute index of spent[0]
+	keys  map[string]int64 // a charge's key → its absolute index
+	// open is, per reservation, the absolute indexes of its charges while
+	// it is neither released nor adopted (entry.Open): the charges of a
+	// process killed before it knew whether they landed
+	open      map[string][]int64
 	res       map[string]*held
 	hour, day window
 	paused    time.Time
@@ -91,7 +97,7 @@ type state struct {
 }
 
 func (s *state) reset() {
-	*s = state{keys: map[string]int64{}, res: map[string]*held{}, hour: window{d: Window}, day: window{d: Day}}
+	*s = state{keys: map[string]int64{}, open: map[string][]int64{}, res: map[string]*held{}, hour: window{d: Window}, day: window{d: Day}}
 }
 
 func (s *state) load(f file) {
@@ -108,6 +114,9 @@ func (s *state) load(f file) {
 func (s *state) add(e entry) {
 	if e.Key != "" {
 		s.keys[e.Key] = s.base + int64(len(s.spent))
+	}
+	if e.Open && e.Res != "" {
+		s.open[e.Res] = append(s.open[e.Res], s.base+int64(len(s.spent)))
 	}
 	s.spent = append(s.spent, e)
 	s.hour.sum += e.Points
@@ -145,6 +154,9 @@ func (s *state) advance(now time.Time) {
 			if e.Key != "" && s.keys[e.Key] < s.day.idx {
 				delete(s.keys, e.Key)
 			}
+			if ix := s.open[e.Res]; e.Open && len(ix) > 0 && ix[len(ix)-1] < s.day.idx {
+				delete(s.open, e.Res)
+			}
 		}
 		s.spent = s.spent[n:]
 		s.base = s.day.idx
@@ -177,7 +189,7 @@ func (s *state) apply(r rec) {
 			return
 		}
 		at := time.Unix(0, r.At)
-		s.add(entry{At: at, Points: r.P, Key: r.K, Res: r.ID})
+		s.add(entry{At: at, Points: r.P, Key: r.K, Res: r.ID, Open: r.K != ""})
 		if h := s.res[r.ID]; h != nil && r.Cov > 0 {
 			h.Points -= r.Cov
 			h.Expires = at.Add(ReservationTTL)
@@ -187,22 +199,43 @@ func (s *state) apply(r rec) {
 		if e == nil || e.Res != r.ID {
 			return
 		}
-		i := s.keys[r.K]
-		p := e.Points
-		e.Points, e.Key = 0, ""
-		delete(s.keys, r.K)
-		for _, w := range []*window{&s.hour, &s.day} {
-			if i >= w.idx {
-				w.sum -= p
-			}
-		}
+		s.unspend(r.K)
 		if h := s.res[r.ID]; h != nil {
 			h.Points += r.Cov // what the refunding process gave back
 		}
+	case recGive:
+		if e := s.charged(r.K); e != nil && e.Open {
+			s.unspend(r.K)
+		}
+	case recAdopt:
+		if e := s.charged(r.K); e != nil {
+			e.Open = false
+		}
 	case recRelease:
 		delete(s.res, r.ID)
+		for _, i := range s.open[r.ID] {
+			if i >= s.base {
+				s.spent[i-s.base].Open = false
+			}
+		}
+		delete(s.open, r.ID)
 	case recPause:
 		s.paused, s.pauseNote, s.pauseLong = time.Unix(0, r.At), r.Note, r.Long
+	}
+}
+
+// unspend takes the charge under key out of the windows (a refund or a
+// give-back).
+func (s *state) unspend(key string) {
+	e := s.charged(key)
+	i := s.keys[key]
+	p := e.Points
+	e.Points, e.Key, e.Open = 0, "", false
+	delete(s.keys, key)
+	for _, w := range []*window{&s.hour, &s.day} {
+		if i >= w.idx {
+			w.sum -= p
+		}
 	}
 }
 

@@ -18,8 +18,8 @@ import (
 // it ends at). add_mirror refuses the simple case up front; every plan that
 // creates or re-parents a mirror, or moves a bullet while mirrors exist, is
 // checked on the tree as it would be after the plan (mirrorCycle), whatever
-// intent or sequence of apply_batch steps formed it. Only originals in this
-// repository are followed: another identity's subtree is not read here.
+// intent or sequence of apply_batch steps formed it. Originals in another
+// repository are followed there (crosscycle.go).
 
 // mirrorOriginal is the record key of the node of t that mirror m ends at
 // (through mirrors of mirrors), or "" when it ends elsewhere.
@@ -137,7 +137,10 @@ func (p *Planner) mirrorCycle() error {
 		return nil
 	}
 	p.advance()
-	return newMirrorCycle(p.base, p.t)
+	if err := newMirrorCycle(p.base, p.t); err != nil {
+		return err
+	}
+	return p.crossMirrorCycle()
 }
 
 // newMirrorCycle returns an *Error (ErrCycle) naming the mirrors that

@@ -162,9 +162,14 @@ type Options struct {
 // New returns an engine over repo with no options: operations kept in
 // memory, offline (see Open).
 func New(repo store.Repository) *Engine {
-	return &Engine{Repo: repo, Now: time.Now, clock: syntax.NewTIDClock(uint(rand.IntN(1024))),
+	e := &Engine{Repo: repo, Now: time.Now, clock: syntax.NewTIDClock(uint(rand.IntN(1024))),
 		ops: &lifecycle{j: newMemJournal()}}
+	e.ops.repo = e.repo
+	return e
 }
+
+// repo is the engine's repository as it is now (the lifecycle's view).
+func (e *Engine) repo() store.Repository { return e.Repo }
 
 // Open returns an engine over repo built with o. It fails when the
 // operations journal cannot be read.
@@ -179,6 +184,7 @@ func Open(repo store.Repository, o Options) (*Engine, error) {
 		if err := e.useJournal(o.Journal); err != nil {
 			return nil, err
 		}
+		e.ops.repo = e.repo
 	case o.Operations != "":
 		if err := e.KeepOperations(o.Operations); err != nil {
 			return nil, err
@@ -194,7 +200,9 @@ func (e *Engine) Others() Others { return e.others }
 // KeepOperations records operations (and so the undo journal) in dir/ops,
 // shared with other processes using the same data directory.
 func (e *Engine) KeepOperations(dir string) error {
-	return e.useJournal(NewFileJournal(e.Repo.DID().String(), filepath.Join(dir, "ops")))
+	err := e.useJournal(NewFileJournal(e.Repo.DID().String(), filepath.Join(dir, "ops")))
+	e.ops.repo = e.repo
+	return err
 }
 
 // Tree returns the tree of the current commit. A repository that can tell

@@ -106,7 +106,7 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 		// the batch runs to completion even if the call is cancelled now
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(bctx), BatchTimeout)
 		// its points are charged once under this key, however often it is sent
-		cctx = budget.WithBatch(cctx, fmt.Sprintf("%s/%d+%d", op.ID, op.landedWrites(), len(batch)))
+		cctx = budget.WithBatch(cctx, batchKey(op, op.Landed))
 		gen = e.changes.pend(batch, writer)
 		res, err := e.Repo.Apply(cctx, swap, batch)
 		cancel()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
 // An operation's life, in one place: the phases it goes through, the
@@ -98,6 +100,10 @@ type step struct {
 // recording every step in its journal, and reads them back.
 type lifecycle struct {
 	j Journal
+	// repo is the engine's repository (nil in tests of the lifecycle
+	// alone): an undone or forgotten operation's open charges are given
+	// back through it (giveback.go).
+	repo func() store.Repository
 }
 
 // move takes op to phase to, with what step s brings, and records it: the
@@ -143,6 +149,17 @@ func (l *lifecycle) move(ctx context.Context, op *Operation, to phase, s step) e
 	// what landed must be recorded even when the call is cancelled (the
 	// journal bounds its own requests)
 	ctx = context.WithoutCancel(ctx)
+	if to == phaseUndone || to == phaseForgotten {
+		// the budget charges of batches that never landed, left open by a
+		// killed process, are given back (said in the operation's reason)
+		if n, err := l.giveBack(ctx, op, to); err != nil {
+			op.Reason = strings.TrimPrefix(op.Reason+"; ", "; ") + "the write budget's charges of its batches that did not land could not be given back: " + err.Error()
+			op.dirty = true
+		} else if n > 0 {
+			op.Reason = strings.TrimPrefix(op.Reason+"; ", "; ") + fmt.Sprintf("%d point(s) charged by the stopped process for a batch that never landed were given back to the write budget", n)
+			op.dirty = true
+		}
+	}
 	if to == phaseForgotten {
 		if err := l.j.Remove(ctx, op.ID); err != nil {
 			return fmt.Errorf("forgetting operation %s: %w", op.ID, err)

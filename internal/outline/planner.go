@@ -46,6 +46,7 @@ type Planner struct {
 	created map[string]bool // paths of records this plan's key list minted
 	dirty   []int           // writes changed since the tree was last advanced
 	shared  map[string]bool // parents in other repositories admitted for contributions (SharedKeys)
+	cross   *crossCheck     // other repositories read for mirror cycles (crosscycle.go)
 }
 
 // priorRec is a record's state in the snapshot the plan is made against
