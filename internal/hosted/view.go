@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bulleted-mcp/bulleted-mcp/server"
+	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
 
 // /view for hosted users: the outline page of single-user serve (server's
@@ -42,8 +43,11 @@ const (
 	ViewCookie    = "bmcp_view"
 	ViewCookieTTL = time.Hour
 	ViewLinkTTL   = time.Minute
-	// viewStreams bounds one user's live pages on an instance
+	// viewStreams bounds one user's live pages on an instance; viewPoll is
+	// how often a live page's repository is asked for its head (a request
+	// to the user's PDS each time: slower than single-user serve's second)
 	viewStreams = 4
+	viewPoll    = 5 * time.Second
 )
 
 // viewSeal is what a view link and a view cookie seal (for different
@@ -90,7 +94,7 @@ func (s *Server) openView(purpose, raw string) (viewSeal, error) {
 func (s *Server) viewHandler() http.Handler {
 	hosts := append([]string{s.public}, s.cfg.AllowOrigins...)
 	v := server.ViewHandler(s.mcp, nil, server.ViewOptions{Addr: s.public, AllowOrigins: hosts, HostOnly: true, Origin: s.public,
-		MaxStreams: viewStreams, Authenticate: s.viewAuth, EnvFor: s.envFor})
+		MaxStreams: viewStreams, Poll: viewPoll, Authenticate: s.viewAuth, EnvFor: s.viewEnv})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/view/session" {
 			s.viewSession(w, r)
@@ -224,4 +228,23 @@ func (s *Server) viewAuth(w http.ResponseWriter, r *http.Request) (context.Conte
 		return nil, "", false
 	}
 	return context.WithValue(ctx, identityKey{}, id), id.DID, true
+}
+
+// viewEnv is the environment whose tree a live page watches: the request's
+// user, held while it is read (not counted as a tool call). What failed is
+// logged for the operator; the page is told only what it may know.
+func (s *Server) viewEnv(ctx context.Context) (*tools.Env, func(), error) {
+	id, ok := identityFrom(ctx)
+	if !ok {
+		return nil, nil, errors.New("no signed-in user for this page")
+	}
+	u, err := s.acquire(ctx, id.DID)
+	if err != nil {
+		if errors.Is(err, ErrSignInAgain) {
+			return nil, nil, err
+		}
+		s.logf("view: opening %s: %v", id.DID, err)
+		return nil, nil, errors.New("opening your repository failed; the page tries again")
+	}
+	return u.env, func() { s.release(u) }, nil
 }
