@@ -23,7 +23,6 @@ import (
 func viewUsers(t *testing.T) (in *instance, tokens map[string]string) {
 	t.Helper()
 	in = newEnv(t).start(t, nil)
-	ctx := context.Background()
 	texts := map[string]string{"did:plc:alice": "Alice's plans", "did:plc:bob": "Bob's plans"}
 	in.Server.open = func(ctx context.Context, did string) (*user, error) {
 		e := outline.New(outlinegen.NewMemory(nil))
@@ -41,7 +40,6 @@ func viewUsers(t *testing.T) (in *instance, tokens map[string]string) {
 		}
 		tokens[did] = out["access_token"].(string)
 	}
-	_ = ctx
 	return in, tokens
 }
 
