@@ -113,6 +113,12 @@ func firstState(t *testing.T, in *instance, hdr map[string]string) (status int, 
 	}
 	sc := bufio.NewScanner(res.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	return 200, nextState(t, sc)
+}
+
+// nextState is the texts of a stream's next "state" event.
+func nextState(t *testing.T, sc *bufio.Scanner) string {
+	t.Helper()
 	event := ""
 	for sc.Scan() {
 		line := sc.Text()
@@ -134,14 +140,14 @@ func firstState(t *testing.T, in *instance, hdr map[string]string) (status int, 
 			for _, n := range m.Outline.Nodes {
 				out = append(out, n.Text)
 			}
-			return 200, strings.Join(out, "|")
+			return strings.Join(out, "|")
 		}
 		if ok := strings.HasPrefix(line, "data: "); ok && event == "notice" {
 			t.Fatalf("notice: %s", line)
 		}
 	}
 	t.Fatalf("the stream ended: %v", sc.Err())
-	return 0, ""
+	return ""
 }
 
 func cookieHdr(c *http.Cookie) map[string]string {
@@ -162,6 +168,25 @@ func TestHostedView(t *testing.T) {
 		if st != 200 || texts != want {
 			t.Fatalf("own outline: %d %q, want %q", st, texts, want)
 		}
+	}
+	// live: a write to Alice's outline reaches her open page, not Bob's
+	live := viewDo(t, in, "GET", "/view/events", cookieHdr(alice), "")
+	sc := bufio.NewScanner(live.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	if first := nextState(t, sc); !strings.HasPrefix(first, "Alice's plans 0") {
+		t.Fatalf("live page: %q", first)
+	}
+	ua, err := in.user(context.Background(), "did:plc:alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := insertTop(context.Background(), ua.env.Engine, bullets("Later", 1)); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(nextState(t, sc), "Later 0") {
+	}
+	if _, texts := firstState(t, in, cookieHdr(bob)); strings.Contains(texts, "Later") || strings.Contains(texts, "Alice") {
+		t.Fatalf("bob sees alice's outline: %q", texts)
 	}
 	// the page itself, for a signed-in user; not for anyone else
 	if res := viewDo(t, in, "GET", "/view", cookieHdr(alice), ""); res.StatusCode != 200 || !strings.Contains(res.Header.Get("Content-Security-Policy"), "script-src 'sha256-") {
