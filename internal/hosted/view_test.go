@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -260,5 +261,39 @@ func TestHostedView(t *testing.T) {
 	}
 	if st, texts := firstState(t, in, cookieHdr(bob)); st != 200 || !strings.Contains(texts, "Bob's") {
 		t.Errorf("bob after alice signed out: %d %q", st, texts)
+	}
+}
+
+// TestHostedViewPDS: through the real sign-in at the reference PDS, two
+// users each write a bullet with their MCP client and see only their own
+// outline on /view, read from their repository; a second instance on the
+// same database (behind the same public URL) honours the first's cookie.
+func TestHostedViewPDS(t *testing.T) {
+	p := testPDS(t)
+	e := newEnv(t)
+	e.plc = p.PLCURL
+	in := e.start(t, nil)
+	other := e.start(t, func(c *Config) { c.PublicURL = in.public })
+	cid := registerClient(t, in)
+	ctx := context.Background()
+	cookies := map[string]*http.Cookie{}
+	for _, name := range []string{"ana", "ben"} {
+		a := newAccount(t, p, fmt.Sprintf("view%s%d", name, time.Now().UnixNano()%1e6))
+		access, _ := signIn(t, in, cid, a, "")
+		res, err := call(ctx, mcpClient(t, in, access), "insert_after", map[string]any{"text": "Only " + name + " sees this"})
+		if err != nil || res.IsError {
+			t.Fatalf("insert: %v %s", err, resultText(res))
+		}
+		cookies[name] = viewCookie(t, in, access)
+	}
+	for _, name := range []string{"ana", "ben"} {
+		for _, x := range []*instance{in, other} {
+			hdr := cookieHdr(cookies[name])
+			hdr["Host"] = strings.TrimPrefix(in.public, "http://")
+			st, texts := firstState(t, x, hdr)
+			if st != 200 || texts != "Only "+name+" sees this" {
+				t.Fatalf("%s's view: %d %q", name, st, texts)
+			}
+		}
 	}
 }
