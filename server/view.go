@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/ui"
 	"github.com/bulleted-mcp/bulleted-mcp/tools"
 )
@@ -49,6 +50,20 @@ type ViewOptions struct {
 	MaxStreams int
 	// Done, if set, ends the live streams (the server is stopping).
 	Done <-chan struct{}
+
+	// The hosted server's view (internal/hosted) sets these instead of
+	// Token. Authenticate answers a request that is not signed in (it
+	// writes the response itself and returns ok false); otherwise it
+	// returns the request's context (carrying its user, for EnvFor and the
+	// tools) and the key its live streams are counted under (MaxStreams
+	// per key). EnvFor gives the environment whose tree a live page
+	// watches (when env is nil). HostOnly: a request's Host must be one of
+	// AllowOrigins' whatever the address (DNS rebinding). Origin is the
+	// page's own origin a change must come from ("": the request's).
+	Authenticate func(w http.ResponseWriter, r *http.Request) (ctx context.Context, key string, ok bool)
+	EnvFor       func(ctx context.Context) (*tools.Env, func(), error)
+	HostOnly     bool
+	Origin       string
 }
 
 // ViewPoll and ViewStreams are the defaults of ViewOptions.
@@ -71,7 +86,7 @@ func ViewHandler(s *mcpserver.MCPServer, env *tools.Env, o ViewOptions) http.Han
 	if o.MaxStreams <= 0 {
 		o.MaxStreams = ViewStreams
 	}
-	v := &viewServer{s: s, env: env, o: o, want: sha256.Sum256([]byte(o.Token))}
+	v := &viewServer{s: s, env: env, o: o, want: sha256.Sum256([]byte(o.Token)), streams: map[string][]chan struct{}{}}
 	v.allowedHosts = map[string]bool{}
 	for _, a := range o.AllowOrigins {
 		if n, err := NormalizeOrigin(a); err == nil {
@@ -88,7 +103,7 @@ type viewServer struct {
 	env          *tools.Env
 	o            ViewOptions
 	smu          sync.Mutex
-	streams      []chan struct{} // the live streams' ends, oldest first (closed: make room)
+	streams      map[string][]chan struct{} // the live streams' ends by key, oldest first (closed: make room)
 	want         [32]byte
 	allowedHosts map[string]bool
 	loopback     bool
@@ -99,14 +114,21 @@ type viewServer struct {
 }
 
 func (v *viewServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if v.loopback && !loopbackHost(hostname(r.Host)) && !v.allowedHosts[strings.ToLower(r.Host)] {
+	if v.o.HostOnly && !v.allowedHosts[strings.ToLower(r.Host)] || !v.o.HostOnly && v.loopback && !loopbackHost(hostname(r.Host)) && !v.allowedHosts[strings.ToLower(r.Host)] {
 		http.Error(w, "forbidden Host "+r.Host, http.StatusForbidden)
 		return
 	}
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	w.Header().Set("Cache-Control", "no-store")
-	if v.o.Token != "" {
+	key := ""
+	if v.o.Authenticate != nil {
+		ctx, k, ok := v.o.Authenticate(w, r)
+		if !ok {
+			return
+		}
+		r, key = r.WithContext(ctx), k
+	} else if v.o.Token != "" {
 		if tok := r.URL.Query().Get("token"); tok != "" && r.URL.Path == "/view" && r.Method == http.MethodGet {
 			if !v.good(tok) {
 				http.Error(w, "wrong token", http.StatusUnauthorized)
@@ -135,7 +157,7 @@ func (v *viewServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Frame-Options", "DENY")
 		io.WriteString(w, ui.Outline.HTML)
 	case r.URL.Path == "/view/events" && r.Method == http.MethodGet:
-		v.events(w, r)
+		v.events(w, r, key)
 	case r.URL.Path == "/view/undo" && r.Method == http.MethodPost:
 		v.undo(w, r)
 	case r.URL.Path == "/view" || r.URL.Path == "/view/events" || r.URL.Path == "/view/undo":
@@ -190,6 +212,9 @@ func (v *viewServer) undo(w http.ResponseWriter, r *http.Request) {
 		scheme = "https"
 	}
 	own, _ := NormalizeOrigin(scheme + "://" + r.Host)
+	if v.o.Origin != "" {
+		own, _ = NormalizeOrigin(v.o.Origin)
+	}
 	if n, err := NormalizeOrigin(origin); origin == "" || err != nil || n != own {
 		http.Error(w, "forbidden: a change must come from this page (Origin "+origin+")", http.StatusForbidden)
 		return
@@ -222,9 +247,9 @@ func (v *viewServer) undo(w http.ResponseWriter, r *http.Request) {
 // open never lock a viewer out), which is told so and asked to come back
 // in a minute (its page's EventSource reconnects then, and ends the
 // oldest in turn).
-func (v *viewServer) events(w http.ResponseWriter, r *http.Request) {
-	end := v.admit()
-	defer v.leave(end)
+func (v *viewServer) events(w http.ResponseWriter, r *http.Request, key string) {
+	end := v.admit(key)
+	defer v.leave(key, end)
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("X-Accel-Buffering", "no")
@@ -243,7 +268,7 @@ func (v *viewServer) events(w http.ResponseWriter, r *http.Request) {
 	last, quiet := "", time.Now()
 	for {
 		rev := ""
-		t, err := v.env.Engine.Tree(ctx)
+		t, err := v.tree(ctx)
 		if err == nil {
 			rev = t.Rev
 		}
@@ -291,25 +316,42 @@ const viewComeBack = time.Minute
 
 // admit makes room for a stream (ending the oldest when MaxStreams are
 // live) and returns the channel that ends it.
-func (v *viewServer) admit() chan struct{} {
+func (v *viewServer) admit(key string) chan struct{} {
 	end := make(chan struct{})
 	v.smu.Lock()
 	defer v.smu.Unlock()
-	for len(v.streams) >= v.o.MaxStreams {
-		close(v.streams[0])
-		v.streams = v.streams[1:]
+	for len(v.streams[key]) >= v.o.MaxStreams {
+		close(v.streams[key][0])
+		v.streams[key] = v.streams[key][1:]
 	}
-	v.streams = append(v.streams, end)
+	v.streams[key] = append(v.streams[key], end)
 	return end
 }
 
 // leave forgets a stream that ended (unless it was made to).
-func (v *viewServer) leave(end chan struct{}) {
+func (v *viewServer) leave(key string, end chan struct{}) {
 	v.smu.Lock()
 	defer v.smu.Unlock()
-	if i := slices.Index(v.streams, end); i >= 0 {
-		v.streams = slices.Delete(v.streams, i, i+1)
+	if i := slices.Index(v.streams[key], end); i >= 0 {
+		v.streams[key] = slices.Delete(v.streams[key], i, i+1)
 	}
+	if len(v.streams[key]) == 0 {
+		delete(v.streams, key)
+	}
+}
+
+// tree is the outline a live page watches: env's, or EnvFor's for the
+// request's user.
+func (v *viewServer) tree(ctx context.Context) (*outline.Tree, error) {
+	if v.env != nil || v.o.EnvFor == nil {
+		return v.env.Engine.Tree(ctx)
+	}
+	env, done, err := v.o.EnvFor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return env.Engine.Tree(ctx)
 }
 
 // state is what a live page shows: the outline (read_outline as JSON,

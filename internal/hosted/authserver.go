@@ -77,6 +77,9 @@ func (s *Server) Handler() http.Handler {
 	h := server.StreamableHTTPWith(s.mcp, s.sessions, mcpserver.WithDisableLocalhostProtection(true))
 	mux.Handle("/mcp", s.bearer(h))
 	mux.HandleFunc("/metrics", s.serveMetrics)
+	vh := s.viewHandler() // the signed-in user's outline page (view.go)
+	mux.Handle("/view", vh)
+	mux.Handle("/view/", vh)
 	return s.perAddress(s.guardBodies(mux))
 }
 
