@@ -1030,18 +1030,13 @@ func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
 	}
 	fail := func(f string, a ...any) { cur.check += fmt.Sprintf(f, a...) + "; " }
 
-	// the level with the most done todos, and its done todos
+	// the level to archive: the big one (a level of leaves, so its done
+	// todos are the done todos under it), and its done todos
 	tr := tree()
-	level, done := "", []string{}
-	for _, it := range tr.Nodes.All() {
-		var d []string
-		for _, c := range it.Children {
-			if c.Str("layout") == "todo" && c.Str("completedAt") != "" {
-				d = append(d, c.Key())
-			}
-		}
-		if len(d) > len(done) || len(d) == len(done) && it.Key() < level {
-			level, done = it.Key(), d
+	level, done := h.big, []string{}
+	for _, c := range tr.Nodes.Get(level).Children {
+		if c.Str("layout") == "todo" && c.Str("completedAt") != "" {
+			done = append(done, c.Key())
 		}
 	}
 	// (a) every done todo of the level under a new Archive bullet, its first child
@@ -1104,8 +1099,8 @@ func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
 	}
 
 	// (c) a literal replace across a selection
-	fy := 0
-	for _, c := range tr.Nodes.Get(h.big).Children {
+	fy := 0 // under the big level, the Archive included
+	for _, c := range tr.Nodes.All() {
 		if strings.Contains(c.Str("text"), "FY2026") {
 			fy++
 		}
@@ -1115,7 +1110,7 @@ func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
 	revC := resultRev(res)
 	cur.floor = bulkFloor(fmt.Sprintf("Replaced FY2026 by FY2027 in %d bullets.", fy), 0, fy)
 	n27 := 0
-	for _, c := range tree().Nodes.Get(h.big).Children {
+	for _, c := range tree().Nodes.All() {
 		t := c.Str("text")
 		if strings.Contains(t, "FY2026") {
 			fail("%q kept FY2026", t)
@@ -1209,13 +1204,18 @@ func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
 	}
 	seenDel := map[string]int{}
 	wantDel := map[string]bool{}
-	for _, k := range before {
-		if strings.Contains(h.textOf(k), "FY2026") {
-			wantDel[k] = true
+	for _, r := range h.recs {
+		if r.Collection == "app.bulleted.node" && strings.Contains(r.Value.Get("text").(string), "FY2026") {
+			wantDel[r.RKey] = true
 		}
 	}
 	t := &cur.billTask
 	h.drain(tb, t, "search", map[string]any{"since": revE, "limit": 200}, wantDel, seenDel)
+	if os.Getenv("BULLETED_BILL_SHOW") != "" {
+		res, _ := h.call(tb, "search", map[string]any{"since": revE, "limit": 3})
+		raw, _ := json.Marshal(res.StructuredContent)
+		fmt.Printf("=== search since %s limit 3\n--- text:\n%s\n--- structured:\n%s\n", revE, resultText(res), raw)
+	}
 	cur.want, cur.found = len(wantDel), len(seenDel)
 	cur.floor = 0
 	for k := range wantDel {
