@@ -61,7 +61,8 @@ keys.archive = read(res, (sc) => sc.created[0].rkey, /·([2-7a-z]{13}) "Archive"
 await call('move_node', { where: { state: 'done', under: spec.level }, parent: keys.archive })
 
 begin('rename #old to #new')
-await call('update_node', { where: { tags: ['old'] }, find: '#old', replace: '#new' })
+// the selection holds the #older bullets too: the rename must leave them
+await call('update_node', { where: { text: '#old' }, find: '#old', replace: '#new' })
 
 begin('replace a literal')
 await call('update_node', { where: { under: spec.big, text: 'FY2026' }, find: 'FY2026', replace: 'FY2027' })

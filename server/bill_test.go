@@ -905,8 +905,10 @@ func (f billFloor) String() string {
 // the bytes each kind of client is shown, and the floor: the least any
 // complete answer needs. The floor of a task is, for every call, the one
 // sentence that says what happened with its counts and where things went
-// (as bulkFloor spells it), the keys the next call needs, and a sample of
-// up to 10 of the keys it touched (14 bytes each: 13 and a separator); for
+// (as bulkFloor spells it), the operation's id (for undo), the keys the
+// next call needs, and a sample of up to 10 of the keys it touched (14
+// bytes each: 13 and a separator); a dry run's plan id instead of the
+// operation's; for
 // "what changed", every change's key, kind and text, since that list is the
 // answer. Nothing the tool adds (before/after views, plan ids, costs, next
 // steps) is in the floor.
@@ -966,10 +968,11 @@ type bulkTask struct {
 	check string // what the read back found wrong ("": right)
 }
 
-// bulkFloor is the floor of one call's answer: sentence (counts and where
-// filled in), the keys the next call needs, and up to 10 sample keys.
+// bulkFloor is the floor of one write's answer: sentence (counts and where
+// filled in), the operation's id (what undo takes: " Operation " and 13
+// bytes), the keys the next call needs, and up to 10 sample keys.
 func bulkFloor(sentence string, next, touched int) int {
-	return len(sentence) + 14*next + 14*min(touched, 10)
+	return len(sentence) + len(" Operation ") + 13 + 14*next + 14*min(touched, 10)
 }
 
 // resultRev is the rev of the commit a write's result names.
@@ -1080,7 +1083,8 @@ func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
 		}
 	}
 	task(fmt.Sprintf("rename #old to #new (%d bullets; %d #older)", old, older))
-	do("update_node", map[string]any{"where": map[string]any{"tags": []any{"old"}}, "find": "#old", "replace": "#new"})
+	// the selection holds the #older bullets too: the rename must leave them
+	do("update_node", map[string]any{"where": map[string]any{"text": "#old"}, "find": "#old", "replace": "#new"})
 	cur.floor = bulkFloor(fmt.Sprintf("Renamed #old to #new in %d bullets.", old), 0, old)
 	newN, olderN := 0, 0
 	for _, it := range tree().Nodes.All() {
@@ -1190,7 +1194,7 @@ func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
 	}
 	res = do("delete_node", map[string]any{"where": map[string]any{"text": "FY2027"}, "plan": plan})
 	revF := resultRev(res)
-	cur.floor = bulkFloor(fmt.Sprintf("Would delete %d bullets; plan %s.", fy, plan), 0, fy) + bulkFloor(fmt.Sprintf("Deleted %d bullets.", fy), 0, 0)
+	cur.floor = bulkFloor(fmt.Sprintf("Would delete %d bullets.", fy), 0, fy) + bulkFloor(fmt.Sprintf("Deleted %d bullets.", fy), 0, 0)
 	for _, it := range tree().Nodes.All() {
 		if strings.Contains(it.Str("text"), "FY2027") {
 			fail("%q not deleted", it.Str("text"))
