@@ -964,6 +964,7 @@ func bulkSeed(recs []store.Record) {
 // bulkTask is one bulk task's bill.
 type bulkTask struct {
 	billTask
+	id    string // the metric's name
 	floor int
 	check string // what the read back found wrong ("": right)
 }
@@ -1014,8 +1015,8 @@ func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
 	}
 	var tasks []*bulkTask
 	var cur *bulkTask
-	task := func(name string) *bulkTask {
-		cur = &bulkTask{billTask: billTask{name: name}}
+	task := func(id, name string) *bulkTask {
+		cur = &bulkTask{billTask: billTask{name: name}, id: id}
 		tasks = append(tasks, cur)
 		return cur
 	}
@@ -1043,7 +1044,7 @@ func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
 		}
 	}
 	// (a) every done todo of the level under a new Archive bullet, its first child
-	task(fmt.Sprintf("archive the %d done todos of a %d-child level", len(done), len(tr.Nodes.Get(level).Children)))
+	task("archive", fmt.Sprintf("archive the %d done todos of a %d-child level", len(done), len(tr.Nodes.Get(level).Children)))
 	res := do("insert_after", map[string]any{"parent": level, "position": "first", "text": "Archive"})
 	archive := ""
 	created := tidWord.FindAllString(resultText(res), -1)
@@ -1082,7 +1083,7 @@ func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
 			older++
 		}
 	}
-	task(fmt.Sprintf("rename #old to #new (%d bullets; %d #older)", old, older))
+	task("rename", fmt.Sprintf("rename #old to #new (%d bullets; %d #older)", old, older))
 	// the selection holds the #older bullets too: the rename must leave them
 	do("update_node", map[string]any{"where": map[string]any{"text": "#old"}, "find": "#old", "replace": "#new"})
 	cur.floor = bulkFloor(fmt.Sprintf("Renamed #old to #new in %d bullets.", old), 0, old)
@@ -1109,7 +1110,7 @@ func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
 			fy++
 		}
 	}
-	task(fmt.Sprintf("replace FY2026 by FY2027 in %d bullets of the big level", fy))
+	task("replace", fmt.Sprintf("replace FY2026 by FY2027 in %d bullets of the big level", fy))
 	res = do("update_node", map[string]any{"where": map[string]any{"under": h.big, "text": "FY2026"}, "find": "FY2026", "replace": "FY2027"})
 	revC := resultRev(res)
 	cur.floor = bulkFloor(fmt.Sprintf("Replaced FY2026 by FY2027 in %d bullets.", fy), 0, fy)
@@ -1137,7 +1138,7 @@ func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
 	}
 	before := order()
 	r0, r1, at := len(before)/20, len(before)/20+min(100, len(before)/10), len(before)/2
-	task(fmt.Sprintf("move a run of %d siblings by first and last key", r1-r0))
+	task("run", fmt.Sprintf("move a run of %d siblings by first and last key", r1-r0))
 	do("move_node", map[string]any{"from": before[r0], "to": before[r1-1], "after": before[at]})
 	cur.floor = bulkFloor(fmt.Sprintf("Moved %d bullets after %s.", r1-r0, before[at]), 0, r1-r0)
 	want := slices.Concat(before[:r0], before[r1:at+1], before[r0:r1], before[at+1:])
@@ -1164,7 +1165,7 @@ func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
 			}
 		}
 	}
-	task("split a 600-child level into three headed sections")
+	task("split", "split a 600-child level into three headed sections")
 	res = do("move_node", map[string]any{"node": six, "split": []any{"First", "Second", "Third"}})
 	revE := resultRev(res)
 	cur.floor = bulkFloor("Split 600 bullets into First, Second, Third, 200 each.", 0, 3)
@@ -1186,7 +1187,7 @@ func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
 	}
 
 	// (f) delete what a filter selects: the dry run, then its plan
-	task(fmt.Sprintf("delete the %d FY2027 bullets: dry run, then plan", fy))
+	task("delete", fmt.Sprintf("delete the %d FY2027 bullets: dry run, then plan", fy))
 	res = do("delete_node", map[string]any{"where": map[string]any{"text": "FY2027"}, "dry_run": true})
 	plan := resultPlan(res)
 	if plan == "" {
@@ -1202,7 +1203,7 @@ func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
 	}
 
 	// (g) what changed since the split (the deletes), all of it
-	task("what changed since a revision (the deletes)")
+	task("since", "what changed since a revision (the deletes)")
 	if revE == "" || revF == "" || revC == "" {
 		fail("a write's result gave no commit rev")
 	}
@@ -1293,7 +1294,7 @@ func BenchmarkAgentBillBulk(b *testing.B) {
 	}
 	fmt.Println(bulkTable(n, tasks))
 	for _, t := range tasks {
-		m := metricName(strings.Fields(t.name)[0] + "-" + strings.Fields(t.name)[1])
+		m := t.id
 		b.ReportMetric(float64(len(t.calls)), m+"-calls")
 		b.ReportMetric(float64(t.sum(billCall.shownText)), m+"-shownText-B")
 		b.ReportMetric(float64(t.sum(billCall.shownSC)), m+"-shownSC-B")
