@@ -113,6 +113,12 @@ type billHarness struct {
 }
 
 func newBillHarness(tb testing.TB, n int) *billHarness {
+	return newBillHarnessWith(tb, n, nil)
+}
+
+// newBillHarnessWith is newBillHarness with the generated records changed
+// by seed (nil: none) before they are written.
+func newBillHarnessWith(tb testing.TB, n int, seed func([]store.Record)) *billHarness {
 	tb.Helper()
 	l, err := store.OpenLocal(tb.TempDir())
 	if err != nil {
@@ -120,6 +126,9 @@ func newBillHarness(tb testing.TB, n int) *billHarness {
 	}
 	tb.Cleanup(func() { l.Close() })
 	h := &billHarness{recs: outlinegen.Generate(n, 1)}
+	if seed != nil {
+		seed(h.recs)
+	}
 	start := time.Now()
 	ws := outlinegen.Writes(h.recs, l.DID().String())
 	for rest := ws; len(rest) > 0; {
@@ -889,4 +898,434 @@ func clipRunes(s string, n int) string {
 func (f billFloor) String() string {
 	return fmt.Sprintf("The floor of the 11 searches (each hit's 13-byte key and its own text, nothing else): every hit %d hits, %s (texts %s); first pages (≤ 200 hits each) %d hits, %s (texts %s); their %d distinct paths weigh %s more, once each.",
 		f.hits, kb(f.all()), kb(f.textB), f.firstHits, kb(f.first()), kb(f.firstTextB), f.firstParents, kb(f.firstPathB))
+}
+
+// The bulk tasks (issue #40): each task an agent asks in one sentence, done
+// through the public interface on the generated outline, with its calls,
+// the bytes each kind of client is shown, and the floor: the least any
+// complete answer needs. The floor of a task is, for every call, the one
+// sentence that says what happened with its counts and where things went
+// (as bulkFloor spells it), the operation's id (for undo), the keys the
+// next call needs, and a sample of up to 10 of the keys it touched (14
+// bytes each: 13 and a separator); a dry run's plan id instead of the
+// operation's; for
+// "what changed", every change's key, kind and text, since that list is the
+// answer. Nothing the tool adds (before/after views, plan ids, costs, next
+// steps) is in the floor.
+
+// bulkSeed changes the generated records so that the tasks have something
+// to do: " #old" at the end of 1 bullet in 200 and " #older" at the end of
+// 1 in 1,600 (with their facets), and " FY2026 plan" at the end of every
+// 20th child of the biggest level.
+func bulkSeed(recs []store.Record) {
+	kids := map[string][]int{}
+	for i, r := range recs {
+		if r.Collection == "app.bulleted.node" {
+			p, _ := r.Value.Text("parent")
+			kids[p] = append(kids[p], i)
+		}
+	}
+	big := ""
+	for p, ks := range kids {
+		if p != "" && (len(ks) > len(kids[big]) || len(ks) == len(kids[big]) && p < big) {
+			big = p
+		}
+	}
+	appendText := func(i int, s, tag string) {
+		v := recs[i].Value.Map()
+		t, _ := v["text"].(string)
+		if tag != "" {
+			fs, _ := v["facets"].([]any)
+			v["facets"] = append(fs[:len(fs):len(fs)], map[string]any{"index": map[string]any{"byteStart": int64(len(t) + 1), "byteEnd": int64(len(t) + len(s))},
+				"features": []any{map[string]any{"$type": "app.bsky.richtext.facet#tag", "tag": tag}}})
+		}
+		v["text"] = t + s
+		recs[i].Value = store.MustValue(v)
+	}
+	n := 0
+	for i, r := range recs {
+		if r.Collection != "app.bulleted.node" || r.Value.Get("text") == outlinegen.BudgetReview {
+			continue
+		}
+		switch n++; {
+		case n%1600 == 9:
+			appendText(i, " #older", "older")
+		case n%200 == 7:
+			appendText(i, " #old", "old")
+		}
+	}
+	for j, i := range kids[big] {
+		if j%20 == 10 {
+			appendText(i, " FY2026 plan", "")
+		}
+	}
+}
+
+// bulkTask is one bulk task's bill.
+type bulkTask struct {
+	billTask
+	id    string // the metric's name
+	floor int
+	check string // what the read back found wrong ("": right)
+}
+
+// bulkFloor is the floor of one write's answer: sentence (counts and where
+// filled in), the operation's id (what undo takes: " Operation " and 13
+// bytes), the keys the next call needs, and up to 10 sample keys.
+func bulkFloor(sentence string, next, touched int) int {
+	return len(sentence) + len(" Operation ") + 13 + 14*next + 14*min(touched, 10)
+}
+
+// resultRev is the rev of the commit a write's result names.
+func resultRev(res *mcp.CallToolResult) string {
+	m, _ := res.StructuredContent.(map[string]any)
+	if m == nil {
+		raw, _ := json.Marshal(res.StructuredContent)
+		json.Unmarshal(raw, &m)
+	}
+	if c, ok := m["commit"].(map[string]any); ok {
+		s, _ := c["rev"].(string)
+		return s
+	}
+	return ""
+}
+
+// resultPlan is the plan id a dry run's result gives.
+func resultPlan(res *mcp.CallToolResult) string {
+	m, _ := res.StructuredContent.(map[string]any)
+	if m == nil {
+		raw, _ := json.Marshal(res.StructuredContent)
+		json.Unmarshal(raw, &m)
+	}
+	s, _ := m["plan"].(string)
+	return s
+}
+
+// bulk runs the bulk tasks on h (seeded by bulkSeed), in order, each
+// checked by reading the outline back from the engine.
+func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
+	tb.Helper()
+	ctx := context.Background()
+	tree := func() *outline.Tree {
+		tr, err := h.engine.Tree(ctx)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return tr
+	}
+	var tasks []*bulkTask
+	var cur *bulkTask
+	task := func(id, name string) *bulkTask {
+		cur = &bulkTask{billTask: billTask{name: name}, id: id}
+		tasks = append(tasks, cur)
+		return cur
+	}
+	do := func(tool string, args map[string]any) *mcp.CallToolResult {
+		res, c := h.call(tb, tool, args)
+		cur.calls = append(cur.calls, c)
+		if os.Getenv("BULLETED_BILL_SHOW") != "" {
+			raw, _ := json.Marshal(res.StructuredContent)
+			fmt.Printf("=== %s %v\n--- text:\n%s\n--- structured:\n%s\n", tool, args, resultText(res), raw)
+		}
+		if res.IsError {
+			cur.check += fmt.Sprintf("%s answered an error: %.300s; ", tool, resultText(res))
+		}
+		return res
+	}
+	fail := func(f string, a ...any) { cur.check += fmt.Sprintf(f, a...) + "; " }
+
+	// the level to archive: the big one (a level of leaves, so its done
+	// todos are the done todos under it), and its done todos
+	tr := tree()
+	level, done := h.big, []string{}
+	for _, c := range tr.Nodes.Get(level).Children {
+		if c.Str("layout") == "todo" && c.Str("completedAt") != "" {
+			done = append(done, c.Key())
+		}
+	}
+	// (a) every done todo of the level under a new Archive bullet, its first child
+	task("archive", fmt.Sprintf("archive the %d done todos of a %d-child level", len(done), len(tr.Nodes.Get(level).Children)))
+	res := do("insert_after", map[string]any{"parent": level, "position": "first", "text": "Archive"})
+	archive := ""
+	created := tidWord.FindAllString(resultText(res), -1)
+	if m, ok := res.StructuredContent.(map[string]any); ok {
+		raw, _ := json.Marshal(m["created"])
+		if ks := tidWord.FindAllString(string(raw), -1); len(ks) > 0 {
+			created = ks
+		}
+	}
+	if len(created) > 0 {
+		archive = created[0]
+	}
+	do("move_node", map[string]any{"where": map[string]any{"state": "done", "under": level}, "parent": archive})
+	cur.floor = bulkFloor("Created Archive.", 1, 0) + bulkFloor(fmt.Sprintf("Moved %d bullets under Archive.", len(done)), 0, len(done))
+	tr = tree()
+	if a := tr.Nodes.Get(archive); a == nil {
+		fail("no Archive bullet %q", archive)
+	} else {
+		var got []string
+		for _, c := range a.Children {
+			got = append(got, c.Key())
+		}
+		if !slices.Equal(got, done) {
+			fail("the Archive holds %d bullets, want the %d done todos in order", len(got), len(done))
+		}
+	}
+
+	// (b) #old → #new everywhere, never #older
+	old, older := 0, 0
+	for _, it := range tr.Nodes.All() {
+		t := it.Str("text")
+		if strings.HasSuffix(t, " #old") {
+			old++
+		}
+		if strings.HasSuffix(t, " #older") {
+			older++
+		}
+	}
+	task("rename", fmt.Sprintf("rename #old to #new (%d bullets; %d #older)", old, older))
+	// the selection holds the #older bullets too: the rename must leave them
+	do("update_node", map[string]any{"where": map[string]any{"text": "#old"}, "find": "#old", "replace": "#new"})
+	cur.floor = bulkFloor(fmt.Sprintf("Renamed #old to #new in %d bullets.", old), 0, old)
+	newN, olderN := 0, 0
+	for _, it := range tree().Nodes.All() {
+		t := it.Str("text")
+		switch {
+		case strings.HasSuffix(t, " #new"):
+			newN++
+		case strings.HasSuffix(t, " #older"):
+			olderN++
+		case strings.Contains(t, "#old") || strings.Contains(t, "#newer"):
+			fail("%q", t)
+		}
+	}
+	if newN != old || olderN != older {
+		fail("%d #new (want %d), %d #older (want %d)", newN, old, olderN, older)
+	}
+
+	// (c) a literal replace across a selection
+	fy := 0 // under the big level, the Archive included
+	for _, c := range tr.Nodes.All() {
+		if strings.Contains(c.Str("text"), "FY2026") {
+			fy++
+		}
+	}
+	task("replace", fmt.Sprintf("replace FY2026 by FY2027 in %d bullets of the big level", fy))
+	res = do("update_node", map[string]any{"where": map[string]any{"under": h.big, "text": "FY2026"}, "find": "FY2026", "replace": "FY2027"})
+	revC := resultRev(res)
+	cur.floor = bulkFloor(fmt.Sprintf("Replaced FY2026 by FY2027 in %d bullets.", fy), 0, fy)
+	n27 := 0
+	for _, c := range tree().Nodes.All() {
+		t := c.Str("text")
+		if strings.Contains(t, "FY2026") {
+			fail("%q kept FY2026", t)
+		}
+		if strings.HasSuffix(t, " FY2027 plan") {
+			n27++
+		}
+	}
+	if n27 != fy {
+		fail("%d FY2027, want %d", n27, fy)
+	}
+
+	// (d) a run of 100 siblings, by its first and last key, after another
+	order := func() []string {
+		var ks []string
+		for _, c := range tree().Nodes.Get(h.big).Children {
+			ks = append(ks, c.Key())
+		}
+		return ks
+	}
+	before := order()
+	r0, r1, at := len(before)/20, len(before)/20+min(100, len(before)/10), len(before)/2
+	task("run", fmt.Sprintf("move a run of %d siblings by first and last key", r1-r0))
+	do("move_node", map[string]any{"from": before[r0], "to": before[r1-1], "after": before[at]})
+	cur.floor = bulkFloor(fmt.Sprintf("Moved %d bullets after %s.", r1-r0, before[at]), 0, r1-r0)
+	want := slices.Concat(before[:r0], before[r1:at+1], before[r0:r1], before[at+1:])
+	if got := order(); !slices.Equal(got, want) {
+		fail("the big level is not in the order asked")
+	}
+
+	// (e) a 600-child level (imported for the task, uncounted) split into three
+	var b strings.Builder
+	b.WriteString("- Six hundred\n")
+	for i := range 600 {
+		fmt.Fprintf(&b, "  - row %d\n", i)
+	}
+	if r, _ := h.call(tb, "import_outline", map[string]any{"content": b.String()}); r.IsError {
+		tb.Fatal(resultText(r))
+	}
+	six := ""
+	var rows []string
+	for _, it := range tree().Roots {
+		if it.Str("text") == "Six hundred" {
+			six = it.Key()
+			for _, c := range it.Children {
+				rows = append(rows, c.Key())
+			}
+		}
+	}
+	task("split", "split a 600-child level into three headed sections")
+	res = do("move_node", map[string]any{"node": six, "split": []any{"First", "Second", "Third"}})
+	revE := resultRev(res)
+	cur.floor = bulkFloor("Split 600 bullets into First, Second, Third, 200 each.", 0, 3)
+	if it := tree().Nodes.Get(six); it == nil || len(it.Children) != 3 {
+		fail("the level does not hold three sections")
+	} else {
+		var got []string
+		for i, s := range it.Children {
+			if s.Str("text") != []string{"First", "Second", "Third"}[i] || len(s.Children) != 200 {
+				fail("section %d: %q with %d children", i, s.Str("text"), len(s.Children))
+			}
+			for _, c := range s.Children {
+				got = append(got, c.Key())
+			}
+		}
+		if !slices.Equal(got, rows) {
+			fail("the 600 rows are not in their order under the sections")
+		}
+	}
+
+	// (f) delete what a filter selects: the dry run, then its plan
+	task("delete", fmt.Sprintf("delete the %d FY2027 bullets: dry run, then plan", fy))
+	res = do("delete_node", map[string]any{"where": map[string]any{"text": "FY2027"}, "dry_run": true})
+	plan := resultPlan(res)
+	if plan == "" {
+		fail("the dry run gave no plan id")
+	}
+	res = do("delete_node", map[string]any{"where": map[string]any{"text": "FY2027"}, "plan": plan})
+	revF := resultRev(res)
+	cur.floor = bulkFloor(fmt.Sprintf("Would delete %d bullets.", fy), 0, fy) + bulkFloor(fmt.Sprintf("Deleted %d bullets.", fy), 0, 0)
+	for _, it := range tree().Nodes.All() {
+		if strings.Contains(it.Str("text"), "FY2027") {
+			fail("%q not deleted", it.Str("text"))
+		}
+	}
+
+	// (g) what changed since the split (the deletes), all of it
+	task("since", "what changed since a revision (the deletes)")
+	if revE == "" || revF == "" || revC == "" {
+		fail("a write's result gave no commit rev")
+	}
+	seenDel := map[string]int{}
+	wantDel := map[string]bool{}
+	for _, r := range h.recs {
+		if r.Collection == "app.bulleted.node" && strings.Contains(r.Value.Get("text").(string), "FY2026") {
+			wantDel[r.RKey] = true
+		}
+	}
+	t := &cur.billTask
+	h.drain(tb, t, "search", map[string]any{"since": revE, "limit": 200}, wantDel, seenDel)
+	if os.Getenv("BULLETED_BILL_SHOW") != "" {
+		res, _ := h.call(tb, "search", map[string]any{"since": revE, "limit": 3})
+		raw, _ := json.Marshal(res.StructuredContent)
+		fmt.Printf("=== search since %s limit 3\n--- text:\n%s\n--- structured:\n%s\n", revE, resultText(res), raw)
+	}
+	cur.want, cur.found = len(wantDel), len(seenDel)
+	cur.floor = 0
+	for k := range wantDel {
+		cur.floor += 13 + len(" deleted ") + len(h.textOf(k)) + len(" FY2027 plan") - len(" FY2026 plan") + 1
+	}
+	if cur.found != cur.want {
+		fail("shown %d of %d deleted bullets", cur.found, cur.want)
+	}
+	return tasks
+}
+
+// textOf is the generated (seeded) text of the bullet key.
+func (h *billHarness) textOf(key string) string {
+	for _, r := range h.recs {
+		if r.RKey == key && r.Collection == "app.bulleted.node" {
+			s, _ := r.Value.Text("text")
+			return s
+		}
+	}
+	return ""
+}
+
+// bulkTable renders the bulk tasks' bill.
+func bulkTable(n int, tasks []*bulkTask) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nThe bulk tasks on a generated %d-bullet outline (issue #40; shown = the part a model sees: the text under a text-shown client, the structured content under a structured-shown one; floor = the least a complete answer needs):\n\n", n)
+	b.WriteString("| task | calls | shown: text clients | shown: structured clients | floor | ratio text / structured | right |\n|---|---|---|---|---|---|---|\n")
+	for _, t := range tasks {
+		st, ss := t.sum(billCall.shownText), t.sum(billCall.shownSC)
+		ok := "yes"
+		if t.check != "" {
+			ok = "no: " + t.check
+		}
+		fmt.Fprintf(&b, "| %s | %d | %s B | %s B | %s B | %.2f / %.2f | %s |\n", t.name, len(t.calls), comma(st), comma(ss), comma(t.floor),
+			float64(st)/float64(max(t.floor, 1)), float64(ss)/float64(max(t.floor, 1)), ok)
+	}
+	return b.String()
+}
+
+func comma(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// BenchmarkAgentBillBulk measures the bulk tasks (bulkTable) on a generated
+// 20,000-bullet outline (BULLETED_BILL_N, -short as BenchmarkAgentBill),
+// seeded by bulkSeed; one iteration (the tasks change the outline).
+//
+//	go test ./server -run '^$' -bench AgentBillBulk -benchtime 1x
+func BenchmarkAgentBillBulk(b *testing.B) {
+	n := 20_000
+	if testing.Short() {
+		n = 2_000
+	}
+	if s := os.Getenv("BULLETED_BILL_N"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 100 {
+			b.Fatalf("BULLETED_BILL_N=%q: want a number of bullets, at least 100", s)
+		}
+	}
+	h := newBillHarnessWith(b, n, bulkSeed)
+	var tasks []*bulkTask
+	for i := 0; i < b.N; i++ {
+		if i > 0 {
+			b.Skip("the bulk tasks change the outline: run with -benchtime 1x")
+		}
+		tasks = h.bulk(b)
+	}
+	fmt.Println(bulkTable(n, tasks))
+	for _, t := range tasks {
+		m := t.id
+		b.ReportMetric(float64(len(t.calls)), m+"-calls")
+		b.ReportMetric(float64(t.sum(billCall.shownText)), m+"-shownText-B")
+		b.ReportMetric(float64(t.sum(billCall.shownSC)), m+"-shownSC-B")
+		b.ReportMetric(float64(t.floor), m+"-floor-B")
+		if t.check != "" {
+			b.Errorf("%s: %s", t.name, t.check)
+		}
+	}
+}
+
+// TestAgentBillBulk: the bulk tasks on a generated outline (20,000 bullets;
+// -short: 2,000) end right as the repository reads back (the Archive
+// holds exactly the level's done todos in order; #old renamed, #older
+// untouched; FY2026 replaced; the run and the split in the order asked;
+// the filter's bullets deleted; every delete shown by search since), each
+// in ≤ 3 calls. The ratio to the floor is printed, not asserted (issue #40
+// asks ≤ 1.2×; the table says where it is missed).
+func TestAgentBillBulk(t *testing.T) {
+	n := 20_000
+	if testing.Short() {
+		n = 2_000
+	}
+	h := newBillHarnessWith(t, n, bulkSeed)
+	tasks := h.bulk(t)
+	t.Log(bulkTable(n, tasks))
+	for _, tk := range tasks {
+		if tk.check != "" {
+			t.Errorf("%s: %s", tk.name, tk.check)
+		}
+		if len(tk.calls) > 3 {
+			t.Errorf("%s: %d calls, want ≤ 3", tk.name, len(tk.calls))
+		}
+	}
 }

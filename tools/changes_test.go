@@ -87,7 +87,7 @@ func TestDryRunChangesBounded(t *testing.T) {
 	if len(list) == 0 || len(list) >= 401 || total != 401 {
 		t.Fatalf("%d changes listed, total %v", len(list), sc["changesTotal"])
 	}
-	want := fmt.Sprintf("changes lists the first %d of the 401 bullets touched, to fit one result (401 deleted in all)", len(list))
+	want := fmt.Sprintf("changes lists the first %d of the 401 bullets touched, a dry run lists at most %d (401 deleted in all)", len(list), len(list))
 	if !strings.Contains(text(res), want) || !strings.Contains(fmt.Sprint(sc["diagnostics"]), want) {
 		t.Fatalf("the cut is not said: %s / %v", text(res), sc["diagnostics"])
 	}

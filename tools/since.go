@@ -148,6 +148,7 @@ func sincePage(did string, s *outline.SinceResult, page []outline.SinceChange, s
 		fmt.Fprintf(&b, "; these are %d–%d, oldest change first", skip+1, skip+len(page))
 	}
 	b.WriteString(":\n")
+	group := "" // the rev and writer of the rows that follow: said once for a run of them
 	for _, c := range page {
 		what := c.Change
 		if c.Collection != "" {
@@ -164,7 +165,11 @@ func sincePage(did string, s *outline.SinceResult, page []outline.SinceChange, s
 		if c.Text != "" {
 			text = " " + strconv.Quote(c.Text)
 		}
-		fmt.Fprintf(&b, "- %s%s ·%s (rev %s, %s)\n", what, text, c.RKey, c.Rev, by)
+		if g := "rev " + c.Rev + ", " + by; g != group {
+			group = g
+			fmt.Fprintf(&b, "In %s:\n", g)
+		}
+		fmt.Fprintf(&b, "- %s%s ·%s\n", what, text, c.RKey)
 	}
 	if cursor != "" {
 		fmt.Fprintf(&b, "(more changes: call search again with the same since and cursor=%q)\n", cursor)

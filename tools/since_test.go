@@ -112,7 +112,7 @@ func TestSearchSince(t *testing.T) {
 		t.Fatalf("since %s:\n got %q\nwant %q\n%s", rev0, got, want, text(res))
 	}
 	txt := text(res)
-	for _, s := range []string{`edited "alpha two" ·` + k["alpha"], "this server, operation " + ops["alpha"], `created "epsilon" ·` + eps + " (rev", "another writer", `deleted "delta"`} {
+	for _, s := range []string{`edited "alpha two" ·` + k["alpha"], "this server, operation " + ops["alpha"], `created "epsilon" ·` + eps + "\n", ", another writer:\n", `deleted "delta"`} {
 		if !strings.Contains(txt, s) {
 			t.Errorf("text lacks %q:\n%s", s, txt)
 		}
@@ -152,7 +152,7 @@ func TestSearchSincePages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	long := strings.Repeat("word ", 40)
+	long := strings.Repeat("wörd✓ ", 40) // rows of some 300 bytes: 200 do not fit one result
 	var nodes []intent.NewNode
 	for i := range 450 {
 		nodes = append(nodes, intent.NewNode{Text: fmt.Sprint(long, i)})

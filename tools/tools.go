@@ -632,7 +632,11 @@ func dryRunViews(r *WriteResult, out *outline.Outcome, rep report, rows int) []s
 		r.Changes = cs.list[:min(len(cs.list), rep.maxCh)]
 		if cs.total > len(r.Changes) {
 			r.ChangesTotal = cs.total
-			notes = append(notes, fmt.Sprintf("changes lists the first %d of the %d bullets touched, to fit one result (%s in all)", len(r.Changes), cs.total, cs.counts))
+			why := fmt.Sprintf("a dry run lists at most %d", maxChanges)
+			if rep.maxCh < maxChanges {
+				why = "to fit one result"
+			}
+			notes = append(notes, fmt.Sprintf("changes lists the first %d of the %d bullets touched, %s (%s in all)", len(r.Changes), cs.total, why, cs.counts))
 		}
 	}
 	return notes
