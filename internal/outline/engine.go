@@ -200,7 +200,7 @@ func (e *Engine) Others() Others { return e.others }
 // KeepOperations records operations (and so the undo journal) in dir/ops,
 // shared with other processes using the same data directory.
 func (e *Engine) KeepOperations(dir string) error {
-	err := e.useJournal(NewFileJournal(e.Repo.DID().String(), filepath.Join(dir, "ops")))
+	err := e.useJournal(newFileJournal(e.Repo.DID().String(), filepath.Join(dir, "ops")))
 	e.ops.repo = e.repo
 	return err
 }
@@ -460,7 +460,7 @@ func changedSince(err error, before, after *Tree) error {
 
 // DoFunc is Do with a function as the intent.
 func (e *Engine) DoFunc(ctx context.Context, dryRun bool, fn func(p *Planner) error) (*Outcome, error) {
-	return e.Do(ctx, PlanFunc(fn), dryRun)
+	return e.Do(ctx, planFunc(fn), dryRun)
 }
 
 // errReplan: the first batch met a conflict and nothing of the operation

@@ -44,3 +44,14 @@ func (e *Engine) Keep(t *Tree) *Tree { return e.keep(t) }
 
 // Cut is cutBatches (tests).
 var Cut = cutBatches
+
+// For the external tests: the file journal, the in-memory plan store and
+// a function as an intent, unexported from the engine's surface.
+type (
+	FileJournal = fileJournal
+	MemoryPlans = memoryPlans
+	PlanFunc    = planFunc
+)
+
+// NewFileJournal is newFileJournal (tests).
+var NewFileJournal = newFileJournal

@@ -19,7 +19,7 @@ import (
 // which operation some process is committing right now. The engine's
 // lifecycle decides what to record and when (lifecycle.move); a journal
 // only stores. Implementations: in memory (New), files (KeepOperations,
-// FileJournal), and Postgres (internal/hosted). Each bounds its own I/O.
+// fileJournal), and Postgres (internal/hosted). Each bounds its own I/O.
 type Journal interface {
 	// Save records op. whole: the operation is new to the journal or its
 	// plan (writes, batches) changed; otherwise only its progress changed
@@ -120,14 +120,14 @@ func (m *memJournal) Live(_ context.Context, id string) (bool, error) {
 
 // ---- files: one per operation in a directory ----
 
-// FileJournal keeps the operations of the repository did in dir, one file
+// fileJournal keeps the operations of the repository did in dir, one file
 // per operation (dir/ID.json), so that processes sharing the directory see
 // each other's operations without rewriting a shared file. The plan is
 // written once, whole (replaced atomically); progress is appended to the
 // same file as a short line, so a long operation's record is not rewritten
 // after every batch. A process committing an operation holds dir/ID.lock
 // (a file lock, released by the system when the process dies).
-type FileJournal struct {
+type fileJournal struct {
 	did string
 	dir string
 
@@ -168,18 +168,18 @@ func (c cachedOp) same(info os.FileInfo) bool {
 	return c.info != nil && os.SameFile(c.info, info) && c.info.ModTime().Equal(info.ModTime()) && c.info.Size() == info.Size()
 }
 
-// NewFileJournal returns the file journal of did's operations in dir.
-func NewFileJournal(did, dir string) *FileJournal {
-	return &FileJournal{did: did, dir: dir, files: map[string]cachedOp{}, held: map[string]*os.File{}, written: map[string][]int{}, dirty: map[string]bool{}}
+// newFileJournal returns the file journal of did's operations in dir.
+func newFileJournal(did, dir string) *fileJournal {
+	return &fileJournal{did: did, dir: dir, files: map[string]cachedOp{}, held: map[string]*os.File{}, written: map[string][]int{}, dirty: map[string]bool{}}
 }
 
-func (s *FileJournal) path(id string) string { return filepath.Join(s.dir, id+".json") }
+func (s *fileJournal) path(id string) string { return filepath.Join(s.dir, id+".json") }
 
 // Save appends op's progress to its file when this process wrote the file
 // whole with the same batches (a file another process wrote may end in a
 // line torn by a crash, after which an appended line would not be read);
 // otherwise, or when the file cannot be appended to, it writes it whole.
-func (s *FileJournal) Save(_ context.Context, op *Operation, whole bool) error {
+func (s *fileJournal) Save(_ context.Context, op *Operation, whole bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	name := op.ID + ".json"
@@ -241,7 +241,7 @@ func (s *FileJournal) Save(_ context.Context, op *Operation, whole bool) error {
 
 // readFull is light operation op's record read whole, with op's progress
 // (caller holds mu).
-func (s *FileJournal) readFull(op *Operation) (*Operation, error) {
+func (s *fileJournal) readFull(op *Operation) (*Operation, error) {
 	raw, err := os.ReadFile(s.path(op.ID))
 	if err != nil {
 		return nil, fmt.Errorf("operation %s: its record, to write it whole: %w", op.ID, err)
@@ -261,7 +261,7 @@ func (s *FileJournal) readFull(op *Operation) (*Operation, error) {
 // op (light): the kept listing takes op as the file's, so that a listing
 // right after does not read and decode it again (caller holds mu). If the
 // file cannot be looked at, it is read again by name at the next listing.
-func (s *FileJournal) keep(name string, op *Operation) {
+func (s *fileJournal) keep(name string, op *Operation) {
 	info, err := os.Stat(filepath.Join(s.dir, name))
 	if err != nil {
 		s.changed(name)
@@ -275,7 +275,7 @@ func (s *FileJournal) keep(name string, op *Operation) {
 // changed records that this process changed file name (caller holds mu):
 // the generation file is bumped; if nobody else bumped it since this
 // process last looked, the kept listing stays, with name read again.
-func (s *FileJournal) changed(name string) {
+func (s *fileJournal) changed(name string) {
 	s.dirty[name] = true
 	path := filepath.Join(s.dir, genName)
 	for range 2 {
@@ -310,7 +310,7 @@ func (s *FileJournal) changed(name string) {
 }
 
 // Remove deletes op id's file.
-func (s *FileJournal) Remove(_ context.Context, id string) error {
+func (s *fileJournal) Remove(_ context.Context, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.written, id)
@@ -322,7 +322,7 @@ func (s *FileJournal) Remove(_ context.Context, id string) error {
 }
 
 // Claim takes op id's lock for this process; false if another process holds it.
-func (s *FileJournal) Claim(_ context.Context, id string) (bool, error) {
+func (s *fileJournal) Claim(_ context.Context, id string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.held[id]; ok {
@@ -345,7 +345,7 @@ func (s *FileJournal) Claim(_ context.Context, id string) (bool, error) {
 }
 
 // Release gives up op id's lock.
-func (s *FileJournal) Release(_ context.Context, id string) {
+func (s *fileJournal) Release(_ context.Context, id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if f, ok := s.held[id]; ok {
@@ -357,7 +357,7 @@ func (s *FileJournal) Release(_ context.Context, id string) {
 }
 
 // Live reports whether some process (this one included) holds id's lock.
-func (s *FileJournal) Live(_ context.Context, id string) (bool, error) {
+func (s *fileJournal) Live(_ context.Context, id string) (bool, error) {
 	s.mu.Lock()
 	_, mine := s.held[id]
 	s.mu.Unlock()
@@ -386,7 +386,7 @@ func (s *FileJournal) Live(_ context.Context, id string) (bool, error) {
 // read once, then again only when another process changed it (genName);
 // the files this process changed are read again by name, and a file is
 // parsed again only when its size or time changed.
-func (s *FileJournal) List(context.Context) ([]*Operation, error) {
+func (s *fileJournal) List(context.Context) ([]*Operation, error) {
 	gen, _ := os.Stat(filepath.Join(s.dir, genName))
 	s.mu.Lock()
 	if s.listed && sameGen(gen, s.seen) {
@@ -426,7 +426,7 @@ func sameGen(a, b os.FileInfo) bool {
 
 // refresh reads file name again, which this process changed (caller
 // holds mu).
-func (s *FileJournal) refresh(name string) error {
+func (s *fileJournal) refresh(name string) error {
 	info, err := os.Stat(filepath.Join(s.dir, name))
 	if err != nil {
 		delete(s.files, name)
@@ -447,7 +447,7 @@ func (s *FileJournal) refresh(name string) error {
 }
 
 // listDir reads the directory and every file that changed.
-func (s *FileJournal) listDir() ([]*Operation, error) {
+func (s *fileJournal) listDir() ([]*Operation, error) {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
@@ -500,7 +500,7 @@ func (s *FileJournal) listDir() ([]*Operation, error) {
 // its file, the records they replaced as this process kept them when it
 // saved the operation (else from the file too). Nil (no error) if there
 // is no record of it.
-func (s *FileJournal) whole(ctx context.Context, op *Operation) (*Operation, error) {
+func (s *fileJournal) whole(ctx context.Context, op *Operation) (*Operation, error) {
 	if op.Prev == nil || len(op.Prev) != len(op.Writes) {
 		return s.Get(ctx, op.ID)
 	}
@@ -528,7 +528,7 @@ func (s *FileJournal) whole(ctx context.Context, op *Operation) (*Operation, err
 }
 
 // Get reads operation id from its file, bypassing the cache.
-func (s *FileJournal) Get(_ context.Context, id string) (*Operation, error) {
+func (s *fileJournal) Get(_ context.Context, id string) (*Operation, error) {
 	raw, err := os.ReadFile(s.path(id))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil

@@ -27,7 +27,7 @@ func TestFileJournalKeepsWhatItSaved(t *testing.T) {
 	ctx := context.Background()
 	const did = "did:plc:journallight"
 	dir := t.TempDir()
-	a, b := NewFileJournal(did, dir), NewFileJournal(did, dir)
+	a, b := newFileJournal(did, dir), newFileJournal(did, dir)
 	if _, err := a.List(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestFileJournalLightSavedWhole(t *testing.T) {
 	ctx := context.Background()
 	const did = "did:plc:journallight"
 	dir := t.TempDir()
-	a, b := NewFileJournal(did, dir), NewFileJournal(did, dir)
+	a, b := newFileJournal(did, dir), newFileJournal(did, dir)
 	op := lightTestOp(did, "3kccccccccc22")
 	op.State, op.Landed = OpDone, 1
 	if err := a.Save(ctx, op, true); err != nil {
@@ -134,14 +134,14 @@ func TestFileJournalDeletesWhole(t *testing.T) {
 	ctx := context.Background()
 	const did = "did:plc:journallight"
 	dir := t.TempDir()
-	a, b := NewFileJournal(did, dir), NewFileJournal(did, dir)
+	a, b := newFileJournal(did, dir), newFileJournal(did, dir)
 	op := lightTestOp(did, "3keeeeeeeee22")
 	op.Writes[0] = store.Write{Op: store.Delete, Collection: lexicon.Node, RKey: op.Writes[0].RKey}
 	op.State, op.Landed = OpDone, 1
 	if err := a.Save(ctx, op, true); err != nil {
 		t.Fatal(err)
 	}
-	for name, j := range map[string]*FileJournal{"a": a, "b": b} {
+	for name, j := range map[string]*fileJournal{"a": a, "b": b} {
 		l := &lifecycle{j: j}
 		full, err := l.get(ctx, op.ID)
 		if err != nil || full.light || len(full.Writes) != 1 || full.Writes[0].Op != store.Delete || len(full.Prev) != 1 || full.Prev[0] == nil ||

@@ -18,11 +18,11 @@ type Intent interface {
 	Plan(p *Planner) error
 }
 
-// PlanFunc is a function used as an Intent.
-type PlanFunc func(p *Planner) error
+// planFunc is a function used as an Intent.
+type planFunc func(p *Planner) error
 
 // Plan implements Intent.
-func (f PlanFunc) Plan(p *Planner) error { return f(p) }
+func (f planFunc) Plan(p *Planner) error { return f(p) }
 
 // The kit: what an intent may use to read the outline and plan writes.
 // The engine's rules (parents in this repository or an admitting shared

@@ -259,7 +259,7 @@ func (l *lifecycle) full(ctx context.Context, op *Operation) (*Operation, error)
 	}
 	var fresh *Operation
 	var err error
-	if fj, ok := l.j.(*FileJournal); ok {
+	if fj, ok := l.j.(*fileJournal); ok {
 		fresh, err = fj.whole(ctx, op)
 	} else {
 		fresh, err = l.j.Get(ctx, op.ID)

@@ -60,7 +60,7 @@ type Operation struct {
 	// dirty: its writes or batches changed since it was last recorded,
 	// so the next step records it whole
 	dirty bool
-	// light: read for a listing (FileJournal's kept operations): each
+	// light: read for a listing (fileJournal's kept operations): each
 	// write's op, collection and record key only, no values and no Prev;
 	// lifecycle.full reads the whole record when it is resumed or undone
 	light bool

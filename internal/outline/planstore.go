@@ -48,9 +48,9 @@ func (e *Engine) planStore() PlanStore {
 	return e.plans.rows
 }
 
-// MemoryPlans is a PlanStore in memory (tests; several engines of one
+// memoryPlans is a PlanStore in memory (tests; several engines of one
 // process sharing it stand for several instances).
-type MemoryPlans struct {
+type memoryPlans struct {
 	mu    sync.Mutex
 	plans map[string]memPlan
 	Now   func() time.Time // nil: time.Now
@@ -61,14 +61,14 @@ type memPlan struct {
 	expires time.Time
 }
 
-func (m *MemoryPlans) now() time.Time {
+func (m *memoryPlans) now() time.Time {
 	if m.Now != nil {
 		return m.Now()
 	}
 	return time.Now()
 }
 
-func (m *MemoryPlans) Put(_ context.Context, id string, body []byte, expires time.Time) error {
+func (m *memoryPlans) Put(_ context.Context, id string, body []byte, expires time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.plans == nil {
@@ -84,7 +84,7 @@ func (m *MemoryPlans) Put(_ context.Context, id string, body []byte, expires tim
 	return nil
 }
 
-func (m *MemoryPlans) Take(_ context.Context, id string) ([]byte, error) {
+func (m *memoryPlans) Take(_ context.Context, id string) ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p, ok := m.plans[id]
@@ -95,7 +95,7 @@ func (m *MemoryPlans) Take(_ context.Context, id string) ([]byte, error) {
 	return p.body, nil
 }
 
-func (m *MemoryPlans) Get(_ context.Context, id string) ([]byte, error) {
+func (m *memoryPlans) Get(_ context.Context, id string) ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p, ok := m.plans[id]
