@@ -244,36 +244,7 @@ func (c *crossCheck) cycles(own *Tree) ([]gref, map[gref]gref) {
 	for m, o := range orig {
 		next[m] = below[o]
 	}
-	state := map[gref]uint8{}
-	onCycle := map[gref]bool{}
-	var stack []gref
-	var visit func(k gref)
-	visit = func(k gref) {
-		state[k] = 1
-		stack = append(stack, k)
-		for _, n := range next[k] {
-			switch state[n] {
-			case 0:
-				visit(n)
-			case 1:
-				for i := len(stack) - 1; i >= 0; i-- {
-					onCycle[stack[i]] = true
-					if stack[i] == n {
-						break
-					}
-				}
-			}
-		}
-		stack = stack[:len(stack)-1]
-		state[k] = 2
-	}
-	keys := slices.SortedFunc(maps.Keys(next), cmpGref)
-	for _, k := range keys {
-		if state[k] == 0 {
-			visit(k)
-		}
-	}
-	out := slices.SortedFunc(maps.Keys(onCycle), cmpGref)
+	out := slices.SortedFunc(maps.Keys(onCycles(next, slices.SortedFunc(maps.Keys(next), cmpGref))), cmpGref)
 	return out, orig
 }
 

@@ -2,6 +2,7 @@ package outline
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -78,12 +79,17 @@ func mirrorCycles(t *Tree) ([]string, map[string]string) {
 		}
 	}
 	// a mirror renders forever when it reaches itself
-	var out []string
-	state := map[string]uint8{} // 1: on the DFS stack, 2: done
-	onCycle := map[string]bool{}
-	var stack []string
-	var visit func(k string)
-	visit = func(k string) {
+	return slices.Sorted(maps.Keys(onCycles(next, slices.Sorted(maps.Keys(next))))), orig
+}
+
+// onCycles is every node of the graph next that lies on a cycle, found by
+// one depth-first walk from each of keys (all of next's, in a fixed order).
+func onCycles[K comparable](next map[K][]K, keys []K) map[K]bool {
+	state := map[K]uint8{} // 1: on the DFS stack, 2: done
+	onCycle := map[K]bool{}
+	var stack []K
+	var visit func(k K)
+	visit = func(k K) {
 		state[k] = 1
 		stack = append(stack, k)
 		for _, n := range next[k] {
@@ -102,21 +108,12 @@ func mirrorCycles(t *Tree) ([]string, map[string]string) {
 		stack = stack[:len(stack)-1]
 		state[k] = 2
 	}
-	keys := make([]string, 0, len(next))
-	for k := range next {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
 	for _, k := range keys {
 		if state[k] == 0 {
 			visit(k)
 		}
 	}
-	for k := range onCycle {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out, orig
+	return onCycle
 }
 
 // mirrorCycle refuses the plan (ErrCycle) when, after it, a mirror would
