@@ -124,7 +124,7 @@ func TestSearchSince(t *testing.T) {
 		t.Fatalf("since %s: %q from %v", tid.Time(), got, sc["since"])
 	}
 	// bad input: refused, naming since
-	for _, bad := range []string{"last tuesday", time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "3kaaaaaaaaaaa", syntax.NewTIDNow(0).String()} {
+	for _, bad := range []string{"last tuesday", time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "3kaaaaaaaaaaa", syntax.NewTID(time.Now().Add(time.Hour).UnixMicro(), 0).String()} {
 		res, sc := call(t, c, "search", map[string]any{"since": bad})
 		kind, _ := sc["error"].(map[string]any)["kind"].(string)
 		if !res.IsError || kind != "invalid" || !strings.Contains(text(res), "since") {
