@@ -295,11 +295,8 @@ func completeTool() Tool {
 		if err != nil {
 			return nil, argErr("%v", err)
 		}
-		where, err := whereArg(a)
+		where, err := nodeOrWhere(a)
 		if err != nil {
-			return nil, err
-		}
-		if err := oneSelection(map[string]bool{"node": a.Str("node") != "", "where": where != nil}, "node", "where"); err != nil {
 			return nil, err
 		}
 		if where != nil {
@@ -315,11 +312,8 @@ func updateTool() Tool {
 		Schema: obj(map[string]any{"node": pRef, "where": pWhere, "text": pRef, "layout": pLayout, "display": pDisplay, "note": pRef,
 			"find": pRef, "replace": pRef, "regex": pDryRun}),
 		Ann: Annotations{Idempotent: true}}, func(a Args) (outline.Intent, error) {
-		where, err := whereArg(a)
+		where, err := nodeOrWhere(a)
 		if err != nil {
-			return nil, err
-		}
-		if err := oneSelection(map[string]bool{"node": a.Str("node") != "", "where": where != nil}, "node", "where"); err != nil {
 			return nil, err
 		}
 		regex, err := a.Bool("regex", false)
@@ -353,11 +347,8 @@ func deleteTool() Tool {
 		Description: "Delete node or where, with notes; children: refuse (default), lift or subtree.",
 		Schema:      obj(map[string]any{"node": pRef, "where": pWhere, "children": enum("", "refuse", "lift", "subtree")}),
 		Ann:         Annotations{Destructive: true}}, func(a Args) (outline.Intent, error) {
-		where, err := whereArg(a)
+		where, err := nodeOrWhere(a)
 		if err != nil {
-			return nil, err
-		}
-		if err := oneSelection(map[string]bool{"node": a.Str("node") != "", "where": where != nil}, "node", "where"); err != nil {
 			return nil, err
 		}
 		if where != nil {

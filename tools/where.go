@@ -95,6 +95,16 @@ func whereArg(a Args) (*intent.Where, error) {
 	return out, nil
 }
 
+// nodeOrWhere reads where for a tool that takes a node or where: exactly
+// one of them (nil where: node).
+func nodeOrWhere(a Args) (*intent.Where, error) {
+	where, err := whereArg(a)
+	if err != nil {
+		return nil, err
+	}
+	return where, oneSelection(map[string]bool{"node": a.Str("node") != "", "where": where != nil}, "node", "where")
+}
+
 // oneSelection refuses a call that names its bullets in more than one way,
 // or in none: given are the forms sent, by argument name.
 func oneSelection(given map[string]bool, forms ...string) error {

@@ -3,10 +3,10 @@ package intent
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
+	"github.com/bulleted-mcp/bulleted-mcp/internal/order"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 )
 
@@ -221,22 +221,10 @@ func sharedAlreadyAt(p *outline.Planner, all []outline.SharedSibling, at int, it
 // sortSiblings puts items in sibling order.
 func sortSiblings(items []*outline.Item) { slices.SortFunc(items, compareSiblings) }
 
-// compareSiblings is sibling order: sortKey bytes, record key, a node
-// before a mirror.
+// compareSiblings is sibling order (the tree's: sortKey bytes, record key,
+// a node before a mirror), as package order compares what is shown.
 func compareSiblings(a, b *outline.Item) int {
-	if c := strings.Compare(a.SortKey(), b.SortKey()); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.Key(), b.Key()); c != 0 {
-		return c
-	}
-	switch {
-	case a.Mirror == b.Mirror:
-		return 0
-	case !a.Mirror:
-		return -1
-	}
-	return 1
+	return order.CompareShown(a.SortKey(), a.Key(), a.Mirror, "", b.SortKey(), b.Key(), b.Mirror, "")
 }
 
 // siblingIndex finds it in sibs (a list in sibling order) by binary
