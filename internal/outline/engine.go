@@ -367,12 +367,18 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 			if err := e.checkBudget(ctx, plan.Cost); err != nil {
 				plan.Diagnostics = append(plan.Diagnostics, err.Error())
 			}
-			out.PlanID = e.keepPlan(intent, t, plan, keys, now)
+			id, err := e.keepPlan(intent, t, plan, keys, now)
+			if err != nil {
+				// never silent: the dry run is whole, its plan not kept
+				plan.Diagnostics = append(plan.Diagnostics, "no plan id: this plan could not be kept ("+err.Error()+"); the same call without dry_run plans it again and applies it")
+			}
+			out.PlanID = id
 			return out, nil
 		}
 		if needsConfirm(ctx, plan.Verdict, "", out.BudgetLeft) {
 			// held for the person: kept as a plan they can see and accept
-			return nil, &ConfirmNeeded{PlanID: e.keepPlan(intent, t, plan, keys, now), Verdict: plan.Verdict, Summary: plan.Summary, Left: out.BudgetLeft}
+			id, _ := e.keepPlan(intent, t, plan, keys, now) // "": cannot be confirmed, and the caller says so
+			return nil, &ConfirmNeeded{PlanID: id, Verdict: plan.Verdict, Summary: plan.Summary, Left: out.BudgetLeft}
 		}
 		op, err := e.commit(ctx, t, plan, keys.keys, now, out)
 		if errors.Is(err, errReplan) {

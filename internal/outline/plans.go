@@ -75,18 +75,21 @@ func planSize(p *Plan) int {
 
 // keepPlan keeps a dry run's plan and returns its id ("" when it cannot be
 // kept).
-func (e *Engine) keepPlan(in Intent, t *Tree, p *Plan, keys *keyList, now time.Time) string {
+func (e *Engine) keepPlan(in Intent, t *Tree, p *Plan, keys *keyList, now time.Time) (string, error) {
 	fp := fingerprint(in)
 	if fp == "" || len(p.Writes) == 0 {
-		return ""
+		return "", nil // nothing to keep: no id, by design
 	}
 	kp := &keptPlan{id: "p" + keys.clock.Next().String(), intent: fp, base: t, plan: p,
 		keys: append([]string(nil), keys.keys...), now: now, made: e.Now(), size: planSize(p)}
 	if kp.size > maxPlanBytes {
-		return ""
+		return "", fmt.Errorf("the plan is about %d bytes, over the %d a kept plan may be", kp.size, maxPlanBytes)
 	}
 	if ps := e.planStore(); ps != nil {
-		return e.keepRow(ps, kp)
+		if err := e.putRow(ps, kp); err != nil {
+			return "", err
+		}
+		return kp.id, nil
 	}
 	c := &e.plans
 	c.mu.Lock()
@@ -97,7 +100,7 @@ func (e *Engine) keepPlan(in Intent, t *Tree, p *Plan, keys *keyList, now time.T
 		c.bytes -= c.plans[0].size
 		c.plans = c.plans[1:]
 	}
-	return kp.id
+	return kp.id, nil
 }
 
 // takePlan removes and returns the plan id names, if it is still kept.

@@ -228,15 +228,6 @@ func baseOf(t *Tree, plan *Plan) []store.Record {
 	return out
 }
 
-// keepRow keeps kp in the engine's PlanStore and returns its id ("": it
-// could not be kept; the dry run then offers no plan id).
-func (e *Engine) keepRow(ps PlanStore, kp *keptPlan) string {
-	if err := e.putRow(ps, kp); err != nil {
-		return ""
-	}
-	return kp.id
-}
-
 func (e *Engine) putRow(ps PlanStore, kp *keptPlan) error {
 	raw, err := encodePlan(kp)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
@@ -87,5 +88,34 @@ func TestPlanStoreSharedEngines(t *testing.T) {
 	}
 	if got := strings.Join(texts, ","); got != "a,b,c,sneaky,e" {
 		t.Fatalf("under P: %s", got)
+	}
+}
+
+// failingPlans is a PlanStore that cannot keep anything (a database down).
+type failingPlans struct{}
+
+func (failingPlans) Put(context.Context, string, []byte, time.Time) error {
+	return errors.New("the plan store is down")
+}
+func (failingPlans) Take(context.Context, string) ([]byte, error) { return nil, nil }
+func (failingPlans) Get(context.Context, string) ([]byte, error)  { return nil, nil }
+
+// TestPlanNotKeptSaid: a dry run whose plan cannot be kept (the store
+// fails) offers no plan id and says why, rather than leaving it out.
+func TestPlanNotKeptSaid(t *testing.T) {
+	l, err := store.OpenLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	e := outline.New(l)
+	e.SetPlanStore(failingPlans{})
+	out, err := e.Do(context.Background(), intent.Insert{Nodes: []intent.NewNode{{Text: "a"}}}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := strings.Join(out.Plan.Diagnostics, "\n")
+	if out.PlanID != "" || !strings.Contains(said, "no plan id") || !strings.Contains(said, "the plan store is down") {
+		t.Fatalf("plan id %q, diagnostics:\n%s", out.PlanID, said)
 	}
 }

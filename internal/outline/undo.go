@@ -67,7 +67,7 @@ func (e *Engine) Undo(ctx context.Context, steps int, id string, dryRun bool) (*
 	}
 	keys := e.nextKeys()
 	if needsConfirm(ctx, plan.Verdict, "", out.BudgetLeft) {
-		pid := e.keepPlan(UndoRequest{Steps: steps, Operation: id}, t, plan, keys, e.Now())
+		pid, _ := e.keepPlan(UndoRequest{Steps: steps, Operation: id}, t, plan, keys, e.Now()) // "": cannot be confirmed, and the caller says so
 		return nil, &ConfirmNeeded{PlanID: pid, Verdict: plan.Verdict, Summary: summary, Left: out.BudgetLeft}
 	}
 	op := &Operation{ID: keys.clock.Next().String(), DID: e.Repo.DID().String(), Summary: summary, Started: e.Now(),
