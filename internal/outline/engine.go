@@ -17,10 +17,19 @@ import (
 )
 
 // retries is how many times a plan is re-made after a swapCommit conflict
-// before its first batch landed, and how many conflicts a later batch
-// rides out; between attempts the engine waits a growing, jittered pause so
-// that two writers racing on one repository do not keep colliding.
-const retries = 8
+// before its first batch landed, and (four times it) how many conflicts a
+// later batch rides out. The first attempts follow at once: a refusal for
+// the swapCommit means another commit landed, the PDS takes one commit at a
+// time, so some writer always gets through and nobody can be starved by
+// waiting less; what a pause buys is only a quieter moment, and against a
+// repository another client keeps busy (a commit every few milliseconds) a
+// pause only lets its next commit in first. Later attempts wait a short
+// jittered pause (1-10 ms), so that a retry does not keep the same phase as
+// another writer's ticking commits.
+const retries = 24
+
+// eager is how many attempts follow a conflict without a pause.
+const eager = 4
 
 // BatchTimeout bounds one batch's commit, which runs to completion even
 // when the call is cancelled (cancellation stops between batches).
@@ -332,6 +341,7 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 	trust := !dryRun // the first plan of a write may trust the commit known (writeTree)
 	// refusedOn: the tree of the last plan refused for its swapCommit
 	var refusedOn *Tree
+	began := time.Now()
 	for attempt := 0; ; attempt++ {
 		t, trusted, err := e.writeTree(ctx, trust)
 		trust = false
@@ -389,7 +399,7 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 			continue
 		}
 		if errors.Is(err, errReplan) {
-			if err := replanWait(ctx, attempt); err != nil {
+			if err := replanWait(ctx, attempt, began); err != nil {
 				return nil, err
 			}
 			continue
@@ -419,9 +429,13 @@ func (e *Engine) commit(ctx context.Context, t *Tree, plan *Plan, keys []string,
 // replanWait is what follows a commit that met a conflict before anything
 // landed: a growing, jittered pause before the next attempt, or, when the
 // attempts ran out or the caller cancelled, the error to answer with.
-func replanWait(ctx context.Context, attempt int) error {
+func replanWait(ctx context.Context, attempt int, began time.Time) error {
 	if attempt >= retries {
-		return fail(ErrConflict, "read the outline again and retry", "the repository kept changing (%d attempts); nothing was written", attempt+1)
+		return fail(ErrConflict, "retry when the repository is quieter; if another client keeps committing, pause it",
+			"the repository kept changing: another client committed between each read and this write, %d times in %v; "+
+				"nothing this write depends on changed, but every write is sent guarded by swapCommit (the commit it was planned on), "+
+				"so it cannot land while another client commits faster than one round trip; nothing was written",
+			attempt+1, time.Since(began).Round(time.Millisecond))
 	}
 	if sleepCtx(ctx, backoff(attempt)) != nil {
 		return fail(ErrCancelled, "nothing was written; call again when ready", "cancelled before the first batch")
@@ -473,8 +487,12 @@ func (e *Engine) DoFunc(ctx context.Context, dryRun bool, fn func(p *Planner) er
 // is in the repository: plan again on the new snapshot.
 var errReplan = errors.New("re-plan")
 
+// backoff is the pause before attempt+1 after a conflict (see retries).
 func backoff(attempt int) time.Duration {
-	return time.Duration(attempt+1) * time.Duration(5+rand.IntN(25)) * time.Millisecond
+	if attempt < eager {
+		return 0
+	}
+	return time.Duration(1+rand.IntN(10)) * time.Millisecond
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

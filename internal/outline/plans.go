@@ -162,6 +162,7 @@ func (e *Engine) Apply(ctx context.Context, id string, intent Intent) (*Outcome,
 	// the first check may trust the commit known (writeTree), if its first
 	// batch is cheap
 	trust := len(kp.plan.Writes) > 0 && store.Cost(kp.plan.Writes[:kp.plan.Batches[0]]) <= TrustPoints
+	began := time.Now()
 	for attempt := 0; ; attempt++ {
 		t, trusted, err := e.writeTree(ctx, trust)
 		trust = false
@@ -197,7 +198,7 @@ func (e *Engine) Apply(ctx context.Context, id string, intent Intent) (*Outcome,
 			continue
 		}
 		if errors.Is(err, errReplan) {
-			if err := replanWait(ctx, attempt); err != nil {
+			if err := replanWait(ctx, attempt, began); err != nil {
 				e.putBack(kp)
 				return nil, err
 			}

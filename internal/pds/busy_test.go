@@ -85,9 +85,11 @@ func startBusyWriter(t *testing.T, ctx context.Context, r *pds.Repo, key string,
 // its repository read by requests (polled) and with the commit stream
 // followed. Read back, every insert that landed is there once, in the order
 // written, with strictly increasing sortKeys (as bytes); one that did not
-// land was refused with a typed conflict and wrote nothing. That every
-// insert lands is checked with BULLETED_BUSY_GOAL=1 (not met today). Latency and attempts (applyWrites sent) per insert are
-// logged (the busy-writer table); only a generous bound is asserted.
+// land was refused with a typed conflict that says why, and wrote nothing.
+// Every insert lands against the 50 ms writer; against the 15 ms writer
+// that is checked with BULLETED_BUSY_GOAL=1. Latency and attempts
+// (applyWrites sent) per insert are logged (the busy-writer table); only a
+// generous bound on latency is asserted.
 func TestBusyWriterWritesGetThrough(t *testing.T) {
 	const inserts, maxFailures = 60, 3
 	for _, mode := range []string{"polled", "followed"} {
@@ -173,6 +175,11 @@ func busyRun(t *testing.T, follow bool, interval time.Duration, inserts, maxFail
 			if k := errorKind(err); k != "conflict" {
 				t.Fatalf("insert %d: refused with kind %q, want a typed conflict: %v", i+1, k, err)
 			}
+			// never silent about why: the refusal says it is another
+			// client's commits and what guards every write
+			if msg := err.Error(); !strings.Contains(msg, "another client committed") || !strings.Contains(msg, "swapCommit") {
+				t.Errorf("insert %d: the refusal does not say why: %v", i+1, err)
+			}
 			failures++
 			t.Logf("insert %d of %d not written (after %v, %d applyWrites): %v", i+1, inserts, d.Round(time.Millisecond), r.Stats.Writes.Load()-sent, err)
 			continue
@@ -180,6 +187,9 @@ func busyRun(t *testing.T, follow bool, interval time.Duration, inserts, maxFail
 		prev = out.Plan.Created[0].RKey
 		keys = append(keys, prev)
 		lat = append(lat, d)
+		if d > 300*time.Millisecond {
+			t.Logf("insert %d took %v (%d applyWrites; stream waits timed out so far: %d)", i+1, d.Round(time.Millisecond), r.Stats.Writes.Load()-sent, r.Stats.StreamTimeouts.Load())
+		}
 		attempts = append(attempts, int(r.Stats.Writes.Load()-sent))
 	}
 	elapsed := time.Since(start)
@@ -231,11 +241,15 @@ func busyRun(t *testing.T, follow bool, interval time.Duration, inserts, maxFail
 	if others < 3 {
 		t.Errorf("the other client committed only %d times while the agent wrote: the repository was not busy", others)
 	}
-	// the goal (issue 39), not met today: on the reference PDS a commit of
-	// the other client lands between each read and the agent's swapCommit
-	// once it commits back to back; asserted only when asked for, so that
-	// the suite stays green on a loaded machine
-	if os.Getenv("BULLETED_BUSY_GOAL") != "" && len(keys) < tried {
+	// every write lands against a writer every 50 ms, always; every 15 ms
+	// (66 commits a second: each attempt wins with a chance of about one
+	// in four, 24 attempts) when asked for (BULLETED_BUSY_GOAL=1), so that
+	// the suite stays green on a loaded machine. A writer committing back to
+	// back (5 ms: its next commit is sent the moment its last one is
+	// answered, before any other client can know that commit) leaves no
+	// window a write guarded by swapCommit can land in: refused, said why
+	// (above), nothing written.
+	if (interval >= 50*time.Millisecond || interval >= 15*time.Millisecond && os.Getenv("BULLETED_BUSY_GOAL") != "") && len(keys) < tried {
 		t.Errorf("writer every %v: %d of %d inserts landed, want all", interval, len(keys), tried)
 	}
 }

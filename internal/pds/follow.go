@@ -233,7 +233,11 @@ func (r *Repo) WriteChanges(ctx context.Context, since string) (string, string, 
 	defer timer.Stop()
 	for {
 		r.mu.Lock()
-		at, live := r.head == head && r.stream.incoming == 0, r.fresh()
+		// at the PDS's head, or past it: the stream brought commits made
+		// after it was asked (a busy repository); the write is swapped
+		// onto the newest known
+		at, live := (r.head == head || r.chain(head) != nil) && r.stream.incoming == 0, r.fresh()
+		cur := r.head
 		var ch chan struct{}
 		if !at && live {
 			if r.stream.moved == nil {
@@ -243,7 +247,7 @@ func (r *Repo) WriteChanges(ctx context.Context, since string) (string, string, 
 		}
 		r.mu.Unlock()
 		if at {
-			c, rev, changes, ok, same := r.composed(since, head)
+			c, rev, changes, ok, same := r.composed(since, cur)
 			return c, rev, changes, ok && same, false, nil
 		}
 		if !live {
