@@ -407,6 +407,7 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 		if err != nil {
 			return nil, err
 		}
+		e.dropSuperseded(intent)
 		rep := op.report()
 		out.Op = &rep
 		return out, nil

@@ -124,6 +124,35 @@ func (e *Engine) takePlan(id string) *keptPlan {
 	return nil
 }
 
+// dropSuperseded forgets the kept plans of intent's dry runs once the same
+// intent was applied without its plan id (the same call without dry_run):
+// such a plan could only be refused now (what it writes was just written
+// otherwise), and it holds the tree it was planned on, which the outline
+// has moved away from (a dry-run delete of 10,000 bullets: megabytes).
+// Plans in a PlanStore expire there.
+func (e *Engine) dropSuperseded(intent Intent) {
+	if e.planStore() != nil {
+		return
+	}
+	fp := fingerprint(intent)
+	if fp == "" {
+		return
+	}
+	c := &e.plans
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	kept := c.plans[:0]
+	for _, kp := range c.plans {
+		if kp.intent == fp {
+			c.bytes -= kp.size
+			continue
+		}
+		kept = append(kept, kp)
+	}
+	clear(c.plans[len(kept):])
+	c.plans = kept
+}
+
 // putBack keeps a plan again after an apply that wrote nothing.
 func (e *Engine) putBack(kp *keptPlan) {
 	if ps := e.planStore(); ps != nil {

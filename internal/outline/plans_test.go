@@ -116,3 +116,51 @@ func TestApplyPlanChildAddedUnderDeleted(t *testing.T) {
 		t.Fatal("a refused plan wrote")
 	}
 }
+
+// TestSupersededPlanDropped: a dry run's plan is forgotten once the same
+// intent is applied without it (the same call without dry_run): it could
+// only be refused now, and it holds the tree it was planned on. Another
+// intent's plan is kept and still applies; a call that is refused drops
+// nothing.
+func TestSupersededPlanDropped(t *testing.T) {
+	ctx := context.Background()
+	repo, err := store.OpenLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer repo.Close()
+	e := outline.New(repo)
+	top := enginetest.Insert(t, e, outline.Position{}, "inbox", "archive", "done")
+	del := intent.Delete{Node: top[2]}
+	dryDel, err := e.Do(ctx, del, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins := intent.Insert{Pos: outline.Position{Parent: top[1]}, Nodes: []intent.NewNode{{Text: "old stuff"}}}
+	dryIns, err := e.Do(ctx, ins, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a call of the same intent that is refused drops nothing
+	if _, err := e.Apply(ctx, "p-nonsense", del); err == nil {
+		t.Fatal("an unknown plan id applied")
+	}
+	if e.PlanOf(dryDel.PlanID) == nil {
+		t.Fatal("a refused call dropped the plan")
+	}
+	if _, err := e.Do(ctx, del, false); err != nil {
+		t.Fatal(err)
+	}
+	if e.PlanOf(dryDel.PlanID) != nil {
+		t.Fatal("the delete's dry-run plan is still kept after the same delete was applied without it")
+	}
+	if e.PlanOf(dryIns.PlanID) == nil {
+		t.Fatal("another intent's plan was dropped")
+	}
+	if _, err := e.Apply(ctx, dryDel.PlanID, del); !errors.Is(err, outline.ErrInvalidInput) {
+		t.Fatalf("the superseded plan: want invalid (not known), got %v", err)
+	}
+	if _, err := e.Apply(ctx, dryIns.PlanID, ins); err != nil {
+		t.Fatalf("the other plan: %v", err)
+	}
+}

@@ -262,8 +262,8 @@ func checkBlock(t *testing.T, x *Index, bl *block) {
 				t.Fatalf("mirror %s has an entry", it.Key())
 			}
 		} else {
-			if e == nil || e != x.entries[it.Key()] {
-				t.Fatalf("bullet %d (%s): entry %p, index has %p", i, it.Key(), e, x.entries[it.Key()])
+			if e == nil || e != x.entries.get(it.Key()) {
+				t.Fatalf("bullet %d (%s): entry %p, index has %p", i, it.Key(), e, x.entries.get(it.Key()))
 			}
 			note := ""
 			if it.Note != nil {

@@ -152,7 +152,7 @@ type Index struct {
 	mu      sync.Mutex
 	did     string
 	commit  string
-	entries map[string]*entry
+	entries entryMap
 	// Derived counts how many entries were (re)derived by the last Update.
 	Derived int
 
@@ -301,7 +301,7 @@ func lowered(it *outline.Item) (text, note []byte) {
 }
 
 // New returns an empty index.
-func New() *Index { return &Index{entries: map[string]*entry{}, starts: []int{0}} }
+func New() *Index { return &Index{entries: newEntryMap(0), starts: []int{0}} }
 
 func derive(it *outline.Item) *entry {
 	e := &entry{cid: it.Rec.CID}
@@ -357,7 +357,7 @@ func (x *Index) update(t *outline.Tree) {
 	}
 	x.Derived, x.relaid, x.read = 0, 0, 0
 	if x.did != t.DID.String() || x.tree == nil || x.tree.DID != t.DID {
-		x.entries = make(map[string]*entry, t.Nodes.Len())
+		x.entries = newEntryMap(t.Nodes.Len())
 		x.did = t.DID.String()
 		rows := make([]row, 0, t.Nodes.Len()+t.Mirrors.Len())
 		for _, it := range t.Roots {
@@ -380,15 +380,11 @@ func (x *Index) update(t *outline.Tree) {
 	}
 	did := x.did
 	x.built.Store(&did)
-	defer func() { x.size.Store(x.bytes + int64(8*cap(x.starts)) + int64(len(x.entries))*entryBytes) }()
+	defer func() { x.size.Store(x.bytes + int64(8*cap(x.starts)) + int64(x.entries.len())*entryBytes) }()
 	// entries of bullets no longer in the outline: swept once they are a
 	// fifth of the index
-	if len(x.entries) > t.Nodes.Len()+t.Nodes.Len()/5+64 {
-		for k := range x.entries {
-			if t.Nodes.Get(k) == nil {
-				delete(x.entries, k)
-			}
-		}
+	if x.entries.len() > t.Nodes.Len()+t.Nodes.Len()/5+64 {
+		x.entries.sweep(func(k string) bool { return t.Nodes.Get(k) != nil })
 	}
 }
 
@@ -401,10 +397,10 @@ func (x *Index) entry(it *outline.Item) *entry {
 	if it.Note != nil {
 		noteCID = it.Note.CID
 	}
-	e := x.entries[it.Key()]
+	e := x.entries.get(it.Key())
 	if e == nil || e.cid != it.Rec.CID || e.noteCID() != noteCID || it.Rec.CID == "" {
 		e = derive(it)
-		x.entries[it.Key()] = e
+		x.entries.set(it.Key(), e)
 		x.Derived++
 	}
 	return e
