@@ -47,7 +47,14 @@ func TestAroundOfIsLinear(t *testing.T) {
 			if rng.IntN(6) == 0 {
 				coll = lexicon.Mirror
 			}
-			sibs = append(sibs, &Item{Rec: store.Record{Collection: coll, RKey: fmt.Sprintf("k%03d", i)}, Mirror: coll == lexicon.Mirror, sortKey: key()})
+			v, err := store.ValueOf(map[string]any{"sortKey": key()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			it := &Item{Rec: store.Record{Collection: coll, RKey: fmt.Sprintf("k%03d", i), Value: v}, Mirror: coll == lexicon.Mirror}
+			sk, _ := v.Text("sortKey")
+			it.sk = spanOf(v, "", sk)
+			sibs = append(sibs, it)
 		}
 		sortItems(sibs)
 		var writes []store.Write

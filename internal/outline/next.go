@@ -105,10 +105,10 @@ func containerOf(it *Item) string {
 	switch {
 	case it.Detached != "":
 		return detachedList
-	case it.pkey == "":
+	case it.pkey() == "":
 		return topLevel
 	}
-	return it.pkey
+	return it.pkey()
 }
 
 // siblingEdit is what happens to one sibling list.
@@ -288,10 +288,11 @@ func (s *nextState) item(c store.Record, o *Item) bool {
 		return true
 	}
 	it := &Item{Rec: c, Mirror: c.Collection == lexicon.Mirror}
-	it.sortKey, _ = c.Value.Text("sortKey")
-	var why string
-	it.pkey, why = s.t.parentKey(it.Str("parent"))
-	it.pbad, it.parsed = why != "", true
+	sk, _ := c.Value.Text("sortKey")
+	it.sk = spanOf(c.Value, "", sk)
+	p := it.Str("parent")
+	key, why := s.t.parentKey(p)
+	it.pk, it.pbad, it.parsed = spanOf(c.Value, p, key), why != "", true
 	if o != nil {
 		it.Children = o.Children
 		if o.Rec.CID == c.CID && c.CID != "" {
@@ -361,8 +362,8 @@ func (s *nextState) place() {
 		}
 		if it.pbad {
 			it.Detached = s.t.parentWhy(it)
-		} else if it.pkey != "" && s.finalNode(it.pkey) == nil {
-			it.Detached = "parent " + it.pkey + " does not exist"
+		} else if it.pkey() != "" && s.finalNode(it.pkey()) == nil {
+			it.Detached = "parent " + it.pkey() + " does not exist"
 		} else {
 			it.Detached = ""
 		}
@@ -376,7 +377,7 @@ func (s *nextState) reattaches() bool {
 		return false
 	}
 	for _, d := range s.t.Detached {
-		if !d.pbad && d.pkey != "" && slices.Contains(s.created, d.pkey) {
+		if !d.pbad && d.pkey() != "" && slices.Contains(s.created, d.pkey()) {
 			if _, changed := s.repl[idOf(d)]; !changed {
 				return true
 			}
@@ -391,11 +392,11 @@ func (s *nextState) makesCycle() bool {
 	limit := s.t.Nodes.Len() + len(s.repl) + 1
 	for _, ch := range s.changed {
 		it := ch.it
-		if it == nil || it.Detached != "" || it.pkey == "" {
+		if it == nil || it.Detached != "" || it.pkey() == "" {
 			continue
 		}
 		steps := 0
-		for k := it.pkey; k != ""; {
+		for k := it.pkey(); k != ""; {
 			p := s.finalNode(k)
 			if p == nil || p == it || p.Detached == cycleReason || steps > limit {
 				return true
@@ -403,7 +404,7 @@ func (s *nextState) makesCycle() bool {
 			if p.Detached != "" {
 				break
 			}
-			k = p.pkey
+			k = p.pkey()
 			steps++
 		}
 	}
@@ -735,7 +736,7 @@ func mergeSorted(a, b []*Item) []*Item {
 // carried over when known).
 func (it *Item) clone() *Item {
 	c := &Item{Rec: it.Rec, Mirror: it.Mirror, Children: it.Children, Note: it.Note, Detached: it.Detached,
-		sortKey: it.sortKey, pkey: it.pkey, pbad: it.pbad, parsed: it.parsed}
+		sk: it.sk, pk: it.pk, pbad: it.pbad, parsed: it.parsed}
 	if p, ok := it.checked(); ok {
 		c.carry(p)
 	}

@@ -2,6 +2,7 @@ package outline
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -21,8 +22,10 @@ type Item struct {
 	Note     *store.Record
 	Detached string // why the item does not hang in the tree ("" if it does)
 
-	sortKey string // cached: the record's sortKey
-	pkey    string // parent's record key when the parent field names a node of this repo
+	// cached, as where they lie in the record's value (vspan: 8 bytes where
+	// a string header took 16): the record's sortKey, and the parent's
+	// record key when the parent field names a node of this repo
+	sk, pk vspan
 	// the validation problem, once Invalid ran ("" if valid): one pointer
 	// where a sync.Once, a flag and the string took 32 bytes
 	problem atomic.Pointer[string]
@@ -31,8 +34,9 @@ type Item struct {
 	parsed  bool  // pkey and pbad are set
 	// the parent field cannot hang here (Tree.parentWhy says why: it is
 	// read again from the record, rare, rather than kept in every item).
-	// An item is 160 bytes (it was 216 with the reason, the repository's
-	// DID and a parent pointer used only while building).
+	// An item is 144 bytes (it was 216 with the reason, the repository's
+	// DID and a parent pointer used only while building, 160 with its
+	// sortKey and parent key as strings).
 	pbad bool
 }
 
@@ -167,7 +171,63 @@ func (it *Item) checked() (string, bool) {
 func (it *Item) Key() string { return it.Rec.RKey }
 
 // SortKey of the item.
-func (it *Item) SortKey() string { return it.sortKey }
+func (it *Item) SortKey() string {
+	if s, ok := it.sk.in(it.Rec.Value); ok {
+		return s
+	}
+	s, _ := it.Rec.Value.Text("sortKey")
+	return s
+}
+
+// pkey is the parent's record key when the parent field names a node of
+// this repository ("" otherwise, or before it was parsed).
+func (it *Item) pkey() string {
+	if s, ok := it.pk.in(it.Rec.Value); ok {
+		return s
+	}
+	// not a part of the value (never so far): the key is the parent
+	// field's last segment, as parentKey read it
+	if !it.parsed || it.pbad {
+		return ""
+	}
+	p := it.Str("parent")
+	return p[strings.LastIndexByte(p, '/')+1:]
+}
+
+// vspan is a text an item caches as where it lies in its record's value
+// (store.Value.Span); n is noSpan when it is not a part of it.
+type vspan struct {
+	off uint32
+	n   uint16
+}
+
+const noSpan = math.MaxUint16
+
+// spanOf is where sub lies in v: read in place from v, or, when it was
+// read from another value, where the same text lies in within (a text of
+// v that holds it, like the parent field holds the parent's key).
+func spanOf(v store.Value, within, sub string) vspan {
+	if len(sub) >= noSpan {
+		return vspan{n: noSpan}
+	}
+	if off, ok := v.Span(sub); ok && off <= math.MaxUint32 {
+		return vspan{uint32(off), uint16(len(sub))}
+	}
+	if i := strings.LastIndex(within, sub); i >= 0 {
+		if off, ok := v.Span(within); ok && off+i <= math.MaxUint32 {
+			return vspan{uint32(off + i), uint16(len(sub))}
+		}
+	}
+	return vspan{n: noSpan}
+}
+
+// in is the text sp names in v.
+func (sp vspan) in(v store.Value) (string, bool) {
+	if sp.n == noSpan {
+		return "", false
+	}
+	return v.At(int(sp.off), int(sp.n)), true
+}
 
 // Str returns a string field of the record.
 func (it *Item) Str(f string) string { s, _ := it.Rec.Value.Text(f); return s }
@@ -193,10 +253,11 @@ type Tree struct {
 
 // Parent is the node it hangs under (nil at the top level or when detached).
 func (t *Tree) Parent(it *Item) *Item {
-	if it.Detached != "" || it.pkey == "" {
+	k := it.pkey()
+	if it.Detached != "" || k == "" {
 		return nil
 	}
-	return t.Nodes.Get(it.pkey)
+	return t.Nodes.Get(k)
 }
 
 // ParentKey is the record key of the node it hangs under ("" at the top
@@ -205,7 +266,7 @@ func (it *Item) ParentKey() string {
 	if it.Detached != "" {
 		return ""
 	}
-	return it.pkey
+	return it.pkey()
 }
 
 func (t *Tree) uri(coll, rkey string) string {
@@ -253,13 +314,15 @@ func Rebuild(s *store.Snapshot, prev *Tree) *Tree {
 	fill := func(it *Item, r store.Record) {
 		it.Rec, it.Mirror = r, r.Collection == lexicon.Mirror
 		if old := olds.item(r); old != nil {
-			it.sortKey = old.sortKey
+			// the same CID: the same bytes, so the same places in them
+			it.sk = old.sk
 			if p, ok := old.checked(); ok {
 				it.carry(p)
 			}
-			it.pkey, it.pbad, it.parsed = old.pkey, old.pbad, old.parsed
+			it.pk, it.pbad, it.parsed = old.pk, old.pbad, old.parsed
 		} else {
-			it.sortKey, _ = r.Value.Text("sortKey")
+			sk, _ := r.Value.Text("sortKey")
+			it.sk = spanOf(r.Value, "", sk)
 		}
 	}
 	nm, nn := 0, 0
@@ -332,7 +395,7 @@ func Rebuild(s *store.Snapshot, prev *Tree) *Tree {
 		pp, ok := parents[p]
 		if !ok {
 			if it.parsed {
-				pp.key, pp.bad = it.pkey, it.pbad
+				pp.key, pp.bad = it.pkey(), it.pbad
 			} else {
 				var why string
 				pp.key, why = t.parentKey(p)
@@ -344,15 +407,15 @@ func Rebuild(s *store.Snapshot, prev *Tree) *Tree {
 			}
 			parents[p] = pp
 		}
-		it.pkey, it.pbad, it.parsed = pp.key, pp.bad, true
+		it.pk, it.pbad, it.parsed = spanOf(it.Rec.Value, p, pp.key), pp.bad, true
 		switch {
 		case it.pbad:
 			it.Detached = t.parentWhy(it)
-		case it.pkey == "":
+		case pp.key == "":
 		case pp.at >= 0:
 			up[i] = int32(pp.at)
 		default:
-			it.Detached = "parent " + it.pkey + " does not exist"
+			it.Detached = "parent " + pp.key + " does not exist"
 		}
 	}
 	// cycles: each item is visited once; an upward walk that meets an item
@@ -455,7 +518,7 @@ func byKey(a, b store.Record) int { return strings.Compare(a.RKey, b.RKey) }
 
 func sortItems(xs []*Item) {
 	slices.SortFunc(xs, func(a, b *Item) int {
-		if c := strings.Compare(a.sortKey, b.sortKey); c != 0 {
+		if c := strings.Compare(a.SortKey(), b.SortKey()); c != 0 {
 			return c
 		}
 		if c := strings.Compare(a.Rec.RKey, b.Rec.RKey); c != 0 {
@@ -771,7 +834,7 @@ func (t *Tree) Describe() string {
 				note = it.Note.RKey + "@" + it.Note.CID + fmt.Sprint(it.Note.Value.Get("text"))
 			}
 			fmt.Fprintf(&b, "%*s%s parent=%q tree-parent=%q cid=%s sk=%q note=%q detached=%q text=%q\n", depth*2, "", itemID(it), parent,
-				t.Parent(it).keyOrEmpty(), it.Rec.CID, it.sortKey, note, it.Detached, it.Str("text"))
+				t.Parent(it).keyOrEmpty(), it.Rec.CID, it.SortKey(), note, it.Detached, it.Str("text"))
 			walk(it.Children, depth+1, it.Key())
 		}
 	}
