@@ -77,8 +77,8 @@ func seed(b *testing.B) (*pdstest.Account, *pds.Repo) {
 		return seeded.a, seeded.repo
 	}
 	ctx := context.Background()
-	a := account(b, srv)
-	r := login(b, srv, a, b.TempDir(), nil)
+	a := pdstest.NewAccount(b, srv)
+	r := pdstest.Login(b, srv, a, b.TempDir(), nil)
 	e := outline.New(r)
 	var top []intent.NewNode
 	for i := 0; i < 100; i++ {

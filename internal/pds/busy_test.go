@@ -17,6 +17,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/enginetest"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
@@ -118,15 +119,15 @@ func TestBusyWriterWritesGetThrough(t *testing.T) {
 
 func busyRun(t *testing.T, follow bool, interval time.Duration, inserts, maxFailures int, goal bool) {
 	ctx := context.Background()
-	a := account(t, srv)
+	a := pdstest.NewAccount(t, srv)
 	dir := t.TempDir()
-	r := login(t, srv, a, dir, nil)
+	r := pdstest.Login(t, srv, a, dir, nil)
 	ledger, err := budget.New(filepath.Join(dir, "budget.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.Budget = ledger
-	e, err := newEngine(r, dir)
+	e, err := pdstest.NewEngine(r, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func busyRun(t *testing.T, follow bool, interval time.Duration, inserts, maxFail
 		tick.Stop()
 	}
 
-	other := login(t, srv, a, t.TempDir(), nil)
+	other := pdstest.Login(t, srv, a, t.TempDir(), nil)
 	wctx, stop := context.WithCancel(ctx)
 	w := startBusyWriter(t, wctx, other, elsewhere, interval, 20000, 3*time.Minute)
 	defer func() { stop(); <-w.done }()
@@ -187,7 +188,7 @@ func busyRun(t *testing.T, follow bool, interval time.Duration, inserts, maxFail
 		cancel()
 		d := time.Since(t0)
 		if err != nil {
-			if k := errorKind(err); k != "conflict" {
+			if k := pdstest.ErrorKind(err); k != "conflict" {
 				t.Fatalf("insert %d: refused with kind %q, want a typed conflict: %v", i+1, k, err)
 			}
 			// never silent about why: the refusal says it is another
@@ -214,7 +215,7 @@ func busyRun(t *testing.T, follow bool, interval time.Duration, inserts, maxFail
 
 	// read back: every write that landed present once, in order, no tie;
 	// nothing of a refused one
-	tr := readBack(t, ctx, a.DID.String())
+	tr := pdstest.ReadBack(t, ctx, srv, a.DID.String())
 	if p := tr.CheckConsistent(false); len(p) > 0 {
 		t.Fatalf("read back: %v", p)
 	}
@@ -275,14 +276,14 @@ func busyRun(t *testing.T, follow bool, interval time.Duration, inserts, maxFail
 // changed; nothing of it is written.
 func TestBusyRefusalSaysWhatChanged(t *testing.T) {
 	ctx := context.Background()
-	a := account(t, srv)
+	a := pdstest.NewAccount(t, srv)
 	dir := t.TempDir()
-	r := login(t, srv, a, dir, nil)
-	e, err := newEngine(r, dir)
+	r := pdstest.Login(t, srv, a, dir, nil)
+	e, err := pdstest.NewEngine(r, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := outline.New(login(t, srv, a, t.TempDir(), nil))
+	other := outline.New(pdstest.Login(t, srv, a, t.TempDir(), nil))
 	top := enginetest.Insert(t, e, outline.Position{}, "Parent")[0]
 	anchor := enginetest.Insert(t, e, outline.Position{Parent: top}, "Anchor")[0]
 	dest := enginetest.Insert(t, e, outline.Position{}, "Elsewhere")[0]
@@ -333,7 +334,7 @@ func TestBusyRefusalSaysWhatChanged(t *testing.T) {
 	}
 
 	// nothing of either was written
-	tr := readBack(t, ctx, a.DID.String())
+	tr := pdstest.ReadBack(t, ctx, srv, a.DID.String())
 	for _, n := range tr.Nodes {
 		if txt := n.Text(); txt == "after the anchor" || txt == "under the parent" {
 			t.Errorf("a refused insert was written: %q", txt)

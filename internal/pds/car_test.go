@@ -21,6 +21,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
@@ -64,9 +65,9 @@ func agreesWithFresh(t *testing.T, host string, r *pds.Repo, s *store.Snapshot) 
 // what it kept cannot complete the difference, it reads the whole repository.
 func TestIncrementalRead(t *testing.T) {
 	ctx := context.Background()
-	a := account(t, srv)
-	r := login(t, srv, a, t.TempDir(), nil)
-	other := outline.New(login(t, srv, a, t.TempDir(), nil)) // the person in the editor
+	a := pdstest.NewAccount(t, srv)
+	r := pdstest.Login(t, srv, a, t.TempDir(), nil)
+	other := outline.New(pdstest.Login(t, srv, a, t.TempDir(), nil)) // the person in the editor
 	e := outline.New(r)
 	// another app's record in the same repository: kept as a block, not
 	// decoded, not in the snapshot
@@ -209,17 +210,17 @@ func TestIncrementalRead(t *testing.T) {
 // another repository, costs one whole read.
 func TestCacheAcrossRestarts(t *testing.T) {
 	ctx := context.Background()
-	a := account(t, srv)
+	a := pdstest.NewAccount(t, srv)
 	dir := t.TempDir()
 	cache := filepath.Join(dir, "repo.car")
 	var saved atomic.Int32
 	open := func() *pds.Repo {
-		r := login(t, srv, a, dir, nil)
+		r := pdstest.Login(t, srv, a, dir, nil)
 		r.Cache = cache
 		r.AfterCacheSave = func() { saved.Add(1) }
 		return r
 	}
-	other := outline.New(login(t, srv, a, t.TempDir(), nil))
+	other := outline.New(pdstest.Login(t, srv, a, t.TempDir(), nil))
 	var ns []intent.NewNode
 	for i := 0; i < 40; i++ {
 		ns = append(ns, intent.NewNode{Text: fmt.Sprint("bullet ", i), Note: "note"})
@@ -319,8 +320,8 @@ func TestCacheAcrossRestarts(t *testing.T) {
 	agreesWithFresh(t, srv.URL, sixth, s)
 
 	// another account's cache is not used
-	b := account(t, srv)
-	rb := login(t, srv, b, t.TempDir(), nil)
+	b := pdstest.NewAccount(t, srv)
+	rb := pdstest.Login(t, srv, b, t.TempDir(), nil)
 	rb.Cache = cache
 	read(rb)
 	if got := counts(rb); got != [4]int64{0, 0, 1, 0} {
@@ -341,8 +342,8 @@ func TestPDSIgnoringSince(t *testing.T) {
 		rp.ServeHTTP(w, req)
 	}))
 	defer ignoring.Close()
-	a := account(t, srv)
-	other := outline.New(login(t, srv, a, t.TempDir(), nil))
+	a := pdstest.NewAccount(t, srv)
+	other := outline.New(pdstest.Login(t, srv, a, t.TempDir(), nil))
 	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error {
 		return intent.Insert{Pos: outline.Position{}, Nodes: []intent.NewNode{{Text: "one"}, {Text: "two"}}}.Plan(p)
 	}); err != nil {
@@ -410,8 +411,8 @@ func (e *encodings) RoundTrip(req *http.Request) (*http.Response, error) {
 // A gzipped and an uncompressed CAR read give the same snapshot.
 func TestGzipRead(t *testing.T) {
 	ctx := context.Background()
-	a := account(t, srv)
-	e := outline.New(login(t, srv, a, t.TempDir(), nil))
+	a := pdstest.NewAccount(t, srv)
+	e := outline.New(pdstest.Login(t, srv, a, t.TempDir(), nil))
 	var ns []intent.NewNode
 	for i := 0; i < 50; i++ {
 		ns = append(ns, intent.NewNode{Text: fmt.Sprint("bullet ", i), Note: "note"})

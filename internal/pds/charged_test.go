@@ -24,8 +24,8 @@ import (
 func TestRefusalsChargedAsCounted(t *testing.T) {
 	ctx := context.Background()
 	rl := pdstest.Start(t, pdstest.Options{RateLimits: true})
-	a := account(t, rl)
-	r := login(t, rl, a, t.TempDir(), nil)
+	a := pdstest.NewAccount(t, rl)
+	r := pdstest.Login(t, rl, a, t.TempDir(), nil)
 	ledger, err := budget.New(filepath.Join(t.TempDir(), "budget.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
@@ -55,8 +56,8 @@ func BenchmarkPDSCost(b *testing.B) {
 		// the engine writes to one account; the bare requests go to its
 		// twin, seeded alike (a bare write to the engine's own repository
 		// would be another writer's commit, which its next call must read)
-		a, twin := account(b, srv), account(b, srv)
-		r, tr := login(b, srv, a, b.TempDir(), nil), login(b, srv, twin, b.TempDir(), nil)
+		a, twin := pdstest.NewAccount(b, srv), pdstest.NewAccount(b, srv)
+		r, tr := pdstest.Login(b, srv, a, b.TempDir(), nil), pdstest.Login(b, srv, twin, b.TempDir(), nil)
 		recs := seedGenerated(b, r, n)
 		seedGenerated(b, tr, n)
 		b.Run(fmt.Sprintf("records=%d", recs), func(b *testing.B) {

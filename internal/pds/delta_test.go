@@ -14,6 +14,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
@@ -132,9 +133,9 @@ func TestChangesOwnWrite(t *testing.T) {
 // walked the whole MST.
 func TestChangesOtherClient(t *testing.T) {
 	ctx := context.Background()
-	a := account(t, srv)
-	r := login(t, srv, a, t.TempDir(), nil)
-	other := login(t, srv, a, t.TempDir(), nil)
+	a := pdstest.NewAccount(t, srv)
+	r := pdstest.Login(t, srv, a, t.TempDir(), nil)
+	other := pdstest.Login(t, srv, a, t.TempDir(), nil)
 	e := outline.New(r)
 	rng := rand.New(rand.NewPCG(5, 6))
 	did := a.DID.String()

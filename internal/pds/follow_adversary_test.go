@@ -21,6 +21,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
@@ -214,7 +215,7 @@ func TestFollowStuckReplayReadOutlivesConnection(t *testing.T) {
 	missed := g.edit(t, ctx) // while down: the replay has this to bring
 
 	gt := &gate{hold: "com.atproto.sync.getRepo", held: make(chan struct{}, 1), open: make(chan struct{})}
-	r2 := login(t, g.srv, g.acct, t.TempDir(), &http.Client{Transport: gt, Timeout: time.Minute})
+	r2 := pdstest.Login(t, g.srv, g.acct, t.TempDir(), &http.Client{Transport: gt, Timeout: time.Minute})
 	r2.Directory = pds.Directory(g.srv.PLCURL)
 	r2.Cache, r2.Cursor = r1.Cache, r1.Cursor
 	r2.StreamHost = r1.StreamHost
@@ -540,7 +541,7 @@ func TestFollowReplayOvertakenByRead(t *testing.T) {
 
 	gt := &answerGate{hold: "com.atproto.sync.getLatestCommit", held: make(chan struct{}, 1), open: make(chan struct{})}
 	gt.armed.Store(true)
-	r2 := login(t, g.srv, g.acct, t.TempDir(), &http.Client{Transport: gt, Timeout: time.Minute})
+	r2 := pdstest.Login(t, g.srv, g.acct, t.TempDir(), &http.Client{Transport: gt, Timeout: time.Minute})
 	r2.Directory = pds.Directory(g.srv.PLCURL)
 	r2.Cache, r2.Cursor = r1.Cache, r1.Cursor
 	errs, _ := follow(t, ctx, r2)

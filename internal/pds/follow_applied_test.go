@@ -50,7 +50,7 @@ func newFollowRig(t *testing.T, ctx context.Context) *followRig {
 	if testing.Short() {
 		t.Skip("starts the reference PDS")
 	}
-	acct := account(t, srv) // the package's reference PDS (TestMain)
+	acct := pdstest.NewAccount(t, srv) // the package's reference PDS (TestMain)
 	app, err := srv.Client(ctx, acct)
 	if err != nil {
 		t.Fatal(err)
@@ -531,8 +531,8 @@ func TestFollowEngineReadsWithoutRequest(t *testing.T) {
 func BenchmarkFollowMemory(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a := account(b, srv)
-	seeded := login(b, srv, a, b.TempDir(), nil)
+	a := pdstest.NewAccount(b, srv)
+	seeded := pdstest.Login(b, srv, a, b.TempDir(), nil)
 	recs := seedGenerated(b, seeded, 9_100)
 	app, err := srv.Client(ctx, a)
 	if err != nil {
@@ -560,7 +560,7 @@ func BenchmarkFollowMemory(b *testing.B) {
 	for b.Loop() {
 		run := func(following bool) (uint64, int) {
 			base, g0 := heap(), runtime.NumGoroutine()
-			r := login(b, srv, a, b.TempDir(), nil)
+			r := pdstest.Login(b, srv, a, b.TempDir(), nil)
 			r.Directory = pds.Directory(srv.PLCURL)
 			fctx, stop := context.WithCancel(ctx)
 			defer stop()

@@ -14,6 +14,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
@@ -24,9 +25,9 @@ import (
 // repository later says that the history before that is not known to it.
 func TestPDSSince(t *testing.T) {
 	ctx := context.Background()
-	a := account(t, srv)
-	r := login(t, srv, a, t.TempDir(), nil)
-	other := login(t, srv, a, t.TempDir(), nil)
+	a := pdstest.NewAccount(t, srv)
+	r := pdstest.Login(t, srv, a, t.TempDir(), nil)
+	other := pdstest.Login(t, srv, a, t.TempDir(), nil)
 	e := outline.New(r)
 	out, err := e.Do(ctx, intent.Insert{Nodes: []intent.NewNode{{Text: "alpha"}, {Text: "beta"}, {Text: "gamma"}, {Text: "delta"}}}, false)
 	if err != nil {
@@ -117,7 +118,7 @@ func TestPDSSince(t *testing.T) {
 	}
 	// a server that read the repository whole after rev0 cannot tell what
 	// came before, and says so
-	late := outline.New(login(t, srv, a, t.TempDir(), nil))
+	late := outline.New(pdstest.Login(t, srv, a, t.TempDir(), nil))
 	if _, err := late.Tree(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func killChild() int {
 	}
 	ledger.Limit = killLimit
 	r.Budget = ledger
-	e, err := newEngine(r, dir)
+	e, err := pdstest.NewEngine(r, dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -59,7 +59,7 @@ func killChild() int {
 		// one-bullet inserts, each after the last: all but the first are
 		// planned on the child's own last commit without asking the PDS
 		for i := range killOneByOne {
-			if _, err := insertOp(ctx, e, "", []intent.NewNode{{Text: fmt.Sprintf("k%d-%d", os.Getpid(), i)}}); err != nil {
+			if _, err := pdstest.InsertOp(ctx, e, "", []intent.NewNode{{Text: fmt.Sprintf("k%d-%d", os.Getpid(), i)}}); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				return 1
 			}
@@ -71,7 +71,7 @@ func killChild() int {
 	for i := range nodes {
 		nodes[i] = intent.NewNode{Text: fmt.Sprintf("k%d-%d", os.Getpid(), i)}
 	}
-	_, err = insertOp(ctx, e, "", nodes)
+	_, err = pdstest.InsertOp(ctx, e, "", nodes)
 	switch {
 	case err == nil:
 		return 0
@@ -94,7 +94,7 @@ func killChild() int {
 // through past the limit.
 func TestKillLoopNeverOverspends(t *testing.T) {
 	ctx := context.Background()
-	a := account(t, srv)
+	a := pdstest.NewAccount(t, srv)
 	proxy := pdstest.NewFaultProxy(t, srv.URL)
 	dir := t.TempDir()
 	runs := 12
@@ -211,7 +211,7 @@ func TestKillLoopNeverOverspends(t *testing.T) {
 // bullet once, and the ledger counts at least every point that landed.
 func TestKillTrustedWrite(t *testing.T) {
 	ctx := context.Background()
-	a := account(t, srv)
+	a := pdstest.NewAccount(t, srv)
 	proxy := pdstest.NewFaultProxy(t, srv.URL)
 	dir := t.TempDir()
 	self, err := os.Executable()
@@ -250,17 +250,17 @@ func TestKillTrustedWrite(t *testing.T) {
 		if killed && !strings.Contains(out.String(), fmt.Sprintf("inserted %d, trusted %d", nth-1, nth-2)) {
 			t.Fatalf("run %d: the writes before the held one were not all planned on the child's own last commit: %s", run, out)
 		}
-		tr := readBack(t, ctx, a.DID.String())
+		tr := pdstest.ReadBack(t, ctx, srv, a.DID.String())
 		if p := tr.CheckConsistent(true); len(p) > 0 {
 			t.Fatalf("run %d: read back: %v", run, p)
 		}
-		landed := 3 * recordCount(tr)
+		landed := 3 * pdstest.RecordCount(tr)
 		l, err := budget.New(filepath.Join(dir, "budget.json"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		counted := l.Spent(budget.Window)
-		t.Logf("run %d (held write %d): killed %v; %d bullets, %d points landed, the ledger counts %d", run, nth, killed, recordCount(tr), landed, counted)
+		t.Logf("run %d (held write %d): killed %v; %d bullets, %d points landed, the ledger counts %d", run, nth, killed, pdstest.RecordCount(tr), landed, counted)
 		if counted < landed {
 			t.Errorf("run %d: %d points landed, the ledger counts only %d", run, landed, counted)
 		}

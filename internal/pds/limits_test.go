@@ -22,6 +22,7 @@ import (
 	"github.com/multiformats/go-multihash"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
@@ -189,8 +190,8 @@ func TestOthersBound(t *testing.T) {
 	var dids []syntax.DID
 	want := map[syntax.DID][]string{}
 	for i := range 2 {
-		a := account(t, srv)
-		r := login(t, srv, a, t.TempDir(), nil)
+		a := pdstest.NewAccount(t, srv)
+		r := pdstest.Login(t, srv, a, t.TempDir(), nil)
 		s, err := r.Snapshot(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -159,7 +159,7 @@ func refreshToken(t testing.TB, dir string) string {
 // outside the set refused with a clear error and nothing written.
 func TestOAuthLogin(t *testing.T) {
 	ctx := context.Background()
-	a := account(t, srv)
+	a := pdstest.NewAccount(t, srv)
 	dir := t.TempDir()
 	g := oauthLogin(t, a, dir, "")
 	if !g.PermissionSet || g.Fallback != "" || !reflect.DeepEqual(g.Requested, []string{"atproto", "include:app.bulleted.authFull"}) {
@@ -229,7 +229,7 @@ func TestOAuthLogin(t *testing.T) {
 		t.Fatal(err)
 	}
 	// the app password still works in the OAuth session's data directory
-	r := login(t, srv, a, dir, nil)
+	r := pdstest.Login(t, srv, a, dir, nil)
 	if _, _, err := r.Head(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestOAuthLogin(t *testing.T) {
 // An authorization server that cannot resolve the permission set: the
 // login asks for the six collections one by one instead, and says so.
 func TestOAuthFallback(t *testing.T) {
-	a := account(t, srv)
+	a := pdstest.NewAccount(t, srv)
 	dir := t.TempDir()
 	g := oauthLogin(t, a, dir, "app.bulleted.unpublished")
 	if g.PermissionSet || !strings.Contains(g.Fallback, "include:app.bulleted.unpublished") {
@@ -263,7 +263,7 @@ func TestOAuthFallback(t *testing.T) {
 // same time, repeatedly: the lock and the re-read mean the PDS never sees
 // a rotated refresh token again, and the session survives for both.
 func TestOAuthConcurrentRefresh(t *testing.T) {
-	a := account(t, srv)
+	a := pdstest.NewAccount(t, srv)
 	dir := t.TempDir()
 	oauthLogin(t, a, dir, "")
 	c1, auth1 := openOAuth(t, dir)
@@ -316,7 +316,7 @@ func TestOAuthConcurrentRefresh(t *testing.T) {
 // the file is worthless afterwards, and says to log in again.
 func TestOAuthLogout(t *testing.T) {
 	ctx := context.Background()
-	a := account(t, srv)
+	a := pdstest.NewAccount(t, srv)
 	dir := t.TempDir()
 	oauthLogin(t, a, dir, "")
 	c, _ := openOAuth(t, dir)
@@ -359,7 +359,7 @@ func TestOAuthLogout(t *testing.T) {
 // refresh is refused, and the first one's fresh tokens die with it.
 func TestOAuthReplayKillsSession(t *testing.T) {
 	ctx := context.Background()
-	a := account(t, srv)
+	a := pdstest.NewAccount(t, srv)
 	dir := t.TempDir()
 	oauthLogin(t, a, dir, "")
 	raw, err := os.ReadFile(pds.OAuthFile(dir))
@@ -405,7 +405,7 @@ func TestOAuthReplayKillsSession(t *testing.T) {
 // An access token the PDS no longer takes (as when it expires) is renewed
 // on the fly with the refresh token, and the new tokens are saved.
 func TestOAuthStaleAccessToken(t *testing.T) {
-	a := account(t, srv)
+	a := pdstest.NewAccount(t, srv)
 	dir := t.TempDir()
 	oauthLogin(t, a, dir, "")
 	file := func() map[string]any {

@@ -25,10 +25,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
 
-var (
-	srv      *pdstest.Server
-	accounts atomic.Int64
-)
+var srv *pdstest.Server
 
 func TestMain(m *testing.M) {
 	if os.Getenv(killChildEnv) != "" {
@@ -46,31 +43,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func account(t testing.TB, s *pdstest.Server) *pdstest.Account {
-	t.Helper()
-	a, err := s.CreateAccount(context.Background(), fmt.Sprintf("user%d", accounts.Add(1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
-
-// login opens a Repo for a as the server would: app password, session kept
-// in dir.
-func login(t testing.TB, s *pdstest.Server, a *pdstest.Account, dir string, hc *http.Client) *pds.Repo {
-	t.Helper()
-	c, did, err := pds.Login{PDS: s.URL, Identifier: a.Handle, Password: a.AppPassword, Dir: dir, HTTP: hc}.Open(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if did != a.DID {
-		t.Fatalf("logged in as %s, want %s", did, a.DID)
-	}
-	return pds.New(c, did)
-}
-
 func newRepo(t testing.TB) *pds.Repo {
-	return login(t, srv, account(t, srv), t.TempDir(), nil)
+	return pdstest.Login(t, srv, pdstest.NewAccount(t, srv), t.TempDir(), nil)
 }
 
 func TestStoreSuite(t *testing.T) {
@@ -82,9 +56,9 @@ func TestEngineSuite(t *testing.T) {
 }
 
 func TestSessionKept(t *testing.T) {
-	a := account(t, srv)
+	a := pdstest.NewAccount(t, srv)
 	dir := t.TempDir()
-	login(t, srv, a, dir, nil)
+	pdstest.Login(t, srv, a, dir, nil)
 	fi, err := os.Stat(pds.SessionFile(dir))
 	if err != nil {
 		t.Fatal(err)
@@ -115,9 +89,9 @@ func TestSessionKept(t *testing.T) {
 // the losers re-plan: nothing is lost and nothing is written twice.
 func TestConcurrentWriters(t *testing.T) {
 	ctx := context.Background()
-	a := account(t, srv)
-	r1 := login(t, srv, a, t.TempDir(), nil)
-	r2 := login(t, srv, a, t.TempDir(), nil)
+	a := pdstest.NewAccount(t, srv)
+	r1 := pdstest.Login(t, srv, a, t.TempDir(), nil)
+	r2 := pdstest.Login(t, srv, a, t.TempDir(), nil)
 	top := enginetest.Insert(t, outline.New(r1), outline.Position{}, "shared")[0]
 	const n = 8
 	var wg sync.WaitGroup
@@ -190,9 +164,9 @@ func (d *dropAfterWrite) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func TestAmbiguousFailureNoDuplicate(t *testing.T) {
 	ctx := context.Background()
-	a := account(t, srv)
+	a := pdstest.NewAccount(t, srv)
 	tr := &dropAfterWrite{}
-	r := login(t, srv, a, t.TempDir(), &http.Client{Transport: tr})
+	r := pdstest.Login(t, srv, a, t.TempDir(), &http.Client{Transport: tr})
 	e := outline.New(r)
 	enginetest.Insert(t, e, outline.Position{}, "first")
 	tr.left.Store(1)
@@ -302,8 +276,8 @@ func TestReadPathsAgree(t *testing.T) {
 func TestBudgetAgainstRateLimits(t *testing.T) {
 	ctx := context.Background()
 	rl := pdstest.Start(t, pdstest.Options{RateLimits: true})
-	a := account(t, rl)
-	r := login(t, rl, a, t.TempDir(), nil)
+	a := pdstest.NewAccount(t, rl)
+	r := pdstest.Login(t, rl, a, t.TempDir(), nil)
 	ledger, err := budget.New(filepath.Join(t.TempDir(), "budget.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -356,7 +330,7 @@ func TestBudgetAgainstRateLimits(t *testing.T) {
 	}
 	// a second client whose ledger knows nothing: the server says 429 to
 	// 3 points (it has 2 left only if it counted the refused write)
-	r2 := login(t, rl, a, t.TempDir(), nil)
+	r2 := pdstest.Login(t, rl, a, t.TempDir(), nil)
 	l2, _ := budget.New("")
 	r2.Budget = l2
 	_, err = outline.New(r2).DoFunc(ctx, false, func(p *outline.Planner) error {

@@ -27,7 +27,7 @@ import (
 // neither refusal said until when in its details.
 func TestHugeRetryAfterCappedAtAnHour(t *testing.T) {
 	ctx := context.Background()
-	a := account(t, srv)
+	a := pdstest.NewAccount(t, srv)
 	proxy := pdstest.NewFaultProxy(t, srv.URL)
 	dir := t.TempDir()
 	open := func(now func() time.Time) (*outline.Engine, *budget.Ledger) {
@@ -45,7 +45,7 @@ func TestHugeRetryAfterCappedAtAnHour(t *testing.T) {
 			l.Now = now
 		}
 		r.Budget = l
-		e, err := newEngine(r, dir)
+		e, err := pdstest.NewEngine(r, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +58,7 @@ func TestHugeRetryAfterCappedAtAnHour(t *testing.T) {
 		nodes[i] = intent.NewNode{Text: fmt.Sprint("r", i)}
 	}
 	start := time.Now()
-	_, err := insertOp(ctx, e, "", nodes)
+	_, err := pdstest.InsertOp(ctx, e, "", nodes)
 	proxy.Disarm()
 	var oe *outline.Error
 	if !errors.As(err, &oe) || !errors.Is(err, outline.ErrIncomplete) {
@@ -69,7 +69,7 @@ func TestHugeRetryAfterCappedAtAnHour(t *testing.T) {
 	if rep.Landed != 1 || rep.Batches != 3 {
 		t.Fatalf("landed %d of %d batches, want 1 of 3", rep.Landed, rep.Batches)
 	}
-	if got := recordCount(readBack(t, ctx, a.DID.String())); got != 200 {
+	if got := pdstest.RecordCount(pdstest.ReadBack(t, ctx, srv, a.DID.String())); got != 200 {
 		t.Fatalf("the repository holds %d records, want the first batch's 200", got)
 	}
 	// capped at the hour, said so
@@ -120,7 +120,7 @@ func TestHugeRetryAfterCappedAtAnHour(t *testing.T) {
 	if _, err := e3.Resume(ctx, rep.ID, false); err != nil {
 		t.Fatalf("resume after the capped pause: %v", err)
 	}
-	if got := recordCount(readBack(t, ctx, a.DID.String())); got != 600 {
+	if got := pdstest.RecordCount(pdstest.ReadBack(t, ctx, srv, a.DID.String())); got != 600 {
 		t.Fatalf("after the resume the repository holds %d records, want 600", got)
 	}
 }

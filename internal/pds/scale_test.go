@@ -15,6 +15,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outlinegen"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
@@ -75,9 +76,9 @@ func BenchmarkInsertPDS(b *testing.B) {
 	ctx := context.Background()
 	for _, n := range insertSizes() {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
-			a := account(b, srv)
-			r := login(b, srv, a, b.TempDir(), nil)
-			other := login(b, srv, a, b.TempDir(), nil)
+			a := pdstest.NewAccount(b, srv)
+			r := pdstest.Login(b, srv, a, b.TempDir(), nil)
+			other := pdstest.Login(b, srv, a, b.TempDir(), nil)
 			recs := seedGenerated(b, r, n)
 			e := outline.New(r)
 			t, err := e.Tree(ctx)

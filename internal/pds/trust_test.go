@@ -13,6 +13,7 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/enginetest"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 )
 
 // A write right after our own commit is planned on it without asking the
@@ -35,19 +36,19 @@ import (
 // ask the PDS nothing; after TrustOwn they ask again.
 func TestTrustedWriteMeetsAnotherWriter(t *testing.T) {
 	ctx := context.Background()
-	a := account(t, srv)
+	a := pdstest.NewAccount(t, srv)
 	dir := t.TempDir()
-	r := login(t, srv, a, dir, nil)
+	r := pdstest.Login(t, srv, a, dir, nil)
 	ledger, err := budget.New(filepath.Join(dir, "budget.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.Budget = ledger
-	e, err := newEngine(r, dir)
+	e, err := pdstest.NewEngine(r, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := outline.New(login(t, srv, a, t.TempDir(), nil))
+	other := outline.New(pdstest.Login(t, srv, a, t.TempDir(), nil))
 	did := a.DID.String()
 
 	top := enginetest.Insert(t, e, outline.Position{}, "Parent")[0]
@@ -73,7 +74,7 @@ func TestTrustedWriteMeetsAnotherWriter(t *testing.T) {
 	if got := spent() - before; got != 6 {
 		t.Errorf("the ledger counts %d points for the insert, want 6 (3 refused, 3 landed)", got)
 	}
-	tr := readBack(t, ctx, did)
+	tr := pdstest.ReadBack(t, ctx, srv, did)
 	if p := tr.CheckConsistent(true); len(p) > 0 {
 		t.Fatalf("read back: %v", p)
 	}
@@ -108,13 +109,13 @@ func TestTrustedWriteMeetsAnotherWriter(t *testing.T) {
 	if w := r.Stats.Writes.Load() - writes; w != 2 {
 		t.Errorf("an edit that met another writer's commit: %d applyWrites, want 2 (one refused)", w)
 	}
-	if got := readBack(t, ctx, did).Nodes[itemA].Text(); got != mine {
+	if got := pdstest.ReadBack(t, ctx, srv, did).Nodes[itemA].Text(); got != mine {
 		t.Fatalf("A read back: %q, want %q", got, mine)
 	}
-	if _, err := undoOp(ctx, e, ""); err != nil {
+	if _, err := pdstest.UndoOp(ctx, e, ""); err != nil {
 		t.Fatal(err)
 	}
-	if got := readBack(t, ctx, did).Nodes[itemA].Text(); got != "A, edited elsewhere" {
+	if got := pdstest.ReadBack(t, ctx, srv, did).Nodes[itemA].Text(); got != "A, edited elsewhere" {
 		t.Fatalf("A after undo read back: %q, want the other client's text", got)
 	}
 
@@ -131,7 +132,7 @@ func TestTrustedWriteMeetsAnotherWriter(t *testing.T) {
 	if out, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return (intent.Edit{Node: itemA, Text: &undone}).Plan(p) }); err != nil || out.NoChange {
 		t.Fatalf("an edit to the text the guess already has, after another client changed it: %v (no change: %v)", err, out != nil && out.NoChange)
 	}
-	if got := readBack(t, ctx, did).Nodes[itemA].Text(); got != undone {
+	if got := pdstest.ReadBack(t, ctx, srv, did).Nodes[itemA].Text(); got != undone {
 		t.Fatalf("A read back: %q, want %q", got, undone)
 	}
 
@@ -139,7 +140,7 @@ func TestTrustedWriteMeetsAnotherWriter(t *testing.T) {
 	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error { return (intent.Delete{Node: top, Children: "subtree"}).Plan(p) }); err != nil {
 		t.Fatal(err)
 	}
-	count := recordCount(readBack(t, ctx, did))
+	count := pdstest.RecordCount(pdstest.ReadBack(t, ctx, srv, did))
 	_, err = e.DoFunc(ctx, false, func(p *outline.Planner) error {
 		return intent.Insert{Pos: outline.Position{Parent: top}, Nodes: []intent.NewNode{{Text: "orphan"}}}.Plan(p)
 	})
@@ -147,10 +148,10 @@ func TestTrustedWriteMeetsAnotherWriter(t *testing.T) {
 	if !errors.As(err, &oe) || !errors.Is(err, outline.ErrParentMissing) {
 		t.Fatalf("an insert under a bullet deleted elsewhere: %v, want parent_missing", err)
 	}
-	if got := recordCount(readBack(t, ctx, did)); got != count {
+	if got := pdstest.RecordCount(pdstest.ReadBack(t, ctx, srv, did)); got != count {
 		t.Fatalf("the repository holds %d records after a refused insert, want %d", got, count)
 	}
-	if inc := incompleteOps(e); len(inc) > 0 {
+	if inc := pdstest.IncompleteOps(e); len(inc) > 0 {
 		t.Fatalf("operations left incomplete: %+v", inc)
 	}
 
@@ -164,7 +165,7 @@ func TestTrustedWriteMeetsAnotherWriter(t *testing.T) {
 	if h := r.Stats.Heads.Load() - heads; h != 1 {
 		t.Errorf("an insert under a bullet the commit known lacks: %d getLatestCommit, want 1", h)
 	}
-	if kids := readBack(t, ctx, did).Nodes[elsewhere].Children; len(kids) != 1 || kids[0].Text() != "under it" {
+	if kids := pdstest.ReadBack(t, ctx, srv, did).Nodes[elsewhere].Children; len(kids) != 1 || kids[0].Text() != "under it" {
 		t.Fatalf("read back under the bullet made elsewhere: %d children", len(kids))
 	}
 
@@ -175,7 +176,7 @@ func TestTrustedWriteMeetsAnotherWriter(t *testing.T) {
 	for i := range outline.TrustPoints/3 + 1 {
 		many = append(many, intent.NewNode{Text: fmt.Sprint("many ", i)})
 	}
-	if _, err := insertOp(ctx, e, "", many); err != nil {
+	if _, err := pdstest.InsertOp(ctx, e, "", many); err != nil {
 		t.Fatal(err)
 	}
 	if h, w := r.Stats.Heads.Load()-heads, r.Stats.Writes.Load()-writes; h != 1 || w != 1 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
@@ -50,15 +51,15 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // memory of starting).
 func TestWholeReadsShared(t *testing.T) {
 	ctx := context.Background()
-	a := account(t, srv)
-	seedRepo := login(t, srv, a, t.TempDir(), nil)
+	a := pdstest.NewAccount(t, srv)
+	seedRepo := pdstest.Login(t, srv, a, t.TempDir(), nil)
 	if _, err := outline.New(seedRepo).DoFunc(ctx, false, func(p *outline.Planner) error {
 		return intent.Insert{Pos: outline.Position{}, Nodes: []intent.NewNode{{Text: "one"}, {Text: "two", Children: []intent.NewNode{{Text: "three"}}}}}.Plan(p)
 	}); err != nil {
 		t.Fatal(err)
 	}
 	g := &gatedGetRepo{open: make(chan struct{})}
-	r := login(t, srv, a, t.TempDir(), &http.Client{Transport: g})
+	r := pdstest.Login(t, srv, a, t.TempDir(), &http.Client{Transport: g})
 	var after atomic.Int64
 	r.AfterWholeRead = func() { after.Add(1) }
 	var wg sync.WaitGroup
@@ -108,9 +109,9 @@ func TestWholeReadsShared(t *testing.T) {
 // (its call ended): it reads itself.
 func TestWholeReadLeaderCancelled(t *testing.T) {
 	ctx := context.Background()
-	a := account(t, srv)
+	a := pdstest.NewAccount(t, srv)
 	g := &gatedGetRepo{open: make(chan struct{})}
-	r := login(t, srv, a, t.TempDir(), &http.Client{Transport: g})
+	r := pdstest.Login(t, srv, a, t.TempDir(), &http.Client{Transport: g})
 	lctx, cancel := context.WithCancel(ctx)
 	lead := make(chan error, 1)
 	go func() { _, err := r.Snapshot(lctx); lead <- err }()

@@ -116,7 +116,7 @@ type opKind struct {
 	recovery string
 	// setup builds the prior outline with eng (directly on the PDS) and
 	// returns it, the intended outline, and the operation.
-	setup func(t *testing.T, ctx context.Context, eng *outline.Engine, did string) (prior, intended []pdstest.Shape, run func(ctx context.Context, eng *outline.Engine) (*opReport, error))
+	setup func(t *testing.T, ctx context.Context, eng *outline.Engine, did string) (prior, intended []pdstest.Shape, run func(ctx context.Context, eng *outline.Engine) (*pdstest.OpReport, error))
 	// trusted: the client under test makes a commit of its own first
 	// (Target's layout, which the shapes do not show), so that the
 	// operation is planned on it without asking the PDS (store.Known)
@@ -134,7 +134,7 @@ func priorOutline() ([]intent.NewNode, []pdstest.Shape) {
 // repository back through the oracle.
 func keyOf(t *testing.T, ctx context.Context, did, text string) string {
 	t.Helper()
-	tr := readBack(t, ctx, did)
+	tr := pdstest.ReadBack(t, ctx, srv, did)
 	for _, n := range tr.Roots {
 		if n.Text() == text {
 			return n.Rec.RKey
@@ -144,18 +144,18 @@ func keyOf(t *testing.T, ctx context.Context, did, text string) string {
 	return ""
 }
 
-func insertUnderTarget(fanout ...int) func(t *testing.T, ctx context.Context, eng *outline.Engine, did string) ([]pdstest.Shape, []pdstest.Shape, func(context.Context, *outline.Engine) (*opReport, error)) {
-	return func(t *testing.T, ctx context.Context, eng *outline.Engine, did string) ([]pdstest.Shape, []pdstest.Shape, func(context.Context, *outline.Engine) (*opReport, error)) {
+func insertUnderTarget(fanout ...int) func(t *testing.T, ctx context.Context, eng *outline.Engine, did string) ([]pdstest.Shape, []pdstest.Shape, func(context.Context, *outline.Engine) (*pdstest.OpReport, error)) {
+	return func(t *testing.T, ctx context.Context, eng *outline.Engine, did string) ([]pdstest.Shape, []pdstest.Shape, func(context.Context, *outline.Engine) (*pdstest.OpReport, error)) {
 		pn, prior := priorOutline()
-		if _, err := insertOp(ctx, eng, "", pn); err != nil {
+		if _, err := pdstest.InsertOp(ctx, eng, "", pn); err != nil {
 			t.Fatal(err)
 		}
 		target := keyOf(t, ctx, did, "Target")
 		ns, ss := bullets("b", fanout...)
 		_, intended := priorOutline()
 		intended[1].Children = append(intended[1].Children, ss...)
-		return prior, intended, func(ctx context.Context, eng *outline.Engine) (*opReport, error) {
-			return insertOp(ctx, eng, target, ns)
+		return prior, intended, func(ctx context.Context, eng *outline.Engine) (*pdstest.OpReport, error) {
+			return pdstest.InsertOp(ctx, eng, target, ns)
 		}
 	}
 }
@@ -164,18 +164,18 @@ var opKinds = []opKind{
 	{name: "insert 1+1 note on our own last commit", nth: 1, sign: 1, recovery: "undo", setup: insertUnderTarget(1), trusted: true},
 	{name: "insert 50+50 notes", nth: 1, sign: 1, recovery: "undo", setup: insertUnderTarget(50)},
 	{name: "insert 300+300 notes, 3 levels", nth: 2, sign: 1, recovery: "resume", setup: insertUnderTarget(12, 4, 5)},
-	{name: "delete subtree of 301+301", nth: 2, sign: -1, recovery: "undo", setup: func(t *testing.T, ctx context.Context, eng *outline.Engine, did string) ([]pdstest.Shape, []pdstest.Shape, func(context.Context, *outline.Engine) (*opReport, error)) {
+	{name: "delete subtree of 301+301", nth: 2, sign: -1, recovery: "undo", setup: func(t *testing.T, ctx context.Context, eng *outline.Engine, did string) ([]pdstest.Shape, []pdstest.Shape, func(context.Context, *outline.Engine) (*pdstest.OpReport, error)) {
 		kids, kidShapes := bullets("d", 12, 4, 5)
 		pn, intended := priorOutline()
 		pn = append(pn, intent.NewNode{Text: "Doomed", Note: "note of Doomed", Children: kids})
-		if _, err := insertOp(ctx, eng, "", pn); err != nil {
+		if _, err := pdstest.InsertOp(ctx, eng, "", pn); err != nil {
 			t.Fatal(err)
 		}
 		_, prior := priorOutline()
 		prior = append(prior, pdstest.Shape{Text: "Doomed", Note: "note of Doomed", Children: kidShapes})
 		doomed := keyOf(t, ctx, did, "Doomed")
-		return prior, intended, func(ctx context.Context, eng *outline.Engine) (*opReport, error) {
-			return deleteSubtreeOp(ctx, eng, doomed)
+		return prior, intended, func(ctx context.Context, eng *outline.Engine) (*pdstest.OpReport, error) {
+			return pdstest.DeleteSubtreeOp(ctx, eng, doomed)
 		}
 	}},
 }
@@ -250,7 +250,7 @@ func (r *faultRun) note(format string, args ...any) {
 // whether it matched, recording every problem as a test error.
 func (r *faultRun) check(ctx context.Context, stage string, want []pdstest.Shape) bool {
 	r.t.Helper()
-	tr := readBack(r.t, ctx, r.did)
+	tr := pdstest.ReadBack(r.t, ctx, srv, r.did)
 	ok := r.consistent(stage, tr)
 	if d := pdstest.DiffShapes(tr.Shape(), want); d != "" {
 		r.t.Errorf("%s: the repository is not the expected outline: %s", stage, d)
@@ -281,12 +281,12 @@ var rfc3339 = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
 func runFaultCase(t *testing.T, fc faultCase, ok opKind) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	a := account(t, srv)
+	a := pdstest.NewAccount(t, srv)
 	did := a.DID.String()
 
 	// the prior outline, written directly
-	direct := login(t, srv, a, t.TempDir(), nil)
-	setupEng, err := newEngine(direct, t.TempDir())
+	direct := pdstest.Login(t, srv, a, t.TempDir(), nil)
+	setupEng, err := pdstest.NewEngine(direct, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func runFaultCase(t *testing.T, fc faultCase, ok opKind) {
 	if !r.check(ctx, "prior", prior) {
 		t.FailNow()
 	}
-	priorRecords := recordCount(readBack(t, ctx, did))
+	priorRecords := pdstest.RecordCount(pdstest.ReadBack(t, ctx, srv, did))
 
 	// the client under test: through the proxy, bounded as the server's
 	// (a shorter header timeout, a smaller CAR bound), with a budget
@@ -313,7 +313,7 @@ func runFaultCase(t *testing.T, fc faultCase, ok opKind) {
 		t.Fatal(err)
 	}
 	r.repo.Budget = ledger
-	if r.eng, err = newEngine(r.repo, dir); err != nil {
+	if r.eng, err = pdstest.NewEngine(r.repo, dir); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.eng.Tree(ctx); err != nil { // warm: the operation's read is a getRepo?since
@@ -354,15 +354,15 @@ func runFaultCase(t *testing.T, fc faultCase, ok opKind) {
 	}
 
 	// the repository right after the call
-	after := readBack(t, ctx, did)
-	delta := recordCount(after) - priorRecords
+	after := pdstest.ReadBack(t, ctx, srv, did)
+	delta := pdstest.RecordCount(after) - priorRecords
 	r.consistent("after the call", after)
 	switch {
 	case opErr == nil:
 		r.note("landed whole")
 		r.check(ctx, "after the call", intended)
 	case rep != nil:
-		r.note("%s (%d/%d batches, %d/%d writes reported landed)", errorKind(opErr), rep.Landed, rep.Batches, rep.LandedWrites, rep.Writes)
+		r.note("%s (%d/%d batches, %d/%d writes reported landed)", pdstest.ErrorKind(opErr), rep.Landed, rep.Batches, rep.LandedWrites, rep.Writes)
 		// a batch whose outcome could not be read back may have landed too:
 		// the report must say so, and then either count is exact
 		if delta != ok.sign*rep.LandedWrites && !(rep.UnknownWrites > 0 && delta == ok.sign*(rep.LandedWrites+rep.UnknownWrites)) {
@@ -370,7 +370,7 @@ func runFaultCase(t *testing.T, fc faultCase, ok opKind) {
 			r.flags = append(r.flags, fmt.Sprintf("report says %d landed, repository changed by %+d", rep.LandedWrites, delta))
 		}
 	default:
-		r.note("error (%s)", errorKind(opErr))
+		r.note("error (%s)", pdstest.ErrorKind(opErr))
 		if delta != 0 {
 			t.Errorf("the call failed with no operation to resume or undo (%v), yet the repository changed by %+d records", opErr, delta)
 			r.flags = append(r.flags, fmt.Sprintf("error with no operation, yet %+d records landed", delta))
@@ -382,7 +382,7 @@ func runFaultCase(t *testing.T, fc faultCase, ok opKind) {
 		t.Logf("the call: %v", opErr)
 	}
 	if fc.budgetError && opErr != nil && !errors.Is(opErr, outline.ErrBudget) && !errors.Is(opErr, outline.ErrIncomplete) {
-		t.Errorf("want a budget error or an incomplete operation, got %s: %v", errorKind(opErr), opErr)
+		t.Errorf("want a budget error or an incomplete operation, got %s: %v", pdstest.ErrorKind(opErr), opErr)
 	}
 	if fc.budgetError && opErr != nil {
 		// clear: it names when writes are free again — the server's pause
@@ -405,7 +405,7 @@ func runFaultCase(t *testing.T, fc faultCase, ok opKind) {
 		}
 		r.repo.Budget = fresh
 	}
-	inc := incompleteOps(r.eng)
+	inc := pdstest.IncompleteOps(r.eng)
 	if opErr == nil && len(inc) > 0 {
 		t.Errorf("the call succeeded but left incomplete operations: %+v", inc)
 	}
@@ -416,17 +416,17 @@ func runFaultCase(t *testing.T, fc faultCase, ok opKind) {
 	for _, op := range inc {
 		switch ok.recovery {
 		case "resume":
-			if _, err := resumeOp(ctx, r.eng, op.ID); err != nil {
+			if _, err := pdstest.ResumeOp(ctx, r.eng, op.ID); err != nil {
 				t.Errorf("resume %s: %v", op.ID, err)
-				r.note("resume failed (%s)", errorKind(err))
+				r.note("resume failed (%s)", pdstest.ErrorKind(err))
 				continue
 			}
 			r.note("resumed")
 			done = r.check(ctx, "after resume", intended)
 		default:
-			if _, err := undoOp(ctx, r.eng, op.ID); err != nil {
+			if _, err := pdstest.UndoOp(ctx, r.eng, op.ID); err != nil {
 				t.Errorf("undo %s: %v", op.ID, err)
-				r.note("undo failed (%s)", errorKind(err))
+				r.note("undo failed (%s)", pdstest.ErrorKind(err))
 				continue
 			}
 			r.note("undone")
@@ -437,7 +437,7 @@ func runFaultCase(t *testing.T, fc faultCase, ok opKind) {
 		// nothing written, nothing recorded: the same call again lands
 		if _, err := run(ctx, r.eng); err != nil {
 			t.Errorf("the call again, without the fault: %v", err)
-			r.note("retry failed (%s)", errorKind(err))
+			r.note("retry failed (%s)", pdstest.ErrorKind(err))
 		} else {
 			r.note("retried: landed")
 			done = r.check(ctx, "after the retry", intended)
@@ -445,9 +445,9 @@ func runFaultCase(t *testing.T, fc faultCase, ok opKind) {
 	}
 	// and the whole operation undone restores the prior outline
 	if done {
-		if _, err := undoOp(ctx, r.eng, ""); err != nil {
+		if _, err := pdstest.UndoOp(ctx, r.eng, ""); err != nil {
 			t.Errorf("undo after the operation landed: %v", err)
-			r.note("undo failed (%s)", errorKind(err))
+			r.note("undo failed (%s)", pdstest.ErrorKind(err))
 		} else if r.check(ctx, "after undo", prior) {
 			r.note("undo restored the prior outline")
 		}
