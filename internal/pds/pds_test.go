@@ -31,16 +31,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(killChildEnv) != "" {
 		os.Exit(killChild()) // a child of TestKillLoopNeverOverspends
 	}
-	pdstest.RoomOnBusyMachine()
-	s, err := pdstest.StartServer(pdstest.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	srv = s
-	code := m.Run()
-	s.Stop()
-	os.Exit(code)
+	os.Exit(pdstest.Main(m, &srv))
 }
 
 func newRepo(t testing.TB) *pds.Repo {

@@ -1,7 +1,6 @@
 package faults_test
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -12,14 +11,5 @@ var srv *pdstest.Server
 
 // TestMain starts the reference PDS as internal/pds's tests do.
 func TestMain(m *testing.M) {
-	pdstest.RoomOnBusyMachine()
-	s, err := pdstest.StartServer(pdstest.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	srv = s
-	code := m.Run()
-	s.Stop()
-	os.Exit(code)
+	os.Exit(pdstest.Main(m, &srv))
 }

@@ -257,6 +257,21 @@ func (s *Server) Client(ctx context.Context, a *Account) (*atclient.APIClient, e
 	return atclient.LoginWithPasswordHost(ctx, s.URL, a.DID.String(), a.Password, "", nil)
 }
 
+// Main is a TestMain's body for a package whose tests share one reference
+// PDS: with room on a busy machine (RoomOnBusyMachine), the server started
+// and set in *srv, m run, the server stopped; it returns the exit code.
+func Main(m *testing.M, srv **Server) int {
+	RoomOnBusyMachine()
+	s, err := StartServer(Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	*srv = s
+	defer s.Stop()
+	return m.Run()
+}
+
 // RoomOnBusyMachine raises go test's default 10-minute timeout to 30 for
 // a test binary that starts servers and runs fault matrices: on a busy
 // two-core machine (the CI's, with other work beside it) such a package
