@@ -31,6 +31,22 @@ const retries = 24
 // eager is how many attempts follow a conflict without a pause.
 const eager = 4
 
+// refusalPoints bounds the points one call's refused attempts may spend:
+// the PDS counts a refused applyWrites against its rate limits (5,000
+// points an hour, shared with the person's own apps). A one-bullet insert
+// (3 points) is tried 25 times, a full batch of 200 creates (600 points)
+// 4 times (eager).
+const refusalPoints = 600
+
+// attemptsFor is how many times a write whose first batch costs cost
+// points is tried before its refusal is answered.
+func attemptsFor(cost int) int {
+	if cost <= 0 {
+		return retries + 1
+	}
+	return min(retries+1, max(eager, refusalPoints/cost))
+}
+
 // BatchTimeout bounds one batch's commit, which runs to completion even
 // when the call is cancelled (cancellation stops between batches).
 const BatchTimeout = 2 * time.Minute
@@ -399,7 +415,7 @@ func (e *Engine) Do(ctx context.Context, intent Intent, dryRun bool) (*Outcome, 
 			continue
 		}
 		if errors.Is(err, errReplan) {
-			if err := replanWait(ctx, attempt, began); err != nil {
+			if err := replanWait(ctx, attempt, began, store.Cost(plan.Writes[:plan.Batches[0]])); err != nil {
 				return nil, err
 			}
 			continue
@@ -430,13 +446,14 @@ func (e *Engine) commit(ctx context.Context, t *Tree, plan *Plan, keys []string,
 // replanWait is what follows a commit that met a conflict before anything
 // landed: a growing, jittered pause before the next attempt, or, when the
 // attempts ran out or the caller cancelled, the error to answer with.
-func replanWait(ctx context.Context, attempt int, began time.Time) error {
-	if attempt >= retries {
+func replanWait(ctx context.Context, attempt int, began time.Time, cost int) error {
+	if attempt+1 >= attemptsFor(cost) {
 		return fail(ErrConflict, "retry when the repository is quieter; if another client keeps committing, pause it",
-			"the repository kept changing: another client committed between each read and this write, %d times in %v; "+
-				"nothing this write depends on changed, but every write is sent guarded by swapCommit (the commit it was planned on), "+
-				"so it cannot land while another client commits faster than one round trip; nothing was written",
-			attempt+1, time.Since(began).Round(time.Millisecond))
+			"the repository kept changing: another client committed before this write could land, %d times in %v "+
+				"(each time it was planned again on what had changed, and still held); every write is sent guarded by swapCommit "+
+				"(the commit it was planned on), so it cannot land while another client commits faster than one round trip, "+
+				"and a call's refused attempts stop at %d points of the rate limits; nothing was written",
+			attempt+1, time.Since(began).Round(time.Millisecond), refusalPoints)
 	}
 	if sleepCtx(ctx, backoff(attempt)) != nil {
 		return fail(ErrCancelled, "nothing was written; call again when ready", "cancelled before the first batch")

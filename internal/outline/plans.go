@@ -227,7 +227,7 @@ func (e *Engine) Apply(ctx context.Context, id string, intent Intent) (*Outcome,
 			continue
 		}
 		if errors.Is(err, errReplan) {
-			if err := replanWait(ctx, attempt, began); err != nil {
+			if err := replanWait(ctx, attempt, began, store.Cost(kp.plan.Writes[:kp.plan.Batches[0]])); err != nil {
 				e.putBack(kp)
 				return nil, err
 			}

@@ -163,4 +163,20 @@ func TestSupersededPlanDropped(t *testing.T) {
 	if _, err := e.Apply(ctx, dryIns.PlanID, ins); err != nil {
 		t.Fatalf("the other plan: %v", err)
 	}
+	// the same intent called without its plan and refused (another client
+	// deleted the bullet meanwhile): its plan is kept
+	del0 := intent.Delete{Node: top[0]}
+	dry0, err := e.Do(ctx, del0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outline.New(repo).Do(ctx, del0, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Do(ctx, del0, false); err == nil {
+		t.Fatal("a delete of a bullet another client deleted was not refused")
+	}
+	if e.PlanOf(dry0.PlanID) == nil {
+		t.Fatal("a refused call dropped its intent's kept plan")
+	}
 }

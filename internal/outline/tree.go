@@ -210,11 +210,11 @@ func spanOf(v store.Value, within, sub string) vspan {
 	if len(sub) >= noSpan {
 		return vspan{n: noSpan}
 	}
-	if off, ok := v.Span(sub); ok && off <= math.MaxUint32 {
+	if off, ok := v.Span(sub); ok && uint64(off) <= math.MaxUint32 {
 		return vspan{uint32(off), uint16(len(sub))}
 	}
 	if i := strings.LastIndex(within, sub); i >= 0 {
-		if off, ok := v.Span(within); ok && off+i <= math.MaxUint32 {
+		if off, ok := v.Span(within); ok && uint64(off+i) <= math.MaxUint32 {
 			return vspan{uint32(off + i), uint16(len(sub))}
 		}
 	}
@@ -222,8 +222,10 @@ func spanOf(v store.Value, within, sub string) vspan {
 }
 
 // in is the text sp names in v.
+// (A span that does not fit in v is not taken: never so far, as spans are
+// kept only with the bytes they were found in.)
 func (sp vspan) in(v store.Value) (string, bool) {
-	if sp.n == noSpan {
+	if sp.n == noSpan || int(sp.off)+int(sp.n) > v.Len() {
 		return "", false
 	}
 	return v.At(int(sp.off), int(sp.n)), true
@@ -313,8 +315,10 @@ func Rebuild(s *store.Snapshot, prev *Tree) *Tree {
 	olds := &prevItems{t: prev}
 	fill := func(it *Item, r store.Record) {
 		it.Rec, it.Mirror = r, r.Collection == lexicon.Mirror
-		if old := olds.item(r); old != nil {
-			// the same CID: the same bytes, so the same places in them
+		if old := olds.item(r); old != nil && old.Rec.Value.Equal(r.Value) {
+			// the same bytes (not only the same CID: a PDS's listRecords
+			// names a CID it does not prove), so the same places in them
+			// (Equal is one pointer comparison when they are shared)
 			it.sk = old.sk
 			if p, ok := old.checked(); ok {
 				it.carry(p)

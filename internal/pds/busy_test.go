@@ -87,8 +87,8 @@ func startBusyWriter(t *testing.T, ctx context.Context, r *pds.Repo, key string,
 // followed. Read back, every insert that landed is there once, in the order
 // written, with strictly increasing sortKeys (as bytes); one that did not
 // land was refused with a typed conflict that says why, and wrote nothing.
-// Every insert lands against the 50 ms writer; against the 15 ms writer
-// that is checked with BULLETED_BUSY_GOAL=1. Latency and attempts
+// That every insert lands against the 50 and 15 ms writers is checked with
+// BULLETED_BUSY_GOAL=1 (below). Latency and attempts
 // (applyWrites sent) per insert are logged (the busy-writer table); only a
 // generous bound on latency is asserted.
 //
