@@ -290,6 +290,14 @@ type opFileLight struct {
 	Undoes  []string `json:"undoes,omitempty"`
 }
 
+// operation is the operation f's first line and the lines appended after
+// it (dec, past the first) record, without its writes.
+func (f *opFileLight) operation(dec *json.Decoder) *Operation {
+	d := progress(dec, opDelta{State: f.State, Landed: f.Landed, Commits: f.Commits, Reason: f.Reason, Unknown: f.Unknown})
+	return &Operation{ID: f.ID, DID: f.DID, Summary: f.Summary, Started: f.Started, State: d.State,
+		Batches: f.Batches, Landed: d.Landed, Commits: d.Commits, Reason: d.Reason, Unknown: d.Unknown, Undoes: f.Undoes}
+}
+
 // progress reads the lines appended to a record after its first: the last
 // whole one is its state (a line torn by a crash ends them; the batch it
 // recorded is found landed again by resume or undo, which read the
@@ -320,11 +328,8 @@ func decodeOpLight(raw []byte) (*Operation, error) {
 	if err := dec.Decode(&f); err != nil {
 		return nil, err
 	}
-	d := progress(dec, opDelta{State: f.State, Landed: f.Landed, Commits: f.Commits, Reason: f.Reason, Unknown: f.Unknown})
-	f.State, f.Landed, f.Commits, f.Reason, f.Unknown = d.State, d.Landed, d.Commits, d.Reason, d.Unknown
-	op := &Operation{ID: f.ID, DID: f.DID, Summary: f.Summary, Started: f.Started, State: f.State,
-		Batches: f.Batches, Landed: f.Landed, Commits: f.Commits, Reason: f.Reason, Unknown: f.Unknown, Undoes: f.Undoes,
-		Writes: make([]store.Write, len(f.Writes)), light: true}
+	op := f.operation(dec)
+	op.Writes, op.light = make([]store.Write, len(f.Writes)), true
 	for i, w := range f.Writes {
 		op.Writes[i] = store.Write{Op: w.Op, Collection: internColl(w.Collection), RKey: w.RKey}
 	}
@@ -350,14 +355,11 @@ func decodeOpValues(raw []byte, prev []*store.Record) (*Operation, error) {
 	if err := dec.Decode(&f); err != nil {
 		return nil, err
 	}
-	d := progress(dec, opDelta{State: f.State, Landed: f.Landed, Commits: f.Commits, Reason: f.Reason, Unknown: f.Unknown})
-	f.State, f.Landed, f.Commits, f.Reason, f.Unknown = d.State, d.Landed, d.Commits, d.Reason, d.Unknown
+	op := f.operation(dec)
 	if len(prev) != len(f.Writes) {
 		return nil, fmt.Errorf("%d write(s) recorded, %d kept", len(f.Writes), len(prev))
 	}
-	op := &Operation{ID: f.ID, DID: f.DID, Summary: f.Summary, Started: f.Started, State: f.State,
-		Batches: f.Batches, Landed: f.Landed, Commits: f.Commits, Reason: f.Reason, Unknown: f.Unknown, Undoes: f.Undoes,
-		Around: f.Around, Writes: make([]store.Write, len(f.Writes)), Prev: slices.Clone(prev)}
+	op.Around, op.Writes, op.Prev = f.Around, make([]store.Write, len(f.Writes)), slices.Clone(prev)
 	for i, jw := range f.Writes {
 		w := store.Write{Op: jw.Op, Collection: jw.Collection, RKey: jw.RKey}
 		if len(jw.Value) > 0 {
