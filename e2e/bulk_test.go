@@ -109,17 +109,7 @@ func seedBulk(t *testing.T, dir string, n int) bulkSpec {
 	s.Kids = rest
 	s.r0, s.r1, s.at = len(rest)/20, len(rest)/20+min(100, len(rest)/10), len(rest)/2
 	s.From, s.To, s.After = rest[s.r0], rest[s.r1-1], rest[s.at]
-	ws := make([]store.Write, 0, len(recs))
-	for _, r := range recs {
-		v := map[string]any{}
-		for k, x := range r.Value.Map() {
-			if str, ok := x.(string); ok {
-				x = strings.ReplaceAll(str, "at://"+outlinegen.DID+"/", "at://"+did+"/")
-			}
-			v[k] = x
-		}
-		ws = append(ws, store.Write{Op: store.Create, Collection: r.Collection, RKey: r.RKey, Value: v})
-	}
+	ws := outlinegen.Writes(recs, did)
 	for len(ws) > 0 {
 		k := min(len(ws), store.MaxBatch)
 		if _, err := l.Apply(context.Background(), "", ws[:k]); err != nil {

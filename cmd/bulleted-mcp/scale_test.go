@@ -48,17 +48,7 @@ func seedStore(b *testing.B, n int) string {
 	}()
 	did := l.DID().String()
 	recs := outlinegen.Generate(n*10/11, 1)
-	ws := make([]store.Write, 0, len(recs))
-	for _, r := range recs {
-		v := map[string]any{}
-		for k, x := range r.Value.Map() {
-			if s, ok := x.(string); ok {
-				x = strings.ReplaceAll(s, "at://"+outlinegen.DID+"/", "at://"+did+"/")
-			}
-			v[k] = x
-		}
-		ws = append(ws, store.Write{Op: store.Create, Collection: r.Collection, RKey: r.RKey, Value: v})
-	}
+	ws := outlinegen.Writes(recs, did)
 	for len(ws) > 0 {
 		k := min(len(ws), store.MaxBatch)
 		if _, err := l.Apply(context.Background(), "", ws[:k]); err != nil {
