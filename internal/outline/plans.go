@@ -181,7 +181,7 @@ func (e *Engine) Apply(ctx context.Context, id string, intent Intent) (*Outcome,
 	}
 	if kp == nil {
 		return nil, fail(ErrInvalidInput, "dry-run the change again (dry_run=true) and apply the new plan id, or call without plan",
-			"plan %q is not known here: plans are kept %v after their dry run, used once, and only by the process that made them", id, planTTL)
+			"plan %q is not known here: plans are kept %v after their dry run, used once, dropped once the same call lands without them, and only by the process that made them", id, planTTL)
 	}
 	if fingerprint(intent) != kp.intent {
 		e.putBack(kp)

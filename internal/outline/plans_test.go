@@ -157,8 +157,8 @@ func TestSupersededPlanDropped(t *testing.T) {
 	if e.PlanOf(dryIns.PlanID) == nil {
 		t.Fatal("another intent's plan was dropped")
 	}
-	if _, err := e.Apply(ctx, dryDel.PlanID, del); !errors.Is(err, outline.ErrInvalidInput) {
-		t.Fatalf("the superseded plan: want invalid (not known), got %v", err)
+	if _, err := e.Apply(ctx, dryDel.PlanID, del); !errors.Is(err, outline.ErrInvalidInput) || !strings.Contains(err.Error(), "dropped once the same call lands without them") {
+		t.Fatalf("the superseded plan: want invalid (not known), saying why it may be gone, got %v", err)
 	}
 	if _, err := e.Apply(ctx, dryIns.PlanID, ins); err != nil {
 		t.Fatalf("the other plan: %v", err)
