@@ -67,7 +67,10 @@ type Plan struct {
 	Writes      []store.Write   `json:"writes"`
 	Cost        int             `json:"cost"`
 	Diagnostics []string        `json:"diagnostics,omitempty"`
-	Created     []Created       `json:"created,omitempty"`
+	// Review are notes a dry run shows and a landed write leaves out:
+	// examples, bullet by bullet, of what the plan changes.
+	Review  []string  `json:"review,omitempty"`
+	Created []Created `json:"created,omitempty"`
 	Summary     string          `json:"summary"`
 	Touched     []string        `json:"-"` // record keys whose neighbourhood to show
 	Prev        []*store.Record `json:"-"` // the record each write replaces (nil: none)
