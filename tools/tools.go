@@ -623,14 +623,14 @@ func dryRunRecords(r *WriteResult, writes []store.Write, dump, selection bool) [
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%d %s", counts[k], k)
 	}
-	why := "records are listed for dry runs of up to 20 writes"
+	why := " (records are listed for dry runs of up to 20 writes)"
 	switch {
 	case selection:
-		why = "the selection's keys say which bullets"
+		why = "" // the selection's note says which bullets
 	case len(writes) <= maxDumped:
-		why = "the records are too large to list in one result"
+		why = " (the records are too large to list in one result)"
 	}
-	return []string{"writes: " + strings.Join(parts, ", ") + " (" + why + ")"}
+	return []string{"writes: " + strings.Join(parts, ", ") + why}
 }
 
 // dryRunViews sets a dry run's before/after view (rows a side) and the

@@ -119,7 +119,11 @@ func (r MoveRun) Plan(p *outline.Planner) error {
 		sizes = fmt.Sprintf("%d–%d", size, size+1)
 	}
 	// the new headings are the result's created bullets
-	p.Summary("split the %d bullet(s) %s … %s under %s into %d headed run(s) of %s", len(run), outline.Name(run[0]), outline.Name(run[len(run)-1]), outline.Name(par), n, sizes)
+	if len(run) == len(sibs) {
+		p.Summary("split the %d children of %s into %d headed run(s) of %s", len(run), outline.Name(par), n, sizes)
+	} else {
+		p.Summary("split the %d bullet(s) %s … %s under %s into %d headed run(s) of %s", len(run), outline.Name(run[0]), outline.Name(run[len(run)-1]), outline.Name(par), n, sizes)
+	}
 	return nil
 }
 
