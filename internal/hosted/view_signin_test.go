@@ -192,3 +192,46 @@ func TestHostedViewSignInRefused(t *testing.T) {
 		t.Errorf("%d authorization requests recorded by refused forms (or left by refused callbacks)", n)
 	}
 }
+
+// TestHostedViewRevoked: a view cookie stops working at once when the
+// access token it was exchanged from is revoked (the token alone, or its
+// grant by its refresh token), and when its sign-in's row expires; other
+// sign-ins go on.
+func TestHostedViewRevoked(t *testing.T) {
+	in, tokens := viewUsers(t)
+	ctx := context.Background()
+	var cid string
+	if err := in.db.QueryRow(ctx, "SELECT client_id FROM tokens WHERE hash = $1", hashToken(tokens["did:plc:alice"])).Scan(&cid); err != nil {
+		t.Fatal(err)
+	}
+	alice, bob := viewCookie(t, in, tokens["did:plc:alice"]), viewCookie(t, in, tokens["did:plc:bob"])
+	st, out := exchange(t, in, cid, seedGrant(t, in, cid, "did:plc:bob", verifier, ScopeRead), verifier, testRedirect)
+	if st != 200 {
+		t.Fatalf("token: %d %v", st, out)
+	}
+	bob2 := viewCookie(t, in, out["access_token"].(string))
+	live := func(name string, c *http.Cookie, want int) {
+		t.Helper()
+		if st, _ := firstState(t, in, cookieHdr(c)); st != want {
+			t.Errorf("%s: %d, want %d", name, st, want)
+		}
+	}
+	live("alice before", alice, 200)
+	live("bob's second sign-in before", bob2, 200)
+	if st, _ := postForm(t, in.URL+"/revoke", url.Values{"client_id": {cid}, "token": {tokens["did:plc:alice"]}}); st != 200 {
+		t.Fatalf("revoke: %d", st)
+	}
+	live("alice after her access token was revoked", alice, 401)
+	if res := viewDo(t, in, "GET", "/view", cookieHdr(alice), ""); res.StatusCode != 401 {
+		t.Errorf("alice's page after the revocation: %d, want 401", res.StatusCode)
+	}
+	if st, _ := postForm(t, in.URL+"/revoke", url.Values{"client_id": {cid}, "token": {out["refresh_token"].(string)}}); st != 200 {
+		t.Fatalf("revoke: %d", st)
+	}
+	live("bob's second sign-in after its grant was revoked", bob2, 401)
+	live("bob's first sign-in", bob, 200)
+	if _, err := in.db.Exec(ctx, "UPDATE view_sessions SET expires_at = now() - interval '1 second' WHERE token_hash = $1", hashToken(tokens["did:plc:bob"])); err != nil {
+		t.Fatal(err)
+	}
+	live("bob's first sign-in expired", bob, 401)
+}
