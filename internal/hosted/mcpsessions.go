@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,15 +36,25 @@ type sessionStore struct {
 	deliver   func(session string, msg []byte)
 	listening bool
 	// adopted counts sessions served here from the kept initialize
-	// request (nil: none)
-	adopted prometheus.Counter
+	// request (nil: none); forgotten those forgotten here (Forgot)
+	adopted   prometheus.Counter
+	forgotten atomic.Int64
 }
 
 var (
 	_ server.SessionStore = (*sessionStore)(nil)
 	_ server.SeenStore    = (*sessionStore)(nil)
 	_ server.Forwarder    = (*sessionStore)(nil)
+	_ server.Forgetter    = (*sessionStore)(nil)
 )
+
+// Forgot counts a session the transport of this instance forgot to stay
+// within its bound (server.Forgetter); the first one is logged.
+func (st *sessionStore) Forgot(string) {
+	if st.forgotten.Add(1) == 1 {
+		st.logf("MCP sessions: more than %d known on this instance: the one unused the longest is forgotten here (adopted again when used; counted in bulleted_hosted_sessions_forgotten_total)", server.MaxSessions)
+	}
+}
 
 // touchEvery: a session's last use is written at most this often.
 const touchEvery = 30 * time.Second
