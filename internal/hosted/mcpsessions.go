@@ -180,29 +180,48 @@ func (st *sessionStore) SetSeen(ctx context.Context, id, did, rev string) error 
 // the instance whose call waits for them (server.Forwarder).
 const forwardChannel = "bulleted_mcp_responses"
 
-// maxForward bounds a forwarded response (a NOTIFY payload is at most
-// 8000 bytes).
+// maxForward bounds a response forwarded in the NOTIFY itself (a payload
+// is at most 8000 bytes); a larger one is kept in mcp_forwarded, the
+// NOTIFY naming its row. (Its size is bounded by the request body's.)
 const maxForward = 7900
+
+// forwarded is a NOTIFY's payload: the session and its client's response,
+// or the mcp_forwarded row that holds it (R).
+type forwarded struct {
+	S string          `json:"s"`
+	M json.RawMessage `json:"m,omitempty"`
+	R int64           `json:"r,omitempty"`
+}
 
 // Forward hands a client's response to every instance (NOTIFY); the one
 // whose call waits for it takes it.
 func (st *sessionStore) Forward(ctx context.Context, session string, msg []byte) error {
-	payload, err := json.Marshal(struct {
-		S string          `json:"s"`
-		M json.RawMessage `json:"m"`
-	}{session, msg})
+	payload, err := json.Marshal(forwarded{S: session, M: msg})
 	if err != nil {
 		return err
 	}
-	if len(payload) > maxForward {
-		return fmt.Errorf("a response of %d bytes is too large to forward to the instance waiting for it (at most %d)", len(payload), maxForward)
-	}
 	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
 	defer cancel()
+	if len(payload) > maxForward {
+		var id int64
+		if err := st.db.QueryRow(ctx, "INSERT INTO mcp_forwarded (session, msg) VALUES ($1, $2) RETURNING id", session, msg).Scan(&id); err != nil {
+			return st.fail("keeping a client's response to forward it", err)
+		}
+		payload, _ = json.Marshal(forwarded{S: session, R: id})
+	}
 	if _, err := st.db.Exec(ctx, "SELECT pg_notify($1, $2)", forwardChannel, string(payload)); err != nil {
 		return st.fail("forwarding a client's response", err)
 	}
 	return nil
+}
+
+// kept reads a forwarded response kept in mcp_forwarded.
+func (st *sessionStore) kept(m forwarded) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), sessionTimeout)
+	defer cancel()
+	var msg []byte
+	err := st.db.QueryRow(ctx, "SELECT msg FROM mcp_forwarded WHERE id = $1 AND session = $2", m.R, m.S).Scan(&msg)
+	return msg, err
 }
 
 // Receive makes deliver get the responses forwarded to this instance, on
@@ -280,17 +299,24 @@ func (st *sessionStore) listenOnce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		var m struct {
-			S string          `json:"s"`
-			M json.RawMessage `json:"m"`
-		}
-		if json.Unmarshal([]byte(n.Payload), &m) != nil || m.S == "" {
+		var m forwarded
+		if json.Unmarshal([]byte(n.Payload), &m) != nil || m.S == "" || (m.M == nil && m.R == 0) {
 			continue
 		}
 		st.mu.Lock()
 		deliver := st.deliver
 		st.mu.Unlock()
-		go deliver(m.S, m.M)
+		go func() {
+			if m.R != 0 {
+				msg, err := st.kept(m)
+				if err != nil {
+					st.logf("MCP session store: reading a forwarded response (row %d): %v", m.R, err)
+					return
+				}
+				m.M = msg
+			}
+			deliver(m.S, m.M)
+		}()
 	}
 }
 
