@@ -552,6 +552,11 @@ func (t *transport) check(w http.ResponseWriter, r *http.Request) (ok bool, stre
 			if f, ok := t.store.(Forwarder); ok && parsed && msg.Method == "" && len(msg.ID) > 0 && (len(msg.Result) > 0 || len(msg.Error) > 0) && !awaits(t.srv, id) {
 				// a response to a request of another instance (forward.go)
 				if err := f.Forward(ctx, id, body); err != nil {
+					var fr *ForwardRefusal
+					if errors.As(err, &fr) {
+						sessionError(w, fr.Status, fr.Reason)
+						return false, nil
+					}
 					storeError(w, err)
 					return false, nil
 				}

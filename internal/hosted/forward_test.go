@@ -14,7 +14,8 @@ import (
 // the instance that waits for it all the same (kept in a row, the NOTIFY
 // naming it), and /mcp takes it (202) where it answered a bare 503
 // before; a small one still goes in the NOTIFY itself; the pruner deletes
-// the kept row after a minute.
+// the kept row after a minute. A kept response is bounded in size (413)
+// and in number per session (429), the client told why.
 func TestForwardLarge(t *testing.T) {
 	e := newEnv(t)
 	a, b := e.start(t, nil), e.start(t, nil)
@@ -100,11 +101,25 @@ func TestForwardLarge(t *testing.T) {
 	if msg := wait(id); msg != big {
 		t.Errorf("delivered %d bytes through /mcp, want %d", len(msg), len(big))
 	}
+	// bounded: a response over maxKept is refused (413), and so is one past
+	// maxKeptPerSession within keptFor (429), each saying why
+	huge := fmt.Sprintf(`{"jsonrpc":"2.0","id":8,"result":{"action":"accept","content":{"text":%q}}}`, strings.Repeat("x", maxKept))
+	if st, _, body := do(id, huge); st != http.StatusRequestEntityTooLarge || !strings.Contains(body, "too large to pass") {
+		t.Errorf("a response over %d bytes: %d %.300s, want 413 saying why", maxKept, st, body)
+	}
+	for i := 1; i < maxKeptPerSession; i++ {
+		if st, _, body := do(id, big); st != http.StatusAccepted {
+			t.Fatalf("large response %d: %d %.300s", i+1, st, body)
+		}
+	}
+	if st, _, body := do(id, big); st != http.StatusTooManyRequests || !strings.Contains(body, "large responses") {
+		t.Errorf("large response %d within %s: %d %.300s, want 429 saying why", maxKeptPerSession+1, keptFor, st, body)
+	}
 
 	if _, err := a.db.Exec(ctx, "UPDATE mcp_forwarded SET created_at = now() - interval '2 minutes'"); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := a.Prune(ctx); err != nil || st.Forwarded != 2 {
-		t.Errorf("pruned %+v %v, want the 2 kept responses", st, err)
+	if st, err := a.Prune(ctx); err != nil || st.Forwarded != 1+maxKeptPerSession {
+		t.Errorf("pruned %+v %v, want the %d kept responses", st, err, 1+maxKeptPerSession)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -182,8 +183,15 @@ const forwardChannel = "bulleted_mcp_responses"
 
 // maxForward bounds a response forwarded in the NOTIFY itself (a payload
 // is at most 8000 bytes); a larger one is kept in mcp_forwarded, the
-// NOTIFY naming its row. (Its size is bounded by the request body's.)
-const maxForward = 7900
+// NOTIFY naming its row (every instance reads it): at most maxKept bytes,
+// and at most maxKeptPerSession of a session's within keptFor (what the
+// pruner then deletes); beyond, the client is told why (413, 429).
+const (
+	maxForward        = 7900
+	maxKept           = 1 << 20
+	maxKeptPerSession = 8
+	keptFor           = time.Minute
+)
 
 // forwarded is a NOTIFY's payload: the session and its client's response,
 // or the mcp_forwarded row that holds it (R).
@@ -203,8 +211,19 @@ func (st *sessionStore) Forward(ctx context.Context, session string, msg []byte)
 	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
 	defer cancel()
 	if len(payload) > maxForward {
+		if len(msg) > maxKept {
+			return &server.ForwardRefusal{Status: http.StatusRequestEntityTooLarge,
+				Reason: fmt.Sprintf("a response of %d bytes is too large to pass to the server instance waiting for it (at most %d)", len(msg), maxKept)}
+		}
 		var id int64
-		if err := st.db.QueryRow(ctx, "INSERT INTO mcp_forwarded (session, msg) VALUES ($1, $2) RETURNING id", session, msg).Scan(&id); err != nil {
+		err := st.db.QueryRow(ctx, `INSERT INTO mcp_forwarded (session, msg) SELECT $1, $2
+			WHERE (SELECT count(*) FROM mcp_forwarded WHERE session = $1 AND created_at > now() - $3::interval) < $4 RETURNING id`,
+			session, msg, fmt.Sprintf("%d milliseconds", keptFor.Milliseconds()), maxKeptPerSession).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return &server.ForwardRefusal{Status: http.StatusTooManyRequests,
+				Reason: fmt.Sprintf("more than %d large responses (over %d bytes) of this session within %s: send it again later", maxKeptPerSession, maxForward, keptFor)}
+		}
+		if err != nil {
 			return st.fail("keeping a client's response to forward it", err)
 		}
 		payload, _ = json.Marshal(forwarded{S: session, R: id})

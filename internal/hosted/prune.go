@@ -64,8 +64,8 @@ var pruneQueries = []struct {
 		(SELECT id FROM plans WHERE expires_at < now() LIMIT $1 FOR UPDATE SKIP LOCKED)`},
 	{"view_sessions", `DELETE FROM view_sessions WHERE id IN
 		(SELECT id FROM view_sessions WHERE expires_at < now() LIMIT $1 FOR UPDATE SKIP LOCKED)`},
-	{"mcp_forwarded", `DELETE FROM mcp_forwarded WHERE id IN
-		(SELECT id FROM mcp_forwarded WHERE created_at < now() - interval '1 minute' LIMIT $1 FOR UPDATE SKIP LOCKED)`},
+	{"mcp_forwarded", fmt.Sprintf(`DELETE FROM mcp_forwarded WHERE id IN
+		(SELECT id FROM mcp_forwarded WHERE created_at < now() - interval '%d seconds' LIMIT $1 FOR UPDATE SKIP LOCKED)`, int(keptFor.Seconds()))},
 }
 
 // pruneClients deletes the OAuth clients created before the cutoff that

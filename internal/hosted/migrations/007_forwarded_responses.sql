@@ -9,3 +9,4 @@ CREATE TABLE mcp_forwarded (
     created_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX mcp_forwarded_created ON mcp_forwarded (created_at);
+CREATE INDEX mcp_forwarded_session ON mcp_forwarded (session, created_at);
