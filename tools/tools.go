@@ -438,7 +438,9 @@ func writeResult(out *outline.Outcome, a Args) *mcp.CallToolResult {
 }
 
 // writeReport is the result of a write: compact (a dry run adds the
-// records it would write and the before/after view), the same information
+// records it would write and the before/after view, or for a plan on a
+// set taken by where its records counted, the set's note giving its keys,
+// and a replace's report bullet by bullet), the same information
 // in the text and the structured content (clients show the model one or
 // the other), commit CIDs and revs in the structured content only. It fits
 // in ResultBudget: the before/after view gets fewer rows, then a dry run's
