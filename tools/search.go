@@ -45,6 +45,7 @@ func searchTool() Tool {
 			"completed_from": pDate,
 			"completed_to":   pDate,
 			"under":          str("Subtree root."),
+			"depth":          map[string]any{"type": "integer", "minimum": 1, "description": "Levels below under (1: children)."},
 			"repo":           pRepo,
 			"limit":          map[string]any{"type": "integer", "maximum": 200},
 			"cursor":         pCursor,
@@ -97,6 +98,15 @@ func searchTool() Tool {
 			if q.Under, err = tr.Resolve(u); err != nil {
 				return toolError(err)
 			}
+		}
+		if q.Depth, err = a.Int("depth", 0); err != nil {
+			return badArgs("%v", err)
+		}
+		if x, given := a["depth"]; given && x != nil && q.Depth < 1 {
+			return badArgs("depth must be a whole number of at least 1 (1: under's children only), got %v", a["depth"])
+		}
+		if q.Depth > 0 && q.Under == nil {
+			return badArgs("depth needs under: it counts the levels below that bullet")
 		}
 		if q.Text == "" && len(q.Tags) == 0 && len(q.Mentions) == 0 && q.Layout == "" && q.State == "" &&
 			q.CreatedFrom == "" && q.CreatedTo == "" && q.CompletedFrom == "" && q.CompletedTo == "" {
@@ -371,8 +381,12 @@ func queryPrint(q search.Query) string {
 	if q.Under != nil {
 		under = q.Under.Key()
 	}
-	h := sha256.Sum256([]byte(fmt.Sprintf("%q|%v|%q|%q|%q|%q|%q|%q|%q|%q|%q|%q", q.Text, q.Regex, q.Tags, q.Mentions, q.Layout, q.State,
-		q.CreatedFrom, q.CreatedTo, q.CompletedFrom, q.CompletedTo, under, "")))
+	s := fmt.Sprintf("%q|%v|%q|%q|%q|%q|%q|%q|%q|%q|%q|%q", q.Text, q.Regex, q.Tags, q.Mentions, q.Layout, q.State,
+		q.CreatedFrom, q.CreatedTo, q.CompletedFrom, q.CompletedTo, under, "")
+	if q.Depth > 0 {
+		s += fmt.Sprintf("|%d", q.Depth)
+	}
+	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:6])
 }
 
