@@ -1047,6 +1047,9 @@ func (x *Index) walkTree(t *outline.Tree, q Query, m *matcher, fp string, after 
 				last = it
 			}
 		}
+		if q.Depth > 0 && level == q.Depth {
+			return true // its children are below depth
+		}
 		stack = append(stack, it)
 		defer func() { stack = stack[:len(stack)-1] }()
 		for _, c := range it.Children {

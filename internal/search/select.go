@@ -25,6 +25,9 @@ func Select(t *outline.Tree, q Query, fn func(it *outline.Item) bool) error {
 				return false
 			}
 		}
+		if q.Depth > 0 && level == q.Depth {
+			return true // its children are below depth
+		}
 		for _, c := range it.Children {
 			if !visit(c, level+1) {
 				return false
