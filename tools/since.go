@@ -78,7 +78,7 @@ func searchSince(ctx context.Context, env *Env, a Args, limit int) (*mcp.CallToo
 	if limit <= 0 {
 		limit = 20 // as search's own default
 	}
-	for _, f := range []string{"text", "tags", "mentions", "layout", "state", "created_from", "created_to", "completed_from", "completed_to", "under", "regex"} {
+	for _, f := range []string{"text", "tags", "mentions", "layout", "state", "created_from", "created_to", "completed_from", "completed_to", "under", "depth", "regex"} {
 		if v := a.Str(f); v != "" && v != "false" && v != "[]" {
 			return badArgs("since: give it without %s (since lists every change; filter with search's other arguments in a separate call)", f)
 		}
