@@ -32,9 +32,9 @@ func (env *Env) index(did string) *search.Index {
 func searchTool() Tool {
 	t := Tool{Name: "search", Title: "Search the outline", Family: FamilyRead, Output: searchOutput,
 		Ann:         Annotations{ReadOnly: true, Idempotent: true},
-		Description: "Find bullets by text, tags, mentions, layout, state, dates (inclusive), subtree; all must match.",
+		Description: "Find bullets: every filter given must match (dates inclusive).",
 		Schema: obj(map[string]any{
-			"text":           str("Substring of text or note, any case."),
+			"text":           str("In text or note, any case."),
 			"regex":          boolean("text is RE2."),
 			"tags":           strList(""),
 			"mentions":       strList("Handles or DIDs."),
@@ -50,7 +50,7 @@ func searchTool() Tool {
 			"limit":          map[string]any{"type": "integer", "maximum": 200},
 			"cursor":         pCursor,
 			"fields":         enum("", "compact", "full"),
-			"since":          str("Rev or RFC 3339 time: changes since."),
+			"since":          str("Rev or time: what changed since."),
 		})}
 	t.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
 		limit, err := a.Int("limit", 20)

@@ -282,7 +282,7 @@ var (
 	// parameters a model would otherwise guess
 	pDate   = str("YYYY-MM-DD or RFC 3339")
 	pCursor = str("Same other arguments.")
-	pRepo   = str("Another identity's handle or DID.")
+	pRepo   = str("Another's handle or DID.")
 	pLayout = str("bullet|todo|h1|h2|h3|codeBlock|quoteBlock")
 	// display is an open set: a value Bulleted does not render is written
 	// with a notice (vocabNotices), not refused
