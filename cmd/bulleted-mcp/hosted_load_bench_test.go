@@ -126,8 +126,9 @@ type loadTest struct {
 	total    int64
 
 	// outcomes
-	failedAttempts map[string]int // by cause
-	recovered      map[string]int // how a write with no answer was settled
+	failedAttempts map[string]int    // by cause
+	examples       map[string]string // the first message of each error kind
+	recovered      map[string]int    // how a write with no answer was settled
 	finalFailures  []string
 	events         []string
 	killAt, pgAt   time.Time
@@ -736,7 +737,18 @@ func (lt *loadTest) attempt(u *loadUser, kind, name string, args map[string]any)
 			lt.renew(u, c)
 		}
 	} else if res.IsError {
-		lt.failed("result " + resultError(res).Kind)
+		e := resultError(res)
+		lt.failed("result " + e.Kind)
+		lt.mu.Lock()
+		// the first of each kind and advice
+		key := e.Kind + " / " + e.Next
+		if len(e.Next) > 40 {
+			key = e.Kind + " / " + e.Next[:40]
+		}
+		if _, ok := lt.examples[key]; !ok {
+			lt.examples[key] = fmt.Sprintf("%s (%s, next: %s)", e.Message, name, e.Next)
+		}
+		lt.mu.Unlock()
 	}
 	return res, err
 }
@@ -830,8 +842,15 @@ func (lt *loadTest) read(u *loadUser, kind, name string, args map[string]any) *m
 
 var resumeRE = regexp.MustCompile(`resume=([A-Za-z0-9._:-]+)`)
 
-// write sends a write whose created bullets carry the texts marks (the
-// first searched for when the call got no answer) until it is settled.
+// write sends a write whose created bullets carry the texts marks until it
+// is settled: acknowledged (its result, or its operation finished by a
+// resume) or refused. A result's advice is followed: a retryable error
+// (nothing written) is sent again; a partial one is resumed with the id
+// it names. A call that got no answer is not sent again blindly: the
+// user's operations are looked at first (an incomplete one resumed, one
+// still claimed by an instance that died waited for until its claim runs
+// out), then the outline searched for the first and the last bullet; it
+// is sent again only when neither is there.
 func (lt *loadTest) write(u *loadUser, kind, name string, args map[string]any, marks []string, idempotent bool) *mcp.CallToolResult {
 	t0 := time.Now()
 	for range maxAttempts {
@@ -853,6 +872,7 @@ func (lt *loadTest) write(u *loadUser, kind, name string, args map[string]any, m
 					lt.record(kind, time.Since(t0))
 					return res
 				}
+				lt.recover("partial result: resume=ID as advised refused for 3 min")
 			case e.Retryable && e.Kind != "timeout":
 				// nothing is known to have been written: send it again
 				time.Sleep(time.Second)
@@ -863,20 +883,19 @@ func (lt *loadTest) write(u *loadUser, kind, name string, args map[string]any, m
 				return nil
 			}
 		}
-		// no answer (or a timeout): did it land?
+		// no answer (or a timeout, or a partial result not resumed): did it land?
 		time.Sleep(time.Second)
 		if idempotent {
 			continue
 		}
-		resumed := lt.resumeIncomplete(u)
-		if lt.landed(u, marks[0]) {
-			if resumed {
-				lt.recover("no answer: incomplete operation resumed")
-			} else {
-				lt.recover("no answer: found landed (not sent again)")
-			}
+		switch lt.settle(u, marks) {
+		case "landed":
 			lt.record(kind, time.Since(t0))
 			return &mcp.CallToolResult{}
+		case "partial":
+			lt.finalFail(u, kind, "part of it landed and its operation could not be finished")
+			u.unacked = append(u.unacked, marks...)
+			return nil
 		}
 		lt.recover("no answer: not landed, sent again")
 	}
@@ -885,11 +904,47 @@ func (lt *loadTest) write(u *loadUser, kind, name string, args map[string]any, m
 	return nil
 }
 
-// resumeIncomplete resumes every incomplete operation of u's (listed by
-// operations incomplete=true); it reports whether it resumed any.
-func (lt *loadTest) resumeIncomplete(u *loadUser) bool {
+// settle finds out what became of a write that got no answer: "landed"
+// (all of it, after resuming what was incomplete), "none" (nothing of it:
+// send it again) or "partial" (part of it, and it could not be finished).
+func (lt *loadTest) settle(u *loadUser, marks []string) string {
+	deadline := time.Now().Add(3 * time.Minute)
+	resumed := false
+	for {
+		running, incomplete := lt.operations(u)
+		for _, id := range incomplete {
+			resumed = lt.resume(u, id) || resumed
+		}
+		first := lt.landed(u, marks[0])
+		last := first
+		if len(marks) > 1 {
+			last = lt.landed(u, marks[len(marks)-1])
+		}
+		switch {
+		case first && last && len(running) == 0:
+			if resumed {
+				lt.recover("no answer: incomplete operation resumed")
+			} else {
+				lt.recover("no answer: found landed (not sent again)")
+			}
+			return "landed"
+		case !first && !last && len(running) == 0 && len(incomplete) == 0:
+			return "none"
+		case time.Now().After(deadline):
+			return "partial"
+		}
+		// an operation claimed by an instance that died (its claim runs
+		// out), or one that landed in part: wait, look again
+		lt.recover("no answer: waited for an operation still claimed or in part")
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// operations lists u's operations: the ids of those running (claimed by
+// some instance) and of the incomplete ones.
+func (lt *loadTest) operations(u *loadUser) (running, incomplete []string) {
 	for range maxAttempts {
-		res, err := lt.attempt(u, "operations", "operations", map[string]any{"incomplete": true})
+		res, err := lt.attempt(u, "operations", "operations", map[string]any{})
 		if err != nil || res.IsError {
 			time.Sleep(time.Second)
 			continue
@@ -902,22 +957,32 @@ func (lt *loadTest) resumeIncomplete(u *loadUser) bool {
 			} `json:"operations"`
 		}
 		json.Unmarshal(raw, &v)
-		resumed := false
 		for _, op := range v.Operations {
-			if op.State == "incomplete" {
-				resumed = lt.resume(u, op.ID) || resumed
+			switch op.State {
+			case "incomplete":
+				incomplete = append(incomplete, op.ID)
+			case "done", "undone", "landed":
+			default:
+				lt.recover("operations seen by the recovery: state " + op.State)
+				running = append(running, op.ID)
 			}
 		}
-		return resumed
+		return running, incomplete
 	}
-	return false
+	return nil, nil
 }
 
+// resume finishes operation id, retrying what can be retried for up to
+// three minutes (a claim of an instance that died runs out in one).
 func (lt *loadTest) resume(u *loadUser, id string) bool {
-	for range maxAttempts {
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
 		res, err := lt.attempt(u, "resume", "operations", map[string]any{"resume": id})
 		if err == nil && !res.IsError {
 			return true
+		}
+		if err == nil && resultError(res).Kind == "no_change" {
+			return true // already complete
 		}
 		if err == nil && !resultError(res).Retryable {
 			return false
@@ -1046,6 +1111,7 @@ func (lt *loadTest) run() {
 	b := lt.b
 	cfg := lt.cfg
 	lt.lat, lt.attempts = map[string][]time.Duration{}, map[string]int{}
+	lt.examples = map[string]string{}
 	lt.failedAttempts, lt.recovered, lt.killWindow, lt.pgWindow = map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
 	lt.tmp = b.TempDir()
 	lt.bin = filepath.Join(lt.tmp, "bulleted-mcp")
@@ -1259,6 +1325,9 @@ func (lt *loadTest) run() {
 	fmt.Fprintf(&sb, "\nFailed attempts by cause (all retried): %s. In the 30 s after the kill: %s. In the 60 s after the Postgres restart: %s.\n", fmtMap(lt.failedAttempts), fmtMap(lt.killWindow), fmtMap(lt.pgWindow))
 	fmt.Fprintf(&sb, "\nWrites that got no answer, settled by the client: %s. Sessions started again: %d. Requests by instance (502s, 503s): %s.\n", fmtMap(lt.recovered), lt.sessionsRenew.Load(), lt.byInstance())
 	fmt.Fprintf(&sb, "\nRead back from the PDS: %s.\n", check.summary)
+	if len(lt.examples) > 0 {
+		fmt.Fprintf(&sb, "\nError results (the first of each kind): %s.\n", fmtExamples(lt.examples))
+	}
 	if len(lt.finalFailures) > 0 {
 		fmt.Fprintf(&sb, "\nCalls that failed for good (%d): %s\n", len(lt.finalFailures), strings.Join(lt.finalFailures[:min(10, len(lt.finalFailures))], "; "))
 	}
@@ -1288,6 +1357,15 @@ func fmtDur(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%.2f s", d.Seconds())
 	}
+}
+
+func fmtExamples(m map[string]string) string {
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, k+": "+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, "; ")
 }
 
 func fmtMap(m map[string]int) string {
