@@ -741,9 +741,9 @@ func (lt *loadTest) attempt(u *loadUser, kind, name string, args map[string]any)
 		lt.failed("result " + e.Kind)
 		lt.mu.Lock()
 		// the first of each kind and advice
-		key := e.Kind + " / " + e.Next
-		if len(e.Next) > 40 {
-			key = e.Kind + " / " + e.Next[:40]
+		key := e.Kind + " / " + e.Next[:min(40, len(e.Next))]
+		if w := strings.Fields(e.Message); len(w) >= 2 {
+			key += " / " + w[0] + " " + w[1]
 		}
 		if _, ok := lt.examples[key]; !ok {
 			lt.examples[key] = fmt.Sprintf("%s (%s, next: %s)", e.Message, name, e.Next)
