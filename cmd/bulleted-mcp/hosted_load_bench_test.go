@@ -73,10 +73,11 @@ import (
 //
 //	go test ./cmd/bulleted-mcp -run '^$' -bench HostedLoad -benchtime 1x -timeout 2h
 //
-// -short: 6 users × 200 bullets × 6 rounds. BULLETED_LOAD_LOGS=DIR keeps
+// BULLETED_LOAD_RECORDS_MAX spreads the users' sizes evenly from
+// BULLETED_LOAD_RECORDS up to it. -short: 6 users × 200 bullets × 6 rounds. BULLETED_LOAD_LOGS=DIR keeps
 // the instances' logs there.
 func BenchmarkHostedLoad(b *testing.B) {
-	cfg := loadConfig{users: envInt("BULLETED_LOAD_USERS", 50), bullets: envInt("BULLETED_LOAD_RECORDS", 1000),
+	cfg := loadConfig{users: envInt("BULLETED_LOAD_USERS", 50), bullets: envInt("BULLETED_LOAD_RECORDS", 1000), maxBullets: envInt("BULLETED_LOAD_RECORDS_MAX", 0),
 		rounds: envInt("BULLETED_LOAD_ROUNDS", 12), bulk: envInt("BULLETED_LOAD_BULK", 250), instances: 3,
 		think: time.Duration(envInt("BULLETED_LOAD_THINK_MS", 200)) * time.Millisecond}
 	if testing.Short() {
@@ -100,6 +101,7 @@ func envInt(name string, def int) int {
 
 type loadConfig struct {
 	users, bullets, rounds, bulk, instances int
+	maxBullets                              int // users' sizes spread from bullets to this (0: all bullets)
 	think                                   time.Duration
 }
 
@@ -1170,14 +1172,38 @@ func (lt *loadTest) run() {
 	ctx := context.Background()
 	t0 := time.Now()
 	lt.users = make([]*loadUser, cfg.users)
-	recs := outlinegen.Generate(cfg.bullets, 43)
-	parents := map[string]bool{}
-	for _, r := range recs {
-		if p, ok := r.Value.Map()["parent"].(string); ok {
-			parents[p[strings.LastIndex(p, "/")+1:]] = true
+	// user i's outline: cfg.bullets, or spread evenly up to cfg.maxBullets
+	type outline struct {
+		recs    []store.Record
+		parents map[string]bool
+	}
+	outlines := map[int]*outline{}
+	sizeOf := func(i int) int {
+		if cfg.maxBullets <= cfg.bullets || cfg.users < 2 {
+			return cfg.bullets
 		}
+		return cfg.bullets + (cfg.maxBullets-cfg.bullets)*i/(cfg.users-1)
+	}
+	records := 0
+	for i := range cfg.users {
+		n := sizeOf(i)
+		if outlines[n] == nil {
+			o := &outline{recs: outlinegen.Generate(n, 43), parents: map[string]bool{}}
+			for _, r := range o.recs {
+				if p, ok := r.Value.Map()["parent"].(string); ok {
+					o.parents[p[strings.LastIndex(p, "/")+1:]] = true
+				}
+			}
+			outlines[n] = o
+		}
+		records += len(outlines[n].recs)
+	}
+	sizes := fmt.Sprintf("%d bullets each (%d records)", cfg.bullets, len(outlines[cfg.bullets].recs))
+	if len(outlines) > 1 {
+		sizes = fmt.Sprintf("%d–%d bullets each (%d records in all)", cfg.bullets, sizeOf(cfg.users-1), records)
 	}
 	lt.parallel(4, cfg.users, func(i int) error {
+		recs, parents := outlines[sizeOf(i)].recs, outlines[sizeOf(i)].parents
 		a, err := lt.pdsAccount(ctx, fmt.Sprintf("load%d-%d", time.Now().UnixNano()%1e6, i))
 		if err != nil {
 			return err
@@ -1232,7 +1258,7 @@ func (lt *loadTest) run() {
 		return err
 	})
 	signedIn := time.Since(t0)
-	phase("%d users: seeded %d bullets each (%d records) in %v; signed in through the OAuth flow in %v", cfg.users, cfg.bullets, len(recs), seeded.Round(time.Second), signedIn.Round(time.Second))
+	phase("%d users: seeded %s in %v; signed in through the OAuth flow in %v", cfg.users, sizes, seeded.Round(time.Second), signedIn.Round(time.Second))
 
 	// the workload, with the kill and the restart in the middle
 	perUser := 2 + cfg.rounds*4 + (cfg.rounds+2)/6 // the Inbox and its key, the rounds, the bulk inserts
@@ -1294,8 +1320,8 @@ func (lt *loadTest) run() {
 			}
 		}
 	}
-	fmt.Fprintf(&sb, "\n### Hosted load: %d instances, %d users (%d on 2025-11-25 sessions, %d stateless 2026-07-28), %d bullets each (%d records)\n\n",
-		cfg.instances, cfg.users, cfg.users-cfg.users/2, cfg.users/2, cfg.bullets, len(recs))
+	fmt.Fprintf(&sb, "\n### Hosted load: %d instances, %d users (%d on 2025-11-25 sessions, %d stateless 2026-07-28), %s\n\n",
+		cfg.instances, cfg.users, cfg.users-cfg.users/2, cfg.users/2, sizes)
 	fmt.Fprintf(&sb, "Machine: %s, %d CPUs (%s); load average at the end %s (1 min), %s (5 min). Workload: %d rounds per user (search, read_outline, insert_after, move_node; a bulk insert_after of %d every sixth round), think time 0–%v; wall %v.\n\n",
 		host, cpus, model, load1, load5, cfg.rounds, cfg.bulk, 2*cfg.think, wall.Round(time.Second))
 	fmt.Fprintf(&sb, "| call kind | calls | attempts | p50 | p99 | max | PDS requests per call (alone) |\n|---|---|---|---|---|---|---|\n")
