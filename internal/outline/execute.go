@@ -67,11 +67,12 @@ func valueSize(w store.Write) int {
 // ErrIncomplete), or forgotten when nothing landed (ErrCancelled, ErrBudget,
 // a refusal, or errReplan: plan again).
 func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]store.Result, error) {
-	if ok, err := e.ops.claim(ctx, op.ID); err != nil || !ok {
-		if err == nil {
-			err = fmt.Errorf("operation %s is being committed by another process", op.ID)
-		}
-		return nil, fail(ErrConflict, "wait for it to finish, then call operations", "%v", err)
+	if ok, err := e.ops.claim(ctx, op.ID); err != nil {
+		// the journal did not answer (its database restarting): nothing was
+		// sent, nobody commits it; not a conflict to wait out
+		return nil, &Error{Kind: ErrUnavailable, Msg: fmt.Sprintf("the operations journal could not claim operation %s: %v", op.ID, err), Next: "nothing was written; retry in a moment"}
+	} else if !ok {
+		return nil, fail(ErrConflict, "wait for it to finish, then call operations", "operation %s is being committed by another process", op.ID)
 	}
 	defer e.ops.release(ctx, op.ID)
 	// fresh: planned just now, never sent before this call (not resumed)

@@ -92,3 +92,59 @@ func TestJournalLostIsPartial(t *testing.T) {
 		t.Fatalf("after resume: %d bullets, want 450 (each once)", got)
 	}
 }
+
+// downClaims is a file journal whose claims fail while down is set (its
+// database restarting before the operation's first batch).
+type downClaims struct {
+	outline.Journal
+	down bool
+}
+
+func (j *downClaims) Claim(ctx context.Context, id string) (bool, error) {
+	if j.down {
+		return false, errors.New("failed to connect: connection refused (the journal's database is restarting)")
+	}
+	return j.Journal.Claim(ctx, id)
+}
+
+// TestClaimDownIsUnavailable: the journal cannot take an operation's claim
+// (its database restarting): nothing is sent, and the answer is kind
+// unavailable, to retry; not a conflict telling to wait for a commit that
+// nobody makes (the hosted load benchmark got "conflict: FATAL:
+// terminating connection …; wait for it to finish, then call operations"
+// during a Postgres restart). Sent again once the journal answers, the
+// insert lands once.
+func TestClaimDownIsUnavailable(t *testing.T) {
+	ctx := context.Background()
+	repo, err := store.OpenLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer repo.Close()
+	j := &downClaims{Journal: outline.NewFileJournal(repo.DID().String(), t.TempDir()), down: true}
+	e, err := outline.Open(repo, outline.Options{Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Do(ctx, intent.Insert{Nodes: []intent.NewNode{{Text: "once"}}}, false)
+	if !errors.Is(err, outline.ErrUnavailable) || !strings.Contains(err.Error(), "nothing was written") {
+		t.Fatalf("want unavailable saying nothing was written, got %s: %v", outline.KindName(err), err)
+	}
+	s, err := repo.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.Records); n != 0 {
+		t.Fatalf("%d records written while the claim failed", n)
+	}
+	j.down = false
+	if _, err := e.Do(ctx, intent.Insert{Nodes: []intent.NewNode{{Text: "once"}}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = repo.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.Records); n != 1 {
+		t.Fatalf("after the retry: %d records, want 1", n)
+	}
+}
