@@ -38,6 +38,10 @@ type journal struct {
 	rows    map[string]journalRow // operations as last read, by id
 	written map[string][]int      // operations this instance wrote whole, with their batches
 	held    map[string]*lease     // claims this instance holds
+	// releasing are the claims released here whose row could not be
+	// deleted yet (the database was down): the token of each, deleted in
+	// the background (releaseLater), and taken over by a Claim here
+	releasing map[string]string
 	// current is the operation claimed last and still held: the one the
 	// engine commits now (it commits one at a time), whose reservation
 	// the budget takes over (userRepo.ReservePlan)
@@ -70,7 +74,7 @@ const (
 var _ outline.Journal = (*journal)(nil)
 
 func newJournal(db *pgxpool.Pool, did string) *journal {
-	return &journal{db: db, did: did, rows: map[string]journalRow{}, written: map[string][]int{}, held: map[string]*lease{}}
+	return &journal{db: db, did: did, rows: map[string]journalRow{}, written: map[string][]int{}, held: map[string]*lease{}, releasing: map[string]string{}}
 }
 
 // Save writes op's progress as a line appended to its row when this
@@ -237,11 +241,14 @@ func (j *journal) Claim(ctx context.Context, id string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, journalTimeout)
 	defer cancel()
 	l := &lease{token: newToken("claim-"), stop: make(chan struct{}), done: make(chan struct{})}
+	j.mu.Lock()
+	was := j.releasing[id] // a claim of ours released, its row not yet deleted: ours to take over
+	j.mu.Unlock()
 	var holder string
 	err := j.db.QueryRow(ctx, `INSERT INTO operation_claims (did, id, holder, expires_at) VALUES ($1, $2, $3, now() + $4 * interval '1 second')
 		ON CONFLICT (did, id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
-		WHERE operation_claims.expires_at <= now()
-		RETURNING holder`, j.did, id, l.token, claimTTL.Seconds()).Scan(&holder)
+		WHERE operation_claims.expires_at <= now() OR operation_claims.holder = $5
+		RETURNING holder`, j.did, id, l.token, claimTTL.Seconds(), was).Scan(&holder)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil // held by another, unexpired
 	}
@@ -251,6 +258,9 @@ func (j *journal) Claim(ctx context.Context, id string) (bool, error) {
 	j.mu.Lock()
 	j.held[id] = l
 	j.current = id
+	if j.releasing[id] == was {
+		delete(j.releasing, id) // taken over: the background delete names a holder no longer there
+	}
 	j.mu.Unlock()
 	go j.renew(id, l)
 	return true, nil
@@ -276,8 +286,10 @@ func (j *journal) renew(id string, l *lease) {
 }
 
 // Release stops renewing the claim on id and deletes it (and the claims
-// of instances that died long ago). If the delete fails, the lease runs
-// out after claimTTL.
+// of instances that died long ago). If the delete fails (the database is
+// down), it is tried again in the background until it is done or the
+// lease has run out (releaseLater): until then every instance reads the
+// operation as being committed, and a resume is refused for it.
 func (j *journal) Release(ctx context.Context, id string) {
 	j.mu.Lock()
 	l, ok := j.held[id]
@@ -293,8 +305,53 @@ func (j *journal) Release(ctx context.Context, id string) {
 	<-l.done
 	ctx, cancel := context.WithTimeout(ctx, journalTimeout)
 	defer cancel()
-	j.db.Exec(ctx, `DELETE FROM operation_claims WHERE (did = $1 AND id = $2 AND holder = $3) OR expires_at < now() - $4 * interval '1 second'`,
-		j.did, id, l.token, claimKept.Seconds())
+	if err := j.deleteClaim(ctx, id, l.token); err != nil {
+		j.mu.Lock()
+		j.releasing[id] = l.token
+		j.mu.Unlock()
+		go j.releaseLater(id, l.token, time.Now().Add(claimTTL))
+	}
+}
+
+// deleteClaim deletes the claim row of id held by token (and the claims of
+// instances that died long ago).
+func (j *journal) deleteClaim(ctx context.Context, id, token string) error {
+	_, err := j.db.Exec(ctx, `DELETE FROM operation_claims WHERE (did = $1 AND id = $2 AND holder = $3) OR expires_at < now() - $4 * interval '1 second'`,
+		j.did, id, token, claimKept.Seconds())
+	return err
+}
+
+// releaseRetry is the first wait before a released claim's delete is tried
+// again; each wait doubles, up to releaseRetryMax.
+var releaseRetry, releaseRetryMax = 200 * time.Millisecond, 2 * time.Second
+
+// releaseLater deletes the claim row of id held by token, retrying until
+// it is done, taken over by a Claim here, or the lease has run out (until).
+func (j *journal) releaseLater(id, token string, until time.Time) {
+	defer func() {
+		j.mu.Lock()
+		if j.releasing[id] == token {
+			delete(j.releasing, id)
+		}
+		j.mu.Unlock()
+	}()
+	wait := releaseRetry
+	for time.Now().Before(until) {
+		time.Sleep(wait)
+		wait = min(2*wait, releaseRetryMax)
+		j.mu.Lock()
+		mine := j.releasing[id] == token
+		j.mu.Unlock()
+		if !mine {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), journalTimeout)
+		err := j.deleteClaim(ctx, id, token)
+		cancel()
+		if err == nil {
+			return
+		}
+	}
 }
 
 // Live reports whether some instance holds an unexpired claim on id.

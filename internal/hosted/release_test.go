@@ -1,0 +1,142 @@
+package hosted
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// cutProxy forwards TCP connections to addr until cut: then it closes the
+// ones open and refuses new ones until mend.
+type cutProxy struct {
+	ln    net.Listener
+	addr  string
+	mu    sync.Mutex
+	cut   bool
+	conns []net.Conn
+}
+
+func newCutProxy(t *testing.T, addr string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, addr: addr}
+	t.Cleanup(func() { ln.Close(); p.setCut(true) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			if p.cut {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			up, err := net.Dial("tcp", addr)
+			if err != nil {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { io.Copy(up, c); up.Close() }()
+			go func() { io.Copy(c, up); c.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *cutProxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.conns = nil
+	}
+}
+
+// A claim released while the database is down is deleted once it answers
+// again, not left for its lease to run out (a minute, during which every
+// instance reads the operation as being committed and refuses to resume
+// it); meanwhile the instance that released it may claim it again.
+func TestClaimReleasedWhileDatabaseDown(t *testing.T) {
+	defer func(a, b time.Duration) { releaseRetry, releaseRetryMax = a, b }(releaseRetry, releaseRetryMax)
+	releaseRetry, releaseRetryMax = 20*time.Millisecond, 100*time.Millisecond
+	ctx := context.Background()
+	dbURL := pg.NewDatabase(t)
+	direct, err := OpenDB(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(direct.Close)
+	if err := Migrate(ctx, direct); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(dbURL)
+	proxy := newCutProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	cfg, err := pgxpool.ParseConfig(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
+	viaProxy, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(viaProxy.Close)
+
+	const did, id = "did:plc:releasedwhiledown", "3opreleased22"
+	here, other := newJournal(viaProxy, did), newJournal(direct, did)
+	live := func() bool {
+		t.Helper()
+		l, err := other.Live(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	for round := range 2 {
+		if ok, err := here.Claim(ctx, id); err != nil || !ok {
+			t.Fatalf("round %d: claim: %v %v", round, ok, err)
+		}
+		proxy.setCut(true)
+		here.Release(ctx, id) // its delete fails
+		if !live() {
+			t.Fatalf("round %d: the claim's row went while the database was cut off", round)
+		}
+		proxy.setCut(false)
+		if round == 0 {
+			// taken again here before the background delete: ours, taken over
+			if ok, err := here.Claim(ctx, id); err != nil || !ok {
+				t.Fatalf("the instance that released the claim could not take it again: %v %v", ok, err)
+			}
+			here.Release(ctx, id)
+			if live() {
+				t.Fatal("the claim taken over and released is still live")
+			}
+			continue
+		}
+		deadline := time.Now().Add(20 * time.Second) // well under the lease's minute
+		for live() {
+			if time.Now().After(deadline) {
+				t.Fatal("a claim released while the database was down stays live until its lease runs out")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
