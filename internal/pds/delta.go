@@ -90,7 +90,7 @@ func (r *Repo) Changes(ctx context.Context, since string) (string, string, []sto
 	r.mu.Lock()
 	known := r.car != nil && r.chain(since) != nil
 	pending, noSince, live := r.pending, r.noSince, r.fresh()
-	onItsWay := r.stream.live && (r.stream.incoming > 0 || r.stream.swapped)
+	onItsWay := r.stream.live && (r.stream.incoming > 0 || r.stream.swapped || r.stream.elsewhere > r.headRev)
 	r.mu.Unlock()
 	if !known {
 		return "", "", nil, false, nil
@@ -264,6 +264,7 @@ func (r *Repo) advance(ctx context.Context) error {
 			}
 			return nil // others keep bringing it forward
 		}
+		r.stream.elsewhere = "" // the PDS was asked: its answer is newer than what was said
 		if f.root == from {
 			r.stream.swapped = false // the PDS was asked (follow.go)
 			if since != "" && f.received > size/2 {
