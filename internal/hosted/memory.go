@@ -307,6 +307,10 @@ func (s *Server) fit() {
 
 // drop forgets u's engine, search index and paging snapshots (s.mu held).
 func (s *Server) drop(u *user) {
+	if u.leave != nil {
+		u.leave() // no longer followed
+		u.leave = nil
+	}
 	s.remember(u)
 	delete(s.users, u.did)
 	s.search.Drop(u.did)

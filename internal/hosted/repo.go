@@ -36,6 +36,9 @@ type userRepo struct {
 	refused *atomic.Int64
 	// budgetRefused counts writes refused for the budget (nil: none)
 	budgetRefused prometheus.Counter
+	// committed, if set, hears each batch that landed (the other
+	// instances are told: follow.go)
+	committed func(did, rev string)
 }
 
 func (r *userRepo) refusedForBudget(err error) {
@@ -138,6 +141,7 @@ func (r *userRepo) Apply(ctx context.Context, swapCommit string, writes []store.
 		r.settleFailed(ctx, did, "", spent, cost, err)
 		return nil, fmt.Errorf("%w", err)
 	}
+	r.landed(did, res)
 	return res, nil
 }
 
@@ -155,7 +159,15 @@ func (r *userRepo) applyPlanned(ctx context.Context, did, plan, swapCommit strin
 		r.settleFailed(ctx, did, plan, spent, cost, err)
 		return nil, fmt.Errorf("%w", err)
 	}
+	r.landed(did, res)
 	return res, nil
+}
+
+// landed tells the other instances of a batch that landed.
+func (r *userRepo) landed(did string, res *store.Result) {
+	if r.committed != nil && res != nil {
+		r.committed(did, res.Rev)
+	}
 }
 
 // settleFailed deals with the charge of a batch that failed: refunded when

@@ -1,0 +1,188 @@
+package hosted
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+)
+
+// Every user an instance holds is followed (RunFollowing): one
+// subscribeRepos connection per PDS host (pds.Hub) carries the commits of
+// all the users of that host the instance holds, each verified and taken
+// into that user's kept repository as the single-user follower does; the
+// user's tree is then brought forward and their subscribed sessions told
+// (notifications/resources/updated), without a call. A user joins their
+// host's hub when the instance opens them and leaves when it drops them.
+// While a hub's connection is live, a user's reads and writes answer from
+// the kept repository without asking the PDS (a write is planned on the
+// followed head, guarded by swapCommit as always); while it is not, they
+// ask as before.
+//
+// Instances tell each other of their own commits: after each batch that
+// landed, the instance NOTIFYs commitChannel with the user and the rev;
+// the others holding that user know their kept head is behind until the
+// stream brings that commit (pds.Repo.Moved): their reads wait for it
+// briefly, then ask, and their writes swapped on the old head are not
+// sent. (The stream brings it too, but the reference PDS hands a commit
+// to its subscribers up to a second after it was made.)
+
+// commitChannel is the NOTIFY channel of the instances' own commits.
+const commitChannel = "bulleted_mcp_commits"
+
+// following is the instance's following (nil until RunFollowing).
+type following struct {
+	ctx  context.Context
+	self string // this instance's id in its notices
+
+	mu   sync.Mutex
+	hubs map[string]*pds.Hub // by PDS host
+}
+
+// commitNote is one instance's commit, as NOTIFYed.
+type commitNote struct {
+	DID string `json:"d"`
+	Rev string `json:"r"`
+	By  string `json:"i"`
+}
+
+// RunFollowing follows the commit streams of the users this instance
+// holds until ctx ends (see above), and listens for the other instances'
+// commits.
+func (s *Server) RunFollowing(ctx context.Context) {
+	id := make([]byte, 8)
+	rand.Read(id)
+	f := &following{ctx: ctx, self: hex.EncodeToString(id), hubs: map[string]*pds.Hub{}}
+	s.mu.Lock()
+	s.follow = f
+	var held []*user
+	for _, u := range s.users {
+		held = append(held, u)
+	}
+	s.mu.Unlock()
+	for _, u := range held {
+		s.join(u)
+	}
+	s.listenCommits(ctx, f)
+	s.mu.Lock()
+	if s.follow == f {
+		s.follow = nil
+	}
+	s.mu.Unlock()
+}
+
+// join makes u followed, if the instance follows and u is over a PDS.
+func (s *Server) join(u *user) {
+	s.mu.Lock()
+	f := s.follow
+	s.mu.Unlock()
+	if f == nil || u.repo == nil {
+		return
+	}
+	host := u.repo.Client().Host
+	f.mu.Lock()
+	h, ok := f.hubs[host]
+	if !ok {
+		h = pds.NewHub(host)
+		h.Errs = func(err error) {
+			if !errors.Is(err, pds.ErrStreamDown) {
+				s.logf("following %s: %v", host, err)
+			}
+		}
+		f.hubs[host] = h
+		go h.Run(f.ctx)
+	}
+	f.mu.Unlock()
+	e := u.env.Engine
+	leave := h.Join(f.ctx, u.repo, func() {
+		// the tree follows the stream without a call, and subscribed
+		// sessions hear of it
+		_, _ = e.Tree(f.ctx)
+		s.subs.Seen(f.ctx, e)
+	})
+	s.mu.Lock()
+	if s.users[u.did] != u { // dropped meanwhile
+		s.mu.Unlock()
+		leave()
+		return
+	}
+	u.leave = leave
+	s.mu.Unlock()
+}
+
+// committed tells the other instances that u's repository is at rev (one
+// of this instance's commits).
+func (s *Server) committed(did, rev string) {
+	s.mu.Lock()
+	f := s.follow
+	s.mu.Unlock()
+	if f == nil || rev == "" {
+		return
+	}
+	payload, _ := json.Marshal(commitNote{DID: did, Rev: rev, By: f.self})
+	ctx, cancel := context.WithTimeout(f.ctx, sessionTimeout)
+	defer cancel()
+	if _, err := s.db.Exec(ctx, "SELECT pg_notify($1, $2)", commitChannel, string(payload)); err != nil && ctx.Err() == nil {
+		s.logf("telling the other instances of a commit: %v", err)
+	}
+}
+
+// moved takes in another instance's commit notice.
+func (s *Server) moved(f *following, payload string) {
+	var n commitNote
+	if json.Unmarshal([]byte(payload), &n) != nil || n.By == f.self || n.DID == "" {
+		return
+	}
+	s.mu.Lock()
+	u := s.users[n.DID]
+	s.mu.Unlock()
+	if u != nil && u.repo != nil {
+		u.repo.Moved(n.Rev)
+	}
+}
+
+// listenCommits LISTENs for the other instances' commits on a connection
+// of its own until ctx ends (opened again when it is lost).
+func (s *Server) listenCommits(ctx context.Context, f *following) {
+	for ctx.Err() == nil {
+		err := s.listenCommitsOnce(ctx, f)
+		if ctx.Err() != nil {
+			return
+		}
+		s.logf("listening for the other instances' commits (again in %s): %v", listenRetry, err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(listenRetry):
+		}
+	}
+}
+
+func (s *Server) listenCommitsOnce(ctx context.Context, f *following) error {
+	cctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	conn, err := pgx.ConnectConfig(cctx, s.db.Config().ConnConfig.Copy())
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	lctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	_, err = conn.Exec(lctx, "LISTEN "+commitChannel)
+	cancel()
+	if err != nil {
+		return err
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		s.moved(f, n.Payload)
+	}
+}

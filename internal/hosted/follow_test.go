@@ -1,0 +1,208 @@
+package hosted
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
+	"github.com/bulleted-mcp/bulleted-mcp/server"
+)
+
+// updatesOf collects c's notifications/resources/updated.
+type updatesOf struct {
+	mu   sync.Mutex
+	got  []string
+	more chan struct{}
+}
+
+func watchUpdates(c *client.Client) *updatesOf {
+	u := &updatesOf{more: make(chan struct{}, 100)}
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method != mcp.MethodNotificationResourceUpdated {
+			return
+		}
+		uri, _ := n.Params.AdditionalFields["uri"].(string)
+		u.mu.Lock()
+		u.got = append(u.got, uri)
+		u.mu.Unlock()
+		select {
+		case u.more <- struct{}{}:
+		default:
+		}
+	})
+	return u
+}
+
+func (u *updatesOf) count(uri string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := 0
+	for _, g := range u.got {
+		if g == uri {
+			n++
+		}
+	}
+	return n
+}
+
+// waitN waits until uri was notified n times (bound: a stuck stream, not
+// a speed check; the issue's server missed it for 10 s and more).
+func (u *updatesOf) waitN(t *testing.T, uri string, n int) {
+	t.Helper()
+	bound := time.After(30 * time.Second)
+	for u.count(uri) < n {
+		select {
+		case <-u.more:
+		case <-bound:
+			t.Fatalf("no notifications/resources/updated for %s (have %d, want %d)", uri, u.count(uri), n)
+		}
+	}
+}
+
+// sessionClient is a 2025-11-25 client (a session, and its GET stream for
+// notifications outside calls) of in's /mcp.
+func sessionClient(t *testing.T, in *instance, token string) *client.Client {
+	t.Helper()
+	tr, err := transport.NewStreamableHTTP(in.URL+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}),
+		transport.WithHTTPBasicClient(testClient()), transport.WithContinuousListening())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.NewClient(tr)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.ProtocolVersion20251125
+	init.Params.ClientInfo = mcp.Implementation{Name: "hosted-follow-test", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// appCreate makes a bullet straight at the PDS, as the person's app does,
+// and returns its commit's rev.
+func appCreate(t *testing.T, p *pdstest.Server, a *pdstest.Account, text string) string {
+	t.Helper()
+	ctx := context.Background()
+	app, err := p.Client(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Commit struct {
+			Rev string `json:"rev"`
+		} `json:"commit"`
+	}
+	if err := app.Post(ctx, "com.atproto.repo.createRecord", map[string]any{"repo": a.DID.String(), "collection": "app.bulleted.node",
+		"record": map[string]any{"$type": "app.bulleted.node", "text": text, "sortKey": "z", "createdAt": "2026-12-06T10:00:00.000Z"}}, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Commit.Rev
+}
+
+// followed starts in's following for the test.
+func followed(t *testing.T, in *instance) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); in.RunFollowing(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// listening opens a 2026-07-28 subscriptions/listen stream of c for uris
+// and waits for its acknowledgement.
+func listening(t *testing.T, c *client.Client, uris ...string) *updatesOf {
+	t.Helper()
+	ups := watchUpdates(c)
+	acked := make(chan struct{}, 1)
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == mcp.MethodNotificationSubscriptionsAcknowledged {
+			select {
+			case acked <- struct{}{}:
+			default:
+			}
+		}
+	})
+	stop, err := c.ListenAsync(context.Background(), mcp.SubscriptionFilter{ResourceSubscriptions: uris}, func(err error) { t.Logf("listen: %v", err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	select {
+	case <-acked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("subscriptions/listen not acknowledged")
+	}
+	return ups
+}
+
+// TestHostedFollowNotifies: a hosted user's subscription (a 2026-07-28
+// subscriptions/listen stream on their outline) hears of the person's edit
+// made in their app, straight to the PDS, as notifications/resources/
+// updated, with no request made to the instance after the edit: the
+// instance follows the PDS's commit stream for every user it holds. A
+// session's next call (2025-11-25, which has sessions) then says another
+// writer changed the outline. Before, nothing came until a call read the
+// repository (the issue: nothing within 10 s).
+func TestHostedFollowNotifies(t *testing.T) {
+	p := testPDS(t)
+	e := newEnv(t)
+	e.plc = p.PLCURL
+	in := e.start(t, nil)
+	followed(t, in)
+	a := newAccount(t, p, fmt.Sprintf("follow%d", time.Now().UnixNano()%1e6))
+	tok, _ := signIn(t, in, registerClient(t, in), a, "")
+	ctx := context.Background()
+	sc := sessionClient(t, in, tok)
+	// a first call: the change notice tells what changed since a call
+	if res, err := call(ctx, sc, "insert_after", map[string]any{"text": "Written by the agent"}); err != nil || res.IsError {
+		t.Fatalf("insert: %v %s", err, resultText(res))
+	}
+	ups := listening(t, mcpClient(t, in, tok), server.OutlineURI)
+	// the person's edit, once the instance follows the user live (the
+	// stream brings every commit from then on; a catch-up read covers
+	// what came before)
+	u, err := in.user(ctx, a.DID.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLive(t, u)
+	calls := in.Hits("/mcp")
+	appCreate(t, p, a, "Written in the app")
+	ups.waitN(t, server.OutlineURI, 1)
+	if n := in.Hits("/mcp") - calls; n != 0 {
+		t.Fatalf("%d requests to /mcp between the edit and its notification, want none", n)
+	}
+	res, err := call(ctx, sc, "read_outline", nil)
+	if err != nil || res.IsError {
+		t.Fatalf("read: %v %s", err, resultText(res))
+	}
+	text := resultText(res)
+	if !strings.Contains(text, "Written in the app") || !strings.Contains(text, "by another writer") {
+		t.Fatalf("the next call does not show the app's bullet and say another writer changed it:\n%s", text)
+	}
+}
+
+// waitLive waits until u's reads answer from the followed stream.
+func waitLive(t *testing.T, u *user) {
+	t.Helper()
+	bound := time.Now().Add(30 * time.Second)
+	for !u.repo.Live() {
+		if time.Now().After(bound) {
+			t.Fatal("the user's repository is not followed live")
+		}
+		time.Sleep(50 * time.Millisecond) // (Live has no signal to wait on: it turns after settleFor)
+	}
+}
