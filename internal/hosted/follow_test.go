@@ -3,6 +3,7 @@ package hosted
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -204,5 +205,57 @@ func waitLive(t *testing.T, u *user) {
 			t.Fatal("the user's repository is not followed live")
 		}
 		time.Sleep(50 * time.Millisecond) // (Live has no signal to wait on: it turns after settleFor)
+	}
+}
+
+// TestHostedFollowedWritesAskNothing: while the user's stream is live, an
+// agent's inserts are planned on the followed head: no getLatestCommit
+// (nor any other read) before each write, where an instance that does not
+// follow asks for the head before every one. Logs both p50s.
+func TestHostedFollowedWritesAskNothing(t *testing.T) {
+	p := testPDS(t)
+	const n = 20
+	run := func(follow bool) (p50 time.Duration, heads, diffs int64) {
+		e := newEnv(t)
+		e.plc = p.PLCURL
+		in := e.start(t, nil)
+		if follow {
+			followed(t, in)
+		}
+		a := newAccount(t, p, fmt.Sprintf("writes%d", time.Now().UnixNano()%1e6))
+		tok, _ := signIn(t, in, registerClient(t, in), a, "")
+		c := mcpClient(t, in, tok)
+		ctx := context.Background()
+		if res, err := call(ctx, c, "insert_after", map[string]any{"text": "first"}); err != nil || res.IsError {
+			t.Fatalf("insert: %v %s", err, resultText(res))
+		}
+		u, err := in.user(ctx, a.DID.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if follow {
+			waitLive(t, u)
+		}
+		h0, d0 := u.repo.Stats.Heads.Load(), u.repo.Stats.Diffs.Load()
+		var lat []time.Duration
+		for i := range n {
+			t0 := time.Now()
+			res, err := call(ctx, c, "insert_after", map[string]any{"text": fmt.Sprintf("bullet %d", i)})
+			lat = append(lat, time.Since(t0))
+			if err != nil || res.IsError {
+				t.Fatalf("insert %d: %v %s", i, err, resultText(res))
+			}
+		}
+		slices.Sort(lat)
+		return lat[n/2], u.repo.Stats.Heads.Load() - h0, u.repo.Stats.Diffs.Load() - d0
+	}
+	asking, askHeads, askDiffs := run(false)
+	live, heads, diffs := run(true)
+	t.Logf("%d inserts: not following p50 %v (%d getLatestCommit, %d getRepo?since); followed p50 %v (%d, %d)", n, asking, askHeads, askDiffs, live, heads, diffs)
+	if askHeads < n {
+		t.Fatalf("not following, %d getLatestCommit for %d inserts: the comparison is void", askHeads, n)
+	}
+	if heads != 0 || diffs != 0 {
+		t.Fatalf("followed live, the inserts asked the PDS %d getLatestCommit and %d getRepo?since, want none", heads, diffs)
 	}
 }

@@ -53,11 +53,24 @@ var (
 	_ store.Deltas     = (*userRepo)(nil)
 )
 
-// userRepo is deliberately not a store.Known: a user's calls may land on
-// any instance, so a write after this instance's own last commit cannot
-// guess that no other instance wrote since (every guess that failed would
-// cost a refused applyWrites, counted by the PDS). Its writes ask first,
-// through Changes.
+// userRepo is not a store.Known: a user's calls may land on any instance,
+// so a write after this instance's own last commit cannot guess that no
+// other instance wrote since (every guess that failed would cost a refused
+// applyWrites, counted by the PDS). It is a store.WriteKnown only while
+// the user's commit stream is followed live (follow.go): the followed head
+// then has every commit (other instances' too, and they say theirs at once:
+// pds.Repo.Moved), and a write is planned on it as in single-user mode.
+// Otherwise its writes ask first, through Changes.
+var _ store.WriteKnown = (*userRepo)(nil)
+
+// WriteChanges implements store.WriteKnown while the stream is live (ok
+// false otherwise: the engine asks, through Changes).
+func (r *userRepo) WriteChanges(ctx context.Context, since string) (string, string, []store.Record, bool, bool, error) {
+	if !r.inner.Live() {
+		return "", "", nil, false, false, nil
+	}
+	return r.inner.WriteChanges(ctx, since)
+}
 
 // CheckBudget tells whether cost points fit in the user's shared budget now
 // (store.Budgeted), and how many are left in the rolling hour.

@@ -139,6 +139,11 @@ type streamState struct {
 	// foreignAt: when another writer's commit was last taken in, or a
 	// write refused for one (WriteChanges asks first for OthersQuiet)
 	foreignAt time.Time
+	// foreignCommit: the commit that last set foreignAt (by follow),
+	// foreignBefore what foreignAt was before it (ownCommit takes it back
+	// when that commit turns out to be ours)
+	foreignCommit string
+	foreignBefore time.Time
 	// moved is closed (and dropped) when the kept head moves or a
 	// delivered commit was dealt with: awaitStream's waiters look again
 	moved chan struct{}
