@@ -41,6 +41,8 @@ const commitChannel = "bulleted_mcp_commits"
 type following struct {
 	ctx  context.Context
 	self string // this instance's id in its notices
+	// heard, tests: another instance's commit of a user held was heard
+	heard func(did, rev string)
 
 	mu   sync.Mutex
 	hubs map[string]*pds.Hub // by PDS host
@@ -56,10 +58,12 @@ type commitNote struct {
 // RunFollowing follows the commit streams of the users this instance
 // holds until ctx ends (see above), and listens for the other instances'
 // commits.
-func (s *Server) RunFollowing(ctx context.Context) {
+func (s *Server) RunFollowing(ctx context.Context) { s.runFollowing(ctx, nil) }
+
+func (s *Server) runFollowing(ctx context.Context, heard func(did, rev string)) {
 	id := make([]byte, 8)
 	rand.Read(id)
-	f := &following{ctx: ctx, self: hex.EncodeToString(id), hubs: map[string]*pds.Hub{}}
+	f := &following{ctx: ctx, self: hex.EncodeToString(id), hubs: map[string]*pds.Hub{}, heard: heard}
 	s.mu.Lock()
 	s.follow = f
 	var held []*user
@@ -145,6 +149,9 @@ func (s *Server) moved(f *following, payload string) {
 	s.mu.Unlock()
 	if u != nil && u.repo != nil {
 		u.repo.Moved(n.Rev)
+		if f.heard != nil {
+			f.heard(n.DID, n.Rev)
+		}
 	}
 }
 

@@ -114,11 +114,16 @@ func appCreate(t *testing.T, p *pdstest.Server, a *pdstest.Account, text string)
 	return out.Commit.Rev
 }
 
-// followed starts in's following for the test.
-func followed(t *testing.T, in *instance) {
+// followed starts in's following for the test (heard, if set, hears the
+// other instances' commits of the users in holds).
+func followed(t *testing.T, in *instance, heard ...func(did, rev string)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); in.RunFollowing(ctx) }()
+	var h func(did, rev string)
+	if len(heard) > 0 {
+		h = heard[0]
+	}
+	go func() { defer close(done); in.runFollowing(ctx, h) }()
 	t.Cleanup(func() { cancel(); <-done })
 }
 
@@ -257,5 +262,72 @@ func TestHostedFollowedWritesAskNothing(t *testing.T) {
 	}
 	if heads != 0 || diffs != 0 {
 		t.Fatalf("followed live, the inserts asked the PDS %d getLatestCommit and %d getRepo?since, want none", heads, diffs)
+	}
+}
+
+// TestHostedInstancesTellCommits: two instances on one database both hold
+// a user, followed live. A write through one is told to the other at once
+// (NOTIFY: the user and the commit's rev), ahead of the PDS's stream; the
+// other's next read then shows the bullet (it waits for the stream, or
+// asks, instead of answering from its followed head, now behind), and its
+// next write is planned after that commit: not sent blind and refused.
+func TestHostedInstancesTellCommits(t *testing.T) {
+	p := testPDS(t)
+	e := newEnv(t)
+	e.plc = p.PLCURL
+	a := e.start(t, nil)
+	b := e.start(t, func(c *Config) { c.PublicURL = a.public })
+	type note struct{ did, rev string }
+	heard := make(chan note, 16)
+	followed(t, a)
+	followed(t, b, func(did, rev string) { heard <- note{did, rev} })
+	acct := newAccount(t, p, fmt.Sprintf("tell%d", time.Now().UnixNano()%1e6))
+	tok, _ := signIn(t, a, registerClient(t, a), acct, "")
+	ca, cb := mcpClient(t, a, tok), mcpClient(t, b, tok)
+	ctx := context.Background()
+	for _, c := range []*client.Client{ca, cb} {
+		if res, err := call(ctx, c, "read_outline", nil); err != nil || res.IsError {
+			t.Fatalf("read: %v %s", err, resultText(res))
+		}
+	}
+	ua, err := a.user(ctx, acct.DID.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ub, err := b.user(ctx, acct.DID.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLive(t, ua)
+	waitLive(t, ub)
+	writes := ub.repo.Stats.Writes.Load()
+	res, err := call(ctx, ca, "insert_after", map[string]any{"text": "Written through instance A"})
+	if err != nil || res.IsError {
+		t.Fatalf("insert on A: %v %s", err, resultText(res))
+	}
+	select {
+	case n := <-heard:
+		if n.did != acct.DID.String() || n.rev == "" {
+			t.Fatalf("B heard %+v", n)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("instance B was not told of A's commit")
+	}
+	res, err = call(ctx, cb, "read_outline", nil)
+	if err != nil || res.IsError || !strings.Contains(resultText(res), "Written through instance A") {
+		t.Fatalf("B's read right after A's write does not show it: %v %s", err, resultText(res))
+	}
+	res, err = call(ctx, cb, "insert_after", map[string]any{"text": "Written through instance B"})
+	if err != nil || res.IsError {
+		t.Fatalf("insert on B: %v %s", err, resultText(res))
+	}
+	if n := b.refused.Load(); n != 0 {
+		t.Fatalf("B's write was refused %d times for its swapCommit", n)
+	}
+	if n := ub.repo.Stats.Writes.Load() - writes; n != 1 {
+		t.Fatalf("B sent %d writes, want 1", n)
+	}
+	if got := nodesOf(t, p, acct); len(got) != 2 {
+		t.Fatalf("the repository holds %q", got)
 	}
 }
