@@ -193,3 +193,16 @@ func (s *Server) listenCommitsOnce(ctx context.Context, f *following) error {
 		s.moved(f, n.Payload)
 	}
 }
+
+// hubOf is the hub u is followed through (nil: none; tests).
+func (s *Server) hubOf(u *user) *pds.Hub {
+	s.mu.Lock()
+	f := s.follow
+	s.mu.Unlock()
+	if f == nil || u.repo == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hubs[u.repo.Client().Host]
+}

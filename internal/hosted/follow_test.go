@@ -199,6 +199,17 @@ func TestHostedFollowNotifies(t *testing.T) {
 	if !strings.Contains(text, "Written in the app") || !strings.Contains(text, "by another writer") {
 		t.Fatalf("the next call does not show the app's bullet and say another writer changed it:\n%s", text)
 	}
+	// dropped (idle, or for the budget), the user is no longer followed
+	hub := in.hubOf(u)
+	if hub == nil || hub.Members() != 1 {
+		t.Fatal("the user is not a member of their PDS's hub")
+	}
+	in.mu.Lock()
+	in.drop(u)
+	in.mu.Unlock()
+	if n := hub.Members(); n != 0 {
+		t.Fatalf("the dropped user's hub has %d members", n)
+	}
 }
 
 // waitLive waits until u's reads answer from the followed stream.
