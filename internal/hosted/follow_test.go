@@ -3,7 +3,9 @@ package hosted
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -227,11 +229,22 @@ func waitLive(t *testing.T, u *user) {
 // TestHostedFollowedWritesAskNothing: while the user's stream is live, an
 // agent's inserts are planned on the followed head: no getLatestCommit
 // (nor any other read) before each write, where an instance that does not
-// follow asks for the head before every one. Logs both p50s.
+// follow asks for the head before every one. Logs both p50s
+// (BULLETED_HOSTED_INSERTS=N inserts each; default 20).
 func TestHostedFollowedWritesAskNothing(t *testing.T) {
 	p := testPDS(t)
-	const n = 20
-	run := func(follow bool) (p50 time.Duration, heads, diffs int64) {
+	n := 20
+	if v, err := strconv.Atoi(os.Getenv("BULLETED_HOSTED_INSERTS")); err == nil && v > 0 {
+		n = v // more for figures
+	}
+	type setup struct {
+		c   *client.Client
+		u   *user
+		lat []time.Duration
+		h0  int64
+		d0  int64
+	}
+	open := func(follow bool) *setup {
 		e := newEnv(t)
 		e.plc = p.PLCURL
 		in := e.start(t, nil)
@@ -252,23 +265,30 @@ func TestHostedFollowedWritesAskNothing(t *testing.T) {
 		if follow {
 			waitLive(t, u)
 		}
-		h0, d0 := u.repo.Stats.Heads.Load(), u.repo.Stats.Diffs.Load()
-		var lat []time.Duration
-		for i := range n {
-			t0 := time.Now()
-			res, err := call(ctx, c, "insert_after", map[string]any{"text": fmt.Sprintf("bullet %d", i)})
-			lat = append(lat, time.Since(t0))
-			if err != nil || res.IsError {
-				t.Fatalf("insert %d: %v %s", i, err, resultText(res))
-			}
-		}
-		slices.Sort(lat)
-		return lat[n/2], u.repo.Stats.Heads.Load() - h0, u.repo.Stats.Diffs.Load() - d0
+		return &setup{c: c, u: u, h0: u.repo.Stats.Heads.Load(), d0: u.repo.Stats.Diffs.Load()}
 	}
-	asking, askHeads, askDiffs := run(false)
-	live, heads, diffs := run(true)
+	// the two setups' inserts alternate, so that both see the same load
+	ask, fol := open(false), open(true)
+	for i := range 2 * n {
+		st := ask
+		if i%2 == 1 {
+			st = fol
+		}
+		t0 := time.Now()
+		res, err := call(context.Background(), st.c, "insert_after", map[string]any{"text": fmt.Sprintf("bullet %d", i)})
+		st.lat = append(st.lat, time.Since(t0))
+		if err != nil || res.IsError {
+			t.Fatalf("insert %d: %v %s", i, err, resultText(res))
+		}
+	}
+	p50 := func(st *setup) (time.Duration, int64, int64) {
+		slices.Sort(st.lat)
+		return st.lat[n/2], st.u.repo.Stats.Heads.Load() - st.h0, st.u.repo.Stats.Diffs.Load() - st.d0
+	}
+	asking, askHeads, askDiffs := p50(ask)
+	live, heads, diffs := p50(fol)
 	t.Logf("%d inserts: not following p50 %v (%d getLatestCommit, %d getRepo?since); followed p50 %v (%d, %d)", n, asking, askHeads, askDiffs, live, heads, diffs)
-	if askHeads < n {
+	if askHeads < int64(n) {
 		t.Fatalf("not following, %d getLatestCommit for %d inserts: the comparison is void", askHeads, n)
 	}
 	if heads != 0 || diffs != 0 {
