@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"sync"
 	"time"
 
@@ -45,8 +44,17 @@ type following struct {
 	heard func(did, rev string)
 
 	mu   sync.Mutex
-	hubs map[string]*pds.Hub // by PDS host
+	hubs map[string]*followedHost // by PDS host
 }
+
+// followedHost is one PDS host's hub and the end of its connection.
+type followedHost struct {
+	hub    *pds.Hub
+	cancel context.CancelFunc
+}
+
+// hubIdle is how long a hub without members keeps its connection.
+const hubIdle = time.Minute
 
 // commitNote is one instance's commit, as NOTIFYed.
 type commitNote struct {
@@ -63,7 +71,7 @@ func (s *Server) RunFollowing(ctx context.Context) { s.runFollowing(ctx, nil) }
 func (s *Server) runFollowing(ctx context.Context, heard func(did, rev string)) {
 	id := make([]byte, 8)
 	rand.Read(id)
-	f := &following{ctx: ctx, self: hex.EncodeToString(id), hubs: map[string]*pds.Hub{}, heard: heard}
+	f := &following{ctx: ctx, self: hex.EncodeToString(id), hubs: map[string]*followedHost{}, heard: heard}
 	s.mu.Lock()
 	s.follow = f
 	var held []*user
@@ -91,26 +99,37 @@ func (s *Server) join(u *user) {
 		return
 	}
 	host := u.repo.Client().Host
-	f.mu.Lock()
-	h, ok := f.hubs[host]
-	if !ok {
-		h = pds.NewHub(host)
-		h.Errs = func(err error) {
-			if !errors.Is(err, pds.ErrStreamDown) {
-				s.logf("following %s: %v", host, err)
-			}
-		}
-		f.hubs[host] = h
-		go h.Run(f.ctx)
-	}
-	f.mu.Unlock()
 	e := u.env.Engine
-	leave := h.Join(f.ctx, u.repo, func() {
+	f.mu.Lock()
+	fh, ok := f.hubs[host]
+	if !ok {
+		h := pds.NewHub(host)
+		h.Errs = func(err error) { s.logf("following %s: %v", host, err) }
+		ctx, cancel := context.WithCancel(f.ctx)
+		fh = &followedHost{hub: h, cancel: cancel}
+		f.hubs[host] = fh
+		go h.Run(ctx)
+	}
+	// (joined under f.mu: a hub is closed under it once it has no members)
+	left := fh.hub.Join(f.ctx, u.repo, func() {
 		// the tree follows the stream without a call, and subscribed
 		// sessions hear of it
 		_, _ = e.Tree(f.ctx)
 		s.subs.Seen(f.ctx, e)
 	})
+	f.mu.Unlock()
+	leave := func() {
+		left()
+		// a hub left without members is closed after hubIdle
+		time.AfterFunc(hubIdle, func() {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.hubs[host] == fh && fh.hub.Members() == 0 {
+				fh.cancel()
+				delete(f.hubs, host)
+			}
+		})
+	}
 	s.mu.Lock()
 	if s.users[u.did] != u { // dropped meanwhile
 		s.mu.Unlock()
@@ -204,5 +223,8 @@ func (s *Server) hubOf(u *user) *pds.Hub {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.hubs[u.repo.Client().Host]
+	if fh := f.hubs[u.repo.Client().Host]; fh != nil {
+		return fh.hub
+	}
+	return nil
 }

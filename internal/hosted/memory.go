@@ -325,7 +325,9 @@ func (s *Server) Sweep() {
 	if s.mem.idle > 0 {
 		cut := s.now().Add(-s.mem.idle)
 		for _, u := range s.users {
-			if u.refs == 0 && u.used.Before(cut) {
+			// (a user a session subscribes to here stays followed, so
+			// that others' edits keep reaching it: follow.go)
+			if u.refs == 0 && u.used.Before(cut) && !s.subs.Watching(u.did) {
 				s.drop(u)
 				s.mem.stats.EvictedIdle++
 			}
