@@ -94,7 +94,9 @@ func TestFollowHub(t *testing.T) {
 	create(a, "before") // something to read
 	join(a)
 	join(b)
-	go hub.Run(ctx)
+	hubCtx, stopHub := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); hub.Run(hubCtx) }()
 	wait(a, "a's catch-up")
 	wait(b, "b's catch-up")
 	bAt := pds.KeptRev(b.r)
@@ -139,5 +141,32 @@ func TestFollowHub(t *testing.T) {
 	}
 	if len(s.Records) != 2 {
 		t.Fatalf("c reads %d records, want 2", len(s.Records))
+	}
+
+	// live (settled after its catch-up), c's reads answer without a
+	// request; the connection gone, they ask the PDS again
+	for bound := time.Now().Add(30 * time.Second); !c.r.Live(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(bound) {
+			t.Fatal("c is not live")
+		}
+	}
+	asked := c.r.Stats.Diffs.Load() + c.r.Stats.Heads.Load() + c.r.Stats.CARs.Load()
+	if _, err := c.r.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.r.Stats.Diffs.Load() + c.r.Stats.Heads.Load() + c.r.Stats.CARs.Load(); n != asked {
+		t.Fatal("c's read asked the PDS while live")
+	}
+	stopHub()
+	<-ran
+	if c.r.Live() {
+		t.Fatal("c is live without a connection")
+	}
+	diffs := c.r.Stats.Diffs.Load() + c.r.Stats.Heads.Load()
+	if _, err := c.r.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c.r.Stats.Diffs.Load()+c.r.Stats.Heads.Load() == diffs {
+		t.Fatal("c's read without a connection did not ask the PDS")
 	}
 }
