@@ -41,11 +41,26 @@ type following struct {
 	ctx  context.Context
 	self string // this instance's id in its notices
 	// heard, tests: another instance's commit of a user held was heard
+	// (called before it is taken in)
 	heard func(did, rev string)
 
 	mu   sync.Mutex
 	hubs map[string]*followedHost // by PDS host
+
+	// listening: the LISTEN connection is up; waits are the syncs
+	// waiting for their notice to come back (caughtUp)
+	lmu       sync.Mutex
+	listening bool
+	waits     map[string]chan struct{}
 }
+
+// syncChannel is the NOTIFY channel of this instance's own syncs
+// (caughtUp).
+func (f *following) syncChannel() string { return "bulleted_mcp_sync_" + f.self }
+
+// syncWait bounds how long a call waits for its sync (caughtUp; a
+// variable for tests).
+var syncWait = 250 * time.Millisecond
 
 // followedHost is one PDS host's hub and the end of its connection.
 type followedHost struct {
@@ -71,7 +86,7 @@ func (s *Server) RunFollowing(ctx context.Context) { s.runFollowing(ctx, nil) }
 func (s *Server) runFollowing(ctx context.Context, heard func(did, rev string)) {
 	id := make([]byte, 8)
 	rand.Read(id)
-	f := &following{ctx: ctx, self: hex.EncodeToString(id), hubs: map[string]*followedHost{}, heard: heard}
+	f := &following{ctx: ctx, self: hex.EncodeToString(id), hubs: map[string]*followedHost{}, heard: heard, waits: map[string]chan struct{}{}}
 	s.mu.Lock()
 	s.follow = f
 	var held []*user
@@ -167,10 +182,10 @@ func (s *Server) moved(f *following, payload string) {
 	u := s.users[n.DID]
 	s.mu.Unlock()
 	if u != nil && u.repo != nil {
-		u.repo.Moved(n.Rev)
 		if f.heard != nil {
 			f.heard(n.DID, n.Rev)
 		}
+		u.repo.Moved(n.Rev)
 	}
 }
 
@@ -200,16 +215,92 @@ func (s *Server) listenCommitsOnce(ctx context.Context, f *following) error {
 	defer conn.Close(context.Background())
 	lctx, cancel := context.WithTimeout(ctx, sessionTimeout)
 	_, err = conn.Exec(lctx, "LISTEN "+commitChannel)
+	if err == nil {
+		_, err = conn.Exec(lctx, "LISTEN "+f.syncChannel())
+	}
 	cancel()
 	if err != nil {
 		return err
 	}
+	f.lmu.Lock()
+	f.listening = true
+	f.lmu.Unlock()
+	defer func() {
+		f.lmu.Lock()
+		f.listening = false
+		f.lmu.Unlock()
+	}()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
+		if n.Channel == f.syncChannel() {
+			f.lmu.Lock()
+			if ch := f.waits[n.Payload]; ch != nil {
+				close(ch)
+				delete(f.waits, n.Payload)
+			}
+			f.lmu.Unlock()
+			continue
+		}
 		s.moved(f, n.Payload)
+	}
+}
+
+// caughtUp waits until this instance has heard every commit notice the
+// other instances sent before it was called, and reports whether it has
+// (false: not listening, or not within syncWait). PostgreSQL delivers a
+// listener the notices of different transactions in the order they
+// committed: a notice of this instance's own, once back, comes after every
+// notice committed before it was sent, such as that of the write another
+// instance answered just before this call reached this one. A call on a
+// user whose stream is live makes sure of it first (envFor), so that
+// its read does not answer from a followed head another instance's write
+// has left behind (one round trip to the database instead of a request
+// to the PDS).
+func (s *Server) caughtUp(ctx context.Context, f *following) bool {
+	var b [8]byte
+	rand.Read(b[:])
+	nonce := hex.EncodeToString(b[:])
+	ch := make(chan struct{})
+	f.lmu.Lock()
+	if !f.listening {
+		f.lmu.Unlock()
+		return false
+	}
+	f.waits[nonce] = ch
+	f.lmu.Unlock()
+	defer func() {
+		f.lmu.Lock()
+		delete(f.waits, nonce)
+		f.lmu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(ctx, syncWait)
+	defer cancel()
+	if _, err := s.db.Exec(ctx, "SELECT pg_notify($1, $2)", f.syncChannel(), nonce); err != nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// syncCall makes sure, before a call on u, that this instance has heard
+// the other instances' commits of u made before the call (caughtUp); only
+// while u is followed live (otherwise its reads ask the PDS anyway).
+func (s *Server) syncCall(ctx context.Context, u *user) {
+	s.mu.Lock()
+	f := s.follow
+	s.mu.Unlock()
+	if f == nil || u.repo == nil || !u.repo.Live() {
+		return
+	}
+	if !s.caughtUp(ctx, f) && ctx.Err() == nil {
+		s.syncMissed.Add(1)
 	}
 }
 

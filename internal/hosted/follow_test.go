@@ -298,10 +298,12 @@ func TestHostedFollowedWritesAskNothing(t *testing.T) {
 
 // TestHostedInstancesTellCommits: two instances on one database both hold
 // a user, followed live. A write through one is told to the other at once
-// (NOTIFY: the user and the commit's rev), ahead of the PDS's stream; the
-// other's next read then shows the bullet (it waits for the stream, or
-// asks, instead of answering from its followed head, now behind), and its
-// next write is planned after that commit: not sent blind and refused.
+// (NOTIFY: the user and the commit's rev), ahead of the PDS's stream, and
+// the other's very next call knows of it before it reads (its own notice,
+// sent as the call starts, comes back after A's): its read shows the
+// bullet (it waits for the stream, or asks, instead of answering from its
+// followed head, now behind), and its next write is planned after that
+// commit: not sent blind and refused.
 func TestHostedInstancesTellCommits(t *testing.T) {
 	p := testPDS(t)
 	e := newEnv(t)
@@ -311,7 +313,14 @@ func TestHostedInstancesTellCommits(t *testing.T) {
 	type note struct{ did, rev string }
 	heard := make(chan note, 16)
 	followed(t, a)
-	followed(t, b, func(did, rev string) { heard <- note{did, rev} })
+	// B hears the other instances' commits late (a busy listener): its
+	// call must wait for them all the same
+	defer func(w time.Duration) { syncWait = w }(syncWait)
+	syncWait = 30 * time.Second // (a bound for a stuck listener)
+	followed(t, b, func(did, rev string) {
+		time.Sleep(200 * time.Millisecond) // the late delivery (not a wait for anything)
+		heard <- note{did, rev}
+	})
 	acct := newAccount(t, p, fmt.Sprintf("tell%d", time.Now().UnixNano()%1e6))
 	tok, _ := signIn(t, a, registerClient(t, a), acct, "")
 	ca, cb := mcpClient(t, a, tok), mcpClient(t, b, tok)
@@ -336,17 +345,22 @@ func TestHostedInstancesTellCommits(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("insert on A: %v %s", err, resultText(res))
 	}
+	// B's read right after: B makes sure it heard every commit notice
+	// sent before the call (its own notice comes back after them)
+	res, err = call(ctx, cb, "read_outline", nil)
+	if err != nil || res.IsError || !strings.Contains(resultText(res), "Written through instance A") {
+		t.Fatalf("B's read right after A's write does not show it: %v %s", err, resultText(res))
+	}
 	select {
 	case n := <-heard:
 		if n.did != acct.DID.String() || n.rev == "" {
 			t.Fatalf("B heard %+v", n)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("instance B was not told of A's commit")
+	default:
+		t.Fatal("instance B was not told of A's commit before its call went on")
 	}
-	res, err = call(ctx, cb, "read_outline", nil)
-	if err != nil || res.IsError || !strings.Contains(resultText(res), "Written through instance A") {
-		t.Fatalf("B's read right after A's write does not show it: %v %s", err, resultText(res))
+	if n := b.syncMissed.Load(); n != 0 {
+		t.Fatalf("%d of B's calls could not make sure they heard the other instances' commits", n)
 	}
 	res, err = call(ctx, cb, "insert_after", map[string]any{"text": "Written through instance B"})
 	if err != nil || res.IsError {

@@ -138,8 +138,11 @@ type Server struct {
 	// subs are the MCP sessions' resource subscriptions (a followed
 	// commit notifies them: follow.go)
 	subs *server.Subscriptions
-	// follow: the users held are followed (RunFollowing; nil: not)
-	follow *following
+	// follow: the users held are followed (RunFollowing; nil: not);
+	// syncMissed counts calls that could not make sure they heard the
+	// other instances' commits (caughtUp)
+	follow     *following
+	syncMissed atomic.Int64
 
 	// open makes a user's engine (openPDS; the hosted simulation opens
 	// generated outlines in memory instead)
@@ -411,6 +414,9 @@ func (s *Server) envFor(ctx context.Context) (*tools.Env, func(), error) {
 		}
 		return nil, nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "opening your repository failed: " + err.Error(), Next: "retry in a moment"}
 	}
+	// the other instances' commits of the user made before this call are
+	// known before it reads the followed head (follow.go)
+	s.syncCall(ctx, u)
 	// a write waits for the user's turn (userlock.go): instances racing
 	// for one user queue instead of sending batches refused as stale
 	var turn *heldTurn
