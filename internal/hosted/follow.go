@@ -54,6 +54,13 @@ type following struct {
 	waits     map[string]chan struct{}
 }
 
+// notifySQL sends a notice ($1 the channel, $2 the payload). A notifying
+// transaction commits under a cluster-wide lock (notices are delivered in
+// commit order); this one's commit does not wait for its WAL to be
+// flushed (synchronous_commit off for it alone: a notice is not durable
+// anyway), so that it holds that lock briefly.
+const notifySQL = "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)"
+
 // syncChannel is the NOTIFY channel of this instance's own syncs
 // (caughtUp).
 func (f *following) syncChannel() string { return "bulleted_mcp_sync_" + f.self }
@@ -167,7 +174,7 @@ func (s *Server) committed(did, rev string) {
 	payload, _ := json.Marshal(commitNote{DID: did, Rev: rev, By: f.self})
 	ctx, cancel := context.WithTimeout(f.ctx, sessionTimeout)
 	defer cancel()
-	if _, err := s.db.Exec(ctx, "SELECT pg_notify($1, $2)", commitChannel, string(payload)); err != nil && ctx.Err() == nil {
+	if _, err := s.db.Exec(ctx, notifySQL, commitChannel, string(payload)); err != nil && ctx.Err() == nil {
 		s.logf("telling the other instances of a commit: %v", err)
 	}
 }
@@ -278,7 +285,7 @@ func (s *Server) caughtUp(ctx context.Context, f *following) bool {
 	}()
 	ctx, cancel := context.WithTimeout(ctx, syncWait)
 	defer cancel()
-	if _, err := s.db.Exec(ctx, "SELECT pg_notify($1, $2)", f.syncChannel(), nonce); err != nil {
+	if _, err := s.db.Exec(ctx, notifySQL, f.syncChannel(), nonce); err != nil {
 		return false
 	}
 	select {
