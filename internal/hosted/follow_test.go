@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"golang.org/x/time/rate"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 	"github.com/bulleted-mcp/bulleted-mcp/server"
@@ -375,4 +376,66 @@ func TestHostedInstancesTellCommits(t *testing.T) {
 	if got := nodesOf(t, p, acct); len(got) != 2 {
 		t.Fatalf("the repository holds %q", got)
 	}
+}
+
+// TestHostedFollowedAlternating: users followed live on two instances
+// whose calls alternate between them at once (no session affinity), half
+// of them writes: every call succeeds, every write lands, and a read right
+// after a write on the other instance shows it.
+func TestHostedFollowedAlternating(t *testing.T) {
+	p := testPDS(t)
+	e := newEnv(t)
+	e.plc = p.PLCURL
+	off := Limits{Authorize: RateLimit{Rate: rate.Inf}, Token: RateLimit{Rate: rate.Inf}}
+	a := e.start(t, func(c *Config) { c.Limits = off })
+	b := e.start(t, func(c *Config) { c.PublicURL = a.public; c.Limits = off })
+	followed(t, a)
+	followed(t, b)
+	cid := registerClient(t, a)
+	const users, rounds = 4, 6
+	var wg sync.WaitGroup
+	errs := make(chan error, users*rounds*2)
+	for i := range users {
+		acct := newAccount(t, p, fmt.Sprintf("alt%d-%d", time.Now().UnixNano()%1e6, i))
+		tok, _ := signIn(t, a, cid, acct, "")
+		ca, cb := mcpClient(t, a, tok), mcpClient(t, b, tok)
+		// held and followed live on both instances first
+		for _, in := range []*instance{a, b} {
+			u, err := in.user(context.Background(), acct.DID.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitLive(t, u)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			for j := range rounds {
+				w, r := ca, cb
+				if j%2 == 1 {
+					w, r = cb, ca
+				}
+				text := fmt.Sprintf("round %d", j)
+				if res, err := call(ctx, w, "insert_after", map[string]any{"text": text}); err != nil || res.IsError {
+					errs <- fmt.Errorf("%s insert %d: %v %v", acct.Handle, j, err, res)
+					return
+				}
+				res, err := call(ctx, r, "read_outline", nil)
+				if err != nil || res.IsError || !strings.Contains(resultText(res), text) {
+					errs <- fmt.Errorf("%s read %d on the other instance right after the write does not show it: %v %s", acct.Handle, j, err, resultText(res))
+					return
+				}
+			}
+			if got := len(nodesOf(t, p, acct)); got != rounds {
+				errs <- fmt.Errorf("%s holds %d bullets, want %d", acct.Handle, got, rounds)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	t.Logf("refused for their swapCommit: %d on A, %d on B; syncs missed: %d, %d", a.refused.Load(), b.refused.Load(), a.syncMissed.Load(), b.syncMissed.Load())
 }
