@@ -189,6 +189,7 @@ func (s *Server) moved(f *following, payload string) {
 	u := s.users[n.DID]
 	s.mu.Unlock()
 	if u != nil && u.repo != nil {
+		s.notices.Add(1)
 		if f.heard != nil {
 			f.heard(n.DID, n.Rev)
 		}
@@ -325,4 +326,24 @@ func (s *Server) hubOf(u *user) *pds.Hub {
 		return fh.hub
 	}
 	return nil
+}
+
+// followState is what the metrics say of following: the users followed,
+// the PDS hosts' connections up, of all the hubs.
+func (s *Server) followState() (users, up, hubs int) {
+	s.mu.Lock()
+	f := s.follow
+	s.mu.Unlock()
+	if f == nil {
+		return 0, 0, 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, fh := range f.hubs {
+		users += fh.hub.Members()
+		if fh.hub.Connected() {
+			up++
+		}
+	}
+	return users, up, len(f.hubs)
 }

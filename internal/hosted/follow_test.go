@@ -310,7 +310,7 @@ func TestHostedInstancesTellCommits(t *testing.T) {
 	e := newEnv(t)
 	e.plc = p.PLCURL
 	a := e.start(t, nil)
-	b := e.start(t, func(c *Config) { c.PublicURL = a.public })
+	b := e.start(t, func(c *Config) { c.PublicURL = a.public; c.MetricsToken = "metrics" })
 	type note struct{ did, rev string }
 	heard := make(chan note, 16)
 	followed(t, a)
@@ -362,6 +362,12 @@ func TestHostedInstancesTellCommits(t *testing.T) {
 	}
 	if n := b.syncMissed.Load(); n != 0 {
 		t.Fatalf("%d of B's calls could not make sure they heard the other instances' commits", n)
+	}
+	// B's metrics say so
+	if st, fams := scrape(t, b, "metrics"); st != 200 || value(fams, "bulleted_hosted_followed_users") != 1 ||
+		value(fams, "bulleted_hosted_streams_up") != 1 || value(fams, "bulleted_hosted_commit_notices_total") != 1 || value(fams, "bulleted_hosted_sync_missed_total") != 0 {
+		t.Fatalf("B's metrics (%d): followed %v, streams up %v, notices %v, syncs missed %v", st, value(fams, "bulleted_hosted_followed_users"),
+			value(fams, "bulleted_hosted_streams_up"), value(fams, "bulleted_hosted_commit_notices_total"), value(fams, "bulleted_hosted_sync_missed_total"))
 	}
 	res, err = call(ctx, cb, "insert_after", map[string]any{"text": "Written through instance B"})
 	if err != nil || res.IsError {

@@ -143,6 +143,8 @@ type Server struct {
 	// other instances' commits (caughtUp)
 	follow     *following
 	syncMissed atomic.Int64
+	// notices counts the other instances' commit notices of users held
+	notices atomic.Int64
 
 	// open makes a user's engine (openPDS; the hosted simulation opens
 	// generated outlines in memory instead)

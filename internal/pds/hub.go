@@ -131,6 +131,13 @@ func (h *Hub) Join(ctx context.Context, r *Repo, changed func()) (leave func()) 
 	}
 }
 
+// Connected reports whether the hub's connection is up.
+func (h *Hub) Connected() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.conn != nil
+}
+
 // Members is how many repositories the hub follows.
 func (h *Hub) Members() int {
 	h.mu.Lock()
