@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"golang.org/x/time/rate"
 
@@ -69,31 +68,6 @@ func (u *updatesOf) waitN(t *testing.T, uri string, n int) {
 			t.Fatalf("no notifications/resources/updated for %s (have %d, want %d)", uri, u.count(uri), n)
 		}
 	}
-}
-
-// sessionClient is a 2025-11-25 client (a session, and its GET stream for
-// notifications outside calls) of in's /mcp.
-func sessionClient(t *testing.T, in *instance, token string) *client.Client {
-	t.Helper()
-	tr, err := transport.NewStreamableHTTP(in.URL+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}),
-		transport.WithHTTPBasicClient(testClient()), transport.WithContinuousListening())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := client.NewClient(tr)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.ProtocolVersion20251125
-	init.Params.ClientInfo = mcp.Implementation{Name: "hosted-follow-test", Version: "1"}
-	if _, err := c.Initialize(ctx, init); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // appCreate makes a bullet straight at the PDS, as the person's app does,
@@ -174,7 +148,7 @@ func TestHostedFollowNotifies(t *testing.T) {
 	a := newAccount(t, p, fmt.Sprintf("follow%d", time.Now().UnixNano()%1e6))
 	tok, _ := signIn(t, in, registerClient(t, in), a, "")
 	ctx := context.Background()
-	sc := sessionClient(t, in, tok)
+	sc := legacyClient(t, in.URL, tok, mcp.ProtocolVersion20251125, mcp.ClientCapabilities{}) // (sessions: the change notice)
 	// a first call: the change notice tells what changed since a call
 	if res, err := call(ctx, sc, "insert_after", map[string]any{"text": "Written by the agent"}); err != nil || res.IsError {
 		t.Fatalf("insert: %v %s", err, resultText(res))
