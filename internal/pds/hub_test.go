@@ -2,6 +2,9 @@ package pds_test
 
 import (
 	"context"
+	"errors"
+	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -168,5 +171,94 @@ func TestFollowHub(t *testing.T) {
 	}
 	if c.r.Stats.Diffs.Load()+c.r.Stats.Heads.Load() == diffs {
 		t.Fatal("c's read without a connection did not ask the PDS")
+	}
+}
+
+// TestFollowHubReconnects: the hub's connection killed, its members stop
+// answering from the stream (reads ask the PDS); once it reconnects each
+// member catches up on what it missed (an edit made while it was down)
+// and takes in the next commit from the stream again.
+func TestFollowHubReconnects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the reference PDS")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := pdstest.Start(t, pdstest.Options{})
+	u, _ := url.Parse(srv.URL)
+	cut := newCutter(t, u.Host)
+	hub := pds.NewHub("http://" + cut.ln.Addr().String())
+	var mu sync.Mutex
+	down := 0
+	hub.Errs = func(err error) {
+		if errors.Is(err, pds.ErrStreamDown) {
+			mu.Lock()
+			down++
+			mu.Unlock()
+		}
+	}
+	type member struct {
+		acct *pdstest.Account
+		r    *pds.Repo
+	}
+	var ms []member
+	for _, name := range []string{"hubr1", "hubr2"} {
+		a, err := srv.CreateAccount(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, did, err := pds.Login{PDS: srv.URL, Identifier: a.Handle, Password: a.AppPassword, Dir: t.TempDir()}.Open(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := pds.New(c, did)
+		r.Directory = pds.Directory(srv.PLCURL)
+		hub.Join(ctx, r, func() {})
+		ms = append(ms, member{a, r})
+	}
+	create := func(m member, text string) string {
+		t.Helper()
+		app, err := srv.Client(ctx, m.acct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Commit struct {
+				Rev string `json:"rev"`
+			} `json:"commit"`
+		}
+		if err := app.Post(ctx, "com.atproto.repo.createRecord", map[string]any{"repo": m.acct.DID.String(), "collection": "app.bulleted.node",
+			"record": map[string]any{"$type": "app.bulleted.node", "text": text, "sortKey": "z", "createdAt": "2026-12-04T10:00:00.000Z"}}, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out.Commit.Rev
+	}
+	go hub.Run(ctx)
+	for _, m := range ms {
+		until(t, "live", m.r.Live)
+	}
+	cut.down.Store(true)
+	cut.cut()
+	for _, m := range ms {
+		until(t, "not live once killed", func() bool { return !m.r.Live() })
+	}
+	missed := create(ms[0], "while the stream is down")
+	streamed := ms[1].r.Stats.Streamed.Load()
+	cut.down.Store(false)
+	for _, m := range ms {
+		until(t, "live again", m.r.Live)
+	}
+	if got := pds.KeptRev(ms[0].r); got < missed {
+		t.Fatalf("after the reconnection the first member is at %s, the edit made while down at %s", got, missed)
+	}
+	rev := create(ms[1], "after the reconnection")
+	until(t, "taken in after the reconnection", func() bool { return pds.KeptRev(ms[1].r) >= rev })
+	if ms[1].r.Stats.Streamed.Load() <= streamed {
+		t.Fatal("the commit after the reconnection was not taken in from the stream")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if down == 0 || hub.Connections.Load() < 2 {
+		t.Fatalf("the killed connection was not said (%d) or not made again (%d connections)", down, hub.Connections.Load())
 	}
 }
