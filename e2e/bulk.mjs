@@ -81,7 +81,7 @@ begin('split 600 into three')
 res = await call('move_node', { node: keys.six, split: ['First', 'Second', 'Third'] })
 // since: a structured client has the rev of the split's commit; the text
 // does not say revs, so a text client says the time before the delete
-const since = shown === 'structured' ? res.structuredContent.commit.rev : new Date().toISOString()
+const since = shown === 'structured' ? res.structuredContent.rev : new Date().toISOString()
 
 begin('delete by filter, dry run then plan')
 res = await call('delete_node', { where: { text: 'FY2027' }, dry_run: true })

@@ -983,11 +983,8 @@ func resultRev(res *mcp.CallToolResult) string {
 		raw, _ := json.Marshal(res.StructuredContent)
 		json.Unmarshal(raw, &m)
 	}
-	if c, ok := m["commit"].(map[string]any); ok {
-		s, _ := c["rev"].(string)
-		return s
-	}
-	return ""
+	s, _ := m["rev"].(string)
+	return s
 }
 
 // resultPlan is the plan id a dry run's result gives.

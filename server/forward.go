@@ -23,6 +23,16 @@ type Forwarder interface {
 	Receive(deliver func(session string, msg []byte))
 }
 
+// ForwardRefusal is a Forward error the client is told of, with its HTTP
+// status (a response too large to forward, say: 413); any other Forward
+// error is the store's (503).
+type ForwardRefusal struct {
+	Status int
+	Reason string
+}
+
+func (e *ForwardRefusal) Error() string { return e.Reason }
+
 // awaiting counts, per server and session, the requests waiting for their
 // client's response (a process may run several instances' servers).
 var awaiting sync.Map // awaitKey → *atomic.Int32

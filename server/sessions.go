@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"container/list"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -255,7 +256,7 @@ func StreamableHTTPWith(s *mcpserver.MCPServer, store SessionStore, opts ...mcps
 			seen.(*seenRevs).setStore(ss)
 		}
 	}
-	t := &transport{srv: s, store: store, local: map[string]bool{}}
+	t := &transport{srv: s, store: store, local: map[string]*list.Element{}, order: list.New(), max: maxLocal}
 	// the body bound is this server's (MaxRequestBody, checked before the
 	// transport reads), not the transport's smaller default
 	base := []mcpserver.StreamableHTTPOption{mcpserver.WithMaxRequestBodyBytes(MaxRequestBody + 1)}
@@ -273,18 +274,42 @@ type transport struct {
 	h     http.Handler
 	mu    sync.Mutex
 	// local are the sessions the transport of this process knows (started
-	// or adopted here): any other live one is adopted first
-	local map[string]bool
+	// or adopted here; *localSession in order, the last used first): any
+	// other live one is adopted first. Beyond max, the one unused for the
+	// longest time and not serving a request is forgotten here (its
+	// transport state dropped: forget), adopted again when it is used.
+	local map[string]*list.Element
+	order *list.List
+	max   int
+}
+
+// localSession is a session known here and the requests of it being
+// served here (a GET stream among them: never forgotten while they last).
+type localSession struct {
+	id   string
+	busy int
+}
+
+// Forgetter, if a SessionStore also is one, is told of each session this
+// process forgot to stay within its bound of sessions known here (the
+// hosted service counts them).
+type Forgetter interface {
+	Forgot(id string)
 }
 
 // maxInit bounds the initialize request kept with a session.
 const maxInit = 64 << 10
 
-// maxLocal bounds the sessions remembered as known here (one forgotten is
-// adopted again, which the transport takes as already known).
+// maxLocal bounds the sessions known here (started or adopted: each holds
+// the transport's state of a session, kept until its client deletes it
+// here); one forgotten is adopted again when it is used.
 const maxLocal = MaxSessions
 
 type newIDKey struct{}
+
+// forgetKey marks the DELETE that drops a forgotten session's transport
+// state here (not the client's: the session goes on).
+type forgetKey struct{}
 
 func (t *transport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ok, done := t.check(w, r)
@@ -294,25 +319,82 @@ func (t *transport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if done != nil {
 		defer done()
 	}
+	id := r.Header.Get(mcpserver.HeaderKeySessionID)
+	if nid, ok := r.Context().Value(newIDKey{}).(string); ok {
+		id = nid
+	}
+	if t.busy(id, +1) {
+		defer t.busy(id, -1)
+	}
 	t.h.ServeHTTP(w, r)
 }
 
+// busy counts a request of id being served here (false: id is not known
+// here).
+func (t *transport) busy(id string, d int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.local[id]
+	if ok {
+		e.Value.(*localSession).busy += d
+	}
+	return ok
+}
+
+// known reports whether id is known here, and marks it used now.
 func (t *transport) known(id string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.local[id]
+	e, ok := t.local[id]
+	if ok {
+		t.order.MoveToFront(e)
+	}
+	return ok
 }
 
-func (t *transport) remember(id string) {
+// remember makes id known here; beyond max, the sessions unused for the
+// longest time that serve no request are forgotten (r: the request that
+// made id known, whose Host the forgetting's DELETE reuses).
+func (t *transport) remember(r *http.Request, id string) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.local) >= maxLocal {
-		for old := range t.local { // forget an arbitrary one: adopted again when it is used
-			delete(t.local, old)
-			break
-		}
+	if e, ok := t.local[id]; ok {
+		t.order.MoveToFront(e)
+	} else {
+		t.local[id] = t.order.PushFront(&localSession{id: id})
 	}
-	t.local[id] = true
+	var gone []string
+	for e := t.order.Back(); e != nil && len(t.local) > t.max; {
+		prev := e.Prev()
+		if ls := e.Value.(*localSession); ls.busy == 0 && ls.id != id {
+			t.order.Remove(e)
+			delete(t.local, ls.id)
+			gone = append(gone, ls.id)
+		}
+		e = prev
+	}
+	t.mu.Unlock()
+	for _, old := range gone {
+		t.forget(r, old)
+	}
+}
+
+// forget drops the transport's state of session id here (as its client's
+// DELETE would, without ending it in the store) and tells the store.
+func (t *transport) forget(r *http.Request, id string) {
+	ctx := context.WithValue(context.Background(), forgetKey{}, true)
+	u, host := "/mcp", ""
+	if r != nil {
+		u, host = r.URL.String(), r.Host
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u, nil)
+	if err == nil {
+		req.Host = host
+		req.Header.Set(mcpserver.HeaderKeySessionID, id)
+		t.h.ServeHTTP(&discard{h: http.Header{}}, req)
+	}
+	if f, ok := t.store.(Forgetter); ok {
+		f.Forgot(id)
+	}
 }
 
 // ResolveSessionIdManager is the session id manager of one request
@@ -322,6 +404,7 @@ func (t *transport) ResolveSessionIdManager(r *http.Request) mcpserver.SessionId
 	m := &idManager{t: t}
 	if r != nil {
 		m.id, _ = r.Context().Value(newIDKey{}).(string)
+		m.forgetting, _ = r.Context().Value(forgetKey{}).(bool)
 	}
 	return m
 }
@@ -329,6 +412,8 @@ func (t *transport) ResolveSessionIdManager(r *http.Request) mcpserver.SessionId
 type idManager struct {
 	t  *transport
 	id string // the id check() started for this initialize request
+	// forgetting: the DELETE is forget's (the session goes on)
+	forgetting bool
 }
 
 func (m *idManager) Generate() string {
@@ -340,7 +425,7 @@ func (m *idManager) Generate() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = m.t.store.Start(ctx, id, nil) // if it fails, the session's next request is told it is unknown
-	m.t.remember(id)
+	m.t.remember(nil, id)
 	return id
 }
 
@@ -348,11 +433,17 @@ func (m *idManager) Generate() string {
 func (m *idManager) Validate(string) (bool, error) { return false, nil }
 
 func (m *idManager) Terminate(id string) (bool, error) {
+	if m.forgetting {
+		return false, nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	t := m.t
 	t.mu.Lock()
-	delete(t.local, id)
+	if e, ok := t.local[id]; ok {
+		t.order.Remove(e)
+		delete(t.local, id)
+	}
 	t.mu.Unlock()
 	if err := t.store.End(ctx, id, "deleted by its client"); err != nil {
 		return false, fmt.Errorf("%w: %w", ErrSessionStore, err)
@@ -380,7 +471,7 @@ func (t *transport) adopt(r *http.Request, id string, init []byte) {
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.ContentLength = int64(len(init))
 	t.h.ServeHTTP(&discard{h: http.Header{}}, req)
-	t.remember(id)
+	t.remember(r, id)
 }
 
 // discard is a response nobody reads (an adopted session's initialize).
@@ -445,7 +536,7 @@ func (t *transport) check(w http.ResponseWriter, r *http.Request) (ok bool, stre
 			storeError(w, err)
 			return false, nil
 		}
-		t.remember(nid)
+		t.remember(r, nid)
 		*r = *r.WithContext(context.WithValue(ctx, newIDKey{}, nid))
 		return true, nil
 	}
@@ -461,6 +552,11 @@ func (t *transport) check(w http.ResponseWriter, r *http.Request) (ok bool, stre
 			if f, ok := t.store.(Forwarder); ok && parsed && msg.Method == "" && len(msg.ID) > 0 && (len(msg.Result) > 0 || len(msg.Error) > 0) && !awaits(t.srv, id) {
 				// a response to a request of another instance (forward.go)
 				if err := f.Forward(ctx, id, body); err != nil {
+					var fr *ForwardRefusal
+					if errors.As(err, &fr) {
+						sessionError(w, fr.Status, fr.Reason)
+						return false, nil
+					}
 					storeError(w, err)
 					return false, nil
 				}

@@ -47,7 +47,7 @@ var shared = map[string]string{
 	"node":     "A bullet: a record key of your repository or an at:// URI.",
 	"plan":     "A dry run's plan id: applies exactly that plan, or refuses (conflict) if the outline changed where it writes.",
 	"after":    "The sibling to go after (a record key or URI).",
-	"where":    "Instead of node: every bullet search's filters match (text, regex, tags, mentions, layout, state, created_from/_to, completed_from/_to, under), taken on the outline the plan is made on; at most 5,000. The dry run gives the count and the first keys; plan=ID refuses if the set changed since.",
+	"where":    "Instead of node: every bullet search's filters match (text, regex, tags, mentions, layout, state, created_from/_to, completed_from/_to, under, depth), taken on the outline the plan is made on; at most 5,000. The dry run gives the count and the first keys; plan=ID refuses if the set changed since.",
 	"from":     "With to: the first and the last bullet of a run of siblings (instead of node).",
 	"to":       "The last bullet of the run from starts.",
 	"split":    "Heading texts: the run (from…to, or node's children) is cut into as many equal runs, each under a new bullet with its text, in the run's place.",

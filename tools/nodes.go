@@ -169,7 +169,7 @@ func insertTool() Tool {
 	return writeTool(Tool{Name: "insert_after", Title: "Insert bullets",
 		Description: "Insert a bullet (text), or many: nodes (with children) or markdown (any depth).",
 		Schema: obj(map[string]any{
-			"parent":    str("Omit: top level. Another identity's too, if it admits you."),
+			"parent":    str("Omit: top level; another's if it admits you."),
 			"after":     pAfter,
 			"position":  pPosition,
 			"text":      pRef,
@@ -222,7 +222,7 @@ func insertTool() Tool {
 
 func moveTool() Tool {
 	return writeTool(Tool{Name: "move_node", Title: "Move bullets",
-		Description: "Move node(s), the run from…to, or where (search's filters) to parent and/or position. split: texts of new headings, each over an equal run of from…to or node's children, in place.",
+		Description: "Move node(s), the run from…to, or where (search's filters) to parent and/or position. split: new headings, each over an equal part of them (or of node's children), in place.",
 		Schema: obj(map[string]any{
 			"node":     pRef,
 			"nodes":    strList(""),

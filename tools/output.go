@@ -55,6 +55,7 @@ var (
 		"cost":        tInt,
 		"plan":        tString,
 		"operation":   tString,
+		"rev":         tString,
 		"created":     tObjs,
 		"keys":        tStrs,
 		"diagnostics": tStrs,
@@ -70,7 +71,7 @@ var (
 	// hits: the compact tree (an entry is a hit {rkey, text, state, layout,
 	// note, author}, or an ancestor [text, entries...]); fields=full: flat
 	// hits
-	searchOutput = outSchema(map[string]any{"did": tString, "uriPrefix": tString, "hits": hitsSchema, "cursor": tString, "changes": tObjs}, []string{"did", "uriPrefix", "hits"}, []string{"did", "changes"})
+	searchOutput = outSchema(map[string]any{"did": tString, "uriPrefix": tString, "hits": hitsSchema, "cursor": tString, "revs": tObjs}, []string{"did", "uriPrefix", "hits"}, []string{"did", "revs"})
 
 	hitsSchema = map[string]any{"type": "array", "items": map[string]any{"type": []string{"object", "array"}}}
 

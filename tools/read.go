@@ -53,7 +53,7 @@ func readTree(ctx context.Context, env *Env, repo string) (t *outline.Tree, hand
 func readOutlineTool() Tool {
 	read := Tool{Name: "read_outline", Title: "Read the outline", Family: FamilyRead, Output: readOutput,
 		Ann:         Annotations{ReadOnly: true, Idempotent: true},
-		Description: "Read the outline or node's subtree: depth (default 3), limit rows (default 500); a cut page gives a cursor.",
+		Description: "Read the outline or node's subtree: depth (default 3), limit rows (default 500); cursor to go on.",
 		Schema: obj(map[string]any{
 			"repo":   pRepo,
 			"node":   pRef,

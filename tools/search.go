@@ -32,9 +32,9 @@ func (env *Env) index(did string) *search.Index {
 func searchTool() Tool {
 	t := Tool{Name: "search", Title: "Search the outline", Family: FamilyRead, Output: searchOutput,
 		Ann:         Annotations{ReadOnly: true, Idempotent: true},
-		Description: "Find bullets by text, tags, mentions, layout, state, dates (inclusive), subtree; all must match.",
+		Description: "Find bullets: every filter given must match (dates inclusive).",
 		Schema: obj(map[string]any{
-			"text":           str("Substring of text or note, any case."),
+			"text":           str("In text or note, any case."),
 			"regex":          boolean("text is RE2."),
 			"tags":           strList(""),
 			"mentions":       strList("Handles or DIDs."),
@@ -45,11 +45,12 @@ func searchTool() Tool {
 			"completed_from": pDate,
 			"completed_to":   pDate,
 			"under":          str("Subtree root."),
+			"depth":          map[string]any{"type": "integer", "minimum": 1, "description": "Levels below under (1: children)."},
 			"repo":           pRepo,
 			"limit":          map[string]any{"type": "integer", "maximum": 200},
 			"cursor":         pCursor,
 			"fields":         enum("", "compact", "full"),
-			"since":          str("Rev or RFC 3339 time: changes since."),
+			"since":          str("Rev or time: what changed since."),
 		})}
 	t.Handle = func(ctx context.Context, env *Env, a Args) (*mcp.CallToolResult, error) {
 		limit, err := a.Int("limit", 20)
@@ -97,6 +98,15 @@ func searchTool() Tool {
 			if q.Under, err = tr.Resolve(u); err != nil {
 				return toolError(err)
 			}
+		}
+		if q.Depth, err = a.Int("depth", 0); err != nil {
+			return badArgs("%v", err)
+		}
+		if x, given := a["depth"]; given && x != nil && q.Depth < 1 {
+			return badArgs("depth must be a whole number of at least 1 (1: under's children only), got %v", a["depth"])
+		}
+		if q.Depth > 0 && q.Under == nil {
+			return badArgs("depth needs under: it counts the levels below that bullet")
 		}
 		if q.Text == "" && len(q.Tags) == 0 && len(q.Mentions) == 0 && q.Layout == "" && q.State == "" &&
 			q.CreatedFrom == "" && q.CreatedTo == "" && q.CompletedFrom == "" && q.CompletedTo == "" {
@@ -371,8 +381,12 @@ func queryPrint(q search.Query) string {
 	if q.Under != nil {
 		under = q.Under.Key()
 	}
-	h := sha256.Sum256([]byte(fmt.Sprintf("%q|%v|%q|%q|%q|%q|%q|%q|%q|%q|%q|%q", q.Text, q.Regex, q.Tags, q.Mentions, q.Layout, q.State,
-		q.CreatedFrom, q.CreatedTo, q.CompletedFrom, q.CompletedTo, under, "")))
+	s := fmt.Sprintf("%q|%v|%q|%q|%q|%q|%q|%q|%q|%q|%q|%q", q.Text, q.Regex, q.Tags, q.Mentions, q.Layout, q.State,
+		q.CreatedFrom, q.CreatedTo, q.CompletedFrom, q.CompletedTo, under, "")
+	if q.Depth > 0 {
+		s += fmt.Sprintf("|%d", q.Depth)
+	}
+	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:6])
 }
 
@@ -392,21 +406,22 @@ func contributionHits(ctx context.Context, env *Env, t *outline.Tree, q search.Q
 	want := skip + limit
 	var out []search.Hit
 	more := false
-	var walk func(it *outline.Item, crumbs []string) bool
-	walk = func(it *outline.Item, crumbs []string) bool {
+	var walk func(it *outline.Item, crumbs []string, level int) bool
+	walk = func(it *outline.Item, crumbs []string, level int) bool {
 		if it.Mirror {
 			return true
 		}
 		crumbs = append(crumbs[:len(crumbs):len(crumbs)], clip(it.Str("text"), 40))
 		for _, c := range contrib[it.Key()] {
-			cq := q
-			cq.Under, cq.Cursor, cq.Limit = c.Item, "", want-len(out)+1
-			r, err := env.index(c.Tree.DID.String()).Search(c.Tree, cq)
+			if q.Depth > 0 && level+1 > q.Depth {
+				break // the contribution is shown as its child, below depth
+			}
+			hits, cut, err := contributionSearch(env, c, q, level+1, want-len(out)+1)
 			if err != nil {
 				problems = append(problems, "could not search "+c.Tree.DID.String()+"'s contribution: "+err.Error())
 				continue
 			}
-			for _, h := range r.Hits {
+			for _, h := range hits {
 				if len(out) == want {
 					more = true
 					return false
@@ -418,13 +433,16 @@ func contributionHits(ctx context.Context, env *Env, t *outline.Tree, q search.Q
 				h.Author = c.Tree.DID.String()
 				out = append(out, h)
 			}
-			if r.Cursor != "" {
+			if cut {
 				more = true
 				return false
 			}
 		}
+		if q.Depth > 0 && level+2 > q.Depth {
+			return true // the children's contributions are below depth
+		}
 		for _, ch := range it.Children {
-			if !walk(ch, crumbs) {
+			if !walk(ch, crumbs, level+1) {
 				return false
 			}
 		}
@@ -435,10 +453,10 @@ func contributionHits(ctx context.Context, env *Env, t *outline.Tree, q search.Q
 		for p := t.Parent(q.Under); p != nil; p = t.Parent(p) {
 			crumbs = append([]string{clip(p.Str("text"), 40)}, crumbs...)
 		}
-		walk(q.Under, crumbs)
+		walk(q.Under, crumbs, 0)
 	} else {
 		for _, it := range t.Roots {
-			if !walk(it, nil) {
+			if !walk(it, nil, 0) {
 				break
 			}
 		}
@@ -447,4 +465,38 @@ func contributionHits(ctx context.Context, env *Env, t *outline.Tree, q search.Q
 		return nil, more, problems, cprint
 	}
 	return out[skip:], more, problems, cprint
+}
+
+// contributionSearch is the first limit hits of q in contribution c, whose
+// root is shown level levels below q.Under (with q.Depth: the root and
+// what is within depth of under, the root's own match the first hit of a
+// search of its subtree), and whether more follow.
+func contributionSearch(env *Env, c view.Contribution, q search.Query, level, limit int) ([]search.Hit, bool, error) {
+	x := env.index(c.Tree.DID.String())
+	cq := q
+	cq.Under, cq.Cursor, cq.Limit, cq.Depth = c.Item, "", limit, 0
+	if q.Depth == 0 {
+		r, err := x.Search(c.Tree, cq)
+		if err != nil {
+			return nil, false, err
+		}
+		return r.Hits, r.Cursor != "", nil
+	}
+	cq.Limit = 1
+	r, err := x.Search(c.Tree, cq)
+	if err != nil {
+		return nil, false, err
+	}
+	var hits []search.Hit
+	if len(r.Hits) > 0 && r.Hits[0].RKey == c.Item.Key() {
+		hits = r.Hits[:1]
+	}
+	if level == q.Depth {
+		return hits, false, nil
+	}
+	cq.Limit, cq.Depth = limit, q.Depth-level
+	if r, err = x.Search(c.Tree, cq); err != nil {
+		return nil, false, err
+	}
+	return append(hits, r.Hits...), r.Cursor != "", nil
 }

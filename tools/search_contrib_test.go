@@ -3,6 +3,7 @@ package tools_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -142,6 +143,34 @@ func TestSearchFindsContributions(t *testing.T) {
 	under, _, _ := page(map[string]any{"text": "budget review", "under": "3kshared22222"})
 	if len(under) != 2 || under[0].rkey != "3kbob11111111" || under[1].rkey != "3kbob22222222" {
 		t.Fatalf("under the shared bullet: %+v", under)
+	}
+	// depth counts a contribution's levels as shown: Bob's bullet is the
+	// shared bullet's child, his second one its grandchild
+	for _, d := range []struct {
+		text  string
+		depth int
+		want  []string
+	}{
+		{"budget review", 1, []string{"3kbob11111111"}},
+		{"budget review", 2, []string{"3kbob11111111", "3kbob22222222"}},
+		{"second", 1, nil},
+		{"second", 2, []string{"3kbob22222222"}},
+	} {
+		var got []string
+		args := map[string]any{"text": d.text, "under": "3kshared22222", "depth": d.depth, "limit": 1}
+		for range 5 {
+			hs, cur, _ := page(args)
+			for _, h := range hs {
+				got = append(got, h.rkey)
+			}
+			if cur == "" {
+				break
+			}
+			args["cursor"] = cur
+		}
+		if !slices.Equal(got, d.want) {
+			t.Fatalf("under the shared bullet, %q depth %d: %v, want %v", d.text, d.depth, got, d.want)
+		}
 	}
 	if none, _, _ := page(map[string]any{"text": "budget review", "under": "3kprivate2222"}); len(none) != 0 {
 		t.Fatalf("under the private bullet: %+v", none)

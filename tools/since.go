@@ -78,7 +78,7 @@ func searchSince(ctx context.Context, env *Env, a Args, limit int) (*mcp.CallToo
 	if limit <= 0 {
 		limit = 20 // as search's own default
 	}
-	for _, f := range []string{"text", "tags", "mentions", "layout", "state", "created_from", "created_to", "completed_from", "completed_to", "under", "regex"} {
+	for _, f := range []string{"text", "tags", "mentions", "layout", "state", "created_from", "created_to", "completed_from", "completed_to", "under", "depth", "regex"} {
 		if v := a.Str(f); v != "" && v != "false" && v != "[]" {
 			return badArgs("since: give it without %s (since lists every change; filter with search's other arguments in a separate call)", f)
 		}
@@ -148,7 +148,10 @@ func sincePage(did string, s *outline.SinceResult, page []outline.SinceChange, s
 		fmt.Fprintf(&b, "; these are %d–%d, oldest change first", skip+1, skip+len(page))
 	}
 	b.WriteString(":\n")
-	group := "" // the rev and writer of the rows that follow: said once for a run of them
+	// the structured content groups the page's rows by the commit and
+	// writer that last changed them, said once for a run of rows (as the
+	// text does); a row is [rkey, what changed, text]
+	var revs []sinceRev
 	for _, c := range page {
 		what := c.Change
 		if c.Collection != "" {
@@ -165,17 +168,19 @@ func sincePage(did string, s *outline.SinceResult, page []outline.SinceChange, s
 		if c.Text != "" {
 			text = " " + strconv.Quote(c.Text)
 		}
-		if g := "rev " + c.Rev + ", " + by; g != group {
-			group = g
-			fmt.Fprintf(&b, "In %s:\n", g)
+		if n := len(revs); n == 0 || revs[n-1].Rev != c.Rev || revs[n-1].By != c.By || revs[n-1].Operation != c.Operation {
+			revs = append(revs, sinceRev{Rev: c.Rev, By: c.By, Operation: c.Operation})
+			fmt.Fprintf(&b, "In rev %s, %s:\n", c.Rev, by)
 		}
+		g := &revs[len(revs)-1]
+		g.Changes = append(g.Changes, []string{c.RKey, what, c.Text})
 		fmt.Fprintf(&b, "- %s%s ·%s\n", what, text, c.RKey)
 	}
 	if cursor != "" {
 		fmt.Fprintf(&b, "(more changes: call search again with the same since and cursor=%q)\n", cursor)
 	}
 	sc := map[string]any{"did": did, "uriPrefix": "at://" + did + "/" + lexicon.Node + "/", "since": s.Rev, "to": s.HeadRev,
-		"commits": s.Commits, "total": len(s.Changes), "changes": page}
+		"commits": s.Commits, "total": len(s.Changes), "columns": sinceColumns, "revs": revs}
 	if cursor != "" {
 		sc["cursor"] = cursor
 	}
@@ -183,6 +188,23 @@ func sincePage(did string, s *outline.SinceResult, page []outline.SinceChange, s
 		sc["notices"] = notices
 	}
 	return mcp.NewToolResultStructured(sc, b.String())
+}
+
+// sinceColumns names the fields of a since row.
+var sinceColumns = []string{"rkey", "change", "text"}
+
+// sinceRev is a run of a since page's rows last changed by one commit of
+// one writer: by is "server" (this server, operation naming its journal's
+// operation) or "other" (another writer); changes are rows of
+// sinceColumns (change: created, edited, moved, "moved, edited" or
+// deleted, with the collection and the bullet for a note, comment, policy
+// or outline record; text: the start of the bullet's text, before a
+// delete).
+type sinceRev struct {
+	Rev       string     `json:"rev"`
+	By        string     `json:"by"`
+	Operation string     `json:"operation,omitempty"`
+	Changes   [][]string `json:"changes"`
 }
 
 // revWhen is " (TIME)" of a rev TID, or "".

@@ -19,11 +19,15 @@ import (
 // sinceChanges is a since page's changes as "rkey change by operation".
 func sinceChanges(sc map[string]any) []string {
 	var out []string
-	cs, _ := sc["changes"].([]any)
-	for _, c := range cs {
-		m := c.(map[string]any)
+	revs, _ := sc["revs"].([]any)
+	for _, g := range revs {
+		m := g.(map[string]any)
 		op, _ := m["operation"].(string)
-		out = append(out, fmt.Sprintf("%s %s %s %s", m["rkey"], m["change"], m["by"], op))
+		rows, _ := m["changes"].([]any)
+		for _, r := range rows {
+			row := r.([]any)
+			out = append(out, fmt.Sprintf("%s %s %s %s", row[0], row[1], m["by"], op))
+		}
 	}
 	return out
 }
@@ -152,7 +156,7 @@ func TestSearchSincePages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	long := strings.Repeat("wörd✓ ", 40) // rows of some 300 bytes: 200 do not fit one result
+	long := strings.Repeat("𝄞𝄢𝄡𝄠", 40) // rows of some 300 bytes (four-byte runes): 200 do not fit one result
 	var nodes []intent.NewNode
 	for i := range 450 {
 		nodes = append(nodes, intent.NewNode{Text: fmt.Sprint(long, i)})

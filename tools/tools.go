@@ -15,6 +15,7 @@ import (
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/budget"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/search"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/view"
@@ -281,7 +282,7 @@ var (
 	// parameters a model would otherwise guess
 	pDate   = str("YYYY-MM-DD or RFC 3339")
 	pCursor = str("Same other arguments.")
-	pRepo   = str("Another identity's handle or DID.")
+	pRepo   = str("Another's handle or DID.")
 	pLayout = str("bullet|todo|h1|h2|h3|codeBlock|quoteBlock")
 	// display is an open set: a value Bulleted does not render is written
 	// with a notice (vocabNotices), not refused
@@ -374,9 +375,11 @@ type WriteResult struct {
 	Keys         []string `json:"keys,omitempty"`
 	Lines        []int    `json:"lines,omitempty"`
 	CreatedTotal int      `json:"createdTotal,omitempty"`
-	Commit       *Commit  `json:"commit,omitempty"`
-	Commits      int      `json:"commits,omitempty"`
-	Cost         int      `json:"cost"`
+	// Rev is the revision of the last commit the write made (what search
+	// since takes); Commits counts them when there were more than one.
+	Rev     string `json:"rev,omitempty"`
+	Commits int    `json:"commits,omitempty"`
+	Cost    int    `json:"cost"`
 	// BudgetRemaining is the write budget left in the rolling hour
 	// (absent when the repository has no budget, as the embedded store).
 	BudgetRemaining *int          `json:"budgetRemaining,omitempty"`
@@ -402,12 +405,6 @@ type Created struct {
 	Text  string `json:"text,omitempty"`
 }
 
-// Commit names the repository commit a write made.
-type Commit struct {
-	CID string `json:"cid"`
-	Rev string `json:"rev"`
-}
-
 // maxListed is the largest write whose created records are listed as
 // objects (input position and text); larger ones list keys.
 const maxListed = 20
@@ -430,6 +427,9 @@ type report struct {
 	changes *changeSet
 	maxCh   int
 	after   *outline.Tree // a dry run's tree after its plan, built once
+	// selection: the plan works on a set taken by where (its note says
+	// it): a dry run counts the records and shows no before/after view
+	selection bool
 }
 
 // writeResult is the result of a write (see writeReport).
@@ -438,7 +438,9 @@ func writeResult(out *outline.Outcome, a Args) *mcp.CallToolResult {
 }
 
 // writeReport is the result of a write: compact (a dry run adds the
-// records it would write and the before/after view), the same information
+// records it would write and the before/after view, or for a plan on a
+// set taken by where its records counted, the set's note giving its keys,
+// and a replace's report bullet by bullet), the same information
 // in the text and the structured content (clients show the model one or
 // the other), commit CIDs and revs in the structured content only. It fits
 // in ResultBudget: the before/after view gets fewer rows, then a dry run's
@@ -454,7 +456,15 @@ func writeReport(out *outline.Outcome, rep report) *mcp.CallToolResult {
 		keep = sampleKeys
 		rep.notes = append(rep.notes, "all_keys=true lists every key with its input line")
 	}
-	if out.DryRun && out.Before != nil && len(out.Plan.Writes) > 0 {
+	rep.selection = len(intent.Selections(out.Plan.Diagnostics)) > 0
+	if rep.selection {
+		// a set taken by where: its note gives the count and a sample of
+		// keys, and a replace's review reports bullet by bullet; the
+		// records, the bullets touched one by one and the before/after
+		// view (of bullets spread over the outline) would repeat them
+		dump = false
+	}
+	if out.DryRun && out.Before != nil && len(out.Plan.Writes) > 0 && !rep.selection {
 		rep.after = out.After()
 		rep.changes, rep.maxCh = changesOf(out.Before, rep.after, out.Plan, maxChanges), maxChanges
 	}
@@ -511,8 +521,11 @@ func buildWrite(out *outline.Outcome, rep report, rows int, dump bool, textKeys,
 	}
 	committed(&r, out)
 	if out.DryRun {
-		diags = append(diags, dryRunRecords(&r, p.Writes, dump)...)
-		diags = append(diags, dryRunViews(&r, out, rep, rows)...)
+		diags = append(diags, p.Review...)
+		diags = append(diags, dryRunRecords(&r, p.Writes, dump, rep.selection)...)
+		if !rep.selection {
+			diags = append(diags, dryRunViews(&r, out, rep, rows)...)
+		}
 	}
 	keyText, listed := keyLine(r.Keys, r.Lines, textKeys)
 	if listed < len(r.Keys) {
@@ -585,15 +598,16 @@ func committed(r *WriteResult, out *outline.Outcome) {
 		r.BudgetRemaining = &left
 	}
 	if n := len(out.Commits); n > 0 {
-		last := out.Commits[n-1]
-		r.Commit = &Commit{CID: last.Commit, Rev: last.Rev}
-		r.Commits = n
+		r.Rev = out.Commits[n-1].Rev
+		if n > 1 {
+			r.Commits = n
+		}
 	}
 }
 
 // dryRunRecords lists a dry run's records whole (dump, up to maxDumped),
 // or counts them by operation and collection, saying why.
-func dryRunRecords(r *WriteResult, writes []store.Write, dump bool) []string {
+func dryRunRecords(r *WriteResult, writes []store.Write, dump, selection bool) []string {
 	if dump && len(writes) <= maxDumped {
 		r.Writes = writes
 		return nil
@@ -611,11 +625,14 @@ func dryRunRecords(r *WriteResult, writes []store.Write, dump bool) []string {
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%d %s", counts[k], k)
 	}
-	why := "records are listed for dry runs of up to 20 writes"
-	if len(writes) <= maxDumped {
-		why = "the records are too large to list in one result"
+	why := " (records are listed for dry runs of up to 20 writes)"
+	switch {
+	case selection:
+		why = "" // the selection's note says which bullets
+	case len(writes) <= maxDumped:
+		why = " (the records are too large to list in one result)"
 	}
-	return []string{"writes: " + strings.Join(parts, ", ") + " (" + why + ")"}
+	return []string{"writes: " + strings.Join(parts, ", ") + why}
 }
 
 // dryRunViews sets a dry run's before/after view (rows a side) and the

@@ -19,7 +19,7 @@ import (
 var pWhere = map[string]any{"type": "object"}
 
 // whereKeys are the filters where takes: search's, without its paging.
-var whereKeys = []string{"text", "regex", "tags", "mentions", "layout", "state", "created_from", "created_to", "completed_from", "completed_to", "under"}
+var whereKeys = []string{"text", "regex", "tags", "mentions", "layout", "state", "created_from", "created_to", "completed_from", "completed_to", "under", "depth"}
 
 // whereArg reads where (nil when absent), refusing an unknown key, a
 // wrong type or a bad value with the key's path (where.state).
@@ -73,9 +73,19 @@ func whereArg(a Args) (*intent.Where, error) {
 	if err != nil {
 		return nil, argErr("where.%v", err)
 	}
+	depth, err := w.Int("depth", 0)
+	if err != nil {
+		return nil, argErr("where.%v", err)
+	}
+	if x, given := w["depth"]; given && x != nil && depth < 1 {
+		return nil, argErr("where.depth must be a whole number of at least 1 (1: under's children only), got %v", w["depth"])
+	}
+	if depth > 0 && w.Str("under") == "" {
+		return nil, argErr("where.depth needs where.under: it counts the levels below that bullet")
+	}
 	out := &intent.Where{Text: w.Str("text"), Regex: regex, Tags: tags, Mentions: ments, Layout: w.Str("layout"), State: w.Str("state"),
 		CreatedFrom: w.Str("created_from"), CreatedTo: w.Str("created_to"), CompletedFrom: w.Str("completed_from"), CompletedTo: w.Str("completed_to"),
-		Under: w.Str("under")}
+		Under: w.Str("under"), Depth: depth}
 	switch out.State {
 	case "", "open", "done":
 	default:

@@ -300,7 +300,7 @@ func TestRenameTagNeverTouchesALongerTag(t *testing.T) {
 	}
 	args := map[string]any{"where": map[string]any{"text": "old"}, "find": "#old", "replace": "#new", "dry_run": true}
 	res, sc := call(t, c, "update_node", args)
-	if res.IsError || !strings.Contains(text(res), "replace (whole tag): 6 match(es) in 5 bullet(s); 2 selected bullet(s) have no match") {
+	if res.IsError || !strings.Contains(text(res), "(whole tag, 6 match(es)) in 5 of 7 bullet(s) selected by where") {
 		t.Fatalf("dry run: %s", text(res))
 	}
 	delete(args, "dry_run")
@@ -343,17 +343,24 @@ func facetTags(s string) []string {
 func TestReplaceText(t *testing.T) {
 	f := newWhereFixture(t)
 	res, sc := call(t, f.c, "update_node", map[string]any{"where": map[string]any{"text": "open"}, "find": `open (\d)`, "replace": "shut $1", "regex": true, "dry_run": true})
-	if res.IsError || !strings.Contains(text(res), "replace (RE2): 2 match(es) in 2 bullet(s); 1 selected bullet(s) have no match") || !strings.Contains(text(res), `"shut 1 #older"`) {
+	if res.IsError || !strings.Contains(text(res), `"shut $1" (RE2, 2 match(es)) in 2 of 3 bullet(s) selected by where`) || !strings.Contains(text(res), `"shut 1 #older"`) {
 		t.Fatalf("dry run: %s", text(res))
 	}
-	if ch, _ := sc["changes"].([]any); len(ch) != 2 {
-		t.Fatalf("changes %v", sc["changes"])
+	// the dry run reports bullet by bullet, in both parts (not as a list
+	// of changes or records: the selection's note has the keys); the
+	// landed write gives counts
+	if d, _ := json.Marshal(sc["diagnostics"]); !strings.Contains(text(res), `"open 1 #older" → "shut 1 #older"`) || !strings.Contains(string(d), `\"open 1 #older\" → \"shut 1 #older\"`) {
+		t.Errorf("the dry run has no per-bullet report: %s\n%s", text(res), d)
+	}
+	if sc["changes"] != nil || sc["writes"] != nil || sc["before"] != nil {
+		t.Errorf("a selection's dry run repeats its bullets: %v", sc)
 	}
 	if res, _ := call(t, f.c, "update_node", map[string]any{"node": f.keys["Level"], "find": "Lev", "replace": "The lev"}); res.IsError {
 		t.Fatal(text(res))
 	}
-	if res, _ := call(t, f.c, "update_node", map[string]any{"where": map[string]any{"text": "open"}, "find": `open (\d)`, "replace": "shut $1", "regex": true}); res.IsError {
-		t.Fatal(text(res))
+	res, _ = call(t, f.c, "update_node", map[string]any{"where": map[string]any{"text": "open"}, "find": `open (\d)`, "replace": "shut $1", "regex": true})
+	if res.IsError || !strings.Contains(text(res), `"shut $1" (RE2, 2 match(es)) in 2 of 3 bullet(s) selected by where`) || strings.Contains(text(res), "→") {
+		t.Fatalf("the landed replace should give counts, not the per-bullet report: %s", text(res))
 	}
 	tr := f.tree(t)
 	if got := tr.Nodes.Get(f.keys["Level"]).Str("text"); got != "The level" {

@@ -153,7 +153,7 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 	fmt.Fprintf(stderr, "bulleted-mcp: hosted on %s (listening on %s), resource %s\n", f.publicURL, ln.Addr(), s.Resource())
 	fmt.Fprintf(stderr, "bulleted-mcp: rate limits per client address: %s, at most %s under way at once (%s)\n", f.limits, capText(f.ops.perAddress), clientAddrSource(f.proxies))
 	fmt.Fprintln(stderr, "bulleted-mcp: MCP sessions, plans and pending confirmations are kept in the database: any instance serves any request (a balancer needs no affinity); a user's writes queue on the user across instances")
-	fmt.Fprintf(stderr, "bulleted-mcp: /view: each signed-in user's own outline, after POST %s/view/session with their access token (docs/hosted.md)\n", strings.TrimRight(f.publicURL, "/"))
+	fmt.Fprintf(stderr, "bulleted-mcp: /view: each signed-in user's own outline: sign in at %s/view in a browser, or POST /view/session with an access token (docs/hosted.md)\n", strings.TrimRight(f.publicURL, "/"))
 	if f.ops.metricsToken != "" {
 		fmt.Fprintf(stderr, "bulleted-mcp: metrics on %s/metrics (Prometheus text format) for the bearer token of --metrics-token\n", strings.TrimRight(f.publicURL, "/"))
 	} else {

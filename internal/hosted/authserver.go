@@ -523,6 +523,8 @@ type pendingRequest struct {
 	id, clientID, redirect, state, challenge, scope, resource string
 	csrfHash                                                  []byte
 	upstream                                                  []byte
+	// view: a browser's sign-in to /view (view.go), no MCP client
+	view bool
 }
 
 func (s *Server) loadRequest(ctx context.Context, where string, arg string, del bool) (*pendingRequest, error) {
@@ -530,12 +532,12 @@ func (s *Server) loadRequest(ctx context.Context, where string, arg string, del 
 	if del {
 		verb = "DELETE FROM auth_requests WHERE " + where + " AND expires_at > now() RETURNING"
 	}
-	q := verb + " id, client_id, redirect_uri, state, code_challenge, scope, resource, csrf_hash, upstream"
+	q := verb + " id, coalesce(client_id, ''), redirect_uri, state, code_challenge, scope, resource, csrf_hash, upstream, view"
 	if !del {
 		q += " FROM auth_requests WHERE " + where + " AND expires_at > now()"
 	}
 	var p pendingRequest
-	err := s.db.QueryRow(ctx, q, arg).Scan(&p.id, &p.clientID, &p.redirect, &p.state, &p.challenge, &p.scope, &p.resource, &p.csrfHash, &p.upstream)
+	err := s.db.QueryRow(ctx, q, arg).Scan(&p.id, &p.clientID, &p.redirect, &p.state, &p.challenge, &p.scope, &p.resource, &p.csrfHash, &p.upstream, &p.view)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errors.New("this authorization request is unknown or expired: start again from your application")
 	}
@@ -721,7 +723,8 @@ func (c *callbackStore) SaveAuthRequestInfo(context.Context, oauth.AuthRequestDa
 func (c *callbackStore) DeleteAuthRequestInfo(context.Context, string) error              { return nil }
 
 // callback is where the user's PDS sends the browser back: the upstream
-// session is stored (sealed), and the MCP client gets its code.
+// session is stored (sealed), and the MCP client gets its code (or, for a
+// browser's sign-in to /view, the browser its view cookie: viewSignedIn).
 func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
@@ -730,13 +733,19 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		s.pageError(w, 400, err.Error())
 		return
 	}
-	if ck, err := r.Cookie(csrfCookie); err != nil || subtle.ConstantTimeCompare(hashToken(ck.Value), p.csrfHash) != 1 {
+	cookie := csrfCookie
+	fail := func(code, desc string) { s.redirectError(w, r, p.redirect, p.state, code, desc) }
+	if p.view {
+		cookie = viewCSRFCookie
+		fail = func(_, desc string) { s.viewSignInPage(w, http.StatusBadRequest, "", desc) }
+	}
+	if ck, err := r.Cookie(cookie); err != nil || subtle.ConstantTimeCompare(hashToken(ck.Value), p.csrfHash) != 1 {
 		s.pageError(w, 403, "this sign-in was not started in this browser")
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: "", Path: "/", MaxAge: -1})
+	http.SetCookie(w, &http.Cookie{Name: cookie, Value: "", Path: "/", MaxAge: -1})
 	if e := q.Get("error"); e != "" {
-		s.redirectError(w, r, p.redirect, p.state, "access_denied", "the sign-in at the PDS did not complete: "+e)
+		fail("access_denied", "the sign-in at the PDS did not complete: "+e)
 		return
 	}
 	raw, err := s.sealer.Open("upstream-request:"+q.Get("state"), p.upstream)
@@ -763,14 +772,18 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	cctx, cancel := context.WithTimeout(ctx, 2*upstreamTimeout)
 	defer cancel()
 	if _, err := app.ProcessCallback(cctx, q); err != nil || st.sess == nil {
-		s.redirectError(w, r, p.redirect, p.state, "access_denied", fmt.Sprintf("completing the sign-in at the PDS failed: %v", s.explainRefusal(err)))
+		fail("access_denied", fmt.Sprintf("completing the sign-in at the PDS failed: %v", s.explainRefusal(err)))
 		return
 	}
 	if err := s.storeSession(ctx, &sessionRow{ClientID: cfg.ClientID, Callback: cfg.CallbackURL, Confidential: up.Confidential, Data: *st.sess}); err != nil {
-		s.redirectError(w, r, p.redirect, p.state, "server_error", "storing the session failed")
+		fail("server_error", "storing the session failed")
 		return
 	}
 	s.forget(st.sess.AccountDID.String())
+	if p.view {
+		s.viewSignedIn(w, r, st.sess.AccountDID.String(), p.scope)
+		return
+	}
 	code := newToken("code-")
 	if _, err := s.db.Exec(ctx, `INSERT INTO auth_codes (code_hash, client_id, redirect_uri, code_challenge, scope, resource, did, expires_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + interval '60 seconds')`,

@@ -148,33 +148,9 @@ func authorizeInBrowser(ctx context.Context, authURL string, a *pdstest.Account)
 	if resp.StatusCode != 303 {
 		return nil, fmt.Errorf("consent: %d %s", resp.StatusCode, body)
 	}
-	pdsURL := resp.Header.Get("Location")
-	pu, _ := url.Parse(pdsURL)
-	b := &pdsBrowser{hc: noRedirect, cookies: map[string]string{}, issuer: pu.Scheme + "://" + pu.Host, page: pdsURL}
-	presp, pbody, err := b.navigate(ctx, pdsURL, "cross-site")
+	cb, err := consentAtPDS(ctx, resp.Header.Get("Location"), a)
 	if err != nil {
 		return nil, err
-	}
-	if presp.StatusCode != 200 {
-		return nil, fmt.Errorf("PDS authorization page: %d %.300s", presp.StatusCode, pbody)
-	}
-	var signIn struct{}
-	if err := b.api(ctx, "/sign-in", map[string]any{"locale": "en", "username": a.Handle, "password": a.Password, "remember": true}, &signIn); err != nil {
-		return nil, err
-	}
-	var consent struct {
-		URL string `json:"url"`
-	}
-	if err := b.api(ctx, "/consent", map[string]any{"did": a.DID.String()}, &consent); err != nil {
-		return nil, err
-	}
-	presp, pbody, err = b.navigate(ctx, consent.URL, "same-origin")
-	if err != nil {
-		return nil, err
-	}
-	cb := presp.Header.Get("Location")
-	if cb == "" {
-		return nil, fmt.Errorf("PDS redirect: %d %.300s", presp.StatusCode, pbody)
 	}
 	req, _ = http.NewRequestWithContext(ctx, "GET", cb, nil)
 	resp, body, err = do(req)
@@ -185,6 +161,40 @@ func authorizeInBrowser(ctx context.Context, authURL string, a *pdstest.Account)
 		return nil, fmt.Errorf("our callback: %d %s", resp.StatusCode, body)
 	}
 	return url.Parse(resp.Header.Get("Location"))
+}
+
+// consentAtPDS does what the user does at the PDS the browser was sent to
+// (pdsURL): signs in as a and consents; it returns where the PDS sends the
+// browser back (our callback).
+func consentAtPDS(ctx context.Context, pdsURL string, a *pdstest.Account) (string, error) {
+	pu, _ := url.Parse(pdsURL)
+	b := &pdsBrowser{hc: noRedirect, cookies: map[string]string{}, issuer: pu.Scheme + "://" + pu.Host, page: pdsURL}
+	presp, pbody, err := b.navigate(ctx, pdsURL, "cross-site")
+	if err != nil {
+		return "", err
+	}
+	if presp.StatusCode != 200 {
+		return "", fmt.Errorf("PDS authorization page: %d %.300s", presp.StatusCode, pbody)
+	}
+	var signIn struct{}
+	if err := b.api(ctx, "/sign-in", map[string]any{"locale": "en", "username": a.Handle, "password": a.Password, "remember": true}, &signIn); err != nil {
+		return "", err
+	}
+	var consent struct {
+		URL string `json:"url"`
+	}
+	if err := b.api(ctx, "/consent", map[string]any{"did": a.DID.String()}, &consent); err != nil {
+		return "", err
+	}
+	presp, pbody, err = b.navigate(ctx, consent.URL, "same-origin")
+	if err != nil {
+		return "", err
+	}
+	cb := presp.Header.Get("Location")
+	if cb == "" {
+		return "", fmt.Errorf("PDS redirect: %d %.300s", presp.StatusCode, pbody)
+	}
+	return cb, nil
 }
 
 // signIn runs the whole authorization for account a through in (as an MCP

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,15 +37,25 @@ type sessionStore struct {
 	deliver   func(session string, msg []byte)
 	listening bool
 	// adopted counts sessions served here from the kept initialize
-	// request (nil: none)
-	adopted prometheus.Counter
+	// request (nil: none); forgotten those forgotten here (Forgot)
+	adopted   prometheus.Counter
+	forgotten atomic.Int64
 }
 
 var (
 	_ server.SessionStore = (*sessionStore)(nil)
 	_ server.SeenStore    = (*sessionStore)(nil)
 	_ server.Forwarder    = (*sessionStore)(nil)
+	_ server.Forgetter    = (*sessionStore)(nil)
 )
+
+// Forgot counts a session the transport of this instance forgot to stay
+// within its bound (server.Forgetter); the first one is logged.
+func (st *sessionStore) Forgot(string) {
+	if st.forgotten.Add(1) == 1 {
+		st.logf("MCP sessions: more than %d known on this instance: the one unused the longest is forgotten here (adopted again when used; counted in bulleted_hosted_sessions_forgotten_total)", server.MaxSessions)
+	}
+}
 
 // touchEvery: a session's last use is written at most this often.
 const touchEvery = 30 * time.Second
@@ -169,29 +181,66 @@ func (st *sessionStore) SetSeen(ctx context.Context, id, did, rev string) error 
 // the instance whose call waits for them (server.Forwarder).
 const forwardChannel = "bulleted_mcp_responses"
 
-// maxForward bounds a forwarded response (a NOTIFY payload is at most
-// 8000 bytes).
-const maxForward = 7900
+// maxForward bounds a response forwarded in the NOTIFY itself (a payload
+// is at most 8000 bytes); a larger one is kept in mcp_forwarded, the
+// NOTIFY naming its row (every instance reads it): at most maxKept bytes,
+// and at most maxKeptPerSession of a session's within keptFor (what the
+// pruner then deletes); beyond, the client is told why (413, 429).
+const (
+	maxForward        = 7900
+	maxKept           = 1 << 20
+	maxKeptPerSession = 8
+	keptFor           = time.Minute
+)
+
+// forwarded is a NOTIFY's payload: the session and its client's response,
+// or the mcp_forwarded row that holds it (R).
+type forwarded struct {
+	S string          `json:"s"`
+	M json.RawMessage `json:"m,omitempty"`
+	R int64           `json:"r,omitempty"`
+}
 
 // Forward hands a client's response to every instance (NOTIFY); the one
 // whose call waits for it takes it.
 func (st *sessionStore) Forward(ctx context.Context, session string, msg []byte) error {
-	payload, err := json.Marshal(struct {
-		S string          `json:"s"`
-		M json.RawMessage `json:"m"`
-	}{session, msg})
+	payload, err := json.Marshal(forwarded{S: session, M: msg})
 	if err != nil {
 		return err
 	}
-	if len(payload) > maxForward {
-		return fmt.Errorf("a response of %d bytes is too large to forward to the instance waiting for it (at most %d)", len(payload), maxForward)
-	}
 	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
 	defer cancel()
+	if len(payload) > maxForward {
+		if len(msg) > maxKept {
+			return &server.ForwardRefusal{Status: http.StatusRequestEntityTooLarge,
+				Reason: fmt.Sprintf("a response of %d bytes is too large to pass to the server instance waiting for it (at most %d)", len(msg), maxKept)}
+		}
+		var id int64
+		err := st.db.QueryRow(ctx, `INSERT INTO mcp_forwarded (session, msg) SELECT $1, $2
+			WHERE (SELECT count(*) FROM mcp_forwarded WHERE session = $1 AND created_at > now() - $3::interval) < $4 RETURNING id`,
+			session, msg, fmt.Sprintf("%d milliseconds", keptFor.Milliseconds()), maxKeptPerSession).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return &server.ForwardRefusal{Status: http.StatusTooManyRequests,
+				Reason: fmt.Sprintf("more than %d large responses (over %d bytes) of this session within %s: send it again later", maxKeptPerSession, maxForward, keptFor)}
+		}
+		if err != nil {
+			return st.fail("keeping a client's response to forward it", err)
+		}
+		payload, _ = json.Marshal(forwarded{S: session, R: id})
+	}
 	if _, err := st.db.Exec(ctx, "SELECT pg_notify($1, $2)", forwardChannel, string(payload)); err != nil {
 		return st.fail("forwarding a client's response", err)
 	}
 	return nil
+}
+
+// kept reads a forwarded response kept in mcp_forwarded.
+func (st *sessionStore) kept(m forwarded) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), sessionTimeout)
+	defer cancel()
+	var msg []byte
+	err := st.db.QueryRow(ctx, "SELECT msg FROM mcp_forwarded WHERE id = $1 AND session = $2", m.R, m.S).Scan(&msg)
+	return msg, err
 }
 
 // Receive makes deliver get the responses forwarded to this instance, on
@@ -269,17 +318,24 @@ func (st *sessionStore) listenOnce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		var m struct {
-			S string          `json:"s"`
-			M json.RawMessage `json:"m"`
-		}
-		if json.Unmarshal([]byte(n.Payload), &m) != nil || m.S == "" {
+		var m forwarded
+		if json.Unmarshal([]byte(n.Payload), &m) != nil || m.S == "" || (m.M == nil && m.R == 0) {
 			continue
 		}
 		st.mu.Lock()
 		deliver := st.deliver
 		st.mu.Unlock()
-		go deliver(m.S, m.M)
+		go func() {
+			if m.R != 0 {
+				msg, err := st.kept(m)
+				if err != nil {
+					st.logf("MCP session store: reading a forwarded response (row %d): %v", m.R, err)
+					return
+				}
+				m.M = msg
+			}
+			deliver(m.S, m.M)
+		}()
 	}
 }
 

@@ -79,6 +79,7 @@ var (
 	dStale       = desc("stale_batches_total", "Batches the PDS refused for their swapCommit (another writer got there first).")
 	dBeside      = desc("writes_without_turn_total", "Writes that went ahead without their user's turn across instances (the lock was not had, or every lock slot was taken).")
 	dRefreshes   = desc("upstream_refreshes_total", "Upstream (PDS) OAuth sessions refreshed by this process.")
+	dForgotten   = desc("sessions_forgotten_total", "MCP sessions this instance forgot, unused the longest, to keep at most server.MaxSessions known here (each adopted again at its next request).")
 	dFollowed    = desc("followed_users", "Users whose PDS commit stream this instance follows (RunFollowing).")
 	dStreamsUp   = desc("streams_up", "PDS hosts whose commit stream connection is up.")
 	dStreams     = desc("streams", "PDS hosts whose commit stream this instance follows (up or reconnecting).")
@@ -87,7 +88,7 @@ var (
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dOpens, dReopens, dEvictSize, dEvictIdle, dOversize, dLoadsBeside, dUsers, dInFlight, dBytes, dBudget, dStale, dBeside, dRefreshes, dFollowed, dStreamsUp, dStreams, dNotices, dSyncMissed} {
+	for _, d := range []*prometheus.Desc{dOpens, dReopens, dEvictSize, dEvictIdle, dOversize, dLoadsBeside, dUsers, dInFlight, dBytes, dBudget, dStale, dBeside, dRefreshes, dForgotten, dFollowed, dStreamsUp, dStreams, dNotices, dSyncMissed} {
 		ch <- d
 	}
 }
@@ -113,6 +114,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(dStale, c.s.refused.Load())
 	counter(dBeside, c.s.writeQueue.beside.Load())
 	counter(dRefreshes, Refreshes.Load())
+	counter(dForgotten, c.s.sessions.forgotten.Load())
 	followed, up, streams := c.s.followState()
 	gauge(dFollowed, int64(followed))
 	gauge(dStreamsUp, int64(up))

@@ -40,6 +40,9 @@ type PruneStats struct {
 	Sessions, Plans int64
 	// Clients are OAuth clients unused for Config.ClientUnused.
 	Clients int64
+	// Views are expired sign-ins to /view (view.go), Forwarded clients'
+	// responses kept to be forwarded (mcpsessions.go), over a minute old.
+	Views, Forwarded int64
 	// More is true when a table had more expired rows than one pass
 	// deletes (the next pass continues).
 	More bool
@@ -59,6 +62,10 @@ var pruneQueries = []struct {
 		(SELECT id FROM mcp_sessions WHERE used_at < now() - interval '%d seconds' LIMIT $1 FOR UPDATE SKIP LOCKED)`, int((server.SessionIdle + 24*time.Hour).Seconds()))},
 	{"plans", `DELETE FROM plans WHERE id IN
 		(SELECT id FROM plans WHERE expires_at < now() LIMIT $1 FOR UPDATE SKIP LOCKED)`},
+	{"view_sessions", `DELETE FROM view_sessions WHERE id IN
+		(SELECT id FROM view_sessions WHERE expires_at < now() LIMIT $1 FOR UPDATE SKIP LOCKED)`},
+	{"mcp_forwarded", fmt.Sprintf(`DELETE FROM mcp_forwarded WHERE id IN
+		(SELECT id FROM mcp_forwarded WHERE created_at < now() - interval '%d seconds' LIMIT $1 FOR UPDATE SKIP LOCKED)`, int(keptFor.Seconds()))},
 }
 
 // pruneClients deletes the OAuth clients created before the cutoff that
@@ -77,7 +84,7 @@ const pruneClients = `DELETE FROM oauth_clients WHERE client_id IN
 // at most pruneMaxBatches batches of pruneBatch rows per table.
 func (s *Server) Prune(ctx context.Context) (PruneStats, error) {
 	var st PruneStats
-	counts := []*int64{&st.Requests, &st.Codes, &st.Tokens, &st.Sessions, &st.Plans}
+	counts := []*int64{&st.Requests, &st.Codes, &st.Tokens, &st.Sessions, &st.Plans, &st.Views, &st.Forwarded}
 	batches := func(table, sql string, n *int64, args ...any) error {
 		for b := 0; ; b++ {
 			if b == pruneMaxBatches {
@@ -133,12 +140,12 @@ func (s *Server) RunPruner(ctx context.Context, every time.Duration, logf func(f
 		switch {
 		case err != nil:
 			logf("pruning expired OAuth rows failed (retried in %s): %v", every, err)
-		case st.Requests+st.Codes+st.Tokens+st.Sessions+st.Plans+st.Clients > 0:
+		case st.Requests+st.Codes+st.Tokens+st.Sessions+st.Plans+st.Views+st.Forwarded+st.Clients > 0:
 			more := ""
 			if st.More {
 				more = " (more left for the next pass)"
 			}
-			logf("pruned %d expired authorization requests, %d codes, %d tokens, %d MCP sessions, %d plans, %d OAuth clients unused for %s%s", st.Requests, st.Codes, st.Tokens, st.Sessions, st.Plans, st.Clients, s.clientUnused(), more)
+			logf("pruned %d expired authorization requests, %d codes, %d tokens, %d MCP sessions, %d plans, %d /view sign-ins, %d forwarded responses, %d OAuth clients unused for %s%s", st.Requests, st.Codes, st.Tokens, st.Sessions, st.Plans, st.Views, st.Forwarded, st.Clients, s.clientUnused(), more)
 		}
 	}
 }

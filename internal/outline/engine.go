@@ -64,14 +64,17 @@ type Created struct {
 
 // Plan is the outcome of planning one intent against one snapshot.
 type Plan struct {
-	Writes      []store.Write   `json:"writes"`
-	Cost        int             `json:"cost"`
-	Diagnostics []string        `json:"diagnostics,omitempty"`
-	Created     []Created       `json:"created,omitempty"`
-	Summary     string          `json:"summary"`
-	Touched     []string        `json:"-"` // record keys whose neighbourhood to show
-	Prev        []*store.Record `json:"-"` // the record each write replaces (nil: none)
-	Batches     []int           `json:"-"` // end (exclusive) of each commit's writes
+	Writes      []store.Write `json:"writes"`
+	Cost        int           `json:"cost"`
+	Diagnostics []string      `json:"diagnostics,omitempty"`
+	// Review are notes a dry run shows and a landed write leaves out:
+	// examples, bullet by bullet, of what the plan changes.
+	Review  []string        `json:"review,omitempty"`
+	Created []Created       `json:"created,omitempty"`
+	Summary string          `json:"summary"`
+	Touched []string        `json:"-"` // record keys whose neighbourhood to show
+	Prev    []*store.Record `json:"-"` // the record each write replaces (nil: none)
+	Batches []int           `json:"-"` // end (exclusive) of each commit's writes
 	// Labels name the input each write came from ("nodes[0]"), for the
 	// gate's errors; Shared are the parents in other repositories the plan
 	// was admitted to write under (contributions to shared outlines).

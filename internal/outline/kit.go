@@ -118,6 +118,11 @@ func (p *Planner) Reorder(kids, sorted []*Item) (int, error) {
 // and tags, as the app reads them.
 func (p *Planner) Facets(v map[string]any, text string) { p.facets(v, text) }
 
+// Refacet sets the text of v, a record's value as it was, and its facets
+// for that text, as Facets does; a mention v already carried keeps its DID
+// (no lookup), and one it held as plain text is not said again.
+func (p *Planner) Refacet(v map[string]any, text string) { p.refacet(v, text) }
+
 // Summary sets the plan's one-line summary (the last intent of a batch to
 // set it wins; Batch joins them).
 func (p *Planner) Summary(format string, args ...any) { p.summary(format, args...) }
@@ -125,6 +130,12 @@ func (p *Planner) Summary(format string, args ...any) { p.summary(format, args..
 // Note adds a diagnostic the result shows: what was guessed, ignored or
 // kept.
 func (p *Planner) Note(format string, args ...any) { p.note(format, args...) }
+
+// Review adds a note only a dry run shows: an example, bullet by bullet,
+// of what the plan changes (the landed write's result gives the counts).
+func (p *Planner) Review(format string, args ...any) {
+	p.review(format, args...)
+}
 
 // Touch marks a bullet whose neighbourhood the result shows.
 func (p *Planner) Touch(rkey string) { p.touch(rkey) }

@@ -103,6 +103,11 @@ func (p *Planner) note(format string, args ...any) {
 	p.plan.Diagnostics = append(p.plan.Diagnostics, fmt.Sprintf(format, args...))
 }
 
+// review adds a note only a dry run shows.
+func (p *Planner) review(format string, args ...any) {
+	p.plan.Review = append(p.plan.Review, fmt.Sprintf(format, args...))
+}
+
 // summary sets the plan's one-line summary.
 func (p *Planner) summary(format string, args ...any) {
 	p.plan.Summary = fmt.Sprintf(format, args...)

@@ -693,8 +693,11 @@ type Query struct {
 	// date covers the whole day, UTC).
 	CreatedFrom, CreatedTo, CompletedFrom, CompletedTo string
 	Under                                              *outline.Item // restrict to this bullet's subtree (nil: all)
-	Limit                                              int           // hits per page (default 20)
-	Cursor                                             string
+	// Depth, with Under, is how many levels below Under to look (1: its
+	// children only, Under itself left out); 0 is the whole subtree.
+	Depth  int
+	Limit  int // hits per page (default 20)
+	Cursor string
 }
 
 // Hit is one matching bullet.
@@ -809,6 +812,9 @@ func newMatcher(q Query) (*matcher, error) {
 			m.tags = append(m.tags, t)
 		}
 	}
+	if q.Depth < 0 || q.Depth > 0 && q.Under == nil {
+		return nil, fmt.Errorf("%w: depth must be at least 1, and only with under", ErrQuery)
+	}
 	switch q.State {
 	case "":
 	case "open":
@@ -918,7 +924,11 @@ func fingerprint(q Query) string {
 	if q.Under != nil {
 		under = q.Under.Key()
 	}
-	b, _ := json.Marshal([]any{q.Text, q.Regex, q.Tags, q.Mentions, q.Layout, q.State, q.CreatedFrom, q.CreatedTo, q.CompletedFrom, q.CompletedTo, under})
+	f := []any{q.Text, q.Regex, q.Tags, q.Mentions, q.Layout, q.State, q.CreatedFrom, q.CreatedTo, q.CompletedFrom, q.CompletedTo, under}
+	if q.Depth > 0 { // only then: the cursors of queries without it stay as they were
+		f = append(f, q.Depth)
+	}
+	b, _ := json.Marshal(f)
 	return shortHash(b)
 }
 
@@ -1016,11 +1026,16 @@ func (x *Index) walkTree(t *outline.Tree, q Query, m *matcher, fp string, after 
 	var stack []*outline.Item
 	var last *outline.Item
 	full := false
+	base := 0 // Under's ancestors in stack: len(stack)-base is the level below Under
 	var visit func(it *outline.Item) bool
 	visit = func(it *outline.Item) bool {
+		level := len(stack) - base
+		if q.Depth > 0 && level > q.Depth {
+			return true
+		}
 		// entry, not the map: a detached subtree (a contribution searched
 		// with Under) is not in the pre-order scan, so derived here
-		if e := entryOf(it); e != nil {
+		if e := entryOf(it); e != nil && (q.Depth == 0 || level > 0) {
 			res.Scanned++
 			text, note := lowered(it)
 			if ok, at, n, inNote := m.match(e, text, note); ok {
@@ -1031,6 +1046,9 @@ func (x *Index) walkTree(t *outline.Tree, q Query, m *matcher, fp string, after 
 				res.Hits = append(res.Hits, hit(t, it, stack, at, n, inNote))
 				last = it
 			}
+		}
+		if q.Depth > 0 && level == q.Depth {
+			return true // its children are below depth
 		}
 		stack = append(stack, it)
 		defer func() { stack = stack[:len(stack)-1] }()
@@ -1072,6 +1090,7 @@ func (x *Index) walkTree(t *outline.Tree, q Query, m *matcher, fp string, after 
 		for p := t.Parent(q.Under); p != nil; p = t.Parent(p) {
 			stack = append([]*outline.Item{p}, stack...)
 		}
+		base = len(stack)
 		top = []*outline.Item{q.Under}
 	}
 	resume(top, after)
@@ -1096,13 +1115,13 @@ func (x *Index) scan(t *outline.Tree, q Query, m *matcher, fp string, after []st
 	if x.tree != t {
 		return nil, false
 	}
-	start, stop := 0, x.rows()
+	start, stop, u := 0, x.rows(), 0
 	if q.Under != nil {
 		i, ok := x.position(t, q.Under)
 		if !ok {
 			return nil, false
 		}
-		start, stop = i, i+x.row(i).size
+		start, stop, u = i, i+x.row(i).size, i
 	}
 	if len(after) > 0 {
 		items := t.Roots // a cursor's path starts at the top, or at Under
@@ -1124,10 +1143,22 @@ func (x *Index) scan(t *outline.Tree, q Query, m *matcher, fp string, after []st
 		}
 		start = max(start, i+1)
 	}
+	var ms []found
+	if q.Depth > 0 {
+		// the rows within Depth levels below Under, in runs of adjacent
+		// rows, from start on
+		for _, r := range x.levels(u, start, q.Depth) {
+			if ms = append(ms, x.matches(m, r[0], r[1], q.Limit+1-len(ms))...); len(ms) > q.Limit {
+				break
+			}
+		}
+	} else {
+		ms = x.matches(m, start, stop, q.Limit+1)
+	}
 	res := &Result{Hits: []Hit{}}
 	var lastHit *outline.Item
 	full := false
-	for _, mt := range x.matches(m, start, stop, q.Limit+1) {
+	for _, mt := range ms {
 		i, at, n, inNote := mt.i, mt.at, mt.n, mt.inNote
 		if len(res.Hits) == q.Limit {
 			full = true
@@ -1154,6 +1185,38 @@ func (x *Index) scan(t *outline.Tree, q Query, m *matcher, fp string, after []st
 		res.Cursor = base64.RawURLEncoding.EncodeToString(raw)
 	}
 	return res, true
+}
+
+// levels are the rows 1 to depth levels below row u, as runs [a, b) of
+// adjacent rows, from row from on: what is deeper is skipped by subtree
+// sizes, so it costs the rows within depth.
+func (x *Index) levels(u, from, depth int) [][2]int {
+	var out [][2]int
+	add := func(i int) {
+		if i < from {
+			return
+		}
+		if n := len(out); n > 0 && out[n-1][1] == i {
+			out[n-1][1] = i + 1
+			return
+		}
+		out = append(out, [2]int{i, i + 1})
+	}
+	var below func(i, end, level int)
+	below = func(i, end, level int) { // the children of the row before i, up to end
+		for i < end {
+			size := x.row(i).size
+			if i+size > from { // before from: nothing of it is wanted
+				add(i)
+				if level < depth {
+					below(i+1, i+size, level+1)
+				}
+			}
+			i += size
+		}
+	}
+	below(u+1, u+x.row(u).size, 1)
+	return out
 }
 
 type found struct {

@@ -28,9 +28,7 @@ func (e Edit) Plan(p *outline.Planner) error {
 	v := it.Rec.Value.Map()
 	changed := false
 	if e.Text != nil {
-		v["text"] = *e.Text
-		delete(v, "facets")
-		p.Facets(v, *e.Text)
+		p.Refacet(v, *e.Text)
 		changed = true
 	}
 	if setFields(v, map[string]*string{"layout": e.Layout, "display": e.Display}) {
@@ -56,9 +54,7 @@ func (e Edit) note(p *outline.Planner, it *outline.Item, text string) {
 		p.Note("%s has no note to remove", it.Key())
 	case it.Note != nil:
 		nv := it.Note.Value.Map()
-		nv["text"] = text
-		delete(nv, "facets")
-		p.Facets(nv, text)
+		p.Refacet(nv, text)
 		p.Update(*it.Note, nv, "note")
 	default:
 		nv := map[string]any{"$type": lexicon.Note, "subject": p.NodeURI(it.Key()), "text": text, "createdAt": p.Stamp()}

@@ -141,6 +141,19 @@ func (e EditWhere) Plan(p *outline.Planner) error {
 		}
 		changed++
 	}
+	if rep != nil && e.Where != nil {
+		// the summary says it: how, the matches, the bullets changed of
+		// those selected
+		if len(examples) > 0 {
+			r := strings.Join(examples, "; ")
+			if changed > len(examples) {
+				r += fmt.Sprintf("; … and %d more", changed-len(examples))
+			}
+			p.Review("%s", r)
+		}
+		p.Summary("replace %q with %q (%s, %d match(es)) in %d of %d bullet(s) selected by where", e.Replace.Find, e.Replace.With, how, matches, changed, len(items))
+		return nil
+	}
 	if rep != nil {
 		s := fmt.Sprintf("replace (%s): %d match(es) in %d bullet(s)", how, matches, changed)
 		switch {
@@ -149,13 +162,14 @@ func (e EditWhere) Plan(p *outline.Planner) error {
 		case unmatched > 0:
 			s += fmt.Sprintf("; %d selected bullet(s) have no match", unmatched)
 		}
-		if len(examples) > 0 {
-			s += "; " + strings.Join(examples, "; ")
-			if changed > len(examples) {
-				s += fmt.Sprintf("; … and %d more", changed-len(examples))
-			}
-		}
 		p.Note("%s", s)
+		if len(examples) > 0 {
+			r := strings.Join(examples, "; ")
+			if changed > len(examples) {
+				r += fmt.Sprintf("; … and %d more", changed-len(examples))
+			}
+			p.Review("%s", r)
+		}
 	}
 	switch {
 	case e.Where != nil && rep != nil:

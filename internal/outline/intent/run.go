@@ -114,8 +114,16 @@ func (r MoveRun) Plan(p *outline.Planner) error {
 		}
 		at += m
 	}
-	p.Note("split: %d run(s) of %d–%d bullet(s) under new bullets %v", n, size, size+min(extra, 1), heads)
-	p.Summary("split the %d bullet(s) %s … %s into %d headed run(s) under %s", len(run), outline.Name(run[0]), outline.Name(run[len(run)-1]), n, outline.Name(par))
+	sizes := fmt.Sprint(size)
+	if extra > 0 {
+		sizes = fmt.Sprintf("%d–%d", size, size+1)
+	}
+	// the new headings are the result's created bullets
+	if len(run) == len(sibs) {
+		p.Summary("split the %d children of %s into %d headed run(s) of %s", len(run), outline.Name(par), n, sizes)
+	} else {
+		p.Summary("split the %d bullet(s) %s … %s under %s into %d headed run(s) of %s", len(run), outline.Name(run[0]), outline.Name(run[len(run)-1]), outline.Name(par), n, sizes)
+	}
 	return nil
 }
 

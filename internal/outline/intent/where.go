@@ -18,7 +18,8 @@ const sampleKeys = 10
 
 // Where selects bullets by search's filters (package search: every given
 // filter must match), on the tree the plan is made on: in a batch, with
-// the earlier steps applied. Under is a record key or URI. A selection is
+// the earlier steps applied. Under is a record key or URI; Depth limits
+// the levels below it. A selection is
 // said in the plan's notes (selectionPrefix): its count, a fingerprint of
 // its keys and the first of them, so a dry run shows what it took and a
 // kept plan can be checked against the set the outline gives now
@@ -35,6 +36,9 @@ type Where struct {
 	CompletedFrom string   `json:"completed_from,omitempty"`
 	CompletedTo   string   `json:"completed_to,omitempty"`
 	Under         string   `json:"under,omitempty"`
+	// Depth, with Under: how many levels below it to look (1: its
+	// children only); 0 is the whole subtree.
+	Depth int `json:"depth,omitempty"`
 }
 
 // Filters reports whether w gives a filter besides under (search asks
@@ -73,7 +77,11 @@ func (w Where) pick(p *outline.Planner, what string) ([]*outline.Item, error) {
 	}
 	t := p.Tree()
 	q := search.Query{Text: w.Text, Regex: w.Regex, Tags: w.Tags, Mentions: w.Mentions, Layout: w.Layout, State: w.State,
-		CreatedFrom: w.CreatedFrom, CreatedTo: w.CreatedTo, CompletedFrom: w.CompletedFrom, CompletedTo: w.CompletedTo}
+		CreatedFrom: w.CreatedFrom, CreatedTo: w.CreatedTo, CompletedFrom: w.CompletedFrom, CompletedTo: w.CompletedTo, Depth: w.Depth}
+	if w.Depth != 0 && (w.Depth < 1 || w.Under == "") {
+		return nil, outline.Fail(outline.ErrInvalidInput, "give depth as a whole number of at least 1, with under (1: under's children only)",
+			"%s.depth must be at least 1 and needs %s.under, got %d", what, what, w.Depth)
+	}
 	if w.Under != "" {
 		u, err := t.Resolve(w.Under)
 		if err != nil {
@@ -125,7 +133,7 @@ func selectionNote(items []*outline.Item) string {
 	case len(items) == 0:
 		s += ": nothing to change"
 	case len(items) > len(sample):
-		s += fmt.Sprintf(": %s … and %d more (search with the same filters lists them all)", strings.Join(sample, " "), len(items)-len(sample))
+		s += fmt.Sprintf(": %s … and %d more (search with the same filters lists all)", strings.Join(sample, " "), len(items)-len(sample))
 	default:
 		s += ": " + strings.Join(sample, " ")
 	}

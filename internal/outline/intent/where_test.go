@@ -121,3 +121,33 @@ func TestRenameMention(t *testing.T) {
 		t.Fatalf("after the rename: %q", got)
 	}
 }
+
+// TestDeleteWhereDepth: with under and depth, where takes the bullets
+// within depth levels below under only; a depth below 1, or without
+// under, is refused naming where.depth, and nothing is written.
+func TestDeleteWhereDepth(t *testing.T) {
+	ctx := context.Background()
+	nodes := []intent.NewNode{{Text: "L", Children: []intent.NewNode{{Text: "x child"}, {Text: "keep", Children: []intent.NewNode{{Text: "x grandchild"}}}}}}
+	e, tr := whereEngine(t, nodes)
+	L := tr.Roots[0].Key()
+	for _, w := range []intent.Where{{Text: "x ", Under: L, Depth: -1}, {Text: "x ", Depth: 1}} {
+		if _, err := e.Do(ctx, intent.DeleteWhere{Where: w}, false); err == nil || !strings.Contains(err.Error(), "where.depth") {
+			t.Fatalf("depth %d under %q: %v", w.Depth, w.Under, err)
+		}
+	}
+	out, err := e.Do(ctx, intent.DeleteWhere{Where: intent.Where{Text: "x ", Under: L, Depth: 1}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Plan.Writes) != 1 {
+		t.Fatalf("%d writes, want the child's delete", len(out.Plan.Writes))
+	}
+	tr, _ = e.Tree(ctx)
+	keep := tr.ChildrenOf(tr.Roots[0])
+	if got := treeTexts(keep); !slices.Equal(got, []string{"keep"}) {
+		t.Fatalf("L keeps %q", got)
+	}
+	if got := treeTexts(tr.ChildrenOf(keep[0])); !slices.Equal(got, []string{"x grandchild"}) {
+		t.Fatalf("the grandchild: %q", got)
+	}
+}
