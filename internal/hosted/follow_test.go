@@ -153,15 +153,16 @@ func TestHostedFollowNotifies(t *testing.T) {
 	if res, err := call(ctx, sc, "insert_after", map[string]any{"text": "Written by the agent"}); err != nil || res.IsError {
 		t.Fatalf("insert: %v %s", err, resultText(res))
 	}
-	ups := listening(t, mcpClient(t, in, tok), server.OutlineURI)
 	// the person's edit, once the instance follows the user live (the
 	// stream brings every commit from then on; a catch-up read covers
-	// what came before)
+	// what came before), and the subscription is acknowledged (opened
+	// last: the test client's streams end after 30 s)
 	u, err := in.user(ctx, a.DID.String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitLive(t, u)
+	ups := listening(t, mcpClient(t, in, tok), server.OutlineURI)
 	calls := in.Hits("/mcp")
 	appCreate(t, p, a, "Written in the app")
 	ups.waitN(t, server.OutlineURI, 1)
