@@ -58,6 +58,9 @@ func (s *Subscriptions) bind(srv *mcpserver.MCPServer) {
 	s.mu.Unlock()
 }
 
+// Watching reports whether any session subscribes to a resource of did.
+func (s *Subscriptions) Watching(did string) bool { return s != nil && s.watching(did) }
+
 // watching reports whether any session subscribes to a resource of did.
 func (s *Subscriptions) watching(did string) bool {
 	s.mu.Lock()

@@ -168,6 +168,9 @@ func serveHosted(ctx context.Context, stderr io.Writer, f hostedFlags) int {
 	_, say := hosted.GoMemoryLimit(memory, os.Getenv)
 	fmt.Fprintf(stderr, "bulleted-mcp: %s\n", say)
 	go s.RunJanitor(ctx, 0)
+	// every user held is followed (one commit stream per PDS host):
+	// others' edits reach subscribed sessions without a call
+	go s.RunFollowing(ctx)
 	// thrashing (users dropped for the budget and reopened) is said
 	go s.RunThrashWatch(ctx, 0, func(format string, args ...any) {
 		fmt.Fprintf(stderr, "bulleted-mcp: "+format+"\n", args...)

@@ -27,6 +27,12 @@
 //     from Config.TrustedProxies); expired requests, codes and tokens are
 //     pruned in batches (RunPruner); redirect URIs are https, loopback http
 //     or reverse-domain private-use schemes, at most 10.
+//   - Following (RunFollowing, follow.go): every user an instance holds is
+//     followed through one subscribeRepos connection per PDS host
+//     (pds.Hub), so others' edits reach subscribed sessions without a call
+//     and reads and writes need no request while it is live; instances
+//     NOTIFY each other of their own commits (docs/hosted.md says why not
+//     Jetstream, and when it would be).
 //
 // Migrations are embedded and applied at start.
 package hosted

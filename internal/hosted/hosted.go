@@ -135,6 +135,17 @@ type Server struct {
 	// loading admits one user's read at a time (memory.go)
 	loading chan struct{}
 
+	// subs are the MCP sessions' resource subscriptions (a followed
+	// commit notifies them: follow.go)
+	subs *server.Subscriptions
+	// follow: the users held are followed (RunFollowing; nil: not);
+	// syncMissed counts calls that could not make sure they heard the
+	// other instances' commits (caughtUp)
+	follow     *following
+	syncMissed atomic.Int64
+	// notices counts the other instances' commit notices of users held
+	notices atomic.Int64
+
 	// open makes a user's engine (openPDS; the hosted simulation opens
 	// generated outlines in memory instead)
 	open func(ctx context.Context, did string) (*user, error)
@@ -185,6 +196,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	opts := cfg.Server
 	opts.EnvFor = s.envFor
+	if opts.Subscriptions == nil {
+		opts.Subscriptions = server.NewSubscriptions()
+	}
+	s.subs = opts.Subscriptions
 	if s.mcp, err = server.NewWithOptions(nil, opts); err != nil {
 		return nil, err
 	}
@@ -218,6 +233,10 @@ type user struct {
 	oversize bool  // said to be bigger than the whole budget
 	reopened bool  // opened from an existing read cache
 	sizing   sizing
+	// repo is the user's PDS repository (nil: not over a PDS); leave ends
+	// its following (follow.go; nil: not followed)
+	repo  *pds.Repo
+	leave func()
 }
 
 // apiClient carries API requests to PDSes: bounded by pds' own per-call
@@ -296,13 +315,13 @@ func (s *Server) get(ctx context.Context, did string, held bool) (*user, error) 
 	}
 	u.size = s.measure(u)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.mem.reserved -= reserve
 	if prev, ok := s.users[did]; ok {
 		prev.used = s.now()
 		if held {
 			s.hold(prev)
 		}
+		s.mu.Unlock()
 		return prev, nil
 	}
 	u.used = s.now()
@@ -327,6 +346,8 @@ func (s *Server) get(ctx context.Context, did string, held bool) (*user, error) 
 	}
 	s.users[did] = u
 	s.fit()
+	s.mu.Unlock()
+	s.join(u) // followed while held (follow.go)
 	return u, nil
 }
 
@@ -355,6 +376,7 @@ func (s *Server) openPDS(ctx context.Context, did string) (*user, error) {
 		return nil, err
 	}
 	r := pds.New(c, pdid)
+	r.Directory = s.cfg.Directory // verifies the followed commits (follow.go)
 	r.Cache = filepath.Join(dir, "repo.car")
 	_, statErr := os.Stat(r.Cache)
 	j := newJournal(s.db, did)
@@ -367,7 +389,7 @@ func (s *Server) openPDS(ctx context.Context, did string) (*user, error) {
 		}
 		return outline.Rebuild(snap, nil), nil
 	}
-	eng, err := outline.Open(&userRepo{inner: r, ledger: s.ledger, journal: j, refused: &s.refused, budgetRefused: s.metrics.budgetRefused}, outline.Options{Resolver: resolver, Others: read, Journal: j})
+	eng, err := outline.Open(&userRepo{inner: r, ledger: s.ledger, journal: j, refused: &s.refused, budgetRefused: s.metrics.budgetRefused, committed: s.committed}, outline.Options{Resolver: resolver, Others: read, Journal: j})
 	if err != nil {
 		return nil, err
 	}
@@ -375,7 +397,7 @@ func (s *Server) openPDS(ctx context.Context, did string) (*user, error) {
 	// confirmation) is applied by whichever instance gets the call
 	eng.SetPlanStore(&planRows{db: s.db, did: did, applied: s.metrics.plansApplied})
 	env := &tools.Env{Engine: eng, Search: s.search, Snapshots: s.snapshots, Confirm: s.cfg.Confirm}
-	u := &user{did: did, env: env, journal: j, auth: a, reopened: statErr == nil}
+	u := &user{did: did, env: env, journal: j, auth: a, reopened: statErr == nil, repo: r}
 	u.sizing.repoSize = r.Size
 	return u, nil
 }
@@ -394,6 +416,9 @@ func (s *Server) envFor(ctx context.Context) (*tools.Env, func(), error) {
 		}
 		return nil, nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "opening your repository failed: " + err.Error(), Next: "retry in a moment"}
 	}
+	// the other instances' commits of the user made before this call are
+	// known before it reads the followed head (follow.go)
+	s.syncCall(ctx, u)
 	// a write waits for the user's turn (userlock.go): instances racing
 	// for one user queue instead of sending batches refused as stale
 	var turn *heldTurn

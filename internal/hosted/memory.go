@@ -307,6 +307,10 @@ func (s *Server) fit() {
 
 // drop forgets u's engine, search index and paging snapshots (s.mu held).
 func (s *Server) drop(u *user) {
+	if u.leave != nil {
+		u.leave() // no longer followed
+		u.leave = nil
+	}
 	s.remember(u)
 	delete(s.users, u.did)
 	s.search.Drop(u.did)
@@ -321,7 +325,9 @@ func (s *Server) Sweep() {
 	if s.mem.idle > 0 {
 		cut := s.now().Add(-s.mem.idle)
 		for _, u := range s.users {
-			if u.refs == 0 && u.used.Before(cut) {
+			// (a user a session subscribes to here stays followed, so
+			// that others' edits keep reaching it: follow.go)
+			if u.refs == 0 && u.used.Before(cut) && !s.subs.Watching(u.did) {
 				s.drop(u)
 				s.mem.stats.EvictedIdle++
 			}

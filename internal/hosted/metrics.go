@@ -80,10 +80,15 @@ var (
 	dBeside      = desc("writes_without_turn_total", "Writes that went ahead without their user's turn across instances (the lock was not had, or every lock slot was taken).")
 	dRefreshes   = desc("upstream_refreshes_total", "Upstream (PDS) OAuth sessions refreshed by this process.")
 	dForgotten   = desc("sessions_forgotten_total", "MCP sessions this instance forgot, unused the longest, to keep at most server.MaxSessions known here (each adopted again at its next request).")
+	dFollowed    = desc("followed_users", "Users whose PDS commit stream this instance follows (RunFollowing).")
+	dStreamsUp   = desc("streams_up", "PDS hosts whose commit stream connection is up.")
+	dStreams     = desc("streams", "PDS hosts whose commit stream this instance follows (up or reconnecting).")
+	dNotices     = desc("commit_notices_total", "Other instances' commit notices of users held here (NOTIFY).")
+	dSyncMissed  = desc("sync_missed_total", "Calls that could not make sure, within 250 ms, that this instance had heard the other instances' commit notices sent before them.")
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dOpens, dReopens, dEvictSize, dEvictIdle, dOversize, dLoadsBeside, dUsers, dInFlight, dBytes, dBudget, dStale, dBeside, dRefreshes, dForgotten} {
+	for _, d := range []*prometheus.Desc{dOpens, dReopens, dEvictSize, dEvictIdle, dOversize, dLoadsBeside, dUsers, dInFlight, dBytes, dBudget, dStale, dBeside, dRefreshes, dForgotten, dFollowed, dStreamsUp, dStreams, dNotices, dSyncMissed} {
 		ch <- d
 	}
 }
@@ -110,6 +115,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(dBeside, c.s.writeQueue.beside.Load())
 	counter(dRefreshes, Refreshes.Load())
 	counter(dForgotten, c.s.sessions.forgotten.Load())
+	followed, up, streams := c.s.followState()
+	gauge(dFollowed, int64(followed))
+	gauge(dStreamsUp, int64(up))
+	gauge(dStreams, int64(streams))
+	counter(dNotices, c.s.notices.Load())
+	counter(dSyncMissed, c.s.syncMissed.Load())
 }
 
 // serveMetrics answers /metrics: the Prometheus text format to a request

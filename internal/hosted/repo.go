@@ -36,6 +36,9 @@ type userRepo struct {
 	refused *atomic.Int64
 	// budgetRefused counts writes refused for the budget (nil: none)
 	budgetRefused prometheus.Counter
+	// committed, if set, hears each batch that landed (the other
+	// instances are told: follow.go)
+	committed func(did, rev string)
 }
 
 func (r *userRepo) refusedForBudget(err error) {
@@ -50,11 +53,24 @@ var (
 	_ store.Deltas     = (*userRepo)(nil)
 )
 
-// userRepo is deliberately not a store.Known: a user's calls may land on
-// any instance, so a write after this instance's own last commit cannot
-// guess that no other instance wrote since (every guess that failed would
-// cost a refused applyWrites, counted by the PDS). Its writes ask first,
-// through Changes.
+// userRepo is not a store.Known: a user's calls may land on any instance,
+// so a write after this instance's own last commit cannot guess that no
+// other instance wrote since (every guess that failed would cost a refused
+// applyWrites, counted by the PDS). It is a store.WriteKnown only while
+// the user's commit stream is followed live (follow.go): the followed head
+// then has every commit (other instances' too, and they say theirs at once:
+// pds.Repo.Moved), and a write is planned on it as in single-user mode.
+// Otherwise its writes ask first, through Changes.
+var _ store.WriteKnown = (*userRepo)(nil)
+
+// WriteChanges implements store.WriteKnown while the stream is live (ok
+// false otherwise: the engine asks, through Changes).
+func (r *userRepo) WriteChanges(ctx context.Context, since string) (string, string, []store.Record, bool, bool, error) {
+	if !r.inner.Live() {
+		return "", "", nil, false, false, nil
+	}
+	return r.inner.WriteChanges(ctx, since)
+}
 
 // CheckBudget tells whether cost points fit in the user's shared budget now
 // (store.Budgeted), and how many are left in the rolling hour.
@@ -138,6 +154,7 @@ func (r *userRepo) Apply(ctx context.Context, swapCommit string, writes []store.
 		r.settleFailed(ctx, did, "", spent, cost, err)
 		return nil, fmt.Errorf("%w", err)
 	}
+	r.landed(did, res)
 	return res, nil
 }
 
@@ -155,7 +172,15 @@ func (r *userRepo) applyPlanned(ctx context.Context, did, plan, swapCommit strin
 		r.settleFailed(ctx, did, plan, spent, cost, err)
 		return nil, fmt.Errorf("%w", err)
 	}
+	r.landed(did, res)
 	return res, nil
+}
+
+// landed tells the other instances of a batch that landed.
+func (r *userRepo) landed(did string, res *store.Result) {
+	if r.committed != nil && res != nil {
+		r.committed(did, res.Rev)
+	}
 }
 
 // settleFailed deals with the charge of a batch that failed: refunded when

@@ -90,7 +90,7 @@ func (r *Repo) Changes(ctx context.Context, since string) (string, string, []sto
 	r.mu.Lock()
 	known := r.car != nil && r.chain(since) != nil
 	pending, noSince, live := r.pending, r.noSince, r.fresh()
-	onItsWay := r.stream.live && (r.stream.incoming > 0 || r.stream.swapped)
+	onItsWay := r.stream.live && (r.stream.incoming > 0 || r.stream.swapped || r.stream.elsewhere > r.headRev)
 	r.mu.Unlock()
 	if !known {
 		return "", "", nil, false, nil
@@ -264,6 +264,7 @@ func (r *Repo) advance(ctx context.Context) error {
 			}
 			return nil // others keep bringing it forward
 		}
+		r.stream.elsewhere = "" // the PDS was asked: its answer is newer than what was said
 		if f.root == from {
 			r.stream.swapped = false // the PDS was asked (follow.go)
 			if since != "" && f.received > size/2 {
@@ -308,7 +309,10 @@ func (r *Repo) follow(st *step) {
 	c.apply(st)
 	r.push(transition{from: r.head, to: to, rev: st.rev, changes: changes, before: before})
 	r.pending = 0
-	r.stream.foreignAt = time.Now() // another writer's commit
+	// another writer's commit, as far as is known: a read (or the stream)
+	// can bring our own commit before its write has returned
+	// (ownCommit then takes this back)
+	r.stream.foreignBefore, r.stream.foreignAt, r.stream.foreignCommit = r.stream.foreignAt, time.Now(), to
 }
 
 // after is what changed from the head (our own commits own on top of c) to
@@ -409,6 +413,10 @@ func (r *Repo) ownCommit(swap, commit, rev string, writes []store.Write, results
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.stream.foreignCommit == commit {
+		// taken in before its write returned: ours, not another writer's
+		r.stream.foreignAt, r.stream.foreignCommit = r.stream.foreignBefore, ""
+	}
 	if r.car == nil || r.head != swap || r.pending >= maxPending {
 		r.ownAt = time.Time{}
 		return

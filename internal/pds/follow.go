@@ -95,6 +95,13 @@ var errGap = errors.New("a gap in the commit stream")
 type streamState struct {
 	live bool         // connected, caught up, every commit since taken in
 	life atomic.Int64 // unix nanoseconds of the connection's last sign of life
+	// shared, while the repository is a member of a Hub: the hub's
+	// connection's life instead (lifeNanos)
+	shared atomic.Pointer[atomic.Int64]
+	// elsewhere: a rev another instance said it committed (Moved) that
+	// the head known has not reached: reads and writes wait for the
+	// stream to bring it, or ask (advance clears it)
+	elsewhere string
 	// settled: when the connection's catch-up is old enough to trust
 	// (settleFor after it; zero: not caught up yet)
 	settled time.Time
@@ -132,6 +139,11 @@ type streamState struct {
 	// foreignAt: when another writer's commit was last taken in, or a
 	// write refused for one (WriteChanges asks first for OthersQuiet)
 	foreignAt time.Time
+	// foreignCommit: the commit that last set foreignAt (by follow),
+	// foreignBefore what foreignAt was before it (ownCommit takes it back
+	// when that commit turns out to be ours)
+	foreignCommit string
+	foreignBefore time.Time
 	// moved is closed (and dropped) when the kept head moves or a
 	// delivered commit was dealt with: awaitStream's waiters look again
 	moved chan struct{}
@@ -144,7 +156,30 @@ type streamState struct {
 func (r *Repo) fresh() bool {
 	now := time.Now()
 	return r.stream.live && !r.stream.swapped && r.car != nil && !r.stream.settled.IsZero() && !now.Before(r.stream.settled) &&
-		now.Sub(time.Unix(0, r.stream.life.Load())) < deadAfter
+		now.Sub(time.Unix(0, r.lifeNanos())) < deadAfter && r.stream.elsewhere <= r.headRev
+}
+
+// lifeNanos is the unix nanoseconds of the followed connection's last
+// sign of life (a Hub's, while the repository is its member).
+func (r *Repo) lifeNanos() int64 {
+	if p := r.stream.shared.Load(); p != nil {
+		return p.Load()
+	}
+	return r.stream.life.Load()
+}
+
+// Moved tells the repository that its owner's repository has a commit of
+// rev (another instance of a hosted service made it, and said so): until
+// the head known reaches it, reads wait briefly for the stream to bring
+// it and then ask the PDS, and a write swapped on the head known is not
+// sent (behind). A rev not newer than the head known changes nothing.
+func (r *Repo) Moved(rev string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.car == nil || rev <= r.headRev {
+		return
+	}
+	r.stream.elsewhere = max(r.stream.elsewhere, rev)
 }
 
 // goLive makes the stream live (caught up); the connection's first time
@@ -172,7 +207,7 @@ func (r *Repo) catchingUp() bool {
 // up after start, why.
 func (r *Repo) noteRead(ctx context.Context, live bool) {
 	if live {
-		quiet := time.Since(time.Unix(0, r.stream.life.Load()))
+		quiet := time.Since(time.Unix(0, r.lifeNanos()))
 		if quiet > quietAfter {
 			store.NoteCall(ctx, "stream", fmt.Sprintf("This read answered from the followed commit stream, which has been silent for %.1f s: commits others made in the last %.1f s may be missing (a connection silent for %s is dropped and reads ask the PDS).",
 				quiet.Seconds(), quiet.Seconds(), deadAfter))
@@ -301,7 +336,7 @@ func (r *Repo) awaitStream(ctx context.Context) bool {
 		if r.stream.swapped && r.head != r.stream.refused && r.stream.incoming == 0 {
 			r.stream.swapped = false // the stream brought the commit it was refused for
 		}
-		if r.stream.incoming == 0 && !r.stream.swapped {
+		if r.stream.incoming == 0 && !r.stream.swapped && r.stream.elsewhere <= r.headRev {
 			ok := r.fresh()
 			r.mu.Unlock()
 			return ok
@@ -620,7 +655,7 @@ func (r *Repo) behind(swap string) bool {
 		return false
 	}
 	if swap == r.head {
-		return r.stream.news > 0 && r.stream.heardRev > r.headRev
+		return r.stream.news > 0 && r.stream.heardRev > r.headRev || r.stream.elsewhere > r.headRev
 	}
 	return len(r.chain(swap)) > 0
 }
