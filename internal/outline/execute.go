@@ -113,7 +113,7 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 		if err == nil {
 			e.changes.landed(batch, res.Rev, res.Results, writer)
 			commits = append(commits, *res)
-			if err := e.ops.move(ctx, op, phaseRunning, step{landed: []string{res.Commit}}); err != nil {
+			if err := e.landedStep(ctx, op, res.Commit); err != nil {
 				return commits, e.journalLost(op, err)
 			}
 			swap = res.Commit
@@ -143,7 +143,7 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 			}
 			if batchLanded(s, batch) {
 				e.changes.landed(batch, s.Rev, nil, writer)
-				if err := e.ops.move(ctx, op, phaseRunning, step{landed: []string{s.Commit}}); err != nil {
+				if err := e.landedStep(ctx, op, s.Commit); err != nil {
 					return commits, e.journalLost(op, err)
 				}
 				swap = s.Commit
@@ -191,7 +191,7 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 			if ctx.Err() == nil {
 				if s, rerr := e.Repo.Snapshot(ctx); rerr == nil && batchLanded(s, batch) {
 					e.changes.landed(batch, s.Rev, nil, writer)
-					if err := e.ops.move(ctx, op, phaseRunning, step{landed: []string{s.Commit}}); err != nil {
+					if err := e.landedStep(ctx, op, s.Commit); err != nil {
 						return commits, e.journalLost(op, err)
 					}
 					swap = s.Commit
@@ -209,8 +209,10 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 			return commits, e.stop(ctx, op, err, "", unknown)
 		}
 	}
-	if err := e.ops.move(ctx, op, phaseLanded, step{}); err != nil {
-		return commits, e.journalLost(op, err)
+	if op.State != OpDone { // every batch had landed before this call (a resume)
+		if err := e.ops.move(ctx, op, phaseLanded, step{}); err != nil {
+			return commits, e.journalLost(op, err)
+		}
 	}
 	if len(op.Undoes) > 0 {
 		e.markUndone(ctx, op.Undoes)
@@ -218,6 +220,17 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 	e.ops.prune(ctx) // a failure leaves more operations than JournalSize, pruned next time
 	e.keepOwn(ctx)
 	return commits, nil
+}
+
+// landedStep records that op's next batch landed as commit: a step from
+// running to running, or, for its last batch, to landed in the same
+// record (one append to the journal where there were two).
+func (e *Engine) landedStep(ctx context.Context, op *Operation, commit string) error {
+	to := phaseRunning
+	if op.Landed+1 == len(op.Batches) {
+		to = phaseLanded
+	}
+	return e.ops.move(ctx, op, to, step{landed: []string{commit}})
 }
 
 // keepOwn brings the kept tree to the commits a write just made, as part

@@ -193,12 +193,15 @@ func (s *fileJournal) Save(_ context.Context, op *Operation, whole bool) error {
 		before, serr := os.Stat(s.path(op.ID))
 		c, kept := s.files[name]
 		kept = kept && serr == nil && !s.dirty[name] && c.same(before)
+		// not fsynced: the line is there for every process at once (a
+		// killed process's writes stay), and only a crash of the machine
+		// can take it back, which leaves the record as it was before a
+		// batch landed: resume and undo look in the repository for what
+		// landed after the recorded batches (undoTargets, Resume). The
+		// plan, written whole before its first batch is sent, is fsynced.
 		f, err := os.OpenFile(s.path(op.ID), os.O_WRONLY|os.O_APPEND, 0o600)
 		if err == nil {
 			_, err = f.Write(raw)
-			if err == nil {
-				err = f.Sync()
-			}
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
