@@ -85,7 +85,19 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 		return nil, e.stop(ctx, op, err, "the write budget", false)
 	}
 	defer release()
-	if err := e.ops.move(ctx, op, phaseRunning, step{}); err != nil {
+	// recorded: the record of op planned just now, written while the
+	// repository prepares its first batch (its points charged, fsynced
+	// too), which leaves only once it is written (store.SendGated); nil:
+	// recorded already
+	var recorded func() error
+	if _, gated := e.Repo.(store.SendGated); gated && fresh {
+		recorded = e.ops.moveSoon(ctx, op)
+		defer func() {
+			if recorded != nil {
+				recorded()
+			}
+		}()
+	} else if err := e.ops.move(ctx, op, phaseRunning, step{}); err != nil {
 		return nil, err
 	}
 	progress, _ := ctx.Value(progressKey{}).(Progress)
@@ -97,6 +109,12 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 	for op.Landed < len(op.Batches) {
 		e.changes.unpend(gen)
 		if ctx.Err() != nil {
+			if recorded != nil {
+				err := recorded()
+				if recorded = nil; err != nil {
+					return nil, err
+				}
+			}
 			return commits, e.stop(ctx, op, ctx.Err(), "cancelled by the client", false)
 		}
 		batch := op.batch(op.Landed)
@@ -108,8 +126,22 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 		// its points are charged once under this key, however often it is sent
 		cctx = budget.WithBatch(cctx, batchKey(op, op.Landed))
 		gen = e.changes.pend(batch, writer)
+		if recorded != nil {
+			cctx = store.WithSendGate(cctx, recorded)
+		}
 		res, err := e.Repo.Apply(cctx, swap, batch)
 		cancel()
+		if recorded != nil {
+			jerr := recorded()
+			if recorded = nil; jerr != nil {
+				if err == nil { // sent unrecorded: not by a SendGated repository
+					e.changes.landed(batch, res.Rev, res.Results, writer)
+					op.Landed, op.Commits = op.Landed+1, append(op.Commits, res.Commit)
+					return append(commits, *res), e.journalLost(op, jerr)
+				}
+				return nil, jerr // not sent
+			}
+		}
 		if err == nil {
 			e.changes.landed(batch, res.Rev, res.Results, writer)
 			commits = append(commits, *res)

@@ -112,18 +112,50 @@ type lifecycle struct {
 // transition the table does not allow is refused with a plain error (a
 // bug), op unchanged.
 func (l *lifecycle) move(ctx context.Context, op *Operation, to phase, s step) error {
-	from, err := phaseOf(op)
-	if err != nil {
+	from, err := l.advance(op, to, s)
+	if err != nil || s.dry {
 		return err
 	}
+	return l.record(ctx, op, from, to)
+}
+
+// moveSoon is move of an operation planned just now to running, its
+// record written meanwhile: op is moved at once, and the returned wait
+// gives the record's error once it is written (the same error each time
+// it is called). The caller sends none of op's batches before wait
+// returns nil (store.WithSendGate), and calls it before it reads or
+// changes op again.
+func (l *lifecycle) moveSoon(ctx context.Context, op *Operation) func() error {
+	from, err := l.advance(op, phaseRunning, step{})
+	if err != nil {
+		return func() error { return err }
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err = l.record(ctx, op, from, phaseRunning)
+	}()
+	return func() error {
+		<-done
+		return err
+	}
+}
+
+// advance takes op from its phase to phase to in memory (move's first half),
+// returning the phase it was in.
+func (l *lifecycle) advance(op *Operation, to phase, s step) (phase, error) {
+	from, err := phaseOf(op)
+	if err != nil {
+		return "", err
+	}
 	if !slices.Contains(transitions[from], to) {
-		return fmt.Errorf("operation %s: no transition from %s to %s", op.ID, from, to)
+		return "", fmt.Errorf("operation %s: no transition from %s to %s", op.ID, from, to)
 	}
 	if to == phaseForgotten && op.Landed+len(s.landed) > 0 {
-		return fmt.Errorf("operation %s: cannot forget it, %d batch(es) landed", op.ID, op.Landed)
+		return "", fmt.Errorf("operation %s: cannot forget it, %d batch(es) landed", op.ID, op.Landed)
 	}
 	if op.Landed+len(s.landed) > len(op.Batches) {
-		return fmt.Errorf("operation %s: %d batch(es) landed of %d", op.ID, op.Landed+len(s.landed), len(op.Batches))
+		return "", fmt.Errorf("operation %s: %d batch(es) landed of %d", op.ID, op.Landed+len(s.landed), len(op.Batches))
 	}
 	op.Landed += len(s.landed)
 	op.Commits = append(op.Commits, s.landed...)
@@ -143,9 +175,12 @@ func (l *lifecycle) move(ctx context.Context, op *Operation, to phase, s step) e
 	case phaseForgotten:
 		op.State = opForgotten
 	}
-	if s.dry {
-		return nil
-	}
+	return from, nil
+}
+
+// record writes op's step from phase from to phase to in the journal
+// (move's second half).
+func (l *lifecycle) record(ctx context.Context, op *Operation, from, to phase) error {
 	// what landed must be recorded even when the call is cancelled (the
 	// journal bounds its own requests)
 	ctx = context.WithoutCancel(ctx)
