@@ -87,11 +87,11 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 	defer release()
 	// recorded: the record of op planned just now, written while the
 	// repository prepares its first batch (its points charged, fsynced
-	// too), which leaves only once it is written (store.SendGated); nil:
-	// recorded already
-	var recorded func() error
+	// too), which leaves only once it is written (sendable:
+	// store.SendGated); nil: recorded already
+	var sendable, recorded func() error
 	if _, gated := e.Repo.(store.SendGated); gated && fresh {
-		recorded = e.ops.moveSoon(ctx, op)
+		sendable, recorded = e.ops.moveSoon(ctx, op)
 		defer func() {
 			if recorded != nil {
 				recorded()
@@ -127,7 +127,7 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 		cctx = budget.WithBatch(cctx, batchKey(op, op.Landed))
 		gen = e.changes.pend(batch, writer)
 		if recorded != nil {
-			cctx = store.WithSendGate(cctx, recorded)
+			cctx = store.WithSendGate(cctx, sendable)
 		}
 		res, err := e.Repo.Apply(cctx, swap, batch)
 		cancel()

@@ -242,6 +242,30 @@ func (s *fileJournal) Save(_ context.Context, op *Operation, whole bool) error {
 	return nil
 }
 
+// saveStaged is Save of an operation new to the journal (written whole),
+// returning once its file is in place for every process and its data on
+// disk: the directory's sync, which makes the file's name durable too, is
+// left to the returned syncDir (lifecycle.moveSoon runs it while the first
+// batch is on its way, and waits for it before the next).
+func (s *fileJournal) saveStaged(op *Operation) (syncDir func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	raw, err := EncodeOperation(op)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return nil, err
+	}
+	syncDir, err = atomicfile.WriteStaged(s.path(op.ID), raw, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	s.written[op.ID] = slices.Clone(op.Batches)
+	s.keep(op.ID+".json", lightCopy(op))
+	return syncDir, nil
+}
+
 // readFull is light operation op's record read whole, with op's progress
 // (caller holds mu).
 func (s *fileJournal) readFull(op *Operation) (*Operation, error) {

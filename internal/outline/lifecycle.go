@@ -120,25 +120,54 @@ func (l *lifecycle) move(ctx context.Context, op *Operation, to phase, s step) e
 }
 
 // moveSoon is move of an operation planned just now to running, its
-// record written meanwhile: op is moved at once, and the returned wait
-// gives the record's error once it is written (the same error each time
-// it is called). The caller sends none of op's batches before wait
-// returns nil (store.WithSendGate), and calls it before it reads or
-// changes op again.
-func (l *lifecycle) moveSoon(ctx context.Context, op *Operation) func() error {
+// record written meanwhile: op is moved at once; sendable gives the
+// record's error once it is written, recorded once it is also durable
+// (each the same error every time it is called). The caller sends none of
+// op's batches before sendable returns nil (store.WithSendGate), and
+// calls recorded before it reads or changes op again or sends another.
+//
+// A file journal's record is sendable once its file is in place, whole,
+// with its data on disk (a kill, or another process, finds it), and
+// recorded once the directory is synced too (the file's name durable
+// through a crash of the machine), which overlaps the first batch's
+// request: a crash in that millisecond may lose the record of a batch
+// that landed, never send a batch twice (what is not recorded is not
+// resumed).
+func (l *lifecycle) moveSoon(ctx context.Context, op *Operation) (sendable, recorded func() error) {
 	from, err := l.advance(op, phaseRunning, step{})
 	if err != nil {
-		return func() error { return err }
+		f := func() error { return err }
+		return f, f
 	}
-	done := make(chan struct{})
+	visible, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		err = l.record(ctx, op, from, phaseRunning)
+		fj, staged := l.j.(*fileJournal)
+		if !staged {
+			err = l.record(ctx, op, from, phaseRunning)
+			close(visible)
+			return
+		}
+		syncDir, serr := fj.saveStaged(op)
+		if serr != nil {
+			err = fmt.Errorf("recording operation %s: %w", op.ID, serr)
+		} else {
+			op.dirty = false
+		}
+		close(visible)
+		if syncDir != nil {
+			syncDir()
+		}
 	}()
-	return func() error {
+	sendable = func() error {
+		<-visible
+		return err
+	}
+	recorded = func() error {
 		<-done
 		return err
 	}
+	return sendable, recorded
 }
 
 // advance takes op from its phase to phase to in memory (move's first half),
