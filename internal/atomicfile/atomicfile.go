@@ -17,10 +17,34 @@ func Write(path string, data []byte, mode os.FileMode) (err error) {
 	})
 }
 
+// WriteStaged is Write up to the rename: path holds data, whole, for
+// every process (and after a kill), and the file's data is on disk; the
+// rename itself is durable once the returned syncDir has run (Write runs
+// it at once), which a caller may do while it goes on.
+func WriteStaged(path string, data []byte, mode os.FileMode) (syncDir func(), err error) {
+	if err := writeFunc(path, mode, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	return func() { SyncDir(filepath.Dir(path)) }, nil
+}
+
 // WriteFunc is Write of what fill writes, streamed to the temporary file
 // (a large file is never held whole in memory); an error from fill leaves
 // path as it was.
 func WriteFunc(path string, mode os.FileMode, fill func(io.Writer) error) (err error) {
+	if err := writeFunc(path, mode, fill); err != nil {
+		return err
+	}
+	// the rename itself is durable once the directory is synced
+	SyncDir(filepath.Dir(path))
+	return nil
+}
+
+// writeFunc is WriteFunc without the directory's sync.
+func writeFunc(path string, mode os.FileMode, fill func(io.Writer) error) (err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
@@ -47,15 +71,7 @@ func WriteFunc(path string, mode os.FileMode, fill func(io.Writer) error) (err e
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	// the rename itself is durable once the directory is synced
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return os.Rename(f.Name(), path)
 }
 
 // SyncDir makes renames in dir durable (where the system can; elsewhere a

@@ -86,7 +86,19 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 		return nil, e.stop(ctx, op, err, "the write budget", false)
 	}
 	defer release()
-	if err := e.ops.move(ctx, op, phaseRunning, step{}); err != nil {
+	// recorded: the record of op planned just now, written while the
+	// repository prepares its first batch (its points charged, fsynced
+	// too), which leaves only once it is written (sendable:
+	// store.SendGated); nil: recorded already
+	var sendable, recorded func() error
+	if _, gated := e.Repo.(store.SendGated); gated && fresh {
+		sendable, recorded = e.ops.moveSoon(ctx, op)
+		defer func() {
+			if recorded != nil {
+				recorded()
+			}
+		}()
+	} else if err := e.ops.move(ctx, op, phaseRunning, step{}); err != nil {
 		return nil, err
 	}
 	progress, _ := ctx.Value(progressKey{}).(Progress)
@@ -98,6 +110,12 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 	for op.Landed < len(op.Batches) {
 		e.changes.unpend(gen)
 		if ctx.Err() != nil {
+			if recorded != nil {
+				err := recorded()
+				if recorded = nil; err != nil {
+					return nil, err
+				}
+			}
 			return commits, e.stop(ctx, op, ctx.Err(), "cancelled by the client", false)
 		}
 		batch := op.batch(op.Landed)
@@ -109,12 +127,26 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 		// its points are charged once under this key, however often it is sent
 		cctx = budget.WithBatch(cctx, batchKey(op, op.Landed))
 		gen = e.changes.pend(batch, writer)
+		if recorded != nil {
+			cctx = store.WithSendGate(cctx, sendable)
+		}
 		res, err := e.Repo.Apply(cctx, swap, batch)
 		cancel()
+		if recorded != nil {
+			jerr := recorded()
+			if recorded = nil; jerr != nil {
+				if err == nil { // sent unrecorded: not by a SendGated repository
+					e.changes.landed(batch, res.Rev, res.Results, writer)
+					op.Landed, op.Commits = op.Landed+1, append(op.Commits, res.Commit)
+					return append(commits, *res), e.journalLost(op, jerr)
+				}
+				return nil, jerr // not sent
+			}
+		}
 		if err == nil {
 			e.changes.landed(batch, res.Rev, res.Results, writer)
 			commits = append(commits, *res)
-			if err := e.ops.move(ctx, op, phaseRunning, step{landed: []string{res.Commit}}); err != nil {
+			if err := e.landedStep(ctx, op, res.Commit); err != nil {
 				return commits, e.journalLost(op, err)
 			}
 			swap = res.Commit
@@ -144,7 +176,7 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 			}
 			if batchLanded(s, batch) {
 				e.changes.landed(batch, s.Rev, nil, writer)
-				if err := e.ops.move(ctx, op, phaseRunning, step{landed: []string{s.Commit}}); err != nil {
+				if err := e.landedStep(ctx, op, s.Commit); err != nil {
 					return commits, e.journalLost(op, err)
 				}
 				swap = s.Commit
@@ -192,7 +224,7 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 			if ctx.Err() == nil {
 				if s, rerr := e.Repo.Snapshot(ctx); rerr == nil && batchLanded(s, batch) {
 					e.changes.landed(batch, s.Rev, nil, writer)
-					if err := e.ops.move(ctx, op, phaseRunning, step{landed: []string{s.Commit}}); err != nil {
+					if err := e.landedStep(ctx, op, s.Commit); err != nil {
 						return commits, e.journalLost(op, err)
 					}
 					swap = s.Commit
@@ -210,8 +242,10 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 			return commits, e.stop(ctx, op, err, "", unknown)
 		}
 	}
-	if err := e.ops.move(ctx, op, phaseLanded, step{}); err != nil {
-		return commits, e.journalLost(op, err)
+	if op.State != OpDone { // every batch had landed before this call (a resume)
+		if err := e.ops.move(ctx, op, phaseLanded, step{}); err != nil {
+			return commits, e.journalLost(op, err)
+		}
 	}
 	if len(op.Undoes) > 0 {
 		e.markUndone(ctx, op.Undoes)
@@ -219,6 +253,17 @@ func (e *Engine) execute(ctx context.Context, op *Operation, swap string) ([]sto
 	e.ops.prune(ctx) // a failure leaves more operations than JournalSize, pruned next time
 	e.keepOwn(ctx)
 	return commits, nil
+}
+
+// landedStep records that op's next batch landed as commit: a step from
+// running to running, or, for its last batch, to landed in the same
+// record (one append to the journal where there were two).
+func (e *Engine) landedStep(ctx context.Context, op *Operation, commit string) error {
+	to := phaseRunning
+	if op.Landed+1 == len(op.Batches) {
+		to = phaseLanded
+	}
+	return e.ops.move(ctx, op, to, step{landed: []string{commit}})
 }
 
 // keepOwn brings the kept tree to the commits a write just made, as part

@@ -193,12 +193,15 @@ func (s *fileJournal) Save(_ context.Context, op *Operation, whole bool) error {
 		before, serr := os.Stat(s.path(op.ID))
 		c, kept := s.files[name]
 		kept = kept && serr == nil && !s.dirty[name] && c.same(before)
+		// not fsynced: the line is there for every process at once (a
+		// killed process's writes stay), and only a crash of the machine
+		// can take it back, which leaves the record as it was before a
+		// batch landed: resume and undo look in the repository for what
+		// landed after the recorded batches (undoTargets, Resume). The
+		// plan, written whole before its first batch is sent, is fsynced.
 		f, err := os.OpenFile(s.path(op.ID), os.O_WRONLY|os.O_APPEND, 0o600)
 		if err == nil {
 			_, err = f.Write(raw)
-			if err == nil {
-				err = f.Sync()
-			}
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
@@ -237,6 +240,30 @@ func (s *fileJournal) Save(_ context.Context, op *Operation, whole bool) error {
 	s.written[op.ID] = slices.Clone(op.Batches)
 	s.keep(name, lightCopy(op))
 	return nil
+}
+
+// saveStaged is Save of an operation new to the journal (written whole),
+// returning once its file is in place for every process and its data on
+// disk: the directory's sync, which makes the file's name durable too, is
+// left to the returned syncDir (lifecycle.moveSoon runs it while the first
+// batch is on its way, and waits for it before the next).
+func (s *fileJournal) saveStaged(op *Operation) (syncDir func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	raw, err := EncodeOperation(op)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return nil, err
+	}
+	syncDir, err = atomicfile.WriteStaged(s.path(op.ID), raw, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	s.written[op.ID] = slices.Clone(op.Batches)
+	s.keep(op.ID+".json", lightCopy(op))
+	return syncDir, nil
 }
 
 // readFull is light operation op's record read whole, with op's progress

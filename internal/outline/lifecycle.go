@@ -112,18 +112,79 @@ type lifecycle struct {
 // transition the table does not allow is refused with a plain error (a
 // bug), op unchanged.
 func (l *lifecycle) move(ctx context.Context, op *Operation, to phase, s step) error {
-	from, err := phaseOf(op)
-	if err != nil {
+	from, err := l.advance(op, to, s)
+	if err != nil || s.dry {
 		return err
 	}
+	return l.record(ctx, op, from, to)
+}
+
+// moveSoon is move of an operation planned just now to running, its
+// record written meanwhile: op is moved at once; sendable gives the
+// record's error once it is written, recorded once it is also durable
+// (each the same error every time it is called). The caller sends none of
+// op's batches before sendable returns nil (store.WithSendGate), and
+// calls recorded before it reads or changes op again or sends another.
+//
+// A file journal's record is sendable once its file is in place, whole,
+// with its data on disk (a kill, or another process, finds it), and
+// recorded once the directory is synced too (the file's name durable
+// through a crash of the machine), which overlaps the first batch's
+// request: a crash in that millisecond may lose the record of a batch
+// that landed, never send a batch twice (what is not recorded is not
+// resumed).
+func (l *lifecycle) moveSoon(ctx context.Context, op *Operation) (sendable, recorded func() error) {
+	from, err := l.advance(op, phaseRunning, step{})
+	if err != nil {
+		f := func() error { return err }
+		return f, f
+	}
+	visible, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		fj, staged := l.j.(*fileJournal)
+		if !staged {
+			err = l.record(ctx, op, from, phaseRunning)
+			close(visible)
+			return
+		}
+		syncDir, serr := fj.saveStaged(op)
+		if serr != nil {
+			err = fmt.Errorf("recording operation %s: %w", op.ID, serr)
+		} else {
+			op.dirty = false
+		}
+		close(visible)
+		if syncDir != nil {
+			syncDir()
+		}
+	}()
+	sendable = func() error {
+		<-visible
+		return err
+	}
+	recorded = func() error {
+		<-done
+		return err
+	}
+	return sendable, recorded
+}
+
+// advance takes op from its phase to phase to in memory (move's first half),
+// returning the phase it was in.
+func (l *lifecycle) advance(op *Operation, to phase, s step) (phase, error) {
+	from, err := phaseOf(op)
+	if err != nil {
+		return "", err
+	}
 	if !slices.Contains(transitions[from], to) {
-		return fmt.Errorf("operation %s: no transition from %s to %s", op.ID, from, to)
+		return "", fmt.Errorf("operation %s: no transition from %s to %s", op.ID, from, to)
 	}
 	if to == phaseForgotten && op.Landed+len(s.landed) > 0 {
-		return fmt.Errorf("operation %s: cannot forget it, %d batch(es) landed", op.ID, op.Landed)
+		return "", fmt.Errorf("operation %s: cannot forget it, %d batch(es) landed", op.ID, op.Landed)
 	}
 	if op.Landed+len(s.landed) > len(op.Batches) {
-		return fmt.Errorf("operation %s: %d batch(es) landed of %d", op.ID, op.Landed+len(s.landed), len(op.Batches))
+		return "", fmt.Errorf("operation %s: %d batch(es) landed of %d", op.ID, op.Landed+len(s.landed), len(op.Batches))
 	}
 	op.Landed += len(s.landed)
 	op.Commits = append(op.Commits, s.landed...)
@@ -143,9 +204,12 @@ func (l *lifecycle) move(ctx context.Context, op *Operation, to phase, s step) e
 	case phaseForgotten:
 		op.State = opForgotten
 	}
-	if s.dry {
-		return nil
-	}
+	return from, nil
+}
+
+// record writes op's step from phase from to phase to in the journal
+// (move's second half).
+func (l *lifecycle) record(ctx context.Context, op *Operation, from, to phase) error {
 	// what landed must be recorded even when the call is cancelled (the
 	// journal bounds its own requests)
 	ctx = context.WithoutCancel(ctx)

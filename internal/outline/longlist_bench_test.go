@@ -57,7 +57,8 @@ func siblingStore(b *testing.B, n int) (*outline.Engine, []string) {
 // BenchmarkInsertLongList: one bullet inserted into a list of 50,000
 // siblings (issue 41), in the middle of it and after its last bullet: a
 // dry run (the plan and the gate: placing among the siblings) and a real
-// insert (the write, the tree brought forward).
+// insert (the write, the tree brought forward), in the middle (the list
+// copied) and first (in the room before it, once a commit made it).
 //
 //	go test ./internal/outline -run '^$' -bench InsertLongList -benchtime 300x
 //
@@ -77,9 +78,14 @@ func BenchmarkInsertLongList(b *testing.B) {
 		{"middle/dry", rkeys[n/2], true},
 		{"last/dry", rkeys[n-1], true},
 		{"middle/write", rkeys[n/3], false},
+		{"first/write", "", false},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			in := intent.Insert{Pos: outline.Position{After: c.after}, Nodes: []intent.NewNode{{Text: "new"}}}
+			pos := outline.Position{After: c.after}
+			if c.after == "" {
+				pos.Where = "first"
+			}
+			in := intent.Insert{Pos: pos, Nodes: []intent.NewNode{{Text: "new"}}}
 			for b.Loop() {
 				out, err := e.Do(ctx, in, c.dry)
 				if err != nil || len(out.Plan.Created) != 1 {

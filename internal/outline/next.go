@@ -149,6 +149,9 @@ type nextState struct {
 	// dropped, so its maps keep a large change beside their base rather
 	// than making a new one (overlay)
 	preview bool
+	// frontsCopied: the new tree's fronts is its own (copied at the first
+	// change)
+	frontsCopied bool
 }
 
 // next is Next without the fallback: nil when it cannot tell.
@@ -169,7 +172,7 @@ func (t *Tree) next(commit, rev string, changes []store.Record, olds []*Item) *T
 		return nil
 	}
 	s.siblingEdits()
-	nt := &Tree{DID: t.DID, Commit: commit, Rev: rev, Roots: t.Roots, Detached: t.Detached, Comments: s.comments, Notes: s.notes}
+	nt := &Tree{DID: t.DID, Commit: commit, Rev: rev, Roots: t.Roots, Detached: t.Detached, Comments: s.comments, Notes: s.notes, fronts: t.fronts}
 	if !s.relist(nt) || s.leavesChildren() {
 		return nil
 	}
@@ -497,7 +500,20 @@ func (s *nextState) relist(nt *Tree) bool {
 	for c, e := range s.edits {
 		base := s.oldList(c)
 		sortItems(e.add)
-		list := s.splice(base, e)
+		list, front := s.splice(base, e, s.t.fronts[c])
+		if front.n > 0 || s.t.fronts[c].n > 0 {
+			if !s.frontsCopied {
+				nt.fronts, s.frontsCopied = maps.Clone(s.t.fronts), true
+				if nt.fronts == nil {
+					nt.fronts = map[string]frontRoom{}
+				}
+			}
+			if front.n > 0 {
+				nt.fronts[c] = front
+			} else {
+				delete(nt.fronts, c)
+			}
+		}
 		switch c {
 		case topLevel:
 			nt.Roots = list
@@ -523,27 +539,38 @@ func (s *nextState) relist(nt *Tree) bool {
 // touched and one copy of the list, not a comparison per sibling; if an
 // item leaving is not where the order says (a list out of order), every
 // sibling is looked at instead.
-func (s *nextState) splice(base []*Item, e *siblingEdit) []*Item {
+func (s *nextState) splice(base []*Item, e *siblingEdit, room frontRoom) ([]*Item, frontRoom) {
+	if !room.of(base) {
+		room = frontRoom{}
+	}
 	if len(e.remove) == 0 && len(e.add) > 0 && (len(base) == 0 || less(base[len(base)-1], e.add[0])) && !s.preview {
 		if list, ok := extend(base, e.add); ok {
-			return list
+			return list, room
+		}
+	}
+	if len(e.remove) == 0 && len(e.add) > 0 && len(base) > 0 && less(e.add[len(e.add)-1], base[0]) && !s.preview {
+		if list, ok := prepend(base, e.add, room); ok {
+			return list, frontRoom{&list[0], room.n - len(e.add)}
 		}
 	}
 	cut := make([]int, 0, len(e.remove))
 	for id := range e.remove {
 		o := s.old(id)
 		if o == nil {
-			return s.spliceAll(base, e)
+			return s.spliceAll(base, e), frontRoom{}
 		}
 		i, _ := slices.BinarySearchFunc(base, o, compareItems)
 		if i >= len(base) || base[i] != o {
-			return s.spliceAll(base, e)
+			return s.spliceAll(base, e), frontRoom{}
 		}
 		cut = append(cut, i)
 	}
 	slices.Sort(cut)
 	n := len(base) - len(cut) + len(e.add)
-	list := make([]*Item, 0, n+headroom(n))
+	// room on both sides of a long list: an item placed after its last
+	// (extend) or before its first (prepend) comes without a copy
+	front := headroom(n)
+	list := make([]*Item, front, front+n+headroom(n))[front:]
 	at, ci := 0, 0 // base[:at] is placed; cut[:ci] skipped
 	for _, it := range e.add {
 		// after every sibling that sorts before it
@@ -563,7 +590,11 @@ func (s *nextState) splice(base []*Item, e *siblingEdit) []*Item {
 		list = append(list, base[at:cut[ci]]...)
 		at = cut[ci] + 1
 	}
-	return append(list, base[at:]...)
+	list = append(list, base[at:]...) // within its capacity: the room before stays
+	if front == 0 || len(list) == 0 {
+		return list, frontRoom{}
+	}
+	return list, frontRoom{&list[0], front}
 }
 
 // extend is base with add after it, in the room base's array has past its
@@ -588,6 +619,42 @@ func extend(base, add []*Item) ([]*Item, bool) {
 		}
 	}
 	return base[:len(base)+len(add)], true
+}
+
+// frontRoom is the free room before a sibling list's first item in its
+// array: n slots before first (the address of the list's first slot, by
+// which a list is told to be the one the room was made for: a list
+// replaced by another, or a copy of the tree holding another, has none).
+type frontRoom struct {
+	first **Item
+	n     int
+}
+
+// of reports whether r is the room before base.
+func (r frontRoom) of(base []*Item) bool {
+	return r.n > 0 && len(base) > 0 && r.first == &base[0]
+}
+
+// prepend is add before base, in the room r before base's first item in
+// its array, when that room is still free: each slot is claimed (nil to
+// the item), nearest to base first, once, atomically, as extend claims the
+// room past the end; the list keeps the room past its end. So an item
+// placed before the first of a long list costs O(1), not a copy of the
+// list. false: no room, or a slot already taken.
+func prepend(base, add []*Item, r frontRoom) ([]*Item, bool) {
+	if !r.of(base) || r.n < len(add) {
+		return nil, false
+	}
+	const size = unsafe.Sizeof((*Item)(nil))
+	first := unsafe.Pointer(&base[0])
+	for i := len(add) - 1; i >= 0; i-- {
+		slot := (*unsafe.Pointer)(unsafe.Add(first, -int(size)*(len(add)-i)))
+		if !atomic.CompareAndSwapPointer(slot, nil, unsafe.Pointer(add[i])) {
+			return nil, false
+		}
+	}
+	start := (**Item)(unsafe.Add(first, -int(size)*len(add)))
+	return unsafe.Slice(start, cap(base)+len(add))[:len(base)+len(add)], true
 }
 
 // headroom is the room a new sibling list of n items gets past its end,

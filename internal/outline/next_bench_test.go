@@ -32,12 +32,15 @@ func longList(n int) (*outline.Tree, func(i int) []store.Record) {
 // BenchmarkNextLongList brings a tree forward by a one-bullet insert into
 // a list of n siblings: the cost should be that of the siblings touched,
 // not of the list. where=end places the bullet after the last sibling (an
-// O(1) extension of the list, issue 41), where=middle among them (a copy
-// of the list's pointers); the records are made before the clock starts.
+// O(1) extension of the list, issue 41), where=first before the first (as
+// O(1), in the room a long list has before it once Next made it),
+// where=middle among them (a copy of the list's pointers, and most of its
+// cost the collector's: 470 µs at 50,000 siblings of which the copy is
+// 70); the records are made before the clock starts.
 //
 //	go test ./internal/outline -run '^$' -bench NextLongList -benchtime 200x -benchmem
 func BenchmarkNextLongList(b *testing.B) {
-	for _, where := range []string{"middle", "end"} {
+	for _, where := range []string{"middle", "end", "first"} {
 		for _, n := range []int{1_000, 50_000} {
 			b.Run(fmt.Sprintf("where=%s/siblings=%d", where, n), func(b *testing.B) {
 				tr, insert := longList(n)
@@ -48,8 +51,12 @@ func BenchmarkNextLongList(b *testing.B) {
 						changes = append(changes, insert(i))
 						continue
 					}
+					sk := fmt.Sprintf("t%07d", i) // after the last
+					if where == "first" {
+						sk = fmt.Sprintf("r%07d", cap(changes)-i) // before the first
+					}
 					changes = append(changes, []store.Record{{Collection: lexicon.Node, RKey: fmt.Sprintf("n%07d", i), CID: fmt.Sprint("new", i), Value: store.MustValue(map[string]any{
-						"$type": lexicon.Node, "text": "new", "sortKey": fmt.Sprintf("t%07d", i), "parent": parent, "createdAt": "2026-01-01T00:00:00Z"})}})
+						"$type": lexicon.Node, "text": "new", "sortKey": sk, "parent": parent, "createdAt": "2026-01-01T00:00:00Z"})}})
 				}
 				b.ResetTimer()
 				for i := 0; b.Loop(); i++ {

@@ -393,6 +393,56 @@ func TestNextExtendsLongList(t *testing.T) {
 	}
 }
 
+// An item placed before the first of a long list takes the room before
+// it, as TestNextExtendsLongList's after the last: no copy, no tree's list
+// changed; of two trees made from one, the second copies; a list extended
+// at one end keeps the room at the other.
+func TestNextPrependsLongList(t *testing.T) {
+	tr, _ := longList(3000) // sortKeys s0000000 up
+	parent := "at://" + nextDID + "/app.bulleted.node/p"
+	node := func(k, sk string) []store.Record {
+		return []store.Record{{Collection: lexicon.Node, RKey: k, CID: "c" + k, Value: store.MustValue(map[string]any{
+			"$type": lexicon.Node, "text": k, "sortKey": sk, "parent": parent, "createdAt": "2026-01-01T00:00:00Z"})}}
+	}
+	recs := tr.Records()
+	kids := func(x *outline.Tree) []*outline.Item { return x.Nodes.Get("p").Children }
+	want := func(x *outline.Tree, changes ...[]store.Record) {
+		t.Helper()
+		rs := recs
+		for _, c := range changes {
+			rs = applyAll(rs, c)
+		}
+		if got, w := x.Describe(), outline.Build(&store.Snapshot{DID: nextDID, Commit: x.Commit, Rev: x.Rev, Records: rs}).Describe(); got != w {
+			t.Fatalf("tree %s:\n%s", x.Commit, diffLine(got, w))
+		}
+	}
+	end := func(x *outline.Tree) *outline.Item { k := kids(x); return k[len(k)-1] }
+	a, b, c, d, z := node("na", "r3"), node("nb", "r2"), node("nc", "r1"), node("nd", "r0"), node("nz", "t0")
+	t1 := tr.Next("c1", "c1", a) // a copy with room at both ends (Build's lists have none)
+	t2 := t1.Next("c2", "c2", b) // before t1's first: in the room
+	t3 := t1.Next("c3", "c3", c) // t1's room is taken: a copy
+	t4 := t2.Next("c4", "c4", d) // in the room again
+	t5 := t4.Next("c5", "c5", z) // after the last: the room past the end, kept
+	if &kids(t2)[1] != &kids(t1)[0] || &kids(t4)[2] != &kids(t1)[0] || &kids(t5)[0] != &kids(t4)[0] {
+		t.Fatal("a list was copied to place an item before its first (or after its last, once prepended)")
+	}
+	if &kids(t3)[1] == &kids(t1)[0] {
+		t.Fatal("two trees took one list's room")
+	}
+	want(tr)
+	want(t1, a)
+	want(t2, a, b)
+	want(t3, a, c)
+	want(t4, a, b, d)
+	want(t5, a, b, d, z)
+	if n := len(kids(t1)); n != 3001 || kids(t1)[0].Key() != "na" || end(t1).Key() != "k0002999" {
+		t.Fatalf("t1's list changed: %d items", n)
+	}
+	if n := len(kids(t4)); n != 3003 || kids(t4)[0].Key() != "nd" || end(t4).Key() != "k0002999" {
+		t.Fatalf("t4's list changed: %d items", n)
+	}
+}
+
 // A dry run's tree after its plan (Outcome.After, which takes the items the
 // planner found) is the tree Next makes from the plan's writes alone; and
 // on the embedded store a write brings the kept tree to its own commit

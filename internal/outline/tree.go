@@ -251,6 +251,9 @@ type Tree struct {
 	Others   Map[store.Record] // other app.bulleted collections, by "collection/rkey"
 	Detached []*Item
 	Count    int // all app.bulleted records
+	// fronts is the free room before the first item of long sibling
+	// lists Next made (by container; never changed, replaced: prepend)
+	fronts map[string]frontRoom
 }
 
 // Parent is the node it hangs under (nil at the top level or when detached).

@@ -345,6 +345,10 @@ type applyOutput struct {
 	Results []applyResult `json:"results"`
 }
 
+// GatesSend implements store.SendGated: Apply waits for the gate its
+// context carries once the batch's points are charged, before it sends.
+func (r *Repo) GatesSend() {}
+
 // Apply implements store.Repository with one com.atproto.repo.applyWrites.
 func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Write) (*store.Result, error) {
 	if len(writes) > store.MaxBatch {
@@ -425,6 +429,12 @@ func (r *Repo) Apply(ctx context.Context, swapCommit string, writes []store.Writ
 				return nil, err
 			}
 			charge = c
+		}
+		// the caller's record of the batch's operation, written while the
+		// points were charged, is written before the batch leaves
+		if err := store.SendGate(ctx); err != nil {
+			refund()
+			return nil, err
 		}
 		var out applyOutput
 		r.Stats.Writes.Add(1)

@@ -180,3 +180,31 @@ type Known interface {
 type WriteKnown interface {
 	WriteChanges(ctx context.Context, since string) (commit, rev string, changes []Record, ok, guess bool, err error)
 }
+
+// SendGated is implemented by a repository whose Apply waits for the gate
+// its context carries (WithSendGate) after everything else it does before
+// a batch leaves (its budget charged) and before the batch leaves; then
+// the caller can record the batch's operation while Apply prepares it,
+// rather than before (two fsyncs at once, not one after the other).
+type SendGated interface {
+	// GatesSend marks the interface; it does nothing.
+	GatesSend()
+}
+
+type sendGateKey struct{}
+
+// WithSendGate returns a context whose batch must not leave before wait
+// returns nil (Apply of a SendGated repository calls SendGate); wait may
+// be called more than once and returns the same each time.
+func WithSendGate(ctx context.Context, wait func() error) context.Context {
+	return context.WithValue(ctx, sendGateKey{}, wait)
+}
+
+// SendGate waits for the gate ctx carries (none: nil at once): a non-nil
+// error means the batch must not be sent.
+func SendGate(ctx context.Context) error {
+	if wait, _ := ctx.Value(sendGateKey{}).(func() error); wait != nil {
+		return wait()
+	}
+	return nil
+}
