@@ -166,6 +166,18 @@ const press = async (sel) => {
   fail(`${sel}: five clicks and none ran its handler`)
 }
 
+// clickForMessage clicks sel until a ui/message more than n were sent
+// arrives: a click Chromium drops while a new frame is not yet ready for
+// input (on a busy machine) is made again, after the frame has drawn
+const clickForMessage = async (sel, n, label) => {
+  for (let i = 0; i < 5; i++) {
+    await drawn()
+    await frame().locator(sel).click()
+    if (await page.waitForFunction((n) => window.__messages.length > n, n, { timeout: 4000 }).then(() => true, () => false)) return
+  }
+  fail(`${label}: five clicks sent no ui/message`)
+}
+
 // 1. the outline view: a read_outline result (text, as agents get it by
 // default) shows the bullets read back, in order, with their todo state
 const read = await call('read_outline', { depth: 10 })
@@ -190,9 +202,7 @@ check(want.length === 19 && want.filter((w) => w.state === 'done').length === 3,
 check(await frame().locator('.tag.mirror').count() === 1, 'the mirror is not marked')
 check((await frame().locator(`li[data-rkey="${plans}"] > .line .txt`).evaluate((e) => getComputedStyle(e).fontWeight)) >= 600, 'the heading is not shown as one')
 shots.push(await shot('outline-light-900'))
-await drawn()
-await frame().locator(`li[data-rkey="${eggs}"] > .line .txt`).click()
-await page.waitForFunction(() => window.__messages.length > 0, null, { timeout: 10000 }).catch(() => fail('clicking a bullet sent no ui/message'))
+await clickForMessage(`li[data-rkey="${eggs}"] > .line .txt`, 0, 'clicking a bullet')
 const msg = await page.evaluate(() => window.__messages[0])
 check(msg.role === 'user' && msg.content[0].text.includes('·' + eggs), 'ui/message ' + JSON.stringify(msg))
 // 1b. follow-ups quote a bullet's text as data and name its author when it
@@ -217,8 +227,7 @@ const textContrib = { did: self, total: 2, truncated: false, stop: '', text: '- 
 const follow = async (label, result, args, rkey, text, by) => {
   await show({ view: 'outline', tool: tool('read_outline'), args, result, theme: 'light', width: 900 })
   const n = await page.evaluate(() => window.__messages.length)
-  await frame().locator(`li[data-rkey="${rkey}"] > .line .txt`).click()
-  await page.waitForFunction((n) => window.__messages.length > n, n, { timeout: 10000 }).catch(() => fail(`${label}: clicking sent no ui/message`))
+  await clickForMessage(`li[data-rkey="${rkey}"] > .line .txt`, n, label)
   const m = await page.evaluate((n) => window.__messages[n], n)
   const t = m.content[0].text
   check(m.role === 'user' && m.content.length === 1, `${label}: ${JSON.stringify(m)}`)
