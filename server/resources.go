@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -160,6 +161,11 @@ func resourceFail(uri string, err error) error {
 type resources struct {
 	envFor func(ctx context.Context) (*tools.Env, func(), error)
 	subs   *Subscriptions
+	// store, if set, keeps the sessions' subscriptions for every instance
+	// (substore.go); held are the sessions whose GET stream is open here
+	mu    sync.Mutex
+	store SubscriptionStore
+	held  map[string]*heldStream
 }
 
 func newResources(env *tools.Env, o Options) *resources {
@@ -188,13 +194,15 @@ func (r *resources) options(hooks *mcpserver.Hooks) []mcpserver.ServerOption {
 		}
 	})
 	hooks.AddOnRequestInitialization(r.checkSubscribe)
+	// (with a store, checkSubscribe recorded it there, and the instance
+	// holding the session's GET stream has it)
 	hooks.AddAfterSubscribe(func(ctx context.Context, _ any, m *mcp.SubscribeRequest, _ *mcp.EmptyResult) {
-		if s := mcpserver.ClientSessionFromContext(ctx); s != nil {
+		if s := mcpserver.ClientSessionFromContext(ctx); s != nil && r.stored() == nil {
 			_ = r.subscribe(ctx, s.SessionID(), m.Params.URI, true)
 		}
 	})
 	hooks.AddAfterUnsubscribe(func(ctx context.Context, _ any, m *mcp.UnsubscribeRequest, _ *mcp.EmptyResult) {
-		if s := mcpserver.ClientSessionFromContext(ctx); s != nil {
+		if s := mcpserver.ClientSessionFromContext(ctx); s != nil && r.stored() == nil {
 			r.subs.remove(s.SessionID(), m.Params.URI)
 		}
 	})
@@ -461,10 +469,11 @@ func sectionValue(text, key string) string {
 // checkSubscribe refuses a resources/subscribe this server cannot keep
 // (a URI not of this server, a bullet that does not exist, a session at
 // its bound) before mcp-go acknowledges it: JSON-RPC -32600 with the
-// reason and the URI.
+// reason and the URI. With a store of subscriptions (substore.go), a
+// subscribe or unsubscribe is recorded there first.
 func (r *resources) checkSubscribe(ctx context.Context, _ any, message any) error {
 	raw, ok := message.(json.RawMessage)
-	if !ok || !bytes.Contains(raw, []byte(mcp.MethodResourcesSubscribe)) {
+	if !ok || !bytes.Contains(raw, []byte("subscribe")) {
 		return nil
 	}
 	var m struct {
@@ -473,18 +482,41 @@ func (r *resources) checkSubscribe(ctx context.Context, _ any, message any) erro
 			URI string `json:"uri"`
 		} `json:"params"`
 	}
-	if json.Unmarshal(raw, &m) != nil || m.Method != string(mcp.MethodResourcesSubscribe) || m.Params.URI == "" {
+	if json.Unmarshal(raw, &m) != nil || m.Params.URI == "" {
+		return nil
+	}
+	st := r.stored()
+	switch {
+	case m.Method == string(mcp.MethodResourcesSubscribe):
+	case m.Method == string(mcp.MethodResourcesUnsubscribe) && st != nil:
+	default:
 		return nil
 	}
 	s := mcpserver.ClientSessionFromContext(ctx)
 	if s == nil {
 		return nil
 	}
-	if err := r.subscribe(ctx, s.SessionID(), m.Params.URI, false); err != nil {
+	if m.Method == string(mcp.MethodResourcesUnsubscribe) {
+		if err := r.storeSubscription(ctx, st, s.SessionID(), m.Params.URI, true); err != nil {
+			return fmt.Errorf("resources/unsubscribe %s: %w", m.Params.URI, err)
+		}
+		return nil
+	}
+	if len(m.Params.URI) > maxSubscribedURI {
+		return fmt.Errorf("resources/subscribe: a URI of %d bytes is longer than this server keeps (%d)", len(m.Params.URI), maxSubscribedURI)
+	}
+	err := r.subscribe(ctx, s.SessionID(), m.Params.URI, false)
+	if err == nil && st != nil {
+		err = r.storeSubscription(ctx, st, s.SessionID(), m.Params.URI, false)
+	}
+	if err != nil {
 		return fmt.Errorf("resources/subscribe %s: %w", m.Params.URI, err)
 	}
 	return nil
 }
+
+// maxSubscribedURI bounds the URI of a subscription.
+const maxSubscribedURI = 2048
 
 // subscribe checks (keep false) or records (keep true) a session's
 // subscription to uri (checked again when kept).

@@ -152,6 +152,17 @@ func (s *Subscriptions) unref(did string) {
 	}
 }
 
+// uris are the URIs session subscribes to.
+func (s *Subscriptions) uris(session string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for uri := range s.sessions[session] {
+		out = append(out, uri)
+	}
+	return out
+}
+
 // Count is the number of subscriptions held (all sessions).
 func (s *Subscriptions) Count() int {
 	s.mu.Lock()
