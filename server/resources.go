@@ -497,7 +497,7 @@ func (r *resources) checkSubscribe(ctx context.Context, _ any, message any) erro
 		return nil
 	}
 	if m.Method == string(mcp.MethodResourcesUnsubscribe) {
-		if err := r.storeSubscription(ctx, st, s.SessionID(), m.Params.URI, true); err != nil {
+		if err := r.storeSubscription(ctx, st, s.SessionID(), m.Params.URI, "", true); err != nil {
 			return fmt.Errorf("resources/unsubscribe %s: %w", m.Params.URI, err)
 		}
 		return nil
@@ -505,9 +505,9 @@ func (r *resources) checkSubscribe(ctx context.Context, _ any, message any) erro
 	if len(m.Params.URI) > maxSubscribedURI {
 		return fmt.Errorf("resources/subscribe: a URI of %d bytes is longer than this server keeps (%d)", len(m.Params.URI), maxSubscribedURI)
 	}
-	err := r.subscribe(ctx, s.SessionID(), m.Params.URI, false)
+	t, err := r.subscribeTree(ctx, s.SessionID(), m.Params.URI, false)
 	if err == nil && st != nil {
-		err = r.storeSubscription(ctx, st, s.SessionID(), m.Params.URI, false)
+		err = r.storeSubscription(ctx, st, s.SessionID(), m.Params.URI, t.Rev, false)
 	}
 	if err != nil {
 		return fmt.Errorf("resources/subscribe %s: %w", m.Params.URI, err)
@@ -521,30 +521,37 @@ const maxSubscribedURI = 2048
 // subscribe checks (keep false) or records (keep true) a session's
 // subscription to uri (checked again when kept).
 func (r *resources) subscribe(ctx context.Context, session, uri string, keep bool) error {
+	_, err := r.subscribeTree(ctx, session, uri, keep)
+	return err
+}
+
+// subscribeTree is subscribe, returning the tree the subscription starts
+// from.
+func (r *resources) subscribeTree(ctx context.Context, session, uri string, keep bool) (*outline.Tree, error) {
 	ref, err := parseResourceURI(uri)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	env, done, err := r.envFor(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if done != nil {
 		defer done()
 	}
 	t, err := env.Engine.Tree(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	id := ""
 	if ref.node != "" {
 		it, err := t.Resolve(ref.node)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		id = itemID(it)
 	}
-	return r.subs.add(session, uri, t, id, keep)
+	return t, r.subs.add(session, uri, t, id, keep)
 }
 
 // listenKey names the subscriptions of one subscriptions/listen stream.

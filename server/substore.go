@@ -17,18 +17,32 @@ import (
 // instance), and sends their updates. Only an instance holding a GET
 // stream of a session keeps its subscriptions in memory (its
 // Subscriptions): updates are sent where the client listens.
+//
+// Each subscription keeps the revision of the outline its session was
+// told of (when it subscribed, or when a stream holding it closed): an
+// instance that loads it from an outline moved past that revision sends
+// one update at once (what changed meanwhile was not told anywhere).
 type SubscriptionStore interface {
-	// Subscribe records session's subscription to uri (again: nothing
-	// changes); full: the session holds max already (not recorded).
-	Subscribe(ctx context.Context, session, uri string, max int) (full bool, err error)
+	// Subscribe records session's subscription to uri, made at revision
+	// rev (again: nothing changes); full: the session holds max already
+	// (not recorded).
+	Subscribe(ctx context.Context, session, uri, rev string, max int) (full bool, err error)
 	// Unsubscribe ends session's subscription to uri.
 	Unsubscribe(ctx context.Context, session, uri string) error
 	// Subscribed are the subscriptions of session (none once it ended).
-	Subscribed(ctx context.Context, session string) ([]string, error)
+	Subscribed(ctx context.Context, session string) ([]StoredSubscription, error)
+	// Told records that session was told of every change up to rev (its
+	// subscriptions' revisions move forward to it).
+	Told(ctx context.Context, session, rev string) error
 	// OnSubscriptions makes changed hear of each session whose
-	// subscriptions changed (or that ended), on any instance.
+	// subscriptions changed (or that ended), on any instance; "": any
+	// session's may have (changes were not heard for a while).
 	OnSubscriptions(changed func(session string))
 }
+
+// StoredSubscription is one subscription in a SubscriptionStore: its URI
+// and the revision its session was told of ("": not known).
+type StoredSubscription struct{ URI, Rev string }
 
 // resourcesOf finds the resources of a server (for the HTTP transport,
 // which keeps their subscriptions in its store).
@@ -50,7 +64,21 @@ func (r *resources) setStore(st SubscriptionStore) {
 		r.held = map[string]*heldStream{}
 	}
 	r.mu.Unlock()
-	st.OnSubscriptions(func(session string) { go r.reload(session) })
+	st.OnSubscriptions(func(session string) {
+		if session != "" {
+			go r.reload(session)
+			return
+		}
+		r.mu.Lock()
+		var all []string
+		for id := range r.held {
+			all = append(all, id)
+		}
+		r.mu.Unlock()
+		for _, id := range all {
+			go r.reload(id)
+		}
+	})
 }
 
 // stored is the store of subscriptions (nil: memory only).
@@ -76,7 +104,8 @@ func (r *resources) holds(session string) bool {
 // when the stream ends: with the session's last stream here, its
 // subscriptions are let go here.
 func (r *resources) streamOpened(ctx context.Context, session string) (closed func()) {
-	if r.stored() == nil {
+	st := r.stored()
+	if st == nil {
 		return func() {}
 	}
 	r.mu.Lock()
@@ -102,8 +131,13 @@ func (r *resources) streamOpened(ctx context.Context, session string) (closed fu
 		r.mu.Unlock()
 		if last {
 			h.load.Lock()
+			rev := r.subs.toldOf(session)
 			r.subs.drop(session)
 			h.load.Unlock()
+			if rev != "" {
+				// where the session's next stream starts from
+				go func() { _ = st.Told(context.WithoutCancel(ctx), session, rev) }() // (not kept: that stream tells once more)
+			}
 		}
 	}
 }
@@ -128,33 +162,43 @@ func (r *resources) reload(session string) {
 	if ctx == nil || ctx.Err() != nil {
 		return // the stream ended meanwhile
 	}
-	uris, err := st.Subscribed(ctx, session)
+	subs, err := st.Subscribed(ctx, session)
 	if err != nil {
 		return // (the store said what failed) loaded again at the next change
 	}
 	have := r.subs.uris(session)
 	for _, uri := range have {
-		if !slices.Contains(uris, uri) {
+		if !slices.ContainsFunc(subs, func(s StoredSubscription) bool { return s.URI == uri }) {
 			r.subs.remove(session, uri)
 		}
 	}
-	for _, uri := range uris {
-		if !slices.Contains(have, uri) {
-			_ = r.subscribe(ctx, session, uri, true) // (one that cannot be read now is left out, as a refused subscribe is)
+	for _, sub := range subs {
+		if slices.Contains(have, sub.URI) {
+			continue
+		}
+		t, err := r.subscribeTree(ctx, session, sub.URI, true)
+		if err != nil {
+			continue // (one that cannot be read now is left out, as a refused subscribe is)
+		}
+		// it starts from the tree last seen here: told once if the
+		// outline moved past what the session was told of
+		if sub.Rev != "" && r.subs.toldRev(t.DID.String()) > sub.Rev {
+			r.subs.notify(session, sub.URI)
 		}
 	}
 }
 
 // storeSubscription records (unsubscribe false) or ends a session's
-// subscription to uri in the store, before it is acknowledged; the
-// session's stream, if it is held here, has it at once.
-func (r *resources) storeSubscription(ctx context.Context, st SubscriptionStore, session, uri string, unsubscribe bool) error {
+// subscription to uri in the store (rev: the revision it starts from),
+// before it is acknowledged; the session's stream, if it is
+// held here, has it at once.
+func (r *resources) storeSubscription(ctx context.Context, st SubscriptionStore, session, uri, rev string, unsubscribe bool) error {
 	if unsubscribe {
 		if err := st.Unsubscribe(ctx, session, uri); err != nil {
 			return fmt.Errorf("the subscription could not be ended; retry in a moment")
 		}
 	} else {
-		full, err := st.Subscribe(ctx, session, uri, MaxSubscriptions)
+		full, err := st.Subscribe(ctx, session, uri, rev, MaxSubscriptions)
 		if err != nil {
 			return fmt.Errorf("the subscription could not be kept; retry in a moment")
 		}

@@ -37,8 +37,9 @@ type sessionStore struct {
 	deliver func(session string, msg []byte)
 	// changed hears of the sessions whose subscriptions changed
 	// (server.SubscriptionStore)
-	changed   func(session string)
-	listening bool
+	changed func(session string)
+	// listening: the listener runs; listened: it listened once
+	listening, listened bool
 	// adopted counts sessions served here from the kept initialize
 	// request (nil: none); forgotten those forgotten here (Forgot)
 	adopted   prometheus.Counter
@@ -155,7 +156,7 @@ const subsChannel = "bulleted_mcp_subscriptions"
 // Subscribe records a session's subscription (server.SubscriptionStore),
 // at most max a session (the session's row locked meanwhile), and tells
 // every instance.
-func (st *sessionStore) Subscribe(ctx context.Context, session, uri string, max int) (bool, error) {
+func (st *sessionStore) Subscribe(ctx context.Context, session, uri, rev string, max int) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
 	defer cancel()
 	full := false
@@ -175,7 +176,7 @@ func (st *sessionStore) Subscribe(ctx context.Context, session, uri string, max 
 			full = true
 			return nil
 		}
-		if _, err := tx.Exec(ctx, "INSERT INTO mcp_subscriptions (session, uri) VALUES ($1, $2) ON CONFLICT DO NOTHING", session, uri); err != nil {
+		if _, err := tx.Exec(ctx, "INSERT INTO mcp_subscriptions (session, uri, rev) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", session, uri, rev); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", subsChannel, session)
@@ -200,19 +201,34 @@ func (st *sessionStore) Unsubscribe(ctx context.Context, session, uri string) er
 }
 
 // Subscribed are a live session's subscriptions (server.SubscriptionStore).
-func (st *sessionStore) Subscribed(ctx context.Context, session string) ([]string, error) {
+func (st *sessionStore) Subscribed(ctx context.Context, session string) ([]server.StoredSubscription, error) {
 	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
 	defer cancel()
-	rows, err := st.db.Query(ctx, `SELECT s.uri FROM mcp_subscriptions s JOIN mcp_sessions m ON m.id = s.session
+	rows, err := st.db.Query(ctx, `SELECT s.uri, s.rev FROM mcp_subscriptions s JOIN mcp_sessions m ON m.id = s.session
 		WHERE s.session = $1 AND m.ended_at IS NULL ORDER BY s.created_at, s.uri LIMIT $2`, session, server.MaxSubscriptions)
 	if err != nil {
 		return nil, st.fail("reading a session's subscriptions", err)
 	}
-	uris, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	subs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (server.StoredSubscription, error) {
+		var s server.StoredSubscription
+		err := r.Scan(&s.URI, &s.Rev)
+		return s, err
+	})
 	if err != nil {
 		return nil, st.fail("reading a session's subscriptions", err)
 	}
-	return uris, nil
+	return subs, nil
+}
+
+// Told moves a session's subscriptions' revision forward to rev
+// (server.SubscriptionStore).
+func (st *sessionStore) Told(ctx context.Context, session, rev string) error {
+	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
+	if _, err := st.db.Exec(ctx, "UPDATE mcp_subscriptions SET rev = $2 WHERE session = $1 AND rev < $2", session, rev); err != nil {
+		return st.fail("recording what a session's subscriptions were told", err)
+	}
+	return nil
 }
 
 // OnSubscriptions makes changed hear of the sessions whose subscriptions
@@ -387,6 +403,16 @@ func (st *sessionStore) listenOnce(ctx context.Context) error {
 	cancel()
 	if err != nil {
 		return err
+	}
+	// (changes made while nobody listened, since the connection before,
+	// were not heard: the sessions whose streams are held here load their
+	// subscriptions again)
+	st.mu.Lock()
+	changed, again := st.changed, st.listened
+	st.listened = true
+	st.mu.Unlock()
+	if changed != nil && again {
+		changed("")
 	}
 	for {
 		wctx, cancel := context.WithTimeout(ctx, listenQuiet)

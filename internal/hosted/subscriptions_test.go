@@ -223,3 +223,36 @@ func TestHostedSubscriptionsAnyInstance(t *testing.T) {
 		t.Fatalf("the deleted session's subscriptions: %d rows (%v)", rows, err)
 	}
 }
+
+// TestHostedSubscriptionCatchUp: a commit made after a subscribe through
+// instance A and before the session's GET stream opens on instance B (no
+// instance held the subscription meanwhile) is told on that stream once it
+// opens, without a call: the subscription keeps the revision it was made
+// at. Before, B started it from the outline as it found it, the commit
+// already in: nothing was told.
+func TestHostedSubscriptionCatchUp(t *testing.T) {
+	p := testPDS(t)
+	e := newEnv(t)
+	e.plc = p.PLCURL
+	a := e.start(t, nil)
+	b := e.start(t, func(c *Config) { c.PublicURL = a.public })
+	followed(t, a)
+	followed(t, b)
+	acct := newAccount(t, p, fmt.Sprintf("catch%d", time.Now().UnixNano()%1e6))
+	tok, _ := signIn(t, a, registerClient(t, a), acct, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := legacyClient(t, a.URL, tok, mcp.ProtocolVersion20251125, mcp.ClientCapabilities{})
+	if res, err := call(ctx, c, "insert_after", map[string]any{"text": "Written by the agent"}); err != nil || res.IsError {
+		t.Fatalf("insert: %v %s", err, resultText(res))
+	}
+	sid := c.GetSessionId()
+	subscription(t, a, tok, sid, string(mcp.MethodResourcesSubscribe), server.OutlineURI)
+	appCreate(t, p, acct, "Written in the app")
+	calls := a.Hits("/mcp") + b.Hits("/mcp")
+	ups := getStream(t, b, tok, sid)
+	ups.waitN(t, server.OutlineURI, 1)
+	if n := a.Hits("/mcp") + b.Hits("/mcp") - calls; n != 1 {
+		t.Fatalf("%d requests to /mcp besides the GET stream, want none", n-1)
+	}
+}
