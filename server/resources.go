@@ -479,13 +479,17 @@ func (r *resources) checkSubscribe(ctx context.Context, _ any, message any) erro
 	var m struct {
 		Method string `json:"method"`
 		Params struct {
-			URI string `json:"uri"`
+			URI  string    `json:"uri"`
+			Meta *mcp.Meta `json:"_meta"`
 		} `json:"params"`
 	}
 	if json.Unmarshal(raw, &m) != nil || m.Params.URI == "" {
 		return nil
 	}
 	st := r.stored()
+	if mcp.IsModernProtocol(m.Params.Meta.ProtocolVersion()) {
+		st = nil // (no sessions: mcp-go answers that the method was removed)
+	}
 	switch {
 	case m.Method == string(mcp.MethodResourcesSubscribe):
 	case m.Method == string(mcp.MethodResourcesUnsubscribe) && st != nil:
