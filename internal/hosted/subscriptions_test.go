@@ -256,3 +256,93 @@ func TestHostedSubscriptionCatchUp(t *testing.T) {
 		t.Fatalf("%d requests to /mcp besides the GET stream, want none", n-1)
 	}
 }
+
+// TestSubscriptionStore: the store of subscriptions bounds a session's
+// (max; one made again is not counted twice), tells every instance of each
+// change (NOTIFY, the session id), moves their told revision only forward,
+// and ends them with the session (rows deleted, none read).
+func TestSubscriptionStore(t *testing.T) {
+	e := newEnv(t)
+	a := e.start(t, nil)
+	st := a.sessions
+	changes := make(chan string, 16)
+	st.OnSubscriptions(func(s string) { changes <- s })
+	// (the instance's listener connects as it starts)
+	for bound := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st.mu.Lock()
+		up := st.listened
+		st.mu.Unlock()
+		if up {
+			break
+		}
+		if time.Now().After(bound) {
+			t.Fatal("the session store does not listen")
+		}
+	}
+	ctx := context.Background()
+	sid := server.NewSessionID()
+	if _, err := a.db.Exec(ctx, "INSERT INTO mcp_sessions (id, did) VALUES ($1, 'did:plc:subscriptionstore')", sid); err != nil {
+		t.Fatal(err)
+	}
+	told := func(what string) {
+		t.Helper()
+		bound := time.After(30 * time.Second)
+		for {
+			select {
+			case s := <-changes:
+				if s == sid {
+					return
+				}
+			case <-bound:
+				t.Fatalf("%s: no notice of the session", what)
+			}
+		}
+	}
+	subscribed := func() []server.StoredSubscription {
+		t.Helper()
+		subs, err := st.Subscribed(ctx, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return subs
+	}
+	for i, c := range []struct {
+		uri  string
+		full bool
+	}{{"bulleted://outline", false}, {"bulleted://outline", false}, {"bulleted://outline/k", false}, {"bulleted://outline/j", true}} {
+		full, err := st.Subscribe(ctx, sid, c.uri, "r1", 2)
+		if err != nil || full != c.full {
+			t.Fatalf("subscribe %d (%s): full %v, %v; want full %v", i, c.uri, full, err, c.full)
+		}
+	}
+	told("subscribed")
+	if got := subscribed(); len(got) != 2 || got[0] != (server.StoredSubscription{URI: "bulleted://outline", Rev: "r1"}) {
+		t.Fatalf("subscribed: %v", got)
+	}
+	for _, rev := range []string{"r5", "r3"} {
+		if err := st.Told(ctx, sid, rev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := subscribed(); got[0].Rev != "r5" || got[1].Rev != "r5" {
+		t.Fatalf("told r5 then r3: %v", got)
+	}
+	if err := st.Unsubscribe(ctx, sid, "bulleted://outline"); err != nil {
+		t.Fatal(err)
+	}
+	told("unsubscribed")
+	if got := subscribed(); len(got) != 1 || got[0].URI != "bulleted://outline/k" {
+		t.Fatalf("after the unsubscribe: %v", got)
+	}
+	if err := st.End(ctx, sid, "deleted by its client"); err != nil {
+		t.Fatal(err)
+	}
+	told("ended")
+	var rows int
+	if err := a.db.QueryRow(ctx, "SELECT count(*) FROM mcp_subscriptions WHERE session = $1", sid).Scan(&rows); err != nil || rows != 0 || len(subscribed()) != 0 {
+		t.Fatalf("the ended session's subscriptions: %d rows (%v)", rows, err)
+	}
+	if _, err := st.Subscribe(ctx, sid, "bulleted://outline", "r6", 2); err == nil {
+		t.Fatal("an ended session subscribed")
+	}
+}
