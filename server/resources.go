@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -160,6 +161,11 @@ func resourceFail(uri string, err error) error {
 type resources struct {
 	envFor func(ctx context.Context) (*tools.Env, func(), error)
 	subs   *Subscriptions
+	// store, if set, keeps the sessions' subscriptions for every instance
+	// (substore.go); held are the sessions whose GET stream is open here
+	mu    sync.Mutex
+	store SubscriptionStore
+	held  map[string]*heldStream
 }
 
 func newResources(env *tools.Env, o Options) *resources {
@@ -188,13 +194,15 @@ func (r *resources) options(hooks *mcpserver.Hooks) []mcpserver.ServerOption {
 		}
 	})
 	hooks.AddOnRequestInitialization(r.checkSubscribe)
+	// (with a store, checkSubscribe recorded it there, and the instance
+	// holding the session's GET stream has it)
 	hooks.AddAfterSubscribe(func(ctx context.Context, _ any, m *mcp.SubscribeRequest, _ *mcp.EmptyResult) {
-		if s := mcpserver.ClientSessionFromContext(ctx); s != nil {
+		if s := mcpserver.ClientSessionFromContext(ctx); s != nil && r.stored() == nil {
 			_ = r.subscribe(ctx, s.SessionID(), m.Params.URI, true)
 		}
 	})
 	hooks.AddAfterUnsubscribe(func(ctx context.Context, _ any, m *mcp.UnsubscribeRequest, _ *mcp.EmptyResult) {
-		if s := mcpserver.ClientSessionFromContext(ctx); s != nil {
+		if s := mcpserver.ClientSessionFromContext(ctx); s != nil && r.stored() == nil {
 			r.subs.remove(s.SessionID(), m.Params.URI)
 		}
 	})
@@ -461,58 +469,93 @@ func sectionValue(text, key string) string {
 // checkSubscribe refuses a resources/subscribe this server cannot keep
 // (a URI not of this server, a bullet that does not exist, a session at
 // its bound) before mcp-go acknowledges it: JSON-RPC -32600 with the
-// reason and the URI.
+// reason and the URI. With a store of subscriptions (substore.go), a
+// subscribe or unsubscribe is recorded there first.
 func (r *resources) checkSubscribe(ctx context.Context, _ any, message any) error {
 	raw, ok := message.(json.RawMessage)
-	if !ok || !bytes.Contains(raw, []byte(mcp.MethodResourcesSubscribe)) {
+	if !ok || !bytes.Contains(raw, []byte("subscribe")) {
 		return nil
 	}
 	var m struct {
 		Method string `json:"method"`
 		Params struct {
-			URI string `json:"uri"`
+			URI  string    `json:"uri"`
+			Meta *mcp.Meta `json:"_meta"`
 		} `json:"params"`
 	}
-	if json.Unmarshal(raw, &m) != nil || m.Method != string(mcp.MethodResourcesSubscribe) || m.Params.URI == "" {
+	if json.Unmarshal(raw, &m) != nil || m.Params.URI == "" {
+		return nil
+	}
+	st := r.stored()
+	if mcp.IsModernProtocol(m.Params.Meta.ProtocolVersion()) {
+		st = nil // (no sessions: mcp-go answers that the method was removed)
+	}
+	switch {
+	case m.Method == string(mcp.MethodResourcesSubscribe):
+	case m.Method == string(mcp.MethodResourcesUnsubscribe) && st != nil:
+	default:
 		return nil
 	}
 	s := mcpserver.ClientSessionFromContext(ctx)
 	if s == nil {
 		return nil
 	}
-	if err := r.subscribe(ctx, s.SessionID(), m.Params.URI, false); err != nil {
+	if m.Method == string(mcp.MethodResourcesUnsubscribe) {
+		if err := r.storeSubscription(ctx, st, s.SessionID(), m.Params.URI, "", true); err != nil {
+			return fmt.Errorf("resources/unsubscribe %s: %w", m.Params.URI, err)
+		}
+		return nil
+	}
+	if len(m.Params.URI) > maxSubscribedURI {
+		return fmt.Errorf("resources/subscribe: a URI of %d bytes is longer than this server keeps (%d)", len(m.Params.URI), maxSubscribedURI)
+	}
+	t, err := r.subscribeTree(ctx, s.SessionID(), m.Params.URI, false)
+	if err == nil && st != nil {
+		err = r.storeSubscription(ctx, st, s.SessionID(), m.Params.URI, t.Rev, false)
+	}
+	if err != nil {
 		return fmt.Errorf("resources/subscribe %s: %w", m.Params.URI, err)
 	}
 	return nil
 }
 
+// maxSubscribedURI bounds the URI of a subscription.
+const maxSubscribedURI = 2048
+
 // subscribe checks (keep false) or records (keep true) a session's
 // subscription to uri (checked again when kept).
 func (r *resources) subscribe(ctx context.Context, session, uri string, keep bool) error {
+	_, err := r.subscribeTree(ctx, session, uri, keep)
+	return err
+}
+
+// subscribeTree is subscribe, returning the tree the subscription starts
+// from.
+func (r *resources) subscribeTree(ctx context.Context, session, uri string, keep bool) (*outline.Tree, error) {
 	ref, err := parseResourceURI(uri)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	env, done, err := r.envFor(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if done != nil {
 		defer done()
 	}
 	t, err := env.Engine.Tree(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	id := ""
 	if ref.node != "" {
 		it, err := t.Resolve(ref.node)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		id = itemID(it)
 	}
-	return r.subs.add(session, uri, t, id, keep)
+	return t, r.subs.add(session, uri, t, id, keep)
 }
 
 // listenKey names the subscriptions of one subscriptions/listen stream.

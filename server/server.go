@@ -124,6 +124,10 @@ func NewWithOptions(env *tools.Env, o Options) (*mcpserver.MCPServer, error) {
 	s := mcpserver.NewMCPServer("bulleted-mcp", Version, opts...)
 	if rs != nil {
 		rs.register(s)
+		// (the HTTP transport may keep their subscriptions in its store)
+		key := weak.Make(s)
+		resourcesOf.Store(key, rs)
+		runtime.AddCleanup(s, func(k weak.Pointer[mcpserver.MCPServer]) { resourcesOf.Delete(k) }, key)
 	}
 	if ps != nil {
 		ps.register(s)

@@ -257,6 +257,12 @@ func StreamableHTTPWith(s *mcpserver.MCPServer, store SessionStore, opts ...mcps
 		}
 	}
 	t := &transport{srv: s, store: store, local: map[string]*list.Element{}, order: list.New(), max: maxLocal}
+	if ss, ok := store.(SubscriptionStore); ok {
+		if rs, ok := resourcesOf.Load(weak.Make(s)); ok {
+			t.subs = rs.(*resources)
+			t.subs.setStore(ss) // (substore.go)
+		}
+	}
 	// the body bound is this server's (MaxRequestBody, checked before the
 	// transport reads), not the transport's smaller default
 	base := []mcpserver.StreamableHTTPOption{mcpserver.WithMaxRequestBodyBytes(MaxRequestBody + 1)}
@@ -281,6 +287,9 @@ type transport struct {
 	local map[string]*list.Element
 	order *list.List
 	max   int
+	// subs are the server's resources whose subscriptions the store
+	// keeps (nil: not kept there), told of the GET streams opened here
+	subs *resources
 }
 
 // localSession is a session known here and the requests of it being
@@ -568,7 +577,13 @@ func (t *transport) check(w http.ResponseWriter, r *http.Request) (ok bool, stre
 			}
 			if r.Method == http.MethodGet {
 				t.store.Stream(id, +1)
-				return true, func() { t.store.Stream(id, -1) }
+				closed := func() {}
+				if t.subs != nil {
+					// this instance sends the session's updates while the
+					// stream lasts (substore.go)
+					closed = t.subs.streamOpened(r.Context(), id)
+				}
+				return true, func() { closed(); t.store.Stream(id, -1) }
 			}
 			return true, nil
 		}

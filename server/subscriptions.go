@@ -152,6 +152,17 @@ func (s *Subscriptions) unref(did string) {
 	}
 }
 
+// uris are the URIs session subscribes to.
+func (s *Subscriptions) uris(session string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for uri := range s.sessions[session] {
+		out = append(out, uri)
+	}
+	return out
+}
+
 // Count is the number of subscriptions held (all sessions).
 func (s *Subscriptions) Count() int {
 	s.mu.Lock()
@@ -199,35 +210,71 @@ func (s *Subscriptions) CommitSeen(t *outline.Tree) int {
 	slices.SortFunc(targets, func(a, b target) int {
 		return cmp.Or(strings.Compare(a.session, b.session), strings.Compare(a.uri, b.uri))
 	})
-	if send == nil {
-		send = func(session, uri string) error {
-			if srv == nil {
-				return errors.New("no server")
-			}
-			return srv.SendNotificationToSpecificClient(session, mcp.MethodNotificationResourceUpdated, map[string]any{"uri": uri})
-		}
-	}
 	d := newDiff(prev, t)
 	sent := 0
 	for _, tg := range targets {
-		if !d.touched(tg.id) {
-			continue
-		}
-		var err error
-		if tg.send != nil {
-			err = tg.send(tg.uri)
-		} else {
-			err = send(tg.session, tg.uri)
-		}
-		if errors.Is(err, mcpserver.ErrSessionNotFound) {
-			s.drop(tg.session)
-			continue
-		}
-		if err == nil {
+		if d.touched(tg.id) && s.deliver(send, srv, tg.session, tg.uri, tg.send) {
 			sent++
 		}
 	}
 	return sent
+}
+
+// deliver sends one notifications/resources/updated of uri to session
+// (by own, if set; else by send or srv); a session found gone ends its
+// subscriptions. It reports whether it was sent.
+func (s *Subscriptions) deliver(send func(session, uri string) error, srv *mcpserver.MCPServer, session, uri string, own func(string) error) bool {
+	var err error
+	switch {
+	case own != nil:
+		err = own(uri)
+	case send != nil:
+		err = send(session, uri)
+	case srv == nil:
+		err = errors.New("no server")
+	default:
+		err = srv.SendNotificationToSpecificClient(session, mcp.MethodNotificationResourceUpdated, map[string]any{"uri": uri})
+	}
+	if errors.Is(err, mcpserver.ErrSessionNotFound) {
+		s.drop(session)
+	}
+	return err == nil
+}
+
+// notify sends session one notifications/resources/updated of uri, if it
+// subscribes to it here (a subscription loaded from a store whose
+// repository moved since the revision it was told of: substore.go).
+func (s *Subscriptions) notify(session, uri string) bool {
+	s.mu.Lock()
+	_, ok := s.sessions[session][uri]
+	send, srv, own := s.send, s.srv, s.senders[session]
+	s.mu.Unlock()
+	return ok && s.deliver(send, srv, session, uri, own)
+}
+
+// toldOf is the revision session's subscriptions were told of here: the
+// oldest tree last seen of their repositories ("": none).
+func (s *Subscriptions) toldOf(session string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rev := ""
+	for _, sub := range s.sessions[session] {
+		if t := s.last[sub.did]; t != nil && (rev == "" || t.Rev < rev) {
+			rev = t.Rev
+		}
+	}
+	return rev
+}
+
+// toldRev is the revision of did's tree this instance's subscriptions
+// last saw ("": none): what their sessions were told of.
+func (s *Subscriptions) toldRev(did string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.last[did]; t != nil {
+		return t.Rev
+	}
+	return ""
 }
 
 // diff tells which subscribed resources differ between two trees of one

@@ -32,7 +32,10 @@
 //     (pds.Hub), so others' edits reach subscribed sessions without a call
 //     and reads and writes need no request while it is live; instances
 //     NOTIFY each other of their own commits (docs/hosted.md says why not
-//     Jetstream, and when it would be).
+//     Jetstream, and when it would be). A 2025-11-25 session's resource
+//     subscriptions are kept with it in Postgres (server.SubscriptionStore):
+//     the instance holding its GET stream loads them and sends their
+//     updates, told of changes made on any instance by NOTIFY.
 //
 // Migrations are embedded and applied at start.
 package hosted

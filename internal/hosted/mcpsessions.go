@@ -34,8 +34,12 @@ type sessionStore struct {
 	mu      sync.Mutex
 	streams map[string]int // open GET streams on this instance
 	// deliver gets the clients' responses forwarded to this instance
-	deliver   func(session string, msg []byte)
-	listening bool
+	deliver func(session string, msg []byte)
+	// changed hears of the sessions whose subscriptions changed
+	// (server.SubscriptionStore)
+	changed func(session string)
+	// listening: the listener runs; listened: it listened once
+	listening, listened bool
 	// adopted counts sessions served here from the kept initialize
 	// request (nil: none); forgotten those forgotten here (Forgot)
 	adopted   prometheus.Counter
@@ -47,6 +51,8 @@ var (
 	_ server.SeenStore    = (*sessionStore)(nil)
 	_ server.Forwarder    = (*sessionStore)(nil)
 	_ server.Forgetter    = (*sessionStore)(nil)
+
+	_ server.SubscriptionStore = (*sessionStore)(nil)
 )
 
 // Forgot counts a session the transport of this instance forgot to stay
@@ -133,10 +139,110 @@ func (st *sessionStore) Check(ctx context.Context, id string, wantInit bool) ([]
 func (st *sessionStore) End(ctx context.Context, id, why string) error {
 	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
 	defer cancel()
-	if _, err := st.db.Exec(ctx, "UPDATE mcp_sessions SET ended_at = now(), why = $2, init = NULL WHERE id = $1 AND ended_at IS NULL", id, why); err != nil {
+	// its subscriptions end with it (the instance holding its GET stream
+	// is told)
+	if _, err := st.db.Exec(ctx, `WITH e AS (UPDATE mcp_sessions SET ended_at = now(), why = $2, init = NULL WHERE id = $1 AND ended_at IS NULL),
+		d AS (DELETE FROM mcp_subscriptions WHERE session = $1 RETURNING 1)
+		SELECT pg_notify($3, $1) WHERE EXISTS (SELECT 1 FROM d)`, id, why, subsChannel); err != nil {
 		return st.fail("ending a session", err)
 	}
 	return nil
+}
+
+// subsChannel is the NOTIFY channel of the sessions whose subscriptions
+// changed (the payload: the session id).
+const subsChannel = "bulleted_mcp_subscriptions"
+
+// Subscribe records a session's subscription (server.SubscriptionStore),
+// at most max a session (the session's row locked meanwhile), and tells
+// every instance.
+func (st *sessionStore) Subscribe(ctx context.Context, session, uri, rev string, max int) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
+	full := false
+	err := pgx.BeginFunc(ctx, st.db, func(tx pgx.Tx) error {
+		var n int
+		var again bool
+		err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM mcp_subscriptions WHERE session = $1),
+			EXISTS (SELECT 1 FROM mcp_subscriptions WHERE session = $1 AND uri = $2)
+			FROM mcp_sessions WHERE id = $1 AND ended_at IS NULL FOR UPDATE`, session, uri).Scan(&n, &again)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errors.New("the session has ended")
+		}
+		if err != nil || again {
+			return err
+		}
+		if n >= max {
+			full = true
+			return nil
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO mcp_subscriptions (session, uri, rev) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", session, uri, rev); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", subsChannel, session)
+		return err
+	})
+	if err != nil {
+		return false, st.fail("keeping a subscription", err)
+	}
+	return full, nil
+}
+
+// Unsubscribe ends a session's subscription (server.SubscriptionStore)
+// and tells every instance.
+func (st *sessionStore) Unsubscribe(ctx context.Context, session, uri string) error {
+	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
+	if _, err := st.db.Exec(ctx, `WITH d AS (DELETE FROM mcp_subscriptions WHERE session = $1 AND uri = $2 RETURNING 1)
+		SELECT pg_notify($3, $1) WHERE EXISTS (SELECT 1 FROM d)`, session, uri, subsChannel); err != nil {
+		return st.fail("ending a subscription", err)
+	}
+	return nil
+}
+
+// Subscribed are a live session's subscriptions (server.SubscriptionStore).
+func (st *sessionStore) Subscribed(ctx context.Context, session string) ([]server.StoredSubscription, error) {
+	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
+	rows, err := st.db.Query(ctx, `SELECT s.uri, s.rev FROM mcp_subscriptions s JOIN mcp_sessions m ON m.id = s.session
+		WHERE s.session = $1 AND m.ended_at IS NULL ORDER BY s.created_at, s.uri LIMIT $2`, session, server.MaxSubscriptions)
+	if err != nil {
+		return nil, st.fail("reading a session's subscriptions", err)
+	}
+	subs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (server.StoredSubscription, error) {
+		var s server.StoredSubscription
+		err := r.Scan(&s.URI, &s.Rev)
+		return s, err
+	})
+	if err != nil {
+		return nil, st.fail("reading a session's subscriptions", err)
+	}
+	return subs, nil
+}
+
+// Told moves a session's subscriptions' revision forward to rev
+// (server.SubscriptionStore).
+func (st *sessionStore) Told(ctx context.Context, session, rev string) error {
+	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
+	if _, err := st.db.Exec(ctx, "UPDATE mcp_subscriptions SET rev = $2 WHERE session = $1 AND rev < $2", session, rev); err != nil {
+		return st.fail("recording what a session's subscriptions were told", err)
+	}
+	return nil
+}
+
+// OnSubscriptions makes changed hear of the sessions whose subscriptions
+// changed on any instance (server.SubscriptionStore), on the listening
+// connection.
+func (st *sessionStore) OnSubscriptions(changed func(session string)) {
+	st.mu.Lock()
+	st.changed = changed
+	start := !st.listening
+	st.listening = true
+	st.mu.Unlock()
+	if start {
+		go st.listen()
+	}
 }
 
 func (st *sessionStore) Stream(id string, d int) {
@@ -291,9 +397,22 @@ func (st *sessionStore) listenOnce(ctx context.Context) error {
 	defer conn.Close(context.Background())
 	lctx, cancel := context.WithTimeout(ctx, sessionTimeout)
 	_, err = conn.Exec(lctx, "LISTEN "+forwardChannel)
+	if err == nil {
+		_, err = conn.Exec(lctx, "LISTEN "+subsChannel)
+	}
 	cancel()
 	if err != nil {
 		return err
+	}
+	// (changes made while nobody listened, since the connection before,
+	// were not heard: the sessions whose streams are held here load their
+	// subscriptions again)
+	st.mu.Lock()
+	changed, again := st.changed, st.listened
+	st.listened = true
+	st.mu.Unlock()
+	if changed != nil && again {
+		changed("")
 	}
 	for {
 		wctx, cancel := context.WithTimeout(ctx, listenQuiet)
@@ -318,6 +437,15 @@ func (st *sessionStore) listenOnce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if n.Channel == subsChannel {
+			st.mu.Lock()
+			changed := st.changed
+			st.mu.Unlock()
+			if changed != nil && n.Payload != "" {
+				changed(n.Payload)
+			}
+			continue
+		}
 		var m forwarded
 		if json.Unmarshal([]byte(n.Payload), &m) != nil || m.S == "" || (m.M == nil && m.R == 0) {
 			continue
@@ -325,6 +453,9 @@ func (st *sessionStore) listenOnce(ctx context.Context) error {
 		st.mu.Lock()
 		deliver := st.deliver
 		st.mu.Unlock()
+		if deliver == nil {
+			continue
+		}
 		go func() {
 			if m.R != 0 {
 				msg, err := st.kept(m)
