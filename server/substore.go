@@ -132,7 +132,12 @@ func (r *resources) streamOpened(ctx context.Context, session string) (closed fu
 		if last {
 			h.load.Lock()
 			rev := r.subs.toldOf(session)
-			r.subs.drop(session)
+			r.mu.Lock()
+			reopened := r.held[session] != nil // a new stream of the session here while this one's reload ran: its subscriptions stay
+			r.mu.Unlock()
+			if !reopened {
+				r.subs.drop(session)
+			}
 			h.load.Unlock()
 			if rev != "" {
 				// where the session's next stream starts from

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
@@ -32,6 +33,9 @@ import (
 // briefly, then ask, and their writes swapped on the old head are not
 // sent. (The stream brings it too, but the reference PDS hands a commit
 // to its subscribers up to a second after it was made.)
+
+// commitNoticeTimeout bounds the NOTIFY of a commit that landed.
+const commitNoticeTimeout = 2 * time.Second
 
 // commitChannel is the NOTIFY channel of the instances' own commits.
 const commitChannel = "bulleted_mcp_commits"
@@ -172,7 +176,10 @@ func (s *Server) committed(did, rev string) {
 		return
 	}
 	payload, _ := json.Marshal(commitNote{DID: did, Rev: rev, By: f.self})
-	ctx, cancel := context.WithTimeout(f.ctx, sessionTimeout)
+	// short: the write has landed and waits for this (while the user's turn
+	// is held); a notice not sent leaves the others to hear of the commit
+	// from the stream
+	ctx, cancel := context.WithTimeout(f.ctx, commitNoticeTimeout)
 	defer cancel()
 	if _, err := s.db.Exec(ctx, notifySQL, commitChannel, string(payload)); err != nil && ctx.Err() == nil {
 		s.logf("telling the other instances of a commit: %v", err)
@@ -204,6 +211,9 @@ func (s *Server) listenCommits(ctx context.Context, f *following) {
 		err := s.listenCommitsOnce(ctx, f)
 		if ctx.Err() != nil {
 			return
+		}
+		if errors.Is(err, errQuiet) {
+			continue // a quiet minute ended the wait (and pgx the connection): listen again
 		}
 		s.logf("listening for the other instances' commits (again in %s): %v", listenRetry, err)
 		select {
@@ -239,7 +249,16 @@ func (s *Server) listenCommitsOnce(ctx context.Context, f *following) error {
 		f.lmu.Unlock()
 	}()
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		// bounded, so that a connection that died without a reset (a
+		// failover, a NAT's timeout) is noticed within listenQuiet rather
+		// than the system's TCP keepalive: every call on a live user
+		// NOTIFYs this connection, so a quiet minute is rare under use
+		wctx, cancel := context.WithTimeout(ctx, listenQuiet)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+			return errQuiet
+		}
 		if err != nil {
 			return err
 		}

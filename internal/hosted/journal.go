@@ -225,6 +225,10 @@ func (j *journal) Remove(ctx context.Context, id string) error {
 	return err
 }
 
+// errDatabaseDown is what a client is told of a database that did not
+// answer (the details are the operator's: see the log of the outage).
+var errDatabaseDown = errors.New("its database did not answer")
+
 // Claim takes the lease on operation id unless another instance (or
 // another engine of this one) holds it unexpired, and keeps it renewed
 // until Release.
@@ -253,7 +257,9 @@ func (j *journal) Claim(ctx context.Context, id string) (bool, error) {
 		return false, nil // held by another, unexpired
 	}
 	if err != nil {
-		return false, err
+		// the engine puts this in the tool's result: not pgx's text, which
+		// can name the database's host, port, user and name
+		return false, errDatabaseDown
 	}
 	j.mu.Lock()
 	j.held[id] = l

@@ -247,6 +247,7 @@ func (r *Repo) advance(ctx context.Context) error {
 		r.mu.Lock()
 		base := r.car
 		from, rev, size, noSince := base.commit, base.rev, base.blockCount(), r.noSince
+		said := r.stream.elsewhere // another instance's commit said before the PDS is asked
 		r.mu.Unlock()
 		since := rev
 		if noSince {
@@ -264,7 +265,11 @@ func (r *Repo) advance(ctx context.Context) error {
 			}
 			return nil // others keep bringing it forward
 		}
-		r.stream.elsewhere = "" // the PDS was asked: its answer is newer than what was said
+		if r.stream.elsewhere == said {
+			// the PDS was asked after that commit was said: its answer holds
+			// it (one said while the answer was on its way may be newer)
+			r.stream.elsewhere = ""
+		}
 		if f.root == from {
 			r.stream.swapped = false // the PDS was asked (follow.go)
 			if since != "" && f.received > size/2 {

@@ -103,15 +103,17 @@ func (h *Hub) Join(ctx context.Context, r *Repo, changed func()) (leave func()) 
 	mctx, cancel := context.WithCancel(ctx)
 	m := &hubMember{h: h, r: r, ctx: mctx, cancel: cancel, user: changed}
 	m.changed = m.kick
+	did := r.did.String()
+	h.mu.Lock()
+	if old := h.members[did]; old != nil {
+		// first: stopping it (the same repository joined again, or an
+		// older one of that DID) clears what its repository follows by
+		old.stop()
+	}
 	r.stream.shared.Store(&h.life)
 	r.mu.Lock()
 	r.stream.following, r.stream.started, r.stream.live = true, time.Time{}, false
 	r.mu.Unlock()
-	did := r.did.String()
-	h.mu.Lock()
-	if old := h.members[did]; old != nil {
-		old.stop()
-	}
 	h.members[did] = m
 	if conn := h.conn; conn != nil {
 		// (under h.mu: before any message of r the reader hands it)
@@ -122,11 +124,14 @@ func (h *Hub) Join(ctx context.Context, r *Repo, changed func()) (leave func()) 
 	return func() {
 		once.Do(func() {
 			h.mu.Lock()
-			if h.members[did] == m {
+			current := h.members[did] == m
+			if current {
 				delete(h.members, did)
 			}
 			h.mu.Unlock()
-			m.stop()
+			if current {
+				m.stop() // (a member replaced by a later Join was stopped then; stopping it again would end its successor's following)
+			}
 		})
 	}
 }

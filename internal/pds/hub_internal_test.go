@@ -66,3 +66,29 @@ func TestHubMemberBehind(t *testing.T) {
 		t.Fatalf("after leaving: %d ran, %d incoming, %d news", ran, incoming, news)
 	}
 }
+
+// TestHubJoinTwice: the same repository joined again (a user opened twice
+// at once) stays followed through the hub; stopping the member it replaces
+// does not clear what the new one set.
+func TestHubJoinTwice(t *testing.T) {
+	h := NewHub("http://127.0.0.1:1")
+	r := New(nil, syntax.DID("did:plc:hubjointwice"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	leave1 := h.Join(ctx, r, func() {})
+	leave2 := h.Join(ctx, r, func() {})
+	r.mu.Lock()
+	following := r.stream.following
+	r.mu.Unlock()
+	if !following || r.stream.shared.Load() == nil {
+		t.Fatalf("joined twice: following %v, shared %v (want the hub's)", following, r.stream.shared.Load() != nil)
+	}
+	leave1() // the replaced member's leave does nothing
+	if r.stream.shared.Load() == nil {
+		t.Fatal("the first join's leave ended the second's")
+	}
+	leave2()
+	if r.stream.shared.Load() != nil {
+		t.Fatal("left, still shared")
+	}
+}
