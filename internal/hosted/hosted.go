@@ -380,6 +380,7 @@ func (s *Server) openPDS(ctx context.Context, did string) (*user, error) {
 	r.Cache = filepath.Join(dir, "repo.car")
 	_, statErr := os.Stat(r.Cache)
 	j := newJournal(s.db, did)
+	j.logf = s.logf
 	resolver := &pds.Resolver{Client: c, Directory: s.cfg.Directory}
 	others := &pds.Others{Resolver: resolver}
 	read := func(ctx context.Context, ident string) (*outline.Tree, error) {

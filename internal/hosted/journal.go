@@ -31,8 +31,9 @@ import (
 // a transaction-pooling proxy, and frees a dead instance's claims after a
 // known time rather than when TCP notices the lost connection.
 type journal struct {
-	db  *pgxpool.Pool
-	did string
+	db   *pgxpool.Pool
+	did  string
+	logf func(format string, args ...any) // the operator's log (nil: none)
 
 	mu      sync.Mutex
 	rows    map[string]journalRow // operations as last read, by id
@@ -80,7 +81,8 @@ func newJournal(db *pgxpool.Pool, did string) *journal {
 // Save writes op's progress as a line appended to its row when this
 // instance wrote the row whole with the same batches; otherwise, or when
 // the row is gone, the whole record.
-func (j *journal) Save(ctx context.Context, op *outline.Operation, whole bool) error {
+func (j *journal) Save(ctx context.Context, op *outline.Operation, whole bool) (err error) {
+	defer j.hide(&err, "recording an operation")
 	ctx, cancel := context.WithTimeout(ctx, journalTimeout)
 	defer cancel()
 	j.mu.Lock()
@@ -89,7 +91,7 @@ func (j *journal) Save(ctx context.Context, op *outline.Operation, whole bool) e
 	if ok && !whole && slices.Equal(w, op.Batches) {
 		line, err := outline.EncodeProgress(op)
 		if err != nil {
-			return err
+			return dataErr{err}
 		}
 		tag, err := j.db.Exec(ctx, `UPDATE operations SET body = body || $3, version = version + 1, updated_at = now()
 			WHERE did = $1 AND id = $2`, j.did, op.ID, line)
@@ -103,7 +105,7 @@ func (j *journal) Save(ctx context.Context, op *outline.Operation, whole bool) e
 	}
 	raw, err := outline.EncodeOperation(op)
 	if err != nil {
-		return err
+		return dataErr{err}
 	}
 	if _, err := j.db.Exec(ctx, `INSERT INTO operations (did, id, body) VALUES ($1, $2, $3)
 		ON CONFLICT (did, id) DO UPDATE SET body = excluded.body, version = operations.version + 1, updated_at = now()`, j.did, op.ID, raw); err != nil {
@@ -119,7 +121,7 @@ func (j *journal) Save(ctx context.Context, op *outline.Operation, whole bool) e
 func (j *journal) decode(id string, version int64, body []byte) (*outline.Operation, error) {
 	op, err := outline.DecodeOperation(body)
 	if err != nil {
-		return nil, fmt.Errorf("operation record %s: %w", id, err)
+		return nil, dataErr{fmt.Errorf("operation record %s: %w", id, err)}
 	}
 	j.mu.Lock()
 	j.rows[id] = journalRow{version: version, op: op}
@@ -128,12 +130,13 @@ func (j *journal) decode(id string, version int64, body []byte) (*outline.Operat
 }
 
 // Get reads operation id's row.
-func (j *journal) Get(ctx context.Context, id string) (*outline.Operation, error) {
+func (j *journal) Get(ctx context.Context, id string) (_ *outline.Operation, err error) {
+	defer j.hide(&err, "reading an operation")
 	ctx, cancel := context.WithTimeout(ctx, journalTimeout)
 	defer cancel()
 	var version int64
 	var body []byte
-	err := j.db.QueryRow(ctx, "SELECT version, body FROM operations WHERE did = $1 AND id = $2", j.did, id).Scan(&version, &body)
+	err = j.db.QueryRow(ctx, "SELECT version, body FROM operations WHERE did = $1 AND id = $2", j.did, id).Scan(&version, &body)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -145,7 +148,8 @@ func (j *journal) Get(ctx context.Context, id string) (*outline.Operation, error
 
 // List reads the identity's operations: the versions of every row, then the
 // bodies of the rows changed since this instance last read them.
-func (j *journal) List(ctx context.Context) ([]*outline.Operation, error) {
+func (j *journal) List(ctx context.Context) (_ []*outline.Operation, err error) {
+	defer j.hide(&err, "listing the operations")
 	ctx, cancel := context.WithTimeout(ctx, journalTimeout)
 	defer cancel()
 	rows, err := j.db.Query(ctx, "SELECT id, version FROM operations WHERE did = $1", j.did)
@@ -214,20 +218,48 @@ func (j *journal) List(ctx context.Context) ([]*outline.Operation, error) {
 }
 
 // Remove deletes operation id's row.
-func (j *journal) Remove(ctx context.Context, id string) error {
+func (j *journal) Remove(ctx context.Context, id string) (err error) {
+	defer j.hide(&err, "removing an operation")
 	ctx, cancel := context.WithTimeout(ctx, journalTimeout)
 	defer cancel()
 	j.mu.Lock()
 	delete(j.written, id)
 	delete(j.rows, id)
 	j.mu.Unlock()
-	_, err := j.db.Exec(ctx, "DELETE FROM operations WHERE did = $1 AND id = $2", j.did, id)
+	_, err = j.db.Exec(ctx, "DELETE FROM operations WHERE did = $1 AND id = $2", j.did, id)
 	return err
 }
 
 // errDatabaseDown is what a client is told of a database that did not
-// answer (the details are the operator's: see the log of the outage).
+// answer: the engine puts the journal's errors in the tool's result, and
+// pgx's text can name the database's host, port, user and name; the
+// details go to the operator's log.
 var errDatabaseDown = errors.New("its database did not answer")
+
+// dataErr is an error of a record's contents (encoding, decoding), said
+// as it is.
+type dataErr struct{ error }
+
+func (e dataErr) Unwrap() error { return e.error }
+
+// hide makes *err, unless nil or of a record's contents, errDatabaseDown,
+// logging what it was (doing says what the journal was doing).
+func (j *journal) hide(err *error, doing string) {
+	if *err != nil {
+		*err = j.hidden(*err, doing)
+	}
+}
+
+func (j *journal) hidden(err error, doing string) error {
+	var d dataErr
+	if errors.As(err, &d) {
+		return d.error
+	}
+	if j.logf != nil {
+		j.logf("operations journal of %s, %s: %v", j.did, doing, err)
+	}
+	return errDatabaseDown
+}
 
 // Claim takes the lease on operation id unless another instance (or
 // another engine of this one) holds it unexpired, and keeps it renewed
@@ -257,9 +289,7 @@ func (j *journal) Claim(ctx context.Context, id string) (bool, error) {
 		return false, nil // held by another, unexpired
 	}
 	if err != nil {
-		// the engine puts this in the tool's result: not pgx's text, which
-		// can name the database's host, port, user and name
-		return false, errDatabaseDown
+		return false, j.hidden(err, "claiming an operation")
 	}
 	j.mu.Lock()
 	j.held[id] = l
@@ -361,7 +391,8 @@ func (j *journal) releaseLater(id, token string, until time.Time) {
 }
 
 // Live reports whether some instance holds an unexpired claim on id.
-func (j *journal) Live(ctx context.Context, id string) (bool, error) {
+func (j *journal) Live(ctx context.Context, id string) (_ bool, err error) {
+	defer j.hide(&err, "reading an operation's claim")
 	j.mu.Lock()
 	_, mine := j.held[id]
 	j.mu.Unlock()
@@ -371,7 +402,7 @@ func (j *journal) Live(ctx context.Context, id string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, journalTimeout)
 	defer cancel()
 	var live bool
-	err := j.db.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM operation_claims WHERE did = $1 AND id = $2 AND expires_at > now())", j.did, id).Scan(&live)
+	err = j.db.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM operation_claims WHERE did = $1 AND id = $2 AND expires_at > now())", j.did, id).Scan(&live)
 	return live, err
 }
 

@@ -2,14 +2,19 @@ package hosted
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 )
 
 // cutProxy forwards TCP connections to addr until cut: then it closes the
@@ -138,5 +143,34 @@ func TestClaimReleasedWhileDatabaseDown(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+}
+
+// The journal's errors reach tool results (the engine quotes them: "the
+// operations journal could not record it (…)"): with its database down
+// they say so and no more, never pgx's text naming the database's user,
+// name, host and port, which goes to the operator's log.
+func TestJournalErrorsNameNoDatabase(t *testing.T) {
+	ctx := context.Background()
+	dead, err := pgxpool.New(ctx, "postgres://leakyuser:pw@127.0.0.1:1/leakydb?connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dead.Close)
+	var logged []string
+	j := newJournal(dead, "did:plc:journalerrors")
+	j.logf = func(format string, args ...any) { logged = append(logged, fmt.Sprintf(format, args...)) }
+	op := &outline.Operation{ID: "3opjournalerr2"}
+	_, errGet := j.Get(ctx, op.ID)
+	_, errList := j.List(ctx)
+	_, errClaim := j.Claim(ctx, op.ID)
+	_, errLive := j.Live(ctx, op.ID)
+	for name, err := range map[string]error{"Save": j.Save(ctx, op, true), "Get": errGet, "List": errList, "Remove": j.Remove(ctx, op.ID), "Claim": errClaim, "Live": errLive} {
+		if !errors.Is(err, errDatabaseDown) || strings.Contains(err.Error(), "leaky") || strings.Contains(err.Error(), "127.0.0.1") {
+			t.Errorf("%s: %v (want only that the database did not answer)", name, err)
+		}
+	}
+	if len(logged) != 6 || !strings.Contains(strings.Join(logged, "\n"), "leakyuser") {
+		t.Errorf("the operator's log should have the 6 errors whole: %q", logged)
 	}
 }
