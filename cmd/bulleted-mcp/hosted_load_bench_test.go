@@ -713,11 +713,6 @@ func resultError(r *mcp.CallToolResult) toolErr {
 	return v.Error
 }
 
-func structured(r *mcp.CallToolResult) string {
-	raw, _ := json.Marshal(r.StructuredContent)
-	return string(raw)
-}
-
 // attempt is one call as sent: the result, or the error of a call that got
 // no result (the HTTP request failed).
 func (lt *loadTest) attempt(u *loadUser, kind, name string, args map[string]any) (*mcp.CallToolResult, error) {
