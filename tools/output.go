@@ -71,7 +71,7 @@ var (
 	// hits: the compact tree (an entry is a hit {rkey, text, state, layout,
 	// note, author}, or an ancestor [text, entries...]); fields=full: flat
 	// hits
-	searchOutput = outSchema(map[string]any{"did": tString, "uriPrefix": tString, "hits": hitsSchema, "cursor": tString, "revs": tObjs}, []string{"did", "uriPrefix", "hits"}, []string{"did", "revs"})
+	searchOutput = outSchema(map[string]any{"did": tString, "uriPrefix": tString, "hits": hitsSchema, "cursor": tString, "revs": tObjs}, []string{"did", "uriPrefix", "hits"}, []string{"uriPrefix", "revs"})
 
 	hitsSchema = map[string]any{"type": "array", "items": map[string]any{"type": []string{"object", "array"}}}
 

@@ -149,37 +149,47 @@ func sincePage(did string, s *outline.SinceResult, page []outline.SinceChange, s
 	}
 	b.WriteString(":\n")
 	// the structured content groups the page's rows by the commit and
-	// writer that last changed them, said once for a run of rows (as the
-	// text does); a row is [rkey, what changed, text]
+	// writer that last changed them (a run of rows), and within that by
+	// what changed, each said once (as the text does): a row is [rkey,
+	// text] under its change
 	var revs []sinceRev
-	for _, c := range page {
-		what := c.Change
-		if c.Collection != "" {
-			what += " " + strings.TrimPrefix(c.Collection, "app.bulleted.")
-			if c.Node != "" {
-				what += " of ·" + c.Node
-			}
+	for i := 0; i < len(page); {
+		c := page[i]
+		j := i + 1
+		for j < len(page) && page[j].Rev == c.Rev && page[j].By == c.By && page[j].Operation == c.Operation {
+			j++
 		}
 		by := "another writer"
 		if c.By == "server" {
 			by = "this server, operation " + c.Operation
 		}
-		text := ""
-		if c.Text != "" {
-			text = " " + strconv.Quote(c.Text)
+		fmt.Fprintf(&b, "In rev %s, %s:\n", c.Rev, by)
+		g := sinceRev{Rev: c.Rev, By: c.By, Operation: c.Operation, Changes: map[string][][]string{}}
+		var order []string
+		for _, c := range page[i:j] {
+			what := sinceWhat(c)
+			if _, ok := g.Changes[what]; !ok {
+				order = append(order, what)
+			}
+			g.Changes[what] = append(g.Changes[what], []string{c.RKey, c.Text})
 		}
-		if n := len(revs); n == 0 || revs[n-1].Rev != c.Rev || revs[n-1].By != c.By || revs[n-1].Operation != c.Operation {
-			revs = append(revs, sinceRev{Rev: c.Rev, By: c.By, Operation: c.Operation})
-			fmt.Fprintf(&b, "In rev %s, %s:\n", c.Rev, by)
+		for _, what := range order {
+			fmt.Fprintf(&b, "%s:\n", what)
+			for _, row := range g.Changes[what] {
+				text := ""
+				if row[1] != "" {
+					text = strconv.Quote(row[1]) + " "
+				}
+				fmt.Fprintf(&b, "- %s·%s\n", text, row[0])
+			}
 		}
-		g := &revs[len(revs)-1]
-		g.Changes = append(g.Changes, []string{c.RKey, what, c.Text})
-		fmt.Fprintf(&b, "- %s%s ·%s\n", what, text, c.RKey)
+		revs = append(revs, g)
+		i = j
 	}
 	if cursor != "" {
 		fmt.Fprintf(&b, "(more changes: call search again with the same since and cursor=%q)\n", cursor)
 	}
-	sc := map[string]any{"did": did, "uriPrefix": "at://" + did + "/" + lexicon.Node + "/", "since": s.Rev, "to": s.HeadRev,
+	sc := map[string]any{"uriPrefix": "at://" + did + "/" + lexicon.Node + "/", "since": s.Rev, "to": s.HeadRev,
 		"commits": s.Commits, "total": len(s.Changes), "columns": sinceColumns, "revs": revs}
 	if cursor != "" {
 		sc["cursor"] = cursor
@@ -191,20 +201,32 @@ func sincePage(did string, s *outline.SinceResult, page []outline.SinceChange, s
 }
 
 // sinceColumns names the fields of a since row.
-var sinceColumns = []string{"rkey", "change", "text"}
+var sinceColumns = []string{"rkey", "text"}
+
+// sinceWhat is what changed of a since row: created, edited, moved,
+// "moved, edited" or deleted, with the collection and the bullet for a
+// note, comment, policy or outline record.
+func sinceWhat(c outline.SinceChange) string {
+	what := c.Change
+	if c.Collection != "" {
+		what += " " + strings.TrimPrefix(c.Collection, "app.bulleted.")
+		if c.Node != "" {
+			what += " of ·" + c.Node
+		}
+	}
+	return what
+}
 
 // sinceRev is a run of a since page's rows last changed by one commit of
 // one writer: by is "server" (this server, operation naming its journal's
-// operation) or "other" (another writer); changes are rows of
-// sinceColumns (change: created, edited, moved, "moved, edited" or
-// deleted, with the collection and the bullet for a note, comment, policy
-// or outline record; text: the start of the bullet's text, before a
-// delete).
+// operation) or "other" (another writer); changes holds rows of
+// sinceColumns (text: the start of the bullet's text, before a delete)
+// under what changed (sinceWhat).
 type sinceRev struct {
-	Rev       string     `json:"rev"`
-	By        string     `json:"by"`
-	Operation string     `json:"operation,omitempty"`
-	Changes   [][]string `json:"changes"`
+	Rev       string                `json:"rev"`
+	By        string                `json:"by"`
+	Operation string                `json:"operation,omitempty"`
+	Changes   map[string][][]string `json:"changes"`
 }
 
 // revWhen is " (TIME)" of a rev TID, or "".

@@ -23,10 +23,12 @@ func sinceChanges(sc map[string]any) []string {
 	for _, g := range revs {
 		m := g.(map[string]any)
 		op, _ := m["operation"].(string)
-		rows, _ := m["changes"].([]any)
-		for _, r := range rows {
-			row := r.([]any)
-			out = append(out, fmt.Sprintf("%s %s %s %s", row[0], row[1], m["by"], op))
+		groups, _ := m["changes"].(map[string]any)
+		for what, rows := range groups {
+			for _, r := range rows.([]any) {
+				row := r.([]any)
+				out = append(out, fmt.Sprintf("%s %s %s %s", row[0], what, m["by"], op))
+			}
 		}
 	}
 	return out
@@ -116,7 +118,7 @@ func TestSearchSince(t *testing.T) {
 		t.Fatalf("since %s:\n got %q\nwant %q\n%s", rev0, got, want, text(res))
 	}
 	txt := text(res)
-	for _, s := range []string{`edited "alpha two" ·` + k["alpha"], "this server, operation " + ops["alpha"], `created "epsilon" ·` + eps + "\n", ", another writer:\n", `deleted "delta"`} {
+	for _, s := range []string{"edited:\n- \"alpha two\" ·" + k["alpha"], "this server, operation " + ops["alpha"], "another writer:\ncreated:\n- \"epsilon\" ·" + eps + "\nedited:\n- \"gamma by hand\" ·", "deleted:\n- \"delta\" ·" + k["delta"] + "\n"} {
 		if !strings.Contains(txt, s) {
 			t.Errorf("text lacks %q:\n%s", s, txt)
 		}
