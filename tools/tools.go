@@ -430,11 +430,14 @@ type report struct {
 	// selection: the plan works on a set taken by where (its note says
 	// it): a dry run counts the records and shows no before/after view
 	selection bool
+	// applied: a kept plan applied (plan=ID): its dry run listed the
+	// set's sample keys, so the result names the set by count and id
+	applied bool
 }
 
 // writeResult is the result of a write (see writeReport).
 func writeResult(out *outline.Outcome, a Args) *mcp.CallToolResult {
-	return writeReport(out, report{})
+	return writeReport(out, report{applied: a.Str("plan") != ""})
 }
 
 // writeReport is the result of a write: compact (a dry run adds the
@@ -515,6 +518,13 @@ func buildWrite(out *outline.Outcome, rep report, rows int, dump bool, textKeys,
 	p := out.Plan
 	r := WriteResult{Summary: p.Summary, DryRun: out.DryRun, Cost: p.Cost, NoChange: out.NoChange, Plan: out.PlanID}
 	diags := append(append([]string(nil), p.Diagnostics...), rep.notes...)
+	if rep.applied && !out.DryRun {
+		for i, d := range diags {
+			if sel := intent.Selections([]string{d}); len(sel) == 1 && sel[0] != d {
+				diags[i] = sel[0] + ", as its dry run listed"
+			}
+		}
+	}
 	diags = append(diags, listCreated(&r, p.Created, rep.lines, maxKeys)...)
 	if s := costShare(p.Cost, out.BudgetLeft, out.DryRun); s != "" {
 		diags = append(diags, s)

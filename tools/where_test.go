@@ -118,8 +118,15 @@ func TestWhereOnEveryTool(t *testing.T) {
 	}
 	delete(args, "dry_run")
 	args["plan"] = sc["plan"]
-	if res, _ := call(t, f.c, "move_node", args); res.IsError {
+	res, sc = call(t, f.c, "move_node", args)
+	if res.IsError {
 		t.Fatal(text(res))
+	}
+	// the plan's result names the set by count and id (its dry run listed
+	// the sample), in both parts
+	short := strings.SplitAfter(sel, ")")[0] + ", as its dry run listed"
+	if got := selectionOf(sc); got != short || !strings.Contains(text(res), short) || strings.Contains(text(res), f.keys["done 2"]) {
+		t.Errorf("the plan's result names its set %q (want %q):\n%s", got, short, text(res))
 	}
 	tr := f.tree(t)
 	if got := childTexts(tr, archive); !slices.Equal(got, []string{"done 1 #old", "done 2", "done 3 #Old"}) {

@@ -133,7 +133,7 @@ func selectionNote(items []*outline.Item) string {
 	case len(items) == 0:
 		s += ": nothing to change"
 	case len(items) > len(sample):
-		s += fmt.Sprintf(": %s … and %d more (search with the same filters lists all)", strings.Join(sample, " "), len(items)-len(sample))
+		s += fmt.Sprintf(": %s … and %d more (search lists all)", strings.Join(sample, " "), len(items)-len(sample))
 	default:
 		s += ": " + strings.Join(sample, " ")
 	}
