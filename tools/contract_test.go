@@ -20,14 +20,21 @@ import (
 )
 
 // Input schemas every client handles: no $ref, $defs, oneOf, anyOf or
-// recursion, and tools/list under 12 KB as a model is shown it: without
-// the output schemas, and without the titles (the display name a host
-// shows a person, sent as title and annotations.title: the model sees the
-// name, description and input schema). Every tool has a title of at most
-// 40 characters.
+// recursion, and tools/list at most 10 KB as a model is shown it (issue
+// 40: so that a new tool fits under the 12 KB this test held before):
+// the name, description and input schema a host hands the model, without
+// the output schemas, the titles (the display name a host shows a person,
+// sent as title and annotations.title) and the annotations (hints to the
+// host, which model APIs' tool definitions do not carry). Every tool has
+// a title of at most 40 characters.
 func TestSchemaLint(t *testing.T) {
-	var list []mcp.Tool
-	withTitles := 0
+	type shown struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		InputSchema json.RawMessage `json:"inputSchema"`
+	}
+	var list []shown
+	withTitles, listed := 0, 0
 	for _, tl := range tools.All() {
 		raw, _ := json.Marshal(tl.Schema)
 		for _, bad := range []string{`"$ref"`, `"$defs"`, `"oneOf"`, `"anyOf"`, `"allOf"`, `"definitions"`} {
@@ -46,12 +53,14 @@ func TestSchemaLint(t *testing.T) {
 		raw, _ = json.Marshal(m)
 		withTitles += len(raw)
 		m.Title, m.Annotations.Title = "", ""
-		list = append(list, m)
+		raw, _ = json.Marshal(m)
+		listed += len(raw)
+		list = append(list, shown{m.Name, m.Description, m.RawInputSchema})
 	}
 	raw, _ := json.Marshal(map[string]any{"tools": list})
-	t.Logf("tools/list without output schemas: %d bytes for %d tools without their titles (the tools alone: %d with them)", len(raw), len(list), withTitles)
-	if len(raw) >= 12*1024 {
-		t.Fatalf("tools/list is %d bytes; keep it under 12 KB", len(raw))
+	t.Logf("tools/list as a model is shown it (name, description, input schema): %d bytes for %d tools; %d with the annotations, %d with the titles too (no output schemas)", len(raw), len(list), listed, withTitles)
+	if len(raw) > 10*1024 {
+		t.Fatalf("tools/list as a model is shown it is %d bytes; keep it at most 10 KB (10,240 bytes)", len(raw))
 	}
 }
 
