@@ -41,6 +41,8 @@ import (
 //   - records=10k, records=50k: the generated outline of about 10,000
 //     (50,000) records, inserting first under its first section;
 //   - list=50k: one parent with 50,000 children, inserting first among them;
+//   - list=50k,middle: the same list, inserting after its 25,000th child
+//     (each insert lands between that child and the one inserted before);
 //   - then as many inserts "after another writer": the account's app
 //     creates a record just before each (the nobody-else inserts come
 //     first: a writer active in the last 30 s makes a write ask first).
@@ -60,9 +62,10 @@ func BenchmarkServeCost(b *testing.B) {
 		b.Skip("starts the reference PDS")
 	}
 	srv := pdstest.Start(b, pdstest.Options{})
-	for _, shape := range []string{"records=10k", "records=50k", "list=50k"} {
+	for _, shape := range []string{"records=10k", "records=50k", "list=50k", "list=50k,middle"} {
 		b.Run(shape, func(b *testing.B) {
 			var a, twin *pdstest.Account
+			var place map[string]any // nil: first under the first root
 			switch shape {
 			case "records=10k":
 				a, _ = seedPDS(b, srv, 10_000)
@@ -70,10 +73,13 @@ func BenchmarkServeCost(b *testing.B) {
 			case "records=50k":
 				a, _ = seedPDS(b, srv, 50_000)
 				twin, _ = seedPDS(b, srv, 50_000)
+			case "list=50k,middle":
+				a, twin = seedList(b, srv, 50_000), seedList(b, srv, 50_000)
+				place = map[string]any{"after": fmt.Sprintf("3l%011d", 25_000)}
 			default:
 				a, twin = seedList(b, srv, 50_000), seedList(b, srv, 50_000)
 			}
-			serveCost(b, srv, a, twin)
+			serveCost(b, srv, a, twin, place)
 		})
 	}
 }
@@ -109,7 +115,7 @@ func seedList(b *testing.B, srv *pdstest.Server, n int) *pdstest.Account {
 	return a
 }
 
-func serveCost(b *testing.B, srv *pdstest.Server, a, twin *pdstest.Account) {
+func serveCost(b *testing.B, srv *pdstest.Server, a, twin *pdstest.Account, place map[string]any) {
 	ctx := context.Background()
 	dir := b.TempDir()
 	// the ledger holds 1,000 writes of the hour (another process's)
@@ -215,7 +221,14 @@ func serveCost(b *testing.B, srv *pdstest.Server, a, twin *pdstest.Account) {
 		return processCPU() - c0
 	}
 	insert := func(into *[]float64, text string) time.Duration {
-		return timed(into, func() { call("insert_after", map[string]any{"parent": parent, "position": "first", "text": text}) })
+		args := map[string]any{"parent": parent, "position": "first", "text": text}
+		if place != nil {
+			args = map[string]any{"text": text}
+			for k, v := range place {
+				args[k] = v
+			}
+		}
+		return timed(into, func() { call("insert_after", args) })
 	}
 	if f := os.Getenv("BULLETED_SERVECOST_PROFILE"); f != "" {
 		// the inserts' CPU alone (not the seeding): go tool pprof
