@@ -40,6 +40,10 @@ type Subscriptions struct {
 	// senders deliver the updates of subscriptions/listen streams (by
 	// their key in sessions).
 	senders map[string]func(uri string) error
+	// missed: session → the oldest revision a session's update failed to
+	// leave after (its stream broke while told): toldOf goes no further,
+	// so its next stream, on any instance, tells it again
+	missed map[string]string
 }
 
 // subscription is what a URI names: a repository and an item ID ("" for
@@ -49,7 +53,7 @@ type subscription struct{ did, id string }
 // NewSubscriptions returns an empty set of subscriptions. Pass it in
 // Options.Subscriptions to call CommitSeen from outside (a firehose).
 func NewSubscriptions() *Subscriptions {
-	return &Subscriptions{sessions: map[string]map[string]subscription{}, last: map[string]*outline.Tree{}, refs: map[string]int{}, senders: map[string]func(string) error{}}
+	return &Subscriptions{sessions: map[string]map[string]subscription{}, last: map[string]*outline.Tree{}, refs: map[string]int{}, senders: map[string]func(string) error{}, missed: map[string]string{}}
 }
 
 func (s *Subscriptions) bind(srv *mcpserver.MCPServer) {
@@ -129,6 +133,7 @@ func (s *Subscriptions) remove(session, uri string) {
 	if len(s.sessions[session]) == 0 {
 		delete(s.sessions, session)
 		delete(s.senders, session)
+		delete(s.missed, session)
 	}
 }
 
@@ -141,6 +146,7 @@ func (s *Subscriptions) drop(session string) {
 	}
 	delete(s.sessions, session)
 	delete(s.senders, session)
+	delete(s.missed, session)
 }
 
 // unref counts one subscription to did less, and lets go of its tree
@@ -213,9 +219,20 @@ func (s *Subscriptions) CommitSeen(t *outline.Tree) int {
 	d := newDiff(prev, t)
 	sent := 0
 	for _, tg := range targets {
-		if d.touched(tg.id) && s.deliver(send, srv, tg.session, tg.uri, tg.send) {
-			sent++
+		if !d.touched(tg.id) {
+			continue
 		}
+		if s.deliver(send, srv, tg.session, tg.uri, tg.send) {
+			sent++
+			continue
+		}
+		s.mu.Lock()
+		if _, held := s.sessions[tg.session]; held {
+			if m, ok := s.missed[tg.session]; !ok || prev.Rev < m {
+				s.missed[tg.session] = prev.Rev
+			}
+		}
+		s.mu.Unlock()
 	}
 	return sent
 }
@@ -253,7 +270,8 @@ func (s *Subscriptions) notify(session, uri string) bool {
 }
 
 // toldOf is the revision session's subscriptions were told of here: the
-// oldest tree last seen of their repositories ("": none).
+// oldest tree last seen of their repositories, or before an update that
+// failed to reach the session ("": none).
 func (s *Subscriptions) toldOf(session string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -262,6 +280,9 @@ func (s *Subscriptions) toldOf(session string) string {
 		if t := s.last[sub.did]; t != nil && (rev == "" || t.Rev < rev) {
 			rev = t.Rev
 		}
+	}
+	if m, ok := s.missed[session]; ok && rev != "" && m < rev {
+		rev = m
 	}
 	return rev
 }
