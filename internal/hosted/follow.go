@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"github.com/bluesky-social/indigo/atproto/syntax"
 	"sync"
 	"time"
 
@@ -318,7 +319,11 @@ func (s *Server) caughtUp(ctx context.Context, f *following) bool {
 
 // syncCall makes sure, before a call on u, that this instance has heard
 // the other instances' commits of u made before the call (caughtUp); only
-// while u is followed live (otherwise its reads ask the PDS anyway).
+// while u is followed live (otherwise its reads ask the PDS anyway). When
+// it cannot (the database slow or down), the call takes u's repository to
+// have moved up to now: its reads ask the PDS once, and a write is planned
+// on the head the PDS gives, rather than on a followed head another
+// instance's write may have left behind.
 func (s *Server) syncCall(ctx context.Context, u *user) {
 	s.mu.Lock()
 	f := s.follow
@@ -328,6 +333,7 @@ func (s *Server) syncCall(ctx context.Context, u *user) {
 	}
 	if !s.caughtUp(ctx, f) && ctx.Err() == nil {
 		s.syncMissed.Add(1)
+		u.repo.Moved(syntax.NewTIDNow(0).String())
 	}
 }
 

@@ -359,6 +359,65 @@ func TestHostedInstancesTellCommits(t *testing.T) {
 	}
 }
 
+// TestHostedSyncMissedAsksThePDS: a call on instance B that cannot make
+// sure it heard the other instances' commits (its listener stuck behind a
+// notice) does not answer from its followed head: it asks the PDS (failed
+// before: B answered from the followed state, asking nothing), and shows
+// the write instance A made just before.
+func TestHostedSyncMissedAsksThePDS(t *testing.T) {
+	p := testPDS(t)
+	e := newEnv(t)
+	e.plc = p.PLCURL
+	a := e.start(t, nil)
+	b := e.start(t, func(c *Config) { c.PublicURL = a.public })
+	followed(t, a)
+	defer func(w time.Duration) { syncWait = w }(syncWait)
+	syncWait = 100 * time.Millisecond
+	release, stuck := make(chan struct{}), make(chan struct{}, 16)
+	var once sync.Once
+	followed(t, b, func(did, rev string) {
+		stuck <- struct{}{}
+		<-release // B's listener stuck on A's notice until the test ends
+	})
+	t.Cleanup(func() { once.Do(func() { close(release) }) }) // (runs before followed's cleanup)
+	acct := newAccount(t, p, fmt.Sprintf("miss%d", time.Now().UnixNano()%1e6))
+	tok, _ := signIn(t, a, registerClient(t, a), acct, "")
+	ca, cb := mcpClient(t, a, tok), mcpClient(t, b, tok)
+	ctx := context.Background()
+	for _, c := range []*client.Client{ca, cb} {
+		if res, err := call(ctx, c, "read_outline", nil); err != nil || res.IsError {
+			t.Fatalf("read: %v %s", err, resultText(res))
+		}
+	}
+	ua, err := a.user(ctx, acct.DID.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ub, err := b.user(ctx, acct.DID.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLive(t, ua)
+	waitLive(t, ub)
+	res, err := call(ctx, ca, "insert_after", map[string]any{"text": "Written through instance A"})
+	if err != nil || res.IsError {
+		t.Fatalf("insert on A: %v %s", err, resultText(res))
+	}
+	<-stuck // B's listener holds A's notice: B's syncs cannot come back
+	asked := ub.repo.Stats.Heads.Load() + ub.repo.Stats.Diffs.Load() + ub.repo.Stats.CARs.Load()
+	missed := b.syncMissed.Load()
+	res, err = call(ctx, cb, "read_outline", nil)
+	if err != nil || res.IsError || !strings.Contains(resultText(res), "Written through instance A") {
+		t.Fatalf("B's read right after A's write does not show it: %v %s", err, resultText(res))
+	}
+	if n := b.syncMissed.Load() - missed; n != 1 {
+		t.Fatalf("%d of B's calls could not make sure of the other instances' commits, want 1", n)
+	}
+	if n := ub.repo.Stats.Heads.Load() + ub.repo.Stats.Diffs.Load() + ub.repo.Stats.CARs.Load() - asked; n == 0 {
+		t.Fatal("B's call could not sync, yet answered from its followed head without asking the PDS")
+	}
+}
+
 // TestHostedFollowedAlternating: users followed live on two instances
 // whose calls alternate between them at once (no session affinity), half
 // of them writes: every call succeeds, every write lands, and a read right
