@@ -258,15 +258,43 @@ func (m *hubMember) drain() {
 
 // catchUp makes m's kept repository current at the start of connection
 // conn (or of its membership): one getLatestCommit, and a read only if
-// the repository moved; live once done (unless conn ended meanwhile).
+// the repository moved; live once done (unless conn ended meanwhile). A
+// catch-up that fails (the PDS slow, a 5xx) is said and tried again, after
+// 1 s, then twice as long each time up to a minute, for as long as conn
+// and the membership last: until then the member's reads ask the PDS.
 func (h *Hub) catchUp(conn context.Context, m *hubMember) {
+	wait := catchUpRetry
+	for {
+		err := h.catchUpOnce(conn, m)
+		if err == nil || conn.Err() != nil || m.ctx.Err() != nil {
+			return
+		}
+		h.errs(fmt.Errorf("%s: catching up on the commit stream: %w (reads ask the PDS; tried again in %v)", m.r.did, err, wait))
+		select {
+		case <-conn.Done():
+			return
+		case <-m.ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Minute)
+	}
+}
+
+// catchUpRetry is the first wait before a failed catch-up is tried again
+// (a variable for tests).
+var catchUpRetry = time.Second
+
+// catchUpOnce is one attempt of catchUp (nil: done, or conn or the
+// membership ended).
+func (h *Hub) catchUpOnce(conn context.Context, m *hubMember) error {
 	select {
 	case h.sem <- struct{}{}:
 		defer func() { <-h.sem }()
 	case <-conn.Done():
-		return
+		return nil
 	case <-m.ctx.Done():
-		return
+		return nil
 	}
 	r := m.r
 	r.mu.Lock()
@@ -293,13 +321,14 @@ func (h *Hub) catchUp(conn context.Context, m *hubMember) {
 		_, err = r.Snapshot(ctx)
 	}
 	if err != nil {
-		if ctx.Err() == nil {
-			h.errs(fmt.Errorf("%s: catching up on the commit stream: %w (reads ask the PDS)", r.did, err))
+		if ctx.Err() != nil {
+			return nil
 		}
-		return
+		return err
 	}
 	r.liveIn(ctx)
 	m.changed()
+	return nil
 }
 
 // Run follows the host's stream until ctx ends, reconnecting with backoff

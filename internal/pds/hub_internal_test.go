@@ -2,8 +2,15 @@ package pds
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/bluesky-social/indigo/atproto/atclient"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 )
 
@@ -90,5 +97,63 @@ func TestHubJoinTwice(t *testing.T) {
 	leave2()
 	if r.stream.shared.Load() != nil {
 		t.Fatal("left, still shared")
+	}
+}
+
+// TestHubCatchUpRetried: a member whose catch-up fails (the PDS answers an
+// error) is said so and tried again, each wait twice the last, for as
+// long as its connection lasts; once the connection ends it stops (failed
+// before: one attempt, and the member's reads asked the PDS until the
+// next connection).
+func TestHubCatchUpRetried(t *testing.T) {
+	var asked atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write([]byte(`{"error":"Unavailable","message":"not now"}`))
+	}))
+	defer srv.Close()
+	defer func(w time.Duration) { catchUpRetry = w }(catchUpRetry)
+	catchUpRetry = 5 * time.Millisecond
+	h := NewHub(srv.URL)
+	var mu sync.Mutex
+	var said []string
+	tries := make(chan struct{}, 100)
+	h.Errs = func(err error) {
+		mu.Lock()
+		said = append(said, err.Error())
+		mu.Unlock()
+		tries <- struct{}{}
+	}
+	r := New(atclient.NewAPIClient(srv.URL), syntax.DID("did:plc:hubcatchupretried"))
+	conn, endConn := context.WithCancel(context.Background())
+	mctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := &hubMember{h: h, r: r, ctx: mctx, cancel: cancel, user: func() {}}
+	m.changed = m.kick
+	done := make(chan struct{})
+	go func() { defer close(done); h.catchUp(conn, m) }()
+	for i := range 3 {
+		select {
+		case <-tries:
+		case <-time.After(30 * time.Second):
+			endConn()
+			<-done
+			t.Fatalf("the failed catch-up was tried %d time(s) in 30 s", i)
+		}
+	}
+	endConn()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if len(said) < 3 || !strings.Contains(said[0], "tried again in 5ms") || !strings.Contains(said[1], "tried again in 10ms") || !strings.Contains(said[2], "tried again in 20ms") {
+		t.Fatalf("the failed catch-up was said %d time(s): %q", len(said), said)
+	}
+	if r.Live() {
+		t.Fatal("a member whose catch-up failed is live")
+	}
+	if asked.Load() < 3 {
+		t.Fatalf("the PDS was asked %d time(s)", asked.Load())
 	}
 }
