@@ -165,7 +165,7 @@ func TestRateLimits(t *testing.T) {
 	const burst, flood = 5, 20
 	slow := RateLimit{Rate: rate.Every(time.Hour), Burst: burst}
 	e := newEnv(t)
-	in := e.start(t, func(c *Config) { c.Limits = Limits{Register: slow, Authorize: slow} })
+	in := e.start(t, func(c *Config) { c.Limits = Limits{Register: slow, Authorize: slow, Token: slow} })
 	a, b := clientFrom("127.0.0.1"), clientFrom("127.0.0.2")
 	reg := `{"client_name":"flood","redirect_uris":["` + testRedirect + `"],"token_endpoint_auth_method":"none"}`
 
@@ -240,6 +240,16 @@ func TestRateLimits(t *testing.T) {
 	// the form posted from the flooding address is refused too
 	if resp := send(t, a, "POST", in.URL+"/authorize", "application/x-www-form-urlencoded", "request=x", nil); resp.StatusCode != 429 {
 		t.Fatalf("consent form from the flooding address: %d", resp.StatusCode)
+	}
+
+	// an access token exchanged for a /view sign-in link (a row each), as
+	// /token (failed before: every one answered)
+	viewSession := func(c *http.Client, hdr http.Header) *http.Response {
+		return send(t, c, "POST", in.URL+"/view/session", "", "", http.Header{"Authorization": {"Bearer not-a-token"}})
+	}
+	flooded("view sign-in links from 127.0.0.1", viewSession, a, nil, http.StatusUnauthorized)
+	if resp := viewSession(b, nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("view sign-in link from 127.0.0.2 after 127.0.0.1's flood: %d", resp.StatusCode)
 	}
 
 	// behind a trusted proxy, the forwarded address counts

@@ -80,7 +80,7 @@ type Limits struct {
 	// Authorize is /authorize, the consent page and its form (default 30
 	// at once, then 1 every 2 seconds).
 	Authorize RateLimit
-	// Token is /token and /revoke (default 60 at once, then 5 a second:
+	// Token is /token, /revoke and POST /view/session (default 60 at once, then 5 a second:
 	// an MCP client's backend exchanges and refreshes the tokens of all its
 	// users from a few addresses).
 	Token RateLimit

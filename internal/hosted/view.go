@@ -121,10 +121,13 @@ func (s *Server) viewHandler() http.Handler {
 	v := server.ViewHandler(s.mcp, nil, server.ViewOptions{Addr: s.public, AllowOrigins: hosts, HostOnly: true, Origin: s.public,
 		MaxStreams: viewStreams, Poll: viewPoll, Authenticate: s.viewAuth, EnvFor: s.viewEnv})
 	signIn := s.limited(s.limits.authorize, true, s.viewSignIn)
+	// an access token exchanged for a sign-in link (a row each): as
+	// /token, per client address
+	session := s.limited(s.limits.token, false, s.viewSession)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/view/session":
-			s.viewSession(w, r)
+			session(w, r)
 		case "/view/signin":
 			signIn(w, r)
 		default:
