@@ -2,12 +2,17 @@ package hosted
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bulleted-mcp/bulleted-mcp/server"
 )
 
 // A client's response larger than a NOTIFY payload (8000 bytes) reaches
@@ -116,10 +121,39 @@ func TestForwardLarge(t *testing.T) {
 		t.Errorf("large response %d within %s: %d %.300s, want 429 saying why", maxKeptPerSession+1, keptFor, st, body)
 	}
 
+
+	// the per-session bound holds for responses sent at once, on two
+	// instances (failed before: the count and the insert were not under
+	// one lock, and 20 at once kept more than maxKeptPerSession)
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in := a
+			if i%2 == 1 {
+				in = b
+			}
+			var fr *server.ForwardRefusal
+			if err := in.sessions.Forward(ctx, "sess-race", []byte(big)); errors.As(err, &fr) && fr.Status == http.StatusTooManyRequests {
+				refused.Add(1)
+			} else if err != nil {
+				t.Errorf("forwarding at once: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	var raced int
+	a.db.QueryRow(ctx, "SELECT count(*) FROM mcp_forwarded WHERE session = 'sess-race'").Scan(&raced)
+	if raced != maxKeptPerSession || refused.Load() != 20-maxKeptPerSession {
+		t.Errorf("20 large responses at once: %d kept, %d refused; want %d kept", raced, refused.Load(), maxKeptPerSession)
+	}
+
 	if _, err := a.db.Exec(ctx, "UPDATE mcp_forwarded SET created_at = now() - interval '2 minutes'"); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := a.Prune(ctx); err != nil || st.Forwarded != 1+maxKeptPerSession {
-		t.Errorf("pruned %+v %v, want the %d kept responses", st, err, 1+maxKeptPerSession)
+	if st, err := a.Prune(ctx); err != nil || st.Forwarded != 1+2*maxKeptPerSession {
+		t.Errorf("pruned %+v %v, want the %d kept responses", st, err, 1+2*maxKeptPerSession)
 	}
 }

@@ -322,9 +322,17 @@ func (st *sessionStore) Forward(ctx context.Context, session string, msg []byte)
 				Reason: fmt.Sprintf("a response of %d bytes is too large to pass to the server instance waiting for it (at most %d)", len(msg), maxKept)}
 		}
 		var id int64
-		err := st.db.QueryRow(ctx, `INSERT INTO mcp_forwarded (session, msg) SELECT $1, $2
+		// the session's count and its insert under one lock (a transaction's
+		// advisory lock on the session): two responses sent at once, on
+		// two instances, cannot both be the last one allowed
+		err := pgx.BeginFunc(ctx, st.db, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('mcp_forwarded:' || $1, 0))", session); err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, `INSERT INTO mcp_forwarded (session, msg) SELECT $1, $2
 			WHERE (SELECT count(*) FROM mcp_forwarded WHERE session = $1 AND created_at > now() - $3::interval) < $4 RETURNING id`,
-			session, msg, fmt.Sprintf("%d milliseconds", keptFor.Milliseconds()), maxKeptPerSession).Scan(&id)
+				session, msg, fmt.Sprintf("%d milliseconds", keptFor.Milliseconds()), maxKeptPerSession).Scan(&id)
+		})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return &server.ForwardRefusal{Status: http.StatusTooManyRequests,
 				Reason: fmt.Sprintf("more than %d large responses (over %d bytes) of this session within %s: send it again later", maxKeptPerSession, maxForward, keptFor)}
