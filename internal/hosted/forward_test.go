@@ -121,7 +121,6 @@ func TestForwardLarge(t *testing.T) {
 		t.Errorf("large response %d within %s: %d %.300s, want 429 saying why", maxKeptPerSession+1, keptFor, st, body)
 	}
 
-
 	// the per-session bound holds for responses sent at once, on two
 	// instances (failed before: the count and the insert were not under
 	// one lock, and 20 at once kept more than maxKeptPerSession)
