@@ -1223,6 +1223,78 @@ func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
 	if cur.found != cur.want {
 		fail("shown %d of %d deleted bullets", cur.found, cur.want)
 	}
+
+	// (h) import 2,000 markdown lines and check the round trip: the import,
+	// then the imported subtree read back as markdown, page by page, by
+	// each kind of client in the mode made for it (serve --payload text
+	// for a client shown the text, structured for one shown the
+	// structured content: a page then fills the result bound with that
+	// part); in both (auto's mode for clients not known) a page holds both
+	// parts in full, about half as many rows (said in the log)
+	task("import", "import 2,000 markdown lines, read them back")
+	var doc strings.Builder
+	doc.WriteString("- Two thousand lines\n")
+	for i := 1; i < 2000; i++ {
+		fmt.Fprintf(&doc, "%s- line %d of the import\n", strings.Repeat("  ", 1+i%3/2), i)
+	}
+	res = do("import_outline", map[string]any{"content": doc.String()})
+	root := ""
+	for _, it := range tree().Roots {
+		if it.Str("text") == "Two thousand lines" {
+			root = it.Key()
+		}
+	}
+	if root == "" {
+		fail("the import's root is not at the top level")
+	} else {
+		pages := map[tools.Payload][]billCall{}
+		for _, mode := range []tools.Payload{tools.PayloadText, tools.PayloadStructured, tools.PayloadBoth} {
+			m := &billHarness{engine: h.engine}
+			m.connect(tb, server.Options{Payload: mode})
+			var back strings.Builder
+			args := map[string]any{"node": root, "format": "markdown", "depth": 50, "limit": 5000}
+			for range 20 {
+				res, c := m.call(tb, "read_outline", args)
+				pages[mode] = append(pages[mode], c)
+				if mode == tools.PayloadStructured {
+					raw, _ := json.Marshal(res.StructuredContent)
+					var v any
+					json.Unmarshal(raw, &v)
+					back.WriteString(fmt.Sprint(v))
+				} else {
+					back.WriteString(resultText(res))
+				}
+				cur := nextCursor(res)
+				if cur == "" {
+					break
+				}
+				args["cursor"] = cur
+			}
+			for i := 1; i < 2000; i++ {
+				if !strings.Contains(back.String(), fmt.Sprintf("line %d of the import\n", i)) {
+					fail("%s mode: line %d not read back", mode, i)
+					break
+				}
+			}
+		}
+		// a page shown to a text client is the text mode's, to a
+		// structured one the structured mode's
+		txt, sc := pages[tools.PayloadText], pages[tools.PayloadStructured]
+		for i := range max(len(txt), len(sc)) {
+			var c billCall
+			if i < len(txt) {
+				c.text = txt[i].text
+			}
+			if i < len(sc) {
+				c.sc = sc[i].sc
+			}
+			cur.calls = append(cur.calls, c)
+		}
+		both := &billTask{calls: pages[tools.PayloadBoth]}
+		tb.Logf("the import's read-back in both mode: %d page(s), text %d B, structured %d B (text mode %d page(s), structured mode %d)",
+			len(both.calls), both.sum(billCall.shownText), both.sum(billCall.shownSC), len(txt), len(sc))
+	}
+	cur.floor = bulkFloor("Imported 2,000 lines under Two thousand lines.", 1, 0) + doc.Len()
 	return tasks
 }
 
