@@ -138,6 +138,9 @@ type Server struct {
 	// subs are the MCP sessions' resource subscriptions (a followed
 	// commit notifies them: follow.go)
 	subs *server.Subscriptions
+	// watchedHook, tests: whether a session subscribes to did here (nil:
+	// subs says)
+	watchedHook func(did string) bool
 	// follow: the users held are followed (RunFollowing; nil: not);
 	// syncMissed counts calls that could not make sure they heard the
 	// other instances' commits (caughtUp)

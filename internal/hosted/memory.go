@@ -288,21 +288,49 @@ func (s *Server) fit() {
 	if s.mem.reserved > 0 {
 		mru = nil // the user being read is the most recent one
 	}
-	var cands []*user
+	// the users no session subscribes to here go first (least recently
+	// used first), then those it does: a dropped user is no longer
+	// followed, so its subscribers hear of others' edits only once it is
+	// opened again (said in the log)
+	type cand struct {
+		u       *user
+		watched bool
+	}
+	var cands []cand
 	for _, u := range s.users {
 		if u.refs == 0 && u != mru {
-			cands = append(cands, u)
+			cands = append(cands, cand{u, s.watched(u.did)})
 		}
 	}
-	slices.SortFunc(cands, func(a, b *user) int { return a.used.Compare(b.used) })
-	for _, u := range cands {
+	slices.SortFunc(cands, func(a, b cand) int {
+		if a.watched != b.watched {
+			if a.watched {
+				return 1
+			}
+			return -1
+		}
+		return a.u.used.Compare(b.u.used)
+	})
+	for _, c := range cands {
 		if total <= s.mem.budget {
 			break
 		}
-		total -= u.size
-		s.drop(u)
+		total -= c.u.size
+		s.drop(c.u)
 		s.mem.stats.EvictedSize++
+		if c.watched {
+			s.logf("user %s dropped to fit the users' budget %s though a session subscribes to their outline: it is no longer followed, and its subscribers hear of changes again once a call opens it (raise --memory)", c.u.did, FormatBytes(s.mem.budget))
+		}
 	}
+}
+
+// watched reports whether a session subscribes here to a resource of did
+// (s.mu held).
+func (s *Server) watched(did string) bool {
+	if s.watchedHook != nil {
+		return s.watchedHook(did)
+	}
+	return s.subs.Watching(did)
 }
 
 // drop forgets u's engine, search index and paging snapshots (s.mu held).
@@ -327,7 +355,7 @@ func (s *Server) Sweep() {
 		for _, u := range s.users {
 			// (a user a session subscribes to here stays followed, so
 			// that others' edits keep reaching it: follow.go)
-			if u.refs == 0 && u.used.Before(cut) && !s.subs.Watching(u.did) {
+			if u.refs == 0 && u.used.Before(cut) && !s.watched(u.did) {
 				s.drop(u)
 				s.mem.stats.EvictedIdle++
 			}

@@ -209,6 +209,47 @@ func TestEvictBySize(t *testing.T) {
 	}
 }
 
+// TestEvictBySizeSparesWatched: to fit the budget, a user a session
+// subscribes to here (followed, so that others' edits reach it) goes after
+// every user nobody subscribes to, even a more recently used one; when it
+// must go, the log says so (failed before: the least recently used went,
+// subscribed or not, silently).
+func TestEvictBySizeSparesWatched(t *testing.T) {
+	m := newMemInstance(t, 0, map[string]int{didA: 3000, didB: 3000, didC: 3000})
+	watched := map[string]bool{didB: true}
+	m.Server.mu.Lock()
+	m.watchedHook = func(did string) bool { return watched[did] }
+	m.Server.mu.Unlock()
+	m.callOnce(t, didA)
+	one := m.sizeOf(didA)
+	m.setBudget(one * 5 / 2) // two users fit, not three
+	m.advance(time.Second)
+	m.callOnce(t, didB)
+	m.advance(time.Second)
+	m.callOnce(t, didA) // B is the least recently used
+	m.advance(time.Second)
+	m.callOnce(t, didC)
+	if !m.open(didB) || m.open(didA) || !m.open(didC) {
+		t.Fatalf("after A, B (subscribed), A, C with room for two: open A=%v B=%v C=%v; want A dropped, not the subscribed B", m.open(didA), m.open(didB), m.open(didC))
+	}
+	// every other user subscribed too: the least recently used goes, said
+	watched[didA], watched[didC] = true, true
+	m.advance(time.Second)
+	m.callOnce(t, didA)
+	if m.open(didB) {
+		t.Fatal("B, the least recently used of users all subscribed to, is still open past the budget")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	said := false
+	for _, l := range m.logs {
+		said = said || strings.Contains(l, didB) && strings.Contains(l, "though a session subscribes")
+	}
+	if !said {
+		t.Errorf("dropping a subscribed user was not said: %q", m.logs)
+	}
+}
+
 // TestEvictIdle: a user unused for the idle time is dropped by the sweep
 // (the clock injected), one used since is kept, one with a call in flight
 // is kept however long the call lasts.
