@@ -200,7 +200,7 @@ func checkBulk(t *testing.T, who, data string, s bulkSpec, run bulkRun) {
 	children := func(k string) []string {
 		var ks []string
 		if it := tr.Nodes.Get(k); it != nil {
-			for _, c := range it.Children {
+			for c := range it.Children.Items() {
 				ks = append(ks, c.Key())
 			}
 		}
@@ -254,10 +254,10 @@ func checkBulk(t *testing.T, who, data string, s bulkSpec, run bulkRun) {
 	var rows []string
 	for i, k := range secs {
 		sec := tr.Nodes.Get(k)
-		if i > 2 || sec.Str("text") != []string{"First", "Second", "Third"}[i] || len(sec.Children) != 200 {
-			t.Errorf("%s: section %d: %q with %d children", who, i, sec.Str("text"), len(sec.Children))
+		if i > 2 || sec.Str("text") != []string{"First", "Second", "Third"}[i] || sec.Children.Len() != 200 {
+			t.Errorf("%s: section %d: %q with %d children", who, i, sec.Str("text"), sec.Children.Len())
 		}
-		for _, c := range sec.Children {
+		for c := range sec.Children.Items() {
 			if c.Str("text") != fmt.Sprintf("row %d", len(rows)) {
 				t.Errorf("%s: row %d is %q", who, len(rows), c.Str("text"))
 			}

@@ -846,11 +846,11 @@ func (h *billHarness) floor(tb testing.TB) billFloor {
 		order[it.Key()] = len(order)
 		path[it.Key()] = strings.Join(crumbs, " › ")
 		crumbs = append(crumbs[:len(crumbs):len(crumbs)], clipRunes(strings.ReplaceAll(it.Str("text"), "\n", " "), 32))
-		for _, c := range it.Children {
+		for c := range it.Children.Items() {
 			walk(c, crumbs)
 		}
 	}
-	for _, it := range tr.Roots {
+	for it := range tr.Roots.Items() {
 		walk(it, nil)
 	}
 	text := map[string]string{}
@@ -1032,13 +1032,13 @@ func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
 	// todos are the done todos under it), and its done todos
 	tr := tree()
 	level, done := h.big, []string{}
-	for _, c := range tr.Nodes.Get(level).Children {
+	for c := range tr.Nodes.Get(level).Children.Items() {
 		if c.Str("layout") == "todo" && c.Str("completedAt") != "" {
 			done = append(done, c.Key())
 		}
 	}
 	// (a) every done todo of the level under a new Archive bullet, its first child
-	task("archive", fmt.Sprintf("archive the %d done todos of a %d-child level", len(done), len(tr.Nodes.Get(level).Children)))
+	task("archive", fmt.Sprintf("archive the %d done todos of a %d-child level", len(done), tr.Nodes.Get(level).Children.Len()))
 	res := do("insert_after", map[string]any{"parent": level, "position": "first", "text": "Archive"})
 	archive := ""
 	created := tidWord.FindAllString(resultText(res), -1)
@@ -1058,7 +1058,7 @@ func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
 		fail("no Archive bullet %q", archive)
 	} else {
 		var got []string
-		for _, c := range a.Children {
+		for c := range a.Children.Items() {
 			got = append(got, c.Key())
 		}
 		if !slices.Equal(got, done) {
@@ -1125,7 +1125,7 @@ func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
 	// (d) a run of 100 siblings, by its first and last key, after another
 	order := func() []string {
 		var ks []string
-		for _, c := range tree().Nodes.Get(h.big).Children {
+		for c := range tree().Nodes.Get(h.big).Children.Items() {
 			ks = append(ks, c.Key())
 		}
 		return ks
@@ -1151,10 +1151,10 @@ func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
 	}
 	six := ""
 	var rows []string
-	for _, it := range tree().Roots {
+	for it := range tree().Roots.Items() {
 		if it.Str("text") == "Six hundred" {
 			six = it.Key()
-			for _, c := range it.Children {
+			for c := range it.Children.Items() {
 				rows = append(rows, c.Key())
 			}
 		}
@@ -1163,15 +1163,15 @@ func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
 	res = do("move_node", map[string]any{"node": six, "split": []any{"First", "Second", "Third"}})
 	revE := resultRev(res)
 	cur.floor = bulkFloor("Split 600 bullets into First, Second, Third, 200 each.", 0, 3)
-	if it := tree().Nodes.Get(six); it == nil || len(it.Children) != 3 {
+	if it := tree().Nodes.Get(six); it == nil || it.Children.Len() != 3 {
 		fail("the level does not hold three sections")
 	} else {
 		var got []string
-		for i, s := range it.Children {
-			if s.Str("text") != []string{"First", "Second", "Third"}[i] || len(s.Children) != 200 {
-				fail("section %d: %q with %d children", i, s.Str("text"), len(s.Children))
+		for i, s := range it.Children.All() {
+			if s.Str("text") != []string{"First", "Second", "Third"}[i] || s.Children.Len() != 200 {
+				fail("section %d: %q with %d children", i, s.Str("text"), s.Children.Len())
 			}
-			for _, c := range s.Children {
+			for c := range s.Children.Items() {
 				got = append(got, c.Key())
 			}
 		}

@@ -268,9 +268,9 @@ func (p *prompts) section(ctx context.Context, arg string) section {
 func byText(t *outline.Tree, arg string) *outline.Item {
 	want := strings.ToLower(arg)
 	var first *outline.Item
-	var walk func(items []*outline.Item) *outline.Item
-	walk = func(items []*outline.Item) *outline.Item {
-		for _, it := range items {
+	var walk func(items outline.Kids) *outline.Item
+	walk = func(items outline.Kids) *outline.Item {
+		for it := range items.Items() {
 			if !it.Mirror {
 				text := strings.ToLower(strings.TrimSpace(it.Str("text")))
 				if text == want {

@@ -309,13 +309,13 @@ func (r *resources) listed(ctx context.Context, _ any, _ *mcp.ListResourcesReque
 			res.Resources[at].Title = o.Title
 		}
 	}
-	n := len(t.Roots)
-	for i, it := range t.Roots {
+	n := t.Roots.Len()
+	for i, it := range t.Roots.All() {
 		if i == MaxListed {
 			note(fmt.Sprintf("It has %d top-level bullets; the first %d are listed as resources, the other %d are in this resource (or bulleted://outline/KEY by record key).", n, MaxListed, n-MaxListed))
 			break
 		}
-		name, desc := label(t, it), fmt.Sprintf("Top-level bullet ·%s with %d child bullet(s), as Markdown; ?format=json for JSON.", it.Key(), len(it.Children))
+		name, desc := label(t, it), fmt.Sprintf("Top-level bullet ·%s with %d child bullet(s), as Markdown; ?format=json for JSON.", it.Key(), it.Children.Len())
 		uri := NodeResourceURI(it.Key())
 		if it.Mirror {
 			uri, desc = OutlineURI+"/at://"+t.DID.String()+"/app.bulleted.mirror/"+it.Key(), "Top-level mirror ·"+it.Key()+" (read-only), as Markdown."
@@ -411,22 +411,22 @@ func keyCompletions(ctx context.Context, envFor func(context.Context) (*tools.En
 		}
 	}
 	// pre-order: outline order
-	stack := slices.Clone(t.Roots)
+	stack := t.Roots.AppendTo(nil)
 	if rootsFirst {
-		for _, it := range t.Roots {
+		for it := range t.Roots.Items() {
 			add(it)
 		}
 		stack = stack[:0]
-		for _, it := range t.Roots {
-			stack = append(stack, it.Children...)
+		for it := range t.Roots.Items() {
+			stack = it.Children.AppendTo(stack)
 		}
 	}
 	slices.Reverse(stack)
 	for len(stack) > 0 {
 		it := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		for i := len(it.Children) - 1; i >= 0; i-- {
-			stack = append(stack, it.Children[i])
+		for _, c := range it.Children.Backward() {
+			stack = append(stack, c)
 		}
 		add(it)
 	}

@@ -125,8 +125,8 @@ func TestResourcesList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tree.Roots) != 105 {
-		t.Fatalf("the store has %d top-level bullets", len(tree.Roots))
+	if tree.Roots.Len() != 105 {
+		t.Fatalf("the store has %d top-level bullets", tree.Roots.Len())
 	}
 	byURI := map[string]mcp.Resource{}
 	for _, r := range res.Resources {
@@ -141,7 +141,7 @@ func TestResourcesList(t *testing.T) {
 	if !ok || !strings.Contains(o.Description, "105 top-level bullets") || !strings.Contains(o.Description, "other 5") {
 		t.Fatalf("the outline entry does not say how many are not listed: %+v", o)
 	}
-	for i, it := range tree.Roots[:100] {
+	for i, it := range tree.Roots.Slice(0, 100) {
 		r, ok := byURI[server.NodeResourceURI(it.Key())]
 		if !ok || r.Name != it.Str("text") || r.MIMEType != "text/markdown" {
 			t.Fatalf("top-level bullet %d (%s %q) listed as %+v", i, it.Key(), it.Str("text"), r)
@@ -217,11 +217,11 @@ func TestResourceRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := tree.Nodes.Get(top[0])
-	if page.Root.RKey != top[0] || page.Root.Text != g.Str("text") || len(page.Nodes) != len(g.Children) || page.Truncated {
+	if page.Root.RKey != top[0] || page.Root.Text != g.Str("text") || len(page.Nodes) != g.Children.Len() || page.Truncated {
 		t.Fatalf("json page %+v for %s", page, js.Text)
 	}
-	for i, ch := range g.Children {
-		if page.Nodes[i].RKey != ch.Key() || page.Nodes[i].Text != ch.Str("text") || len(page.Nodes[i].Children) != len(ch.Children) {
+	for i, ch := range g.Children.All() {
+		if page.Nodes[i].RKey != ch.Key() || page.Nodes[i].Text != ch.Str("text") || len(page.Nodes[i].Children) != ch.Children.Len() {
 			t.Fatalf("row %d: %+v, the repository has %s %q", i, page.Nodes[i], ch.Key(), ch.Str("text"))
 		}
 	}
@@ -297,7 +297,7 @@ func TestResourcePaging(t *testing.T) {
 		t.Fatal(err)
 	}
 	var want []string
-	for _, it := range tree.Nodes.Get(top[0]).Children {
+	for it := range tree.Nodes.Get(top[0]).Children.Items() {
 		want = append(want, it.Str("text")[:4])
 	}
 	for _, format := range []string{"markdown", "json"} {

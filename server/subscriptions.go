@@ -396,12 +396,12 @@ func itemChanged(a, b *outline.Item) bool {
 	return listChanged(a.Children, b.Children)
 }
 
-func listChanged(a, b []*outline.Item) bool {
-	if len(a) != len(b) {
+func listChanged(a, b outline.Kids) bool {
+	if a.Len() != b.Len() {
 		return true
 	}
-	for i := range a {
-		if itemChanged(a[i], b[i]) {
+	for i, it := range a.All() {
+		if itemChanged(it, b.At(i)) {
 			return true
 		}
 	}

@@ -86,7 +86,7 @@ func (k *snapshot) compare(cur *outline.Tree) {
 			if n == it {
 				continue
 			}
-			bytes += itemBytes + 8*int64(len(it.Children))
+			bytes += itemBytes + 8*int64(it.Children.Len())
 			switch {
 			case n == nil:
 				removed++

@@ -20,12 +20,12 @@ func TestSnapshotBytes(t *testing.T) {
 	t0 := outline.Build(snap)
 	var leaf, from, to *outline.Item
 	for _, it := range t0.Nodes.All() {
-		if len(it.Children) > 2000 {
+		if it.Children.Len() > 2000 {
 			from = it
 		}
 	}
-	leaf = from.Children[0]
-	for _, it := range t0.Roots {
+	leaf = from.Children.At(0)
+	for it := range t0.Roots.Items() {
 		if it != t0.Parent(from) {
 			to = it
 			break
@@ -40,8 +40,8 @@ func TestSnapshotBytes(t *testing.T) {
 	if k.changed != 1 {
 		t.Errorf("one move: %d changed", k.changed)
 	}
-	if k.bytes <= 8*int64(len(from.Children)) || k.bytes > 100_000 {
-		t.Errorf("one move in a level of %d: %d bytes", len(from.Children), k.bytes)
+	if k.bytes <= 8*int64(from.Children.Len()) || k.bytes > 100_000 {
+		t.Errorf("one move in a level of %d: %d bytes", from.Children.Len(), k.bytes)
 	}
 	k.compare(t0)
 	if k.changed != 0 || k.bytes != 0 {

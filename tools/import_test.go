@@ -25,7 +25,7 @@ func TestImportMarkdownMarkersSaid(t *testing.T) {
 		t.Fatal(text(res))
 	}
 	tr, _ := e.Tree(ctx)
-	orig := tr.NodeURI(tr.Roots[0].Key())
+	orig := tr.NodeURI(tr.Roots.At(0).Key())
 	md := "- Shop {display=collapsed}\n  - Card {layout=kanban%20card}\n  - ↪ Recipes {mirror=" + orig + "}\n    - Soup _(mirrored, read-only)_\n- Odd {color=red}\n"
 	res, sc := call(t, c, "import_outline", map[string]any{"content": md})
 	if res.IsError {
@@ -38,14 +38,14 @@ func TestImportMarkdownMarkersSaid(t *testing.T) {
 	}
 	// the repository as read back
 	tr, _ = e.Tree(ctx)
-	if len(tr.Roots) != 3 {
-		t.Fatalf("%d top-level bullets", len(tr.Roots))
+	if tr.Roots.Len() != 3 {
+		t.Fatalf("%d top-level bullets", tr.Roots.Len())
 	}
-	shop, odd := tr.Roots[1], tr.Roots[2]
-	if shop.Str("text") != "Shop" || shop.Str("display") != "collapsed" || len(shop.Children) != 2 || odd.Str("text") != "Odd {color=red}" {
+	shop, odd := tr.Roots.At(1), tr.Roots.At(2)
+	if shop.Str("text") != "Shop" || shop.Str("display") != "collapsed" || shop.Children.Len() != 2 || odd.Str("text") != "Odd {color=red}" {
 		t.Fatalf("read back: %v / %v", shop.Rec.Value, odd.Rec.Value)
 	}
-	if card, m := shop.Children[0], shop.Children[1]; card.Str("layout") != "kanban card" || !m.Mirror || m.Str("original") != orig || len(m.Children) != 0 {
+	if card, m := shop.Children.At(0), shop.Children.At(1); card.Str("layout") != "kanban card" || !m.Mirror || m.Str("original") != orig || m.Children.Len() != 0 {
 		t.Fatalf("read back: %v / %v", card.Rec.Value, m.Rec.Value)
 	}
 	if tr.Nodes.Len() != 4 {

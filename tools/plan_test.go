@@ -71,7 +71,7 @@ func TestPlanIDThroughTools(t *testing.T) {
 		t.Fatalf("apply_batch with plan: %s", text(res))
 	}
 	tr, _ := e.Tree(context.Background())
-	if len(tr.Roots) != 2 || tr.Nodes.Get(rkey).Str("completedAt") == "" {
+	if tr.Roots.Len() != 2 || tr.Nodes.Get(rkey).Str("completedAt") == "" {
 		t.Fatal("the batch's plan is not in the repository")
 	}
 }

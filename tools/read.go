@@ -312,7 +312,7 @@ func listDetachedTool() Tool {
 		rows, contributions := []row{}, []row{}
 		owners := env.Engine.Owners()
 		var b, c strings.Builder
-		for _, it := range t.Detached {
+		for it := range t.Detached.Items() {
 			owner, err := owners.Of(ctx, t, it)
 			if owner != "" {
 				contributions = append(contributions, row{it.Key(), it.Str("text"), it.Str("parent"), "a contribution to " + owner + "'s outline"})

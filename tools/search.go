@@ -441,7 +441,7 @@ func contributionHits(ctx context.Context, env *Env, t *outline.Tree, q search.Q
 		if q.Depth > 0 && level+2 > q.Depth {
 			return true // the children's contributions are below depth
 		}
-		for _, ch := range it.Children {
+		for ch := range it.Children.Items() {
 			if !walk(ch, crumbs, level+1) {
 				return false
 			}
@@ -455,7 +455,7 @@ func contributionHits(ctx context.Context, env *Env, t *outline.Tree, q search.Q
 		}
 		walk(q.Under, crumbs, 0)
 	} else {
-		for _, it := range t.Roots {
+		for it := range t.Roots.Items() {
 			if !walk(it, nil, 0) {
 				break
 			}

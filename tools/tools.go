@@ -832,10 +832,10 @@ func preview(before, after *outline.Tree, p *outline.Plan, rows int) (string, st
 			sibs := t.ChildrenOf(t.Parent(it))
 			if i := siblingIndex(sibs, it); i >= 0 {
 				if i > 0 {
-					focus[sibs[i-1].Key()] = true
+					focus[sibs.At(i-1).Key()] = true
 				}
-				if i+1 < len(sibs) {
-					focus[sibs[i+1].Key()] = true
+				if i+1 < sibs.Len() {
+					focus[sibs.At(i+1).Key()] = true
 				}
 			}
 		}
@@ -852,7 +852,7 @@ func preview(before, after *outline.Tree, p *outline.Plan, rows int) (string, st
 		// and no more rows than the preview can show; the rest is counted
 		o := view.Options{Depth: 2, Limit: 3*rows + 16}
 		kids := t.ChildrenOf(root)
-		lo, hi := len(kids), -1
+		lo, hi := kids.Len(), -1
 		for k := range focus {
 			it := get(t, k)
 			for hops := 0; it != nil && hops < 2; hops++ {
@@ -867,12 +867,12 @@ func preview(before, after *outline.Tree, p *outline.Plan, rows int) (string, st
 			}
 		}
 		if hi < 0 {
-			lo, hi = 0, min(len(kids), 4*rows)
+			lo, hi = 0, min(kids.Len(), 4*rows)
 		} else {
-			hi = min(hi+1, lo+4*rows, len(kids))
+			hi = min(hi+1, lo+4*rows, kids.Len())
 		}
 		o.Span = [2]int{lo, max(hi, lo+1)}
-		pre, post := lo, max(0, len(kids)-o.Span[1])
+		pre, post := lo, max(0, kids.Len()-o.Span[1])
 		v, err := view.Read(t, root, o)
 		if err != nil {
 			return err.Error()
@@ -886,7 +886,7 @@ func preview(before, after *outline.Tree, p *outline.Plan, rows int) (string, st
 					shown++
 				}
 			}
-			post += max(0, min(o.Span[1], len(kids))-o.Span[0]-shown)
+			post += max(0, min(o.Span[1], kids.Len())-o.Span[0]-shown)
 			v.Cursor = "" // a preview has no next page
 		}
 		head := ""
@@ -900,9 +900,9 @@ func preview(before, after *outline.Tree, p *outline.Plan, rows int) (string, st
 
 // siblingIndex is it's index in sibs (sibling order: sortKey bytes, record
 // key, nodes first), found by halves; -1 when it is not there.
-func siblingIndex(sibs []*outline.Item, it *outline.Item) int {
-	i := sort.Search(len(sibs), func(j int) bool {
-		s := sibs[j]
+func siblingIndex(sibs outline.Kids, it *outline.Item) int {
+	i := sort.Search(sibs.Len(), func(j int) bool {
+		s := sibs.At(j)
 		if s.SortKey() != it.SortKey() {
 			return s.SortKey() > it.SortKey()
 		}
@@ -911,8 +911,8 @@ func siblingIndex(sibs []*outline.Item, it *outline.Item) int {
 		}
 		return s.Mirror || !it.Mirror
 	})
-	for ; i < len(sibs) && sibs[i].SortKey() == it.SortKey(); i++ {
-		if sibs[i] == it || (sibs[i].Key() == it.Key() && sibs[i].Mirror == it.Mirror) {
+	for ; i < sibs.Len() && sibs.At(i).SortKey() == it.SortKey(); i++ {
+		if sibs.At(i) == it || (sibs.At(i).Key() == it.Key() && sibs.At(i).Mirror == it.Mirror) {
 			return i
 		}
 	}

@@ -341,8 +341,8 @@ func BenchmarkToolLatency10k(b *testing.B) {
 		b.Fatal(err)
 	}
 	tr, _ := e.Tree(ctx)
-	area := tr.Roots[7].Children[3]
-	anchor := area.Children[25].Key()
+	area := tr.Roots.At(7).Children.At(3)
+	anchor := area.Children.At(25).Key()
 	c, err := client.NewInProcessClient(server.New(e, false))
 	if err != nil {
 		b.Fatal(err)
@@ -372,7 +372,7 @@ func BenchmarkToolLatency10k(b *testing.B) {
 		run(b, "read_outline", func(int) map[string]any { return map[string]any{"depth": 3} })
 	})
 	b.Run("read_outline-zoom-depth3", func(b *testing.B) {
-		run(b, "read_outline", func(int) map[string]any { return map[string]any{"node": tr.Roots[3].Key(), "depth": 3} })
+		run(b, "read_outline", func(int) map[string]any { return map[string]any{"node": tr.Roots.At(3).Key(), "depth": 3} })
 	})
 	b.Run("insert_after", func(b *testing.B) {
 		run(b, "insert_after", func(i int) map[string]any {

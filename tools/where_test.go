@@ -76,7 +76,7 @@ func (f *whereFixture) tree(t *testing.T) *outline.Tree {
 
 func childTexts(tr *outline.Tree, key string) []string {
 	var out []string
-	for _, it := range tr.ChildrenOf(tr.Nodes.Get(key)) {
+	for it := range tr.ChildrenOf(tr.Nodes.Get(key)).Items() {
 		out = append(out, it.Str("text"))
 	}
 	return out
@@ -317,7 +317,7 @@ func TestRenameTagNeverTouchesALongerTag(t *testing.T) {
 	}
 	tr, _ := e.Tree(context.Background())
 	var got []string
-	for _, it := range tr.Roots {
+	for it := range tr.Roots.Items() {
 		got = append(got, it.Str("text"))
 		var tags []string
 		for _, s := range facet.Record(it.Rec.Value.Map()) {
@@ -395,22 +395,22 @@ func TestMoveRunAndSplit(t *testing.T) {
 		t.Fatal(text(res))
 	}
 	tr, _ := e.Tree(context.Background())
-	big, other := tr.Roots[0], tr.Roots[1]
+	big, other := tr.Roots.At(0), tr.Roots.At(1)
 	kids := big.Children
 
 	// from…to: items 10..19 under other
-	if res, _ := call(t, c, "move_node", map[string]any{"from": kids[10].Key(), "to": kids[19].Key(), "parent": other.Key()}); res.IsError {
+	if res, _ := call(t, c, "move_node", map[string]any{"from": kids.At(10).Key(), "to": kids.At(19).Key(), "parent": other.Key()}); res.IsError {
 		t.Fatal(text(res))
 	}
 	tr, _ = e.Tree(context.Background())
 	if got := childTexts(tr, other.Key()); len(got) != 10 || got[0] != "item 10" || got[9] != "item 19" {
 		t.Fatalf("other holds %q", got)
 	}
-	if res, _ := call(t, c, "move_node", map[string]any{"from": kids[19].Key(), "to": kids[10].Key(), "parent": big.Key()}); !res.IsError || !strings.Contains(text(res), "comes after") {
+	if res, _ := call(t, c, "move_node", map[string]any{"from": kids.At(19).Key(), "to": kids.At(10).Key(), "parent": big.Key()}); !res.IsError || !strings.Contains(text(res), "comes after") {
 		t.Fatalf("a reversed run: %s", text(res))
 	}
 	// back, after item 9
-	if res, _ := call(t, c, "move_node", map[string]any{"from": kids[10].Key(), "to": kids[19].Key(), "parent": big.Key(), "after": kids[9].Key()}); res.IsError {
+	if res, _ := call(t, c, "move_node", map[string]any{"from": kids.At(10).Key(), "to": kids.At(19).Key(), "parent": big.Key(), "after": kids.At(9).Key()}); res.IsError {
 		t.Fatal(text(res))
 	}
 
@@ -424,18 +424,18 @@ func TestMoveRunAndSplit(t *testing.T) {
 	_ = sc
 	tr, _ = e.Tree(context.Background())
 	heads := tr.ChildrenOf(tr.Nodes.Get(big.Key()))
-	if len(heads) != 3 {
-		t.Fatalf("big has %d children after the split", len(heads))
+	if heads.Len() != 3 {
+		t.Fatalf("big has %d children after the split", heads.Len())
 	}
 	i := 0
-	for h, head := range heads {
+	for h, head := range heads.All() {
 		if want := "Part " + string(rune('A'+h)); head.Str("text") != want {
 			t.Errorf("heading %d: %q", h, head.Str("text"))
 		}
-		if len(head.Children) != 200 {
-			t.Errorf("%s holds %d", head.Str("text"), len(head.Children))
+		if head.Children.Len() != 200 {
+			t.Errorf("%s holds %d", head.Str("text"), head.Children.Len())
 		}
-		for _, k := range head.Children {
+		for k := range head.Children.Items() {
 			if want := fmt.Sprintf("item %d", i); k.Str("text") != want {
 				t.Fatalf("under %s: %q, want %q", head.Str("text"), k.Str("text"), want)
 			}
@@ -443,14 +443,14 @@ func TestMoveRunAndSplit(t *testing.T) {
 		}
 	}
 	// split of a run by from…to: items 0..9 of Part A under two headings, in place
-	pa := heads[0].Children
-	if res, _ := call(t, c, "move_node", map[string]any{"from": pa[0].Key(), "to": pa[9].Key(), "split": []any{"x", "y", "z"}}); res.IsError {
+	pa := heads.At(0).Children
+	if res, _ := call(t, c, "move_node", map[string]any{"from": pa.At(0).Key(), "to": pa.At(9).Key(), "split": []any{"x", "y", "z"}}); res.IsError {
 		t.Fatal(text(res))
 	}
 	tr, _ = e.Tree(context.Background())
-	a := tr.Nodes.Get(heads[0].Key()).Children
-	if len(a) != 193 || a[0].Str("text") != "x" || len(a[0].Children) != 4 || len(a[1].Children) != 3 || len(a[2].Children) != 3 || a[3].Str("text") != "item 10" {
-		t.Fatalf("after a run's split: %d children, first %q", len(a), a[0].Str("text"))
+	a := tr.Nodes.Get(heads.At(0).Key()).Children
+	if a.Len() != 193 || a.At(0).Str("text") != "x" || a.At(0).Children.Len() != 4 || a.At(1).Children.Len() != 3 || a.At(2).Children.Len() != 3 || a.At(3).Str("text") != "item 10" {
+		t.Fatalf("after a run's split: %d children, first %q", a.Len(), a.At(0).Str("text"))
 	}
 }
 
@@ -512,7 +512,7 @@ func TestBulkTasksInFewCalls(t *testing.T) {
 		t.Fatal(text(res))
 	}
 	tr, _ := e.Tree(context.Background())
-	level, big := tr.Roots[0].Key(), tr.Roots[1].Key()
+	level, big := tr.Roots.At(0).Key(), tr.Roots.At(1).Key()
 	shown := func(name string, calls ...func() (string, map[string]any)) {
 		t.Helper()
 		txt, sc := 0, 0
@@ -548,7 +548,7 @@ func TestBulkTasksInFewCalls(t *testing.T) {
 	shown("rename #old to #new", do("update_node", map[string]any{"where": map[string]any{"tags": []any{"old"}}, "find": "#old", "replace": "#new"}))
 	shown("split 600 into three", do("move_node", map[string]any{"node": big, "split": []any{"First", "Second", "Third"}}))
 	tr, _ = e.Tree(context.Background())
-	if n := len(tr.Nodes.Get(archive).Children); n != 100 {
+	if n := tr.Nodes.Get(archive).Children.Len(); n != 100 {
 		t.Errorf("Archive holds %d", n)
 	}
 	older := 0

@@ -51,8 +51,8 @@ func TestExportDetached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tr.Detached) != 2 {
-		t.Fatalf("list_detached would show %d bullets, want 2", len(tr.Detached))
+	if tr.Detached.Len() != 2 {
+		t.Fatalf("list_detached would show %d bullets, want 2", tr.Detached.Len())
 	}
 	l.Close()
 

@@ -139,7 +139,7 @@ func heapRowsWith(b *testing.B, open func() (*tools.Env, string)) (read, search,
 	}
 	tr, _ := env.Engine.Tree(ctx)
 	var edit []string
-	for _, r := range tr.Roots[1:] {
+	for _, r := range tr.Roots.From(1) {
 		for _, it := range outline.Subtree(r) {
 			if len(edit) < 75 {
 				edit = append(edit, it.Key())

@@ -179,7 +179,7 @@ func reviewRows(b *testing.B, n int, open func(seed int) *tools.Env) {
 		b.Fatal(err)
 	}
 	var keys []string
-	for _, it := range tr.Nodes.Get(movefrom).Children {
+	for it := range tr.Nodes.Get(movefrom).Children.Items() {
 		keys = append(keys, it.Key())
 	}
 	move := call("move_node", map[string]any{"nodes": keys, "parent": moveto})

@@ -184,7 +184,7 @@ func firstSection(b *testing.B, env *tools.Env) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return tr.Roots[0].Key()
+	return tr.Roots.At(0).Key()
 }
 
 // BenchmarkInsertEmbedded is one insert_after tool call (planned, committed
@@ -219,7 +219,7 @@ func BenchmarkApplyBatchEmbedded(b *testing.B) {
 			parent := firstSection(b, env)
 			tr, _ := env.Engine.Tree(context.Background())
 			var edit []string
-			for _, r := range tr.Roots[1:] {
+			for _, r := range tr.Roots.From(1) {
 				for _, it := range outline.Subtree(r) {
 					if len(edit) < 25 {
 						edit = append(edit, it.Key())

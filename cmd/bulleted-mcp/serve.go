@@ -569,7 +569,7 @@ func exportOutline(w io.Writer, repo store.Repository, format, node string) (exp
 		if root, err = t.Resolve(node); err != nil {
 			return det, err
 		}
-		det.left = len(t.Detached)
+		det.left = t.Detached.Len()
 	}
 	v, err := view.Read(t, root, view.Options{Depth: math.MaxInt32, Limit: -1, Fields: true, Detached: true})
 	if err != nil {

@@ -192,7 +192,7 @@ func serveCost(b *testing.B, srv *pdstest.Server, a, twin *pdstest.Account, plac
 	if err != nil {
 		b.Fatal(err)
 	}
-	parent := t.Roots[0].Key()
+	parent := t.Roots.At(0).Key()
 	t = nil
 	call("read_outline", map[string]any{"limit": 5})
 	tc, err := srv.Client(ctx, twin)

@@ -217,7 +217,7 @@ func TestMirrorImportSameRepository(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr, _ := e.Tree(ctx)
-	recipes, home := tr.Roots[0].Key(), tr.Roots[1].Key()
+	recipes, home := tr.Roots.At(0).Key(), tr.Roots.At(1).Key()
 	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
 		return intent.Mirror{Original: recipes, Pos: outline.Position{Parent: home}}.Plan(p)
 	}); err != nil {
@@ -248,17 +248,17 @@ func TestMirrorImportSameRepository(t *testing.T) {
 	}
 	// the repository as read back
 	tr, _ = e.Tree(ctx)
-	if len(tr.Roots) != 6 {
-		t.Fatalf("%d top-level bullets", len(tr.Roots))
+	if tr.Roots.Len() != 6 {
+		t.Fatalf("%d top-level bullets", tr.Roots.Len())
 	}
-	m := tr.Roots[3].Children
-	if len(m) != 1 || !m[0].Mirror || m[0].Str("original") != orig {
+	m := tr.Roots.At(3).Children
+	if m.Len() != 1 || !m.At(0).Mirror || m.At(0).Str("original") != orig {
 		t.Fatalf("imported Home's child is not a mirror of %s: %+v", orig, m)
 	}
-	if it := tr.Roots[4]; it.Mirror || it.Str("text") != "Gone" {
+	if it := tr.Roots.At(4); it.Mirror || it.Str("text") != "Gone" {
 		t.Fatalf("missing original: %+v", it.Rec.Value)
 	}
-	if it := tr.Roots[5]; !it.Mirror || it.Str("original") != "at://did:plc:other/app.bulleted.node/3kabc" {
+	if it := tr.Roots.At(5); !it.Mirror || it.Str("original") != "at://did:plc:other/app.bulleted.node/3kabc" {
 		t.Fatalf("other repository's original: %+v", it.Rec.Value)
 	}
 }
@@ -286,9 +286,9 @@ func TestMarkdownRoundTripGenerated(t *testing.T) {
 	}
 	flat := func(tr *outline.Tree) []rec {
 		var out []rec
-		var walk func(items []*outline.Item)
-		walk = func(items []*outline.Item) {
-			for _, it := range items {
+		var walk func(items outline.Kids)
+		walk = func(items outline.Kids) {
+			for it := range items.Items() {
 				r := rec{Mirror: it.Str("original")}
 				if !it.Mirror {
 					r = rec{Text: it.Str("text"), Layout: it.Str("layout"), Display: it.Str("display"), Done: it.Str("completedAt") != ""}
@@ -398,11 +398,11 @@ func generated(t *testing.T, n int) *outline.Tree {
 	recs := outlinegen.Generate(n, 7)
 	src0 := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c", Records: recs})
 	section := map[string]int{} // node key → its top-level section
-	for i, r := range src0.Roots {
+	for i, r := range src0.Roots.All() {
 		var walk func(it *outline.Item)
 		walk = func(it *outline.Item) {
 			section[it.Key()] = i
-			for _, c := range it.Children {
+			for c := range it.Children.Items() {
 				walk(c)
 			}
 		}
@@ -475,7 +475,7 @@ func generated(t *testing.T, n int) *outline.Tree {
 	var size func(it *outline.Item) int
 	size = func(it *outline.Item) int {
 		n := 1
-		for _, c := range it.Children {
+		for c := range it.Children.Items() {
 			n += size(c)
 		}
 		return n
@@ -496,7 +496,7 @@ func generated(t *testing.T, n int) *outline.Tree {
 	slices.SortFunc(parents, func(a, b *outline.Item) int { return strings.Compare(a.Key(), b.Key()) })
 	slices.SortFunc(origs, func(a, b *outline.Item) int { return strings.Compare(a.Key(), b.Key()) })
 	if size(biggest) <= view.MirrorRows+1 {
-		t.Fatalf("no bullet with more than %d rows under it outside the first sections (%d: %d, %d roots)", view.MirrorRows, len(origs), size(biggest), len(src0.Roots))
+		t.Fatalf("no bullet with more than %d rows under it outside the first sections (%d: %d, %d roots)", view.MirrorRows, len(origs), size(biggest), src0.Roots.Len())
 	}
 	mirror := func(parent *outline.Item, original, sortKey string) {
 		rk := clock.Next().String()
@@ -514,8 +514,8 @@ func generated(t *testing.T, n int) *outline.Tree {
 	mirror(parents[2], "at://did:plc:someoneelse0000000000000/app.bulleted.node/3kabcdefghij2", "zz1")
 	mirror(nil, uri(origs[3]), "zzzz")
 	src := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c", Records: append(recs, extra...)})
-	if len(src.Detached) != 0 {
-		t.Fatalf("%d detached", len(src.Detached))
+	if src.Detached.Len() != 0 {
+		t.Fatalf("%d detached", src.Detached.Len())
 	}
 	return src
 }

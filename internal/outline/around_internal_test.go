@@ -79,7 +79,7 @@ func TestAroundOfIsLinear(t *testing.T) {
 				hi = k
 			}
 		}
-		tr := &Tree{Roots: sibs}
+		tr := &Tree{Roots: KidsOf(sibs)}
 		got := aroundOf(tr, writes)
 		want := aroundLinear(sibs, own, lo, hi)
 		if len(got) == 0 && len(want) == 0 {

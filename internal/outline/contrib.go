@@ -157,7 +157,7 @@ func Gather(owner *Tree, other func(did string) (*Tree, error)) (Contributions, 
 			notes = append(notes, "could not read contributor "+did+": "+err.Error())
 			continue
 		}
-		for _, it := range ct.Detached {
+		for it := range ct.Detached.Items() {
 			if it.Mirror || !Contributed(owner, ct, it) {
 				continue
 			}
@@ -179,8 +179,8 @@ func SharedChildren(owner *Tree, par *Item, contribs Contributions) []SharedSibl
 		did string // "" for the owner's
 		uri string
 	}
-	ents := make([]shown, 0, len(par.Children))
-	for _, k := range par.Children {
+	ents := make([]shown, 0, par.Children.Len())
+	for k := range par.Children.Items() {
 		ents = append(ents, shown{k, "", "at://" + owner.DID.String() + "/" + k.Rec.Collection + "/" + k.Key()})
 	}
 	for _, c := range contribs[par.Key()] {

@@ -162,7 +162,7 @@ func crossTrigger(t *Tree) bool {
 			return true
 		}
 	}
-	for _, it := range t.Detached {
+	for it := range t.Detached.Items() {
 		if u, err := syntax.ParseATURI(it.Str("parent")); err == nil && u.Authority().String() != me {
 			return true
 		}

@@ -85,7 +85,7 @@ func dryRunDeleteEmbedded(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	if tr.Count+10_001 > 250_000 { // room for the subtree under the record bound: a section goes
-		for _, r := range tr.Roots {
+		for r := range tr.Roots.Items() {
 			if k := len(outline.Subtree(r)); k >= tr.Count+10_500-250_000 && k < 40_000 {
 				if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error { return (intent.Delete{Node: r.Key(), Children: "subtree"}).Plan(p) }); err != nil {
 					b.Fatal(err)

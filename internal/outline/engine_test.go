@@ -42,7 +42,7 @@ func seed10k(b *testing.B) (*outline.Engine, *outline.Tree) {
 func BenchmarkPlanInsert10k(b *testing.B) {
 	ctx := context.Background()
 	e, tr := seed10k(b)
-	anchor := tr.Roots[5000].Key()
+	anchor := tr.Roots.At(5000).Key()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := e.DoFunc(ctx, true, func(p *outline.Planner) error {
@@ -59,7 +59,7 @@ func BenchmarkPlanInsert10k(b *testing.B) {
 func BenchmarkInsertCommit10k(b *testing.B) {
 	ctx := context.Background()
 	e, tr := seed10k(b)
-	anchor := tr.Roots[5000].Key()
+	anchor := tr.Roots.At(5000).Key()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {

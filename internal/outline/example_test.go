@@ -12,8 +12,8 @@ import (
 )
 
 // printTree prints a tree's bullets, indented, with todos marked.
-func printTree(items []*outline.Item, depth int) {
-	for _, it := range items {
+func printTree(items outline.Kids, depth int) {
+	for it := range items.Items() {
 		box := ""
 		if it.Str("layout") == "todo" {
 			box = "[ ] "
@@ -48,7 +48,7 @@ func ExampleEngine_Do() {
 	fmt.Println(len(out.Plan.Writes), "writes,", out.Plan.Cost, "points")
 
 	t, _ := e.Tree(ctx)
-	book := t.Roots[0].Children[0].Key()
+	book := t.Roots.At(0).Children.At(0).Key()
 	if _, err := e.Do(ctx, intent.Complete{Node: book, Done: true}, false); err != nil {
 		panic(err)
 	}
@@ -84,7 +84,7 @@ func ExampleEngine_Do_dryRun() {
 		fmt.Println(w.Op, w.Collection)
 	}
 	t, _ := e.Tree(ctx)
-	fmt.Println(len(t.Roots), "bullets written")
+	fmt.Println(t.Roots.Len(), "bullets written")
 	// Output:
 	// create app.bulleted.node
 	// create app.bulleted.note

@@ -55,3 +55,34 @@ type (
 
 // NewFileJournal is newFileJournal (tests).
 var NewFileJournal = newFileJournal
+
+// Copied is how many items of b are in an array (a chunk) that a does not
+// share with it: what making b from a copied (tests).
+func Copied(a, b Kids) int {
+	shared := map[**Item]bool{}
+	for _, part := range a.arrays() {
+		shared[&part[0]] = true
+	}
+	n := 0
+	for _, part := range b.arrays() {
+		if !shared[&part[0]] {
+			n += len(part)
+		}
+	}
+	return n
+}
+
+// arrays is the list's chunks (its one array when it has no directory).
+func (k Kids) arrays() [][]*Item {
+	if k.c == 0 {
+		if k.n == 0 {
+			return nil
+		}
+		return [][]*Item{k.flat()}
+	}
+	var out [][]*Item
+	for i := range k.chunks() {
+		out = append(out, k.chunks()[i].items())
+	}
+	return out
+}

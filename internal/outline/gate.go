@@ -277,7 +277,7 @@ func gate(t *Tree, plan *Plan) (Verdict, error) {
 			continue
 		}
 		var kept []string
-		for _, c := range it.Children {
+		for c := range it.Children.Items() {
 			coll := lexicon.Node
 			if c.Mirror {
 				coll = lexicon.Mirror
@@ -358,7 +358,7 @@ func gate(t *Tree, plan *Plan) (Verdict, error) {
 			}
 			seen[sk] = w.RKey
 		}
-		var sibs []*Item
+		var sibs Kids
 		switch pk := sameRepoParent(did, pa); {
 		case pa == "":
 			sibs = t.Roots
@@ -367,15 +367,15 @@ func gate(t *Tree, plan *Plan) (Verdict, error) {
 				sibs = p.Children
 			}
 		}
-		if len(sibs) == 0 {
+		if sibs.Len() == 0 {
 			continue
 		}
 		for _, i := range idx {
 			w := plan.Writes[i]
 			sk, _ := w.Value["sortKey"].(string)
-			j := sort.Search(len(sibs), func(j int) bool { return sibs[j].SortKey() >= sk })
-			for ; j < len(sibs) && sibs[j].SortKey() == sk; j++ {
-				s := sibs[j]
+			j, _ := sibs.SearchFunc(func(s *Item) int { return strings.Compare(s.SortKey(), sk) })
+			for ; j < sibs.Len() && sibs.At(j).SortKey() == sk; j++ {
+				s := sibs.At(j)
 				coll := lexicon.Node
 				if s.Mirror {
 					coll = lexicon.Mirror

@@ -2,14 +2,13 @@ package outline
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/order"
 )
 
 // target resolves a position to (parent item or nil, sibling list, index).
-func (p *Planner) target(pos Position, current *Item, exclude map[*Item]bool) (*Item, []*Item, int, error) {
+func (p *Planner) target(pos Position, current *Item, exclude map[*Item]bool) (*Item, Kids, int, error) {
 	t := p.t
 	parent := current
 	switch strings.TrimSpace(pos.Parent) {
@@ -20,12 +19,12 @@ func (p *Planner) target(pos Position, current *Item, exclude map[*Item]bool) (*
 		it, err := t.Resolve(pos.Parent)
 		if err != nil {
 			if e, ok := err.(*Error); ok && e.Kind == ErrNodeNotFound {
-				return nil, nil, 0, fail(ErrParentMissing, e.Next, "parent %s does not exist", pos.Parent)
+				return nil, Kids{}, 0, fail(ErrParentMissing, e.Next, "parent %s does not exist", pos.Parent)
 			}
-			return nil, nil, 0, err
+			return nil, Kids{}, 0, err
 		}
 		if it.Mirror {
-			return nil, nil, 0, fail(ErrInvalidInput, "use a node as parent, not a mirror", "%s is a mirror; bullets cannot hang under a mirror", it.Key())
+			return nil, Kids{}, 0, fail(ErrInvalidInput, "use a node as parent, not a mirror", "%s is a mirror; bullets cannot hang under a mirror", it.Key())
 		}
 		if it.Detached != "" {
 			p.note("parent %s is itself detached (%s)", it.Key(), it.Detached)
@@ -34,40 +33,41 @@ func (p *Planner) target(pos Position, current *Item, exclude map[*Item]bool) (*
 	}
 	sibs := t.ChildrenOf(parent)
 	if len(exclude) > 0 {
-		sibs = make([]*Item, 0, len(sibs))
-		for _, s := range t.ChildrenOf(parent) {
+		kept := make([]*Item, 0, sibs.Len())
+		for s := range sibs.Items() {
 			if !exclude[s] {
-				sibs = append(sibs, s)
+				kept = append(kept, s)
 			}
 		}
+		sibs = KidsOf(kept)
 	}
 	if pos.After != "" {
 		if pos.Where != "" {
-			return nil, nil, 0, fail(ErrInvalidInput, "pass either after or position", "after and position both given")
+			return nil, Kids{}, 0, fail(ErrInvalidInput, "pass either after or position", "after and position both given")
 		}
 		a, err := t.Resolve(pos.After)
 		if err != nil {
-			return nil, nil, 0, err
+			return nil, Kids{}, 0, err
 		}
 		if i, ok := indexOf(sibs, a); ok {
 			return parent, sibs, i + 1, nil
 		}
-		return nil, nil, 0, fail(ErrAnchorMissing, nextChildren(t, parent, sibs), "anchor %s is not a child of %s", a.Key(), parentName(parent))
+		return nil, Kids{}, 0, fail(ErrAnchorMissing, nextChildren(t, parent, sibs), "anchor %s is not a child of %s", a.Key(), parentName(parent))
 	}
 	switch pos.Where {
 	case "", "last":
-		return parent, sibs, len(sibs), nil
+		return parent, sibs, sibs.Len(), nil
 	case "first":
 		return parent, sibs, 0, nil
 	}
-	return nil, nil, 0, fail(ErrInvalidInput, "use position first or last, or after=<sibling>", "unknown position %q", pos.Where)
+	return nil, Kids{}, 0, fail(ErrInvalidInput, "use position first or last, or after=<sibling>", "unknown position %q", pos.Where)
 }
 
 // indexOf finds it in sibs, a sibling list in sibling order (sortKey
 // bytes, record key, a node before a mirror), by binary search: O(log n)
 // in the list.
-func indexOf(sibs []*Item, it *Item) (int, bool) {
-	i, _ := slices.BinarySearchFunc(sibs, it, func(s, it *Item) int {
+func indexOf(sibs Kids, it *Item) (int, bool) {
+	i, _ := sibs.SearchFunc(func(s *Item) int {
 		if c := strings.Compare(s.SortKey(), it.SortKey()); c != 0 {
 			return c
 		}
@@ -76,7 +76,7 @@ func indexOf(sibs []*Item, it *Item) (int, bool) {
 		}
 		return compareBool(s.Mirror, it.Mirror)
 	})
-	if i < len(sibs) && sibs[i] == it {
+	if i < sibs.Len() && sibs.At(i) == it {
 		return i, true
 	}
 	return 0, false
@@ -101,15 +101,15 @@ func parentName(parent *Item) string {
 	return parent.Key()
 }
 
-func nextChildren(t *Tree, parent *Item, sibs []*Item) string {
-	if len(sibs) == 0 {
+func nextChildren(t *Tree, parent *Item, sibs Kids) string {
+	if sibs.Len() == 0 {
 		return fmt.Sprintf("%s has no children; use position first or last", parentName(parent))
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "its children are: ")
-	for i, s := range sibs {
+	for i, s := range sibs.All() {
 		if i == 8 {
-			fmt.Fprintf(&b, "… (%d more)", len(sibs)-8)
+			fmt.Fprintf(&b, "… (%d more)", sibs.Len()-8)
 			break
 		}
 		if i > 0 {
@@ -140,24 +140,24 @@ func clip(s string, n int) string {
 // whole list read. The edit run that picks the bias (order.BiasFor) is
 // read from the same span: its newest and second-newest bullets by record
 // key (a newer sibling further away does not stop a run).
-func (p *Planner) place(sibs []*Item, at, n int) ([]string, error) {
-	lo, hi := max(at-placeSpan, 0), min(at+placeSpan, len(sibs))
+func (p *Planner) place(sibs Kids, at, n int) ([]string, error) {
+	lo, hi := max(at-placeSpan, 0), min(at+placeSpan, sibs.Len())
 	plan, err := p.placeIn(sibs, lo, hi, at, n)
 	if err != nil {
 		return nil, err
 	}
 	for _, r := range plan.Respace {
-		if (r.Index == lo && lo > 0) || (r.Index == hi-1 && hi < len(sibs)) {
+		if (r.Index == lo && lo > 0) || (r.Index == hi-1 && hi < sibs.Len()) {
 			// a respacing that reached the span's edge: no room near
 			// the gap; place against the whole list
-			if plan, err = p.placeIn(sibs, 0, len(sibs), at, n); err != nil {
+			if plan, err = p.placeIn(sibs, 0, sibs.Len(), at, n); err != nil {
 				return nil, err
 			}
 			break
 		}
 	}
 	for _, r := range plan.Respace {
-		s := sibs[r.Index]
+		s := sibs.At(r.Index)
 		v := s.Rec.Value.Map()
 		v["sortKey"] = r.Key
 		p.update(s.Rec, v, "")
@@ -174,8 +174,8 @@ const placeSpan = order.Window + 1
 
 // placeIn runs order.PlaceOpt on sibs[lo:hi] (at and the returned indices
 // are of sibs).
-func (p *Planner) placeIn(sibs []*Item, lo, hi, at, n int) (order.Plan, error) {
-	span := sibs[lo:hi]
+func (p *Planner) placeIn(sibs Kids, lo, hi, at, n int) (order.Plan, error) {
+	span := sibs.Slice(lo, hi)
 	keys := make([]string, len(span))
 	newest, second := -1, -1
 	for i, s := range span {

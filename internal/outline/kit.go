@@ -47,7 +47,7 @@ func (p *Planner) Node(ref string) (*Item, error) {
 }
 
 // Children are parent's children in order (nil parent: the top level).
-func (p *Planner) Children(parent *Item) []*Item {
+func (p *Planner) Children(parent *Item) Kids {
 	p.advance()
 	if parent == nil {
 		return p.t.Roots
@@ -88,9 +88,9 @@ func (p *Planner) Update(rec store.Record, value map[string]any, label string) {
 func (p *Planner) Delete(rec store.Record, label string) { p.delete(rec, label) }
 
 // Place returns sortKeys for n new bullets at index at of sibs (0: first,
-// len(sibs): last), planning new keys for siblings when there is no room
+// sibs.Len(): last), planning new keys for siblings when there is no room
 // between their neighbours.
-func (p *Planner) Place(sibs []*Item, at, n int) ([]string, error) { return p.place(sibs, at, n) }
+func (p *Planner) Place(sibs Kids, at, n int) ([]string, error) { return p.place(sibs, at, n) }
 
 // Reorder plans the fewest sortKey writes that put kids (a sibling list in
 // its present order) in the order of sorted (the same items): the longest
@@ -164,13 +164,13 @@ type Position struct {
 // Target resolves pos among this repository's bullets to the parent (nil:
 // the top level), its children in order less those in exclude (bullets
 // being moved there), and the index in that list pos names (the new
-// bullets go before sibs[at]; len(sibs): last). current is the parent when
+// bullets go before sibs.At(at); sibs.Len(): last). current is the parent when
 // pos names none. A missing parent is ErrParentMissing, a mirror as parent
 // ErrInvalidInput, an anchor that is not a child of the parent
 // ErrAnchorMissing (its next step lists the children). An anchor is found
 // by binary search in sibling order, so Target costs O(log n) in the
 // sibling list, plus a copy of it when exclude is not empty.
-func (p *Planner) Target(pos Position, current *Item, exclude map[*Item]bool) (parent *Item, sibs []*Item, at int, err error) {
+func (p *Planner) Target(pos Position, current *Item, exclude map[*Item]bool) (parent *Item, sibs Kids, at int, err error) {
 	p.advance()
 	return p.target(pos, current, exclude)
 }

@@ -13,9 +13,9 @@ import (
 )
 
 // rowTexts are the items' texts, comma-separated.
-func rowTexts(items []*outline.Item) string {
+func rowTexts(items outline.Kids) string {
 	var out []string
-	for _, it := range items {
+	for it := range items.Items() {
 		out = append(out, it.Str("text"))
 	}
 	return strings.Join(out, ", ")
@@ -72,7 +72,7 @@ func ExamplePlanner_Target() {
 		panic(err)
 	}
 	t, _ := e.Tree(ctx)
-	baker := t.Roots[0].Children[1].Key()
+	baker := t.Roots.At(0).Children.At(1).Key()
 	out, err := e.Do(ctx, outdent{baker}, false)
 	if err != nil {
 		panic(err)
@@ -80,7 +80,7 @@ func ExamplePlanner_Target() {
 	fmt.Println(len(out.Plan.Writes), "write")
 	t, _ = e.Tree(ctx)
 	fmt.Println(rowTexts(t.Roots))
-	fmt.Println(rowTexts(t.Roots[0].Children))
+	fmt.Println(rowTexts(t.Roots.At(0).Children))
 	// Output:
 	// 1 write
 	// Groceries, call the baker, Garden
@@ -126,11 +126,11 @@ func ExamplePlanner_Reparent() {
 		panic(err)
 	}
 	t, _ := e.Tree(ctx)
-	par, child := t.Roots[0], t.Roots[0].Children[0]
+	par, child := t.Roots.At(0), t.Roots.At(0).Children.At(0)
 	_, err = e.Do(ctx, adopt{par.Key(), child.Key()}, false)
 	fmt.Println(errors.Is(err, outline.ErrCycle))
 	t, _ = e.Tree(ctx)
-	fmt.Println(len(t.Roots), "top-level bullet,", len(t.Detached), "detached")
+	fmt.Println(t.Roots.Len(), "top-level bullet,", t.Detached.Len(), "detached")
 	// Output:
 	// true
 	// 1 top-level bullet, 0 detached

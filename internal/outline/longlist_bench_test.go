@@ -48,8 +48,8 @@ func siblingStore(b *testing.B, n int) (*outline.Engine, []string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if t, err := e.Tree(ctx); err != nil || len(t.Roots) != n {
-		b.Fatalf("%v: %d roots", err, len(t.Roots))
+	if t, err := e.Tree(ctx); err != nil || t.Roots.Len() != n {
+		b.Fatalf("%v: %d roots", err, t.Roots.Len())
 	}
 	return e, rkeys
 }
@@ -57,8 +57,9 @@ func siblingStore(b *testing.B, n int) (*outline.Engine, []string) {
 // BenchmarkInsertLongList: one bullet inserted into a list of 50,000
 // siblings (issue 41), in the middle of it and after its last bullet: a
 // dry run (the plan and the gate: placing among the siblings) and a real
-// insert (the write, the tree brought forward), in the middle (the list
-// copied) and first (in the room before it, once a commit made it).
+// insert (the write, the tree brought forward), in the middle, first and
+// last (each copies the chunk of the sibling list it joins and the list's
+// directory, outline.Kids: not the list).
 //
 //	go test ./internal/outline -run '^$' -bench InsertLongList -benchtime 300x
 //
@@ -79,11 +80,15 @@ func BenchmarkInsertLongList(b *testing.B) {
 		{"last/dry", rkeys[n-1], true},
 		{"middle/write", rkeys[n/3], false},
 		{"first/write", "", false},
+		{"last/write", "last", false},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			pos := outline.Position{After: c.after}
-			if c.after == "" {
+			switch c.after {
+			case "":
 				pos.Where = "first"
+			case "last":
+				pos = outline.Position{Where: "last"}
 			}
 			in := intent.Insert{Pos: pos, Nodes: []intent.NewNode{{Text: "new"}}}
 			for b.Loop() {

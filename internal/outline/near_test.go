@@ -61,7 +61,7 @@ func TestEditWithin(t *testing.T) {
 func TestResolveNearestKeys(t *testing.T) {
 	tr := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c1", Records: outlinegen.Generate(3000, 1)})
 	var keys []string
-	for _, r := range tr.Roots {
+	for r := range tr.Roots.Items() {
 		keys = append(keys, r.Key())
 	}
 	k := keys[len(keys)/2]
@@ -109,7 +109,7 @@ func next(c byte) string {
 // edit off, two edits off, none near).
 func BenchmarkResolveMissing(b *testing.B) {
 	tr := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c1", Records: outlinegen.Generate(250_000, 1)})
-	k := tr.Roots[0].Key()
+	k := tr.Roots.At(0).Key()
 	for _, ref := range []string{k[:12] + next(k[12]), k[:3] + next(k[3]) + k[4:9] + next(k[9]) + k[10:], "zzzzzzzzzzzzz"} {
 		b.Run(ref, func(b *testing.B) {
 			for b.Loop() {

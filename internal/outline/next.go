@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
@@ -149,9 +148,6 @@ type nextState struct {
 	// dropped, so its maps keep a large change beside their base rather
 	// than making a new one (overlay)
 	preview bool
-	// frontsCopied: the new tree's fronts is its own (copied at the first
-	// change)
-	frontsCopied bool
 }
 
 // next is Next without the fallback: nil when it cannot tell.
@@ -172,7 +168,7 @@ func (t *Tree) next(commit, rev string, changes []store.Record, olds []*Item) *T
 		return nil
 	}
 	s.siblingEdits()
-	nt := &Tree{DID: t.DID, Commit: commit, Rev: rev, Roots: t.Roots, Detached: t.Detached, Comments: s.comments, Notes: s.notes, fronts: t.fronts}
+	nt := &Tree{DID: t.DID, Commit: commit, Rev: rev, Roots: t.Roots, Detached: t.Detached, Comments: s.comments, Notes: s.notes}
 	if !s.relist(nt) || s.leavesChildren() {
 		return nil
 	}
@@ -376,10 +372,10 @@ func (s *nextState) place() {
 // reattaches tells whether a created node is the missing parent of an
 // unchanged detached item (which next does not follow).
 func (s *nextState) reattaches() bool {
-	if len(s.created) == 0 || len(s.t.Detached) == 0 {
+	if len(s.created) == 0 || s.t.Detached.Len() == 0 {
 		return false
 	}
-	for _, d := range s.t.Detached {
+	for d := range s.t.Detached.Items() {
 		if !d.pbad && d.pkey() != "" && slices.Contains(s.created, d.pkey()) {
 			if _, changed := s.repl[idOf(d)]; !changed {
 				return true
@@ -479,7 +475,7 @@ func (s *nextState) propagate() {
 }
 
 // oldList is sibling list c before the commit.
-func (s *nextState) oldList(c string) []*Item {
+func (s *nextState) oldList(c string) Kids {
 	switch c {
 	case topLevel:
 		return s.t.Roots
@@ -489,7 +485,7 @@ func (s *nextState) oldList(c string) []*Item {
 	if o := s.t.Nodes.Get(c); o != nil {
 		return o.Children
 	}
-	return nil
+	return Kids{}
 }
 
 // relist makes each edited sibling list (the old one without the items
@@ -500,20 +496,7 @@ func (s *nextState) relist(nt *Tree) bool {
 	for c, e := range s.edits {
 		base := s.oldList(c)
 		sortItems(e.add)
-		list, front := s.splice(base, e, s.t.fronts[c])
-		if front.n > 0 || s.t.fronts[c].n > 0 {
-			if !s.frontsCopied {
-				nt.fronts, s.frontsCopied = maps.Clone(s.t.fronts), true
-				if nt.fronts == nil {
-					nt.fronts = map[string]frontRoom{}
-				}
-			}
-			if front.n > 0 {
-				nt.fronts[c] = front
-			} else {
-				delete(nt.fronts, c)
-			}
-		}
+		list := s.splice(base, e)
 		switch c {
 		case topLevel:
 			nt.Roots = list
@@ -522,7 +505,7 @@ func (s *nextState) relist(nt *Tree) bool {
 		default:
 			p := s.repl[nodeID(c)]
 			if p == nil {
-				if len(list) > 0 {
+				if list.Len() > 0 {
 					return false
 				}
 				continue
@@ -535,147 +518,42 @@ func (s *nextState) relist(nt *Tree) bool {
 
 // splice is base without the items e removes, with those it adds (sorted)
 // in sibling order. The items are found by binary search in base (a
-// sibling list is in sibling order), so a long list costs the items
-// touched and one copy of the list, not a comparison per sibling; if an
-// item leaving is not where the order says (a list out of order), every
-// sibling is looked at instead.
-func (s *nextState) splice(base []*Item, e *siblingEdit, room frontRoom) ([]*Item, frontRoom) {
-	if !room.of(base) {
-		room = frontRoom{}
-	}
-	if len(e.remove) == 0 && len(e.add) > 0 && (len(base) == 0 || less(base[len(base)-1], e.add[0])) && !s.preview {
-		if list, ok := extend(base, e.add); ok {
-			return list, room
-		}
-	}
-	if len(e.remove) == 0 && len(e.add) > 0 && len(base) > 0 && less(e.add[len(e.add)-1], base[0]) && !s.preview {
-		if list, ok := prepend(base, e.add, room); ok {
-			return list, frontRoom{&list[0], room.n - len(e.add)}
-		}
-	}
+// sibling list is in sibling order), and the list made shares base's
+// chunks that no item leaves or joins (Kids.edit), so a long list costs
+// the items touched and the chunks they are in, not a copy of the list;
+// if an item leaving is not where the order says (a list out of order),
+// every sibling is looked at instead.
+func (s *nextState) splice(base Kids, e *siblingEdit) Kids {
 	cut := make([]int, 0, len(e.remove))
 	for id := range e.remove {
 		o := s.old(id)
 		if o == nil {
-			return s.spliceAll(base, e), frontRoom{}
+			return s.spliceAll(base, e)
 		}
-		i, _ := slices.BinarySearchFunc(base, o, compareItems)
-		if i >= len(base) || base[i] != o {
-			return s.spliceAll(base, e), frontRoom{}
+		i, _ := base.Search(o)
+		if i >= base.Len() || base.At(i) != o {
+			return s.spliceAll(base, e)
 		}
 		cut = append(cut, i)
 	}
 	slices.Sort(cut)
-	n := len(base) - len(cut) + len(e.add)
-	// room on both sides of a long list: an item placed after its last
-	// (extend) or before its first (prepend) comes without a copy
-	front := headroom(n)
-	list := make([]*Item, front, front+n+headroom(n))[front:]
-	at, ci := 0, 0 // base[:at] is placed; cut[:ci] skipped
-	for _, it := range e.add {
+	at := make([]int, len(e.add))
+	for j, it := range e.add {
 		// after every sibling that sorts before it
-		pos, _ := slices.BinarySearchFunc(base, it, compareItems)
-		for ci < len(cut) && cut[ci] < pos {
-			list = append(list, base[at:cut[ci]]...)
-			at = cut[ci] + 1
-			ci++
-		}
-		if pos > at {
-			list = append(list, base[at:pos]...)
-			at = pos
-		}
-		list = append(list, it)
+		at[j], _ = base.Search(it)
 	}
-	for ; ci < len(cut); ci++ {
-		list = append(list, base[at:cut[ci]]...)
-		at = cut[ci] + 1
-	}
-	list = append(list, base[at:]...) // within its capacity: the room before stays
-	if front == 0 || len(list) == 0 {
-		return list, frontRoom{}
-	}
-	return list, frontRoom{&list[0], front}
-}
-
-// extend is base with add after it, in the room base's array has past its
-// end, when that room is still free: each slot is claimed (nil to the item)
-// once, atomically, so of two trees made from one (two commits, or one
-// brought forward twice at once) one extends the list and the other copies
-// it. A tree's list never changes: the slots claimed lie past the end of
-// every list sharing the array (a list is never extended in place
-// otherwise: appending to a tree's Children or Roots is forbidden). So an
-// item placed after the last of a long list costs O(1), not a copy of the
-// list (issue 41). false: no room, or a slot already taken (the slots
-// claimed before it stay unused).
-func extend(base, add []*Item) ([]*Item, bool) {
-	if cap(base)-len(base) < len(add) {
-		return nil, false
-	}
-	room := base[len(base):cap(base)]
-	for i, it := range add {
-		slot := (*unsafe.Pointer)(unsafe.Pointer(&room[i]))
-		if !atomic.CompareAndSwapPointer(slot, nil, unsafe.Pointer(it)) {
-			return nil, false
-		}
-	}
-	return base[:len(base)+len(add)], true
-}
-
-// frontRoom is the free room before a sibling list's first item in its
-// array: n slots before first (the address of the list's first slot, by
-// which a list is told to be the one the room was made for: a list
-// replaced by another, or a copy of the tree holding another, has none).
-type frontRoom struct {
-	first **Item
-	n     int
-}
-
-// of reports whether r is the room before base.
-func (r frontRoom) of(base []*Item) bool {
-	return r.n > 0 && len(base) > 0 && r.first == &base[0]
-}
-
-// prepend is add before base, in the room r before base's first item in
-// its array, when that room is still free: each slot is claimed (nil to
-// the item), nearest to base first, once, atomically, as extend claims the
-// room past the end; the list keeps the room past its end. So an item
-// placed before the first of a long list costs O(1), not a copy of the
-// list. false: no room, or a slot already taken.
-func prepend(base, add []*Item, r frontRoom) ([]*Item, bool) {
-	if !r.of(base) || r.n < len(add) {
-		return nil, false
-	}
-	const size = unsafe.Sizeof((*Item)(nil))
-	first := unsafe.Pointer(&base[0])
-	for i := len(add) - 1; i >= 0; i-- {
-		slot := (*unsafe.Pointer)(unsafe.Add(first, -int(size)*(len(add)-i)))
-		if !atomic.CompareAndSwapPointer(slot, nil, unsafe.Pointer(add[i])) {
-			return nil, false
-		}
-	}
-	start := (**Item)(unsafe.Add(first, -int(size)*len(add)))
-	return unsafe.Slice(start, cap(base)+len(add))[:len(base)+len(add)], true
-}
-
-// headroom is the room a new sibling list of n items gets past its end,
-// for items placed after its last to come without a copy (extend): an
-// eighth for a long list, none for a short one (a copy of it is cheap).
-func headroom(n int) int {
-	if n < 1024 {
-		return 0
-	}
-	return n / 8
+	return base.edit(cut, at, e.add)
 }
 
 // spliceAll is splice looking at every sibling.
-func (s *nextState) spliceAll(base []*Item, e *siblingEdit) []*Item {
-	list := make([]*Item, 0, len(base)+len(e.add))
-	for _, it := range base {
+func (s *nextState) spliceAll(base Kids, e *siblingEdit) Kids {
+	list := make([]*Item, 0, base.Len()+len(e.add))
+	for it := range base.Items() {
 		if !e.remove[idOf(it)] {
 			list = append(list, it)
 		}
 	}
-	return mergeSorted(list, e.add)
+	return KidsOf(mergeSorted(list, e.add))
 }
 
 // compareItems is sibling order (less) as a comparison.
@@ -695,7 +573,7 @@ func compareItems(a, b *Item) int {
 // would be detached): not all of its children leave its list.
 func (s *nextState) leavesChildren() bool {
 	for _, o := range s.gone {
-		if len(o.Children) > 0 && s.edits[o.Key()] == nil && s.leaving[o.Key()] < len(o.Children) {
+		if o.Children.Len() > 0 && s.edits[o.Key()] == nil && s.leaving[o.Key()] < o.Children.Len() {
 			return true
 		}
 	}

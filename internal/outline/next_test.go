@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline/intent"
@@ -348,98 +347,59 @@ func TestPreviewIsBuild(t *testing.T) {
 	}
 }
 
-// An item placed after the last of a long list extends the list in the
-// room past its end instead of copying it (issue 41), and no tree's list
-// changes for it: of two trees made from one, the first extends the list
-// and the second copies it; each is the tree Build makes, and so is the
-// tree they came from, after.
+// An item placed after the last, or before the first, of a long list
+// (issue 41) copies the chunk it joins and no other, and no tree's list
+// changes for it: of two trees made from one, each gets its own list;
+// each is the tree Build makes, and so is the tree they came from, after.
 func TestNextExtendsLongList(t *testing.T) {
-	tr, _ := longList(3000)
-	parent := "at://" + nextDID + "/app.bulleted.node/p"
-	last := func(k, sk string) []store.Record {
-		return []store.Record{{Collection: lexicon.Node, RKey: k, CID: "c" + k, Value: store.MustValue(map[string]any{
-			"$type": lexicon.Node, "text": k, "sortKey": sk, "parent": parent, "createdAt": "2026-01-01T00:00:00Z"})}}
-	}
-	recs := tr.Records()
-	kids := func(x *outline.Tree) []*outline.Item { return x.Nodes.Get("p").Children }
-	want := func(x *outline.Tree, changes ...[]store.Record) {
-		t.Helper()
-		rs := recs
-		for _, c := range changes {
-			rs = applyAll(rs, c)
-		}
-		if got, w := x.Describe(), outline.Build(&store.Snapshot{DID: nextDID, Commit: x.Commit, Rev: x.Rev, Records: rs}).Describe(); got != w {
-			t.Fatalf("tree %s:\n%s", x.Commit, diffLine(got, w))
-		}
-	}
-	a, b, c := last("na", "t1"), last("nb", "t2"), last("nc", "t3")
-	t1 := tr.Next("c1", "c1", a) // a copy with room past its end (Build's lists have none)
-	t2 := t1.Next("c2", "c2", b) // extends t1's list
-	t3 := t1.Next("c3", "c3", c) // t1's room is taken: a copy
-	t4 := t2.Next("c4", "c4", c) // extends again
-	if unsafe.SliceData(kids(t2)) != unsafe.SliceData(kids(t1)) || unsafe.SliceData(kids(t4)) != unsafe.SliceData(kids(t1)) {
-		t.Fatal("a list was copied to place an item after its last")
-	}
-	if unsafe.SliceData(kids(t3)) == unsafe.SliceData(kids(t1)) {
-		t.Fatal("two trees extended one list")
-	}
-	want(tr)
-	want(t1, a)
-	want(t2, a, b)
-	want(t3, a, c)
-	want(t4, a, b, c)
-	if n := len(kids(t1)); n != 3001 || kids(t1)[n-1].Key() != "na" {
-		t.Fatalf("t1's list changed: %d items", n)
-	}
-}
-
-// An item placed before the first of a long list takes the room before
-// it, as TestNextExtendsLongList's after the last: no copy, no tree's list
-// changed; of two trees made from one, the second copies; a list extended
-// at one end keeps the room at the other.
-func TestNextPrependsLongList(t *testing.T) {
-	tr, _ := longList(3000) // sortKeys s0000000 up
-	parent := "at://" + nextDID + "/app.bulleted.node/p"
-	node := func(k, sk string) []store.Record {
-		return []store.Record{{Collection: lexicon.Node, RKey: k, CID: "c" + k, Value: store.MustValue(map[string]any{
-			"$type": lexicon.Node, "text": k, "sortKey": sk, "parent": parent, "createdAt": "2026-01-01T00:00:00Z"})}}
-	}
-	recs := tr.Records()
-	kids := func(x *outline.Tree) []*outline.Item { return x.Nodes.Get("p").Children }
-	want := func(x *outline.Tree, changes ...[]store.Record) {
-		t.Helper()
-		rs := recs
-		for _, c := range changes {
-			rs = applyAll(rs, c)
-		}
-		if got, w := x.Describe(), outline.Build(&store.Snapshot{DID: nextDID, Commit: x.Commit, Rev: x.Rev, Records: rs}).Describe(); got != w {
-			t.Fatalf("tree %s:\n%s", x.Commit, diffLine(got, w))
-		}
-	}
-	end := func(x *outline.Tree) *outline.Item { k := kids(x); return k[len(k)-1] }
-	a, b, c, d, z := node("na", "r3"), node("nb", "r2"), node("nc", "r1"), node("nd", "r0"), node("nz", "t0")
-	t1 := tr.Next("c1", "c1", a) // a copy with room at both ends (Build's lists have none)
-	t2 := t1.Next("c2", "c2", b) // before t1's first: in the room
-	t3 := t1.Next("c3", "c3", c) // t1's room is taken: a copy
-	t4 := t2.Next("c4", "c4", d) // in the room again
-	t5 := t4.Next("c5", "c5", z) // after the last: the room past the end, kept
-	if &kids(t2)[1] != &kids(t1)[0] || &kids(t4)[2] != &kids(t1)[0] || &kids(t5)[0] != &kids(t4)[0] {
-		t.Fatal("a list was copied to place an item before its first (or after its last, once prepended)")
-	}
-	if &kids(t3)[1] == &kids(t1)[0] {
-		t.Fatal("two trees took one list's room")
-	}
-	want(tr)
-	want(t1, a)
-	want(t2, a, b)
-	want(t3, a, c)
-	want(t4, a, b, d)
-	want(t5, a, b, d, z)
-	if n := len(kids(t1)); n != 3001 || kids(t1)[0].Key() != "na" || end(t1).Key() != "k0002999" {
-		t.Fatalf("t1's list changed: %d items", n)
-	}
-	if n := len(kids(t4)); n != 3003 || kids(t4)[0].Key() != "nd" || end(t4).Key() != "k0002999" {
-		t.Fatalf("t4's list changed: %d items", n)
+	for _, where := range []string{"last", "first", "middle"} {
+		t.Run(where, func(t *testing.T) {
+			tr, _ := longList(3000) // sortKeys s0000000 to s0005998
+			parent := "at://" + nextDID + "/app.bulleted.node/p"
+			sk := map[string]func(i int) string{
+				"last":   func(i int) string { return fmt.Sprintf("t%d", i) },
+				"first":  func(i int) string { return fmt.Sprintf("r%d", 9-i) },
+				"middle": func(i int) string { return fmt.Sprintf("s0003001%d", i) },
+			}[where]
+			node := func(k string, i int) []store.Record {
+				return []store.Record{{Collection: lexicon.Node, RKey: k, CID: "c" + k, Value: store.MustValue(map[string]any{
+					"$type": lexicon.Node, "text": k, "sortKey": sk(i), "parent": parent, "createdAt": "2026-01-01T00:00:00Z"})}}
+			}
+			recs := tr.Records()
+			kids := func(x *outline.Tree) outline.Kids { return x.Nodes.Get("p").Children }
+			want := func(x *outline.Tree, changes ...[]store.Record) {
+				t.Helper()
+				rs := recs
+				for _, c := range changes {
+					rs = applyAll(rs, c)
+				}
+				if got, w := x.Describe(), outline.Build(&store.Snapshot{DID: nextDID, Commit: x.Commit, Rev: x.Rev, Records: rs}).Describe(); got != w {
+					t.Fatalf("tree %s:\n%s", x.Commit, diffLine(got, w))
+				}
+			}
+			a, b, c := node("na", 1), node("nb", 2), node("nc", 3)
+			before := kids(tr).Slice(0, 3000)
+			t1 := tr.Next("c1", "c1", a)
+			t2 := t1.Next("c2", "c2", b)
+			t3 := t1.Next("c3", "c3", c)
+			t4 := t2.Next("c4", "c4", c)
+			for _, p := range [][2]*outline.Tree{{tr, t1}, {t1, t2}, {t1, t3}, {t2, t4}} {
+				if n := outline.Copied(kids(p[0]), kids(p[1])); n > 2*512 {
+					t.Fatalf("%s from %s: %d items copied to place one", p[1].Commit, p[0].Commit, n)
+				}
+			}
+			want(tr)
+			want(t1, a)
+			want(t2, a, b)
+			want(t3, a, c)
+			want(t4, a, b, c)
+			if got := kids(tr).Slice(0, 3000); !slices.Equal(got, before) {
+				t.Fatal("the first tree's list changed")
+			}
+			if n := kids(t1).Len(); n != 3001 {
+				t.Fatalf("t1's list changed: %d items", n)
+			}
+		})
 	}
 }
 

@@ -84,8 +84,8 @@ func checkWhole(t *testing.T, repo store.Repository, n int, extra ...string) {
 		t.Fatal(err)
 	}
 	tr := outline.Build(s)
-	if len(tr.Detached) > 0 {
-		t.Fatalf("%d detached bullet(s), e.g. %s", len(tr.Detached), tr.Detached[0].Key())
+	if tr.Detached.Len() > 0 {
+		t.Fatalf("%d detached bullet(s), e.g. %s", tr.Detached.Len(), tr.Detached.At(0).Key())
 	}
 	for k := range tr.Notes.All() {
 		if tr.Nodes.Get(k) == nil {
@@ -93,7 +93,7 @@ func checkWhole(t *testing.T, repo store.Repository, n int, extra ...string) {
 		}
 	}
 	var got []string
-	for _, r := range tr.Roots {
+	for r := range tr.Roots.Items() {
 		if slicesContains(extra, r.Str("text")) {
 			continue
 		}
@@ -101,7 +101,7 @@ func checkWhole(t *testing.T, repo store.Repository, n int, extra ...string) {
 		if r.Note == nil || r.Note.Value.Get("text") != "note "+strings.TrimPrefix(r.Str("text"), "b") {
 			t.Fatalf("%s: note missing or wrong", r.Str("text"))
 		}
-		if len(r.Children) != 2 || r.Children[0].Str("text") != r.Str("text")+".0" || r.Children[1].Str("text") != r.Str("text")+".1" {
+		if r.Children.Len() != 2 || r.Children.At(0).Str("text") != r.Str("text")+".0" || r.Children.At(1).Str("text") != r.Str("text")+".1" {
 			t.Fatalf("%s: children wrong", r.Str("text"))
 		}
 	}
@@ -112,7 +112,7 @@ func checkWhole(t *testing.T, repo store.Repository, n int, extra ...string) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("top level: got %d bullets %v…, want %d", len(got), head(got), len(want))
 	}
-	if c := len(tr.Roots) - n; c != len(extra) {
+	if c := tr.Roots.Len() - n; c != len(extra) {
 		t.Fatalf("%d extra top-level bullet(s), want %d", c, len(extra))
 	}
 }
@@ -578,7 +578,7 @@ func TestReadWhileWriteInFlight(t *testing.T) {
 	}()
 	<-entered
 	tr, err := e.Tree(ctx) // would block behind the write if a lock were held
-	if err != nil || len(tr.Roots) != 1 || tr.Roots[0].Str("text") != "there" {
+	if err != nil || tr.Roots.Len() != 1 || tr.Roots.At(0).Str("text") != "there" {
 		t.Fatalf("read during a write: %v", err)
 	}
 	if _, err := e.DoFunc(ctx, true, func(p *outline.Planner) error {

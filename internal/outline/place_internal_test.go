@@ -52,14 +52,14 @@ func TestPlaceLongLists(t *testing.T) {
 		tr := placeTree(keys)
 		sibs := tr.Roots
 		for range 60 {
-			at, n := r.IntN(len(sibs)+1), 1+r.IntN(3)
+			at, n := r.IntN(sibs.Len()+1), 1+r.IntN(3)
 			p := e.newPlanner(context.Background(), tr, time.Now(), &keyList{clock: syntax.NewTIDClock(0)})
 			got, err := p.place(sibs, at, n)
 			if err != nil {
 				t.Fatalf("%s at %d: %v", name, at, err)
 			}
-			final := make([]string, len(sibs))
-			for i, s := range sibs {
+			final := make([]string, sibs.Len())
+			for i, s := range sibs.All() {
 				final[i] = s.SortKey()
 			}
 			respaced := map[int]bool{}
@@ -90,7 +90,7 @@ func TestPlaceLongLists(t *testing.T) {
 			for i := 1; i < len(seq); i++ {
 				a, b := seq[i-1], seq[i]
 				if a.key > b.key || (a.key == b.key && (a.touched || b.touched)) {
-					t.Fatalf("%s: %d new at %d (of %d): out of order at %d: %q then %q (%d respaced)", name, n, at, len(sibs), i, a.key, b.key, len(respaced))
+					t.Fatalf("%s: %d new at %d (of %d): out of order at %d: %q then %q (%d respaced)", name, n, at, sibs.Len(), i, a.key, b.key, len(respaced))
 				}
 			}
 			if name != "tied" && name != "mixed" && len(respaced) > order.Window {

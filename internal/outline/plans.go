@@ -333,14 +333,14 @@ func changedWhereTouched(base, now *Tree, plan *Plan) []string {
 		compare(path, ra, okA, rb, okB)
 	}
 	did := base.DID.String()
-	kids := func(t *Tree, parent string) []*Item {
+	kids := func(t *Tree, parent string) Kids {
 		if parent == "" {
 			return t.Roots
 		}
 		if it := t.Nodes.Get(sameRepoParent(did, parent)); it != nil {
 			return it.Children
 		}
-		return nil
+		return Kids{}
 	}
 	pathOf := func(it *Item) string { return it.Rec.Collection + "/" + it.Key() }
 	for parent := range parents {
@@ -348,11 +348,11 @@ func changedWhereTouched(base, now *Tree, plan *Plan) []string {
 			continue // another identity's bullet: its siblings are not read here
 		}
 		a, b := kids(base, parent), kids(now, parent)
-		inA := make(map[string]*Item, len(a))
-		for _, it := range a {
+		inA := make(map[string]*Item, a.Len())
+		for it := range a.Items() {
 			inA[pathOf(it)] = it
 		}
-		for _, it := range b {
+		for it := range b.Items() {
 			path := pathOf(it)
 			if written[path] {
 				continue

@@ -212,7 +212,7 @@ func baseOf(t *Tree, plan *Plan) []store.Record {
 		}
 	}
 	for p := range parents {
-		var kids []*Item
+		var kids Kids
 		if p == "" {
 			kids = t.Roots
 		} else if key := sameRepoParent(did, p); key != "" {
@@ -221,7 +221,7 @@ func baseOf(t *Tree, plan *Plan) []store.Record {
 				kids = it.Children
 			}
 		}
-		for _, it := range kids {
+		for it := range kids.Items() {
 			add(it.Rec)
 		}
 	}

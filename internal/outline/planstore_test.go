@@ -82,7 +82,7 @@ func TestPlanStoreSharedEngines(t *testing.T) {
 		t.Fatal(err)
 	}
 	var texts []string
-	for _, it := range tr.Nodes.Get(key["P"]).Children {
+	for it := range tr.Nodes.Get(key["P"]).Children.Items() {
 		s, _ := it.Rec.Value.Text("text")
 		texts = append(texts, s)
 	}

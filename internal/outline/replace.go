@@ -227,7 +227,7 @@ func aroundOf(t *Tree, writes []store.Write) []around {
 	out := []around{}
 	for _, p := range slices.Sorted(maps.Keys(spans)) {
 		sp := spans[p]
-		var sibs []*Item
+		var sibs Kids
 		if p == "" {
 			sibs = t.Roots
 		} else if k, why := t.parentKey(p); why == "" {
@@ -238,15 +238,16 @@ func aroundOf(t *Tree, writes []store.Write) []around {
 		// the list is in sibling order (sort key first): the siblings
 		// in the span are found by binary search, and the one before it
 		// is the last before them that is not the plan's own
-		first, _ := slices.BinarySearchFunc(sibs, sp.lo, func(it *Item, lo string) int { return strings.Compare(it.SortKey(), lo) })
+		first, _ := sibs.SearchFunc(func(it *Item) int { return strings.Compare(it.SortKey(), sp.lo) })
 		var before *Item
 		for i := first - 1; i >= 0; i-- {
-			if !own[sibs[i].Rec.Collection+"/"+sibs[i].Key()] {
-				before = sibs[i]
+			if s := sibs.At(i); !own[s.Rec.Collection+"/"+s.Key()] {
+				before = s
 				break
 			}
 		}
-		for _, it := range sibs[first:] {
+		for i := first; i < sibs.Len(); i++ {
+			it := sibs.At(i)
 			k := it.SortKey()
 			if k > sp.hi {
 				break

@@ -83,7 +83,7 @@ func topLevel(t *testing.T, l *store.Local) ([]string, int) {
 	var texts []string
 	seen := map[string]bool{}
 	ties := 0
-	for _, r := range tr.Roots {
+	for r := range tr.Roots.Items() {
 		texts = append(texts, r.Str("text"))
 		if seen[r.SortKey()] {
 			ties++
@@ -177,7 +177,7 @@ func TestResumeAnchorMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := outline.Build(s)
-	last := tr.Roots[len(tr.Roots)-1]
+	last := tr.Roots.At(tr.Roots.Len() - 1)
 	if last.Str("text") != "r199" {
 		t.Fatalf("last landed bullet %q", last.Str("text"))
 	}

@@ -71,7 +71,7 @@ func (t *Tree) Size() int64 {
 		for _, it := range m.All() {
 			n += m.slotBytes() + itemSize
 			n += recordSize(&it.Rec) - int64(unsafe.Sizeof(it.Rec)) // the struct is in the item
-			n += int64(8 * cap(it.Children))
+			n += it.Children.bytes()
 			if it.Note != nil {
 				// the note's record is kept once (the item points at it,
 				// the Notes map holds a copy of its header)
@@ -93,7 +93,7 @@ func (t *Tree) Size() int64 {
 	for i := range t.Comments {
 		n += recordSize(&t.Comments[i])
 	}
-	n += int64(8 * (cap(t.Roots) + cap(t.Detached)))
+	n += t.Roots.bytes() + t.Detached.bytes()
 	return n
 }
 

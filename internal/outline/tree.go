@@ -18,7 +18,7 @@ import (
 // Item is a node or a mirror in the tree.
 type Item struct {
 	Rec      store.Record
-	Children []*Item // in sibling order; never modified once the tree is built
+	Children Kids // in sibling order; never modified once the tree is built
 	Note     *store.Record
 	Detached string // why the item does not hang in the tree ("" if it does)
 
@@ -34,9 +34,9 @@ type Item struct {
 	parsed  bool  // pkey and pbad are set
 	// the parent field cannot hang here (Tree.parentWhy says why: it is
 	// read again from the record, rare, rather than kept in every item).
-	// An item is 144 bytes (it was 216 with the reason, the repository's
+	// An item is 136 bytes (it was 216 with the reason, the repository's
 	// DID and a parent pointer used only while building, 160 with its
-	// sortKey and parent key as strings).
+	// sortKey and parent key as strings, 144 with its children a slice).
 	pbad bool
 }
 
@@ -241,7 +241,7 @@ type Tree struct {
 	DID      syntax.DID
 	Commit   string
 	Rev      string
-	Roots    []*Item
+	Roots    Kids
 	Nodes    Map[*Item] // by record key
 	Mirrors  Map[*Item]
 	Notes    Map[store.Record]
@@ -249,11 +249,8 @@ type Tree struct {
 	Outlines Map[store.Record]
 	Comments []store.Record    // by record key
 	Others   Map[store.Record] // other app.bulleted collections, by "collection/rkey"
-	Detached []*Item
+	Detached Kids
 	Count    int // all app.bulleted records
-	// fronts is the free room before the first item of long sibling
-	// lists Next made (by container; never changed, replaced: prepend)
-	fronts map[string]frontRoom
 }
 
 // Parent is the node it hangs under (nil at the top level or when detached).
@@ -456,35 +453,46 @@ func Rebuild(s *store.Snapshot, prev *Tree) *Tree {
 			}
 		}
 	}
-	// children lists sized first: one allocation each
-	counts := make([]int32, len(slab))
+	// the children lists: one array for all, each parent's part of it
+	// sized first (counts, then where each part ends)
+	ends := make([]int32, len(slab))
+	var roots, detached []*Item
 	for i := range slab {
 		if slab[i].Detached == "" && up[i] >= 0 {
-			counts[up[i]]++
+			ends[up[i]]++
 		}
 	}
-	for i := range slab {
-		if counts[i] > 0 {
-			slab[i].Children = make([]*Item, 0, counts[i])
-		}
+	off := int32(0)
+	for i, c := range ends {
+		ends[i] = off // where the part starts, until it is filled
+		off += c
 	}
+	all := make([]*Item, off)
 	for i := range slab {
 		it := &slab[i]
 		switch {
 		case it.Detached != "":
-			t.Detached = append(t.Detached, it)
+			detached = append(detached, it)
 		case up[i] < 0:
-			t.Roots = append(t.Roots, it)
+			roots = append(roots, it)
 		default:
-			p := &slab[up[i]]
-			p.Children = append(p.Children, it)
+			p := up[i]
+			all[ends[p]] = it
+			ends[p]++
 		}
 	}
-	sortItems(t.Roots)
+	start := int32(0) // each part ends where the next starts
 	for i := range slab {
-		sortItems(slab[i].Children)
+		if ends[i] > start {
+			part := all[start:ends[i]:ends[i]]
+			sortItems(part)
+			slab[i].Children = KidsOf(part)
+			start = ends[i]
+		}
 	}
-	sortItems(t.Detached)
+	sortItems(roots)
+	sortItems(detached)
+	t.Roots, t.Detached = KidsOf(roots), KidsOf(detached)
 	t.Nodes, t.Mirrors = sortedMapOf(pointers(nodeSlab), itemKey), sortedMapOf(pointers(mirrorSlab), itemKey)
 	t.Notes, t.Policies, t.Outlines, t.Others = mapOf(notes), mapOf(policies), mapOf(outlines), mapOf(others)
 	return t
@@ -553,7 +561,7 @@ func less(a, b *Item) bool {
 }
 
 // ChildrenOf returns the sibling list under parent (nil: the top level).
-func (t *Tree) ChildrenOf(parent *Item) []*Item {
+func (t *Tree) ChildrenOf(parent *Item) Kids {
 	if parent == nil {
 		return t.Roots
 	}
@@ -574,7 +582,7 @@ func (t *Tree) IsAncestor(a, b *Item) bool {
 func Subtree(it *Item) []*Item {
 	out := []*Item{it}
 	for i := 0; i < len(out); i++ {
-		out = append(out, out[i].Children...)
+		out = out[i].Children.AppendTo(out)
 	}
 	return out
 }
@@ -833,9 +841,9 @@ func (t *Tree) Snapshot() *store.Snapshot {
 func (t *Tree) Describe() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s %s count=%d nodes=%d mirrors=%d notes=%d\n", t.DID, t.Commit, t.Rev, t.Count, t.Nodes.Len(), t.Mirrors.Len(), t.Notes.Len())
-	var walk func(items []*Item, depth int, parent string)
-	walk = func(items []*Item, depth int, parent string) {
-		for _, it := range items {
+	var walk func(items Kids, depth int, parent string)
+	walk = func(items Kids, depth int, parent string) {
+		for _, it := range items.All() {
 			note := ""
 			if it.Note != nil {
 				note = it.Note.RKey + "@" + it.Note.CID + fmt.Sprint(it.Note.Value.Get("text"))

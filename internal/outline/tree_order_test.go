@@ -57,8 +57,8 @@ func TestBuildAnyRecordOrder(t *testing.T) {
 	if a.Describe() != b.Describe() {
 		t.Fatal("a shuffled snapshot makes another tree")
 	}
-	if len(a.Detached) != 4 {
-		t.Fatalf("%d detached, want 4 (another repository, a missing parent, a 2-cycle)", len(a.Detached))
+	if a.Detached.Len() != 4 {
+		t.Fatalf("%d detached, want 4 (another repository, a missing parent, a 2-cycle)", a.Detached.Len())
 	}
 	for _, tr := range []*outline.Tree{a, b} {
 		for _, r := range recs {

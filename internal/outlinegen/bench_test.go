@@ -133,7 +133,7 @@ func BenchmarkPlanInsert(b *testing.B) {
 		e := outline.New(outlinegen.NewMemory(generate(xm, n)))
 		ctx := context.Background()
 		tr, _ := e.Tree(ctx)
-		parent := tr.Roots[3].Key()
+		parent := tr.Roots.At(3).Key()
 		plan := func() {
 			if _, err := e.DoFunc(ctx, true, func(p *outline.Planner) error {
 				return intent.Insert{Pos: outline.Position{Parent: parent}, Nodes: []intent.NewNode{{Text: "one"}}}.Plan(p)
@@ -157,7 +157,7 @@ func BenchmarkIndexUpdate(b *testing.B) {
 		defer xm.report(b)
 		recs := generate(xm, n)
 		t1 := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c1", Records: recs})
-		r := t1.Roots[3].Children[0].Rec
+		r := t1.Roots.At(3).Children.At(0).Rec
 		v := r.Value.Map()
 		v["text"] = "changed budget review"
 		t2 := t1.Next("c2", "c2", []store.Record{{Collection: r.Collection, RKey: r.RKey, CID: "changed", Value: store.MustValue(v)}})

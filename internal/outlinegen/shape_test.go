@@ -33,11 +33,11 @@ var dateInText = regexp.MustCompile(`\b2026-\d\d-\d\d\b`)
 
 func measure(recs []store.Record) (*outline.Tree, shape) {
 	tr := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c", Records: recs})
-	s := shape{nodes: tr.Nodes.Len(), notes: tr.Notes.Len(), sections: len(tr.Roots), detached: len(tr.Detached), handles: map[string]bool{}, levels: map[int]bool{}}
-	var walk func(items []*outline.Item, d int)
-	walk = func(items []*outline.Item, d int) {
+	s := shape{nodes: tr.Nodes.Len(), notes: tr.Notes.Len(), sections: tr.Roots.Len(), detached: tr.Detached.Len(), handles: map[string]bool{}, levels: map[int]bool{}}
+	var walk func(items outline.Kids, d int)
+	walk = func(items outline.Kids, d int) {
 		seen := map[string]bool{}
-		for _, it := range items {
+		for it := range items.Items() {
 			s.levels[d] = true
 			s.depth = max(s.depth, d)
 			if k := it.Str("sortKey"); seen[k] {
@@ -45,8 +45,8 @@ func measure(recs []store.Record) (*outline.Tree, shape) {
 			} else {
 				seen[k] = true
 			}
-			s.widest = max(s.widest, len(it.Children))
-			if len(it.Children) >= 2000 {
+			s.widest = max(s.widest, it.Children.Len())
+			if it.Children.Len() >= 2000 {
 				s.bigLevels++
 			}
 			switch it.Str("layout") {

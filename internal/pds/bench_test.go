@@ -175,7 +175,7 @@ func BenchmarkReadOutline10k(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			key := t.Roots[0].Children[0].Key()
+			key := t.Roots.At(0).Children.At(0).Key()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
@@ -212,7 +212,7 @@ func BenchmarkReadOutline10k(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			key := t.Roots[1].Children[0].Key()
+			key := t.Roots.At(1).Children.At(0).Key()
 			w := outline.New(writer)
 			var cars int64
 			b.ResetTimer()
@@ -276,9 +276,9 @@ func BenchmarkMove1000(b *testing.B) {
 			b.Fatal(err)
 		}
 		t, _ := e.Tree(ctx)
-		from, to, back := t.Roots[0], t.Roots[1].Key(), t.Roots[2].Key()
+		from, to, back := t.Roots.At(0), t.Roots.At(1).Key(), t.Roots.At(2).Key()
 		var refs []string
-		for _, c := range from.Children {
+		for c := range from.Children.Items() {
 			refs = append(refs, c.Key())
 		}
 		start := time.Now()

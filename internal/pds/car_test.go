@@ -111,22 +111,22 @@ func TestIncrementalRead(t *testing.T) {
 	// the other client edits, moves, completes, deletes and inserts
 	roots := t0.Roots
 	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error {
-		if err := (intent.Edit{Node: roots[1].Key(), Text: ptr("edited"), Note: ptr("a new note")}).Plan(p); err != nil {
+		if err := (intent.Edit{Node: roots.At(1).Key(), Text: ptr("edited"), Note: ptr("a new note")}).Plan(p); err != nil {
 			return err
 		}
-		if err := (intent.Edit{Node: roots[0].Key(), Note: ptr("")}).Plan(p); err != nil {
+		if err := (intent.Edit{Node: roots.At(0).Key(), Note: ptr("")}).Plan(p); err != nil {
 			return err
 		}
-		if err := (intent.Move{Nodes: []string{roots[2].Key(), roots[3].Key()}, Pos: outline.Position{Parent: roots[5].Key()}}).Plan(p); err != nil {
+		if err := (intent.Move{Nodes: []string{roots.At(2).Key(), roots.At(3).Key()}, Pos: outline.Position{Parent: roots.At(5).Key()}}).Plan(p); err != nil {
 			return err
 		}
-		if err := (intent.Complete{Node: roots[4].Children[0].Key(), Done: true}).Plan(p); err != nil {
+		if err := (intent.Complete{Node: roots.At(4).Children.At(0).Key(), Done: true}).Plan(p); err != nil {
 			return err
 		}
-		if err := (intent.Delete{Node: roots[8].Key(), Children: "subtree"}).Plan(p); err != nil {
+		if err := (intent.Delete{Node: roots.At(8).Key(), Children: "subtree"}).Plan(p); err != nil {
 			return err
 		}
-		return intent.Insert{Pos: outline.Position{After: roots[10].Key()}, Nodes: []intent.NewNode{{Text: "new", Children: []intent.NewNode{{Text: "new child"}}}}}.Plan(p)
+		return intent.Insert{Pos: outline.Position{After: roots.At(10).Key()}, Nodes: []intent.NewNode{{Text: "new", Children: []intent.NewNode{{Text: "new child"}}}}}.Plan(p)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestIncrementalRead(t *testing.T) {
 	// whole read nor walk of the MST made it
 	walks := r.Stats.Walks.Load()
 	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
-		return intent.Delete{Node: roots[12].Key(), Children: "subtree"}.Plan(p)
+		return intent.Delete{Node: roots.At(12).Key(), Children: "subtree"}.Plan(p)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestIncrementalRead(t *testing.T) {
 	if r.Stats.CARs.Load() != cars || r.Stats.Walks.Load() != walks {
 		t.Fatalf("after our write: %d CARs, %d walks", r.Stats.CARs.Load(), r.Stats.Walks.Load()-walks)
 	}
-	if t1.Nodes.Get(roots[12].Key()) != nil || t1.Nodes.Get(roots[1].Key()).Str("text") != "edited" {
+	if t1.Nodes.Get(roots.At(12).Key()) != nil || t1.Nodes.Get(roots.At(1).Key()).Str("text") != "edited" {
 		t.Fatal("the tree does not show the changes")
 	}
 	agreesWithFresh(t, srv.URL, r, t1.Snapshot())
@@ -165,7 +165,7 @@ func TestIncrementalRead(t *testing.T) {
 	// deleting most of the outline leaves most kept blocks unreachable:
 	// they are dropped
 	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error {
-		for _, it := range roots[30:] {
+		for _, it := range roots.From(30) {
 			if err := (intent.Delete{Node: it.Key(), Children: "subtree"}).Plan(p); err != nil {
 				return err
 			}
@@ -191,7 +191,7 @@ func TestIncrementalRead(t *testing.T) {
 	pds.ForgetKeptBlocks(r)
 	diffs = r.Stats.Diffs.Load()
 	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error {
-		return intent.Edit{Node: roots[20].Key(), Text: ptr("edited again")}.Plan(p)
+		return intent.Edit{Node: roots.At(20).Key(), Text: ptr("edited again")}.Plan(p)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -264,10 +264,10 @@ func TestCacheAcrossRestarts(t *testing.T) {
 	// restart after the editor changed things: only the difference
 	if _, err := other.DoFunc(ctx, false, func(p *outline.Planner) error {
 		tr := p.Tree()
-		if err := (intent.Edit{Node: tr.Roots[0].Key(), Text: ptr("changed while we were away")}).Plan(p); err != nil {
+		if err := (intent.Edit{Node: tr.Roots.At(0).Key(), Text: ptr("changed while we were away")}).Plan(p); err != nil {
 			return err
 		}
-		return intent.Delete{Node: tr.Roots[1].Key(), Children: "refuse"}.Plan(p)
+		return intent.Delete{Node: tr.Roots.At(1).Key(), Children: "refuse"}.Plan(p)
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func BenchmarkPDSCost(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			parent := t.Roots[0].Key()
+			parent := t.Roots.At(0).Key()
 			c := tr.Client()
 			var ins, bareIns, bareHead, cold, bareCold []float64
 			heads, diffs := r.Stats.Heads.Load(), r.Stats.Diffs.Load()

@@ -54,7 +54,7 @@ func TestChangesOwnWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	did := r.DID().String()
-	upd := tr.Roots[3].Rec
+	upd := tr.Roots.At(3).Rec
 	value := map[string]any{}
 	for k, v := range upd.Value.Map() {
 		value[k] = v
@@ -65,9 +65,9 @@ func TestChangesOwnWrite(t *testing.T) {
 	created := "3kzzzzzzzzz2a"
 	writes := []store.Write{
 		{Op: store.Create, Collection: "app.bulleted.node", RKey: created, Value: map[string]any{"$type": "app.bulleted.node",
-			"text": "new", "sortKey": "zz", "createdAt": "2026-12-01T10:00:00.000Z", "parent": "at://" + did + "/app.bulleted.node/" + tr.Roots[0].Key()}},
+			"text": "new", "sortKey": "zz", "createdAt": "2026-12-01T10:00:00.000Z", "parent": "at://" + did + "/app.bulleted.node/" + tr.Roots.At(0).Key()}},
 		{Op: store.Update, Collection: upd.Collection, RKey: upd.RKey, Value: value},
-		{Op: store.Delete, Collection: "app.bulleted.note", RKey: tr.Roots[5].Key()},
+		{Op: store.Delete, Collection: "app.bulleted.note", RKey: tr.Roots.At(5).Key()},
 	}
 	before := countsOf(r)
 	res, err := r.Apply(ctx, tr.Commit, writes)

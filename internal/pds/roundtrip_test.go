@@ -45,8 +45,8 @@ func TestImportRoundTripFromPDS(t *testing.T) {
 			t.Fatal(err)
 		}
 		tr := outline.Build(s)
-		if len(tr.Detached) > 0 {
-			t.Fatalf("%d detached bullet(s) in %s", len(tr.Detached), repo.DID())
+		if tr.Detached.Len() > 0 {
+			t.Fatalf("%d detached bullet(s) in %s", tr.Detached.Len(), repo.DID())
 		}
 		v, err := view.Read(tr, nil, view.Options{Depth: 10, Limit: 1000})
 		if err != nil {

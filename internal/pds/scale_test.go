@@ -85,7 +85,7 @@ func BenchmarkInsertPDS(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			parent := t.Roots[0].Key()
+			parent := t.Roots.At(0).Key()
 			insert := func(i int) {
 				if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
 					return intent.Insert{Pos: outline.Position{Parent: parent, Where: "first"}, Nodes: []intent.NewNode{{Text: fmt.Sprint("bench ", i)}}}.Plan(p)
@@ -117,7 +117,7 @@ func BenchmarkInsertPDS(b *testing.B) {
 			b.Run("insert", func(b *testing.B) {
 				measure(b, func(i int) { insert(i + 1) })
 			})
-			edited := t.Roots[1].Rec
+			edited := t.Roots.At(1).Rec
 			b.Run("read-after-other", func(b *testing.B) {
 				measure(b, func(i int) {
 					b.StopTimer()

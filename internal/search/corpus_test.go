@@ -112,7 +112,7 @@ func TestScanAgreesWithWalk(t *testing.T) {
 	if x.rows() < 2*parallelMin {
 		t.Fatalf("only %d bullets", x.rows())
 	}
-	big := t1.Roots[3] // a section with a subtree worth scanning in chunks
+	big := t1.Roots.At(3) // a section with a subtree worth scanning in chunks
 	queries := []Query{
 		{Text: "budget review"},
 		{Text: "budget review", State: "open"},
@@ -189,7 +189,7 @@ func TestCorpusFollowsUpdates(t *testing.T) {
 		}
 	}
 	for i := len(recs) - 1; gone == ""; i-- {
-		if it := t1.Nodes.Get(recs[i].RKey); recs[i].Collection == "app.bulleted.node" && recs[i].RKey != changed && it.Note == nil && len(it.Children) == 0 {
+		if it := t1.Nodes.Get(recs[i].RKey); recs[i].Collection == "app.bulleted.node" && recs[i].RKey != changed && it.Note == nil && it.Children.Len() == 0 {
 			gone = recs[i].RKey
 			recs = slices.Delete(recs, i, i+1)
 		}
@@ -350,7 +350,7 @@ func TestCorpusAcrossCommits(t *testing.T) {
 		}
 		for range r.IntN(4) { // delete a leaf
 			i := nodes[r.IntN(len(nodes))]
-			if it := tr.Nodes.Get(next[i].RKey); it != nil && len(it.Children) == 0 && it.Note == nil {
+			if it := tr.Nodes.Get(next[i].RKey); it != nil && it.Children.Len() == 0 && it.Note == nil {
 				next[i] = store.Record{} // dropped below
 			}
 		}

@@ -113,10 +113,10 @@ func TestDepthPathsAgree(t *testing.T) {
 	tr := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c1", Rev: "r1", Records: outlinegen.Generate(3000, 1)})
 	xs := searchers(t, tr)
 	var unders []*outline.Item
-	for _, r := range tr.Roots[:3] {
+	for _, r := range tr.Roots.Slice(0, 3) {
 		unders = append(unders, r)
-		if len(r.Children) > 0 {
-			unders = append(unders, r.Children[0])
+		if r.Children.Len() > 0 {
+			unders = append(unders, r.Children.At(0))
 		}
 	}
 	levelOf := func(it, under *outline.Item) int {

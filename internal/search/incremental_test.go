@@ -103,7 +103,7 @@ func TestIndexFollowsCommits(t *testing.T) {
 		fresh := search.New()
 		fresh.Update(tr)
 		search.SameScan(t, x, fresh)
-		under := tr.Roots[rng.IntN(len(tr.Roots))]
+		under := tr.Roots.At(rng.IntN(tr.Roots.Len()))
 		for _, q := range []search.Query{{Text: "budget", Limit: 7}, {Text: "review", Limit: 5}, {Text: "budget", Under: under, Limit: 3}, {Text: fmt.Sprint(step)}} {
 			got, want := pages(t, x, tr, q), pages(t, fresh, tr, q)
 			if !reflect.DeepEqual(got, want) {
@@ -185,7 +185,7 @@ func TestIndexFollowsCommitsInBlocks(t *testing.T) {
 		if (kind == 3 || kind == 6) && (x.Derived != 1 || search.Relaid(x) != 1) {
 			t.Fatalf("step %d: one bullet's text or note edited: %d entries derived, %d blocks laid out again (of %d)", step, x.Derived, search.Relaid(x), search.Blocks(x))
 		}
-		under := tr.Roots[rng.IntN(len(tr.Roots))]
+		under := tr.Roots.At(rng.IntN(tr.Roots.Len()))
 		for _, q := range []search.Query{{Text: "zebra", Limit: 50}, {Text: "budget", Under: under, Limit: 9}, {Text: fmt.Sprint(step)}, {State: "open", Limit: 30}} {
 			got, want := pages(t, x, tr, q), pages(t, fresh, tr, q)
 			if !reflect.DeepEqual(got, want) {

@@ -360,7 +360,7 @@ func (x *Index) update(t *outline.Tree) {
 		x.entries = newEntryMap(t.Nodes.Len())
 		x.did = t.DID.String()
 		rows := make([]row, 0, t.Nodes.Len()+t.Mirrors.Len())
-		for _, it := range t.Roots {
+		for it := range t.Roots.Items() {
 			rows = x.layout(rows, it)
 		}
 		x.blocks = cut(rows)
@@ -410,7 +410,7 @@ func (x *Index) entry(it *outline.Item) *entry {
 func (x *Index) layout(rows []row, it *outline.Item) []row {
 	i := len(rows)
 	rows = append(rows, row{it: it, e: x.entry(it)})
-	for _, c := range it.Children {
+	for c := range it.Children.Items() {
 		rows = x.layout(rows, c)
 	}
 	rows[i].size = len(rows) - i
@@ -556,19 +556,19 @@ func keyOf(it *outline.Item) key { return key{it.Mirror, it.Key()} }
 // rest, a new version of an item keeps its row, its children synced in
 // turn, and other subtrees are taken out or laid out (a moved subtree from
 // its entries, as they were).
-func (x *Index) sync(items, olds []*outline.Item, q int) int {
-	i := 0
+func (x *Index) sync(kids, oldKids outline.Kids, q int) int {
+	// the items both lists share at their start and end (the chunks of a
+	// long list they share passed over whole), then those between
+	i, suf := kids.CommonEnds(oldKids)
 	w := x.walk(q)
-	for i < len(items) && i < len(olds) && items[i] == olds[i] {
+	for range i {
 		w.skip()
-		i++
 	}
-	ni, no := len(items), len(olds)
-	for ni > i && no > i && items[ni-1] == olds[no-1] {
-		ni--
-		no--
+	ni, no := kids.Len()-suf, oldKids.Len()-suf
+	if i == ni && i == no {
+		return 0
 	}
-	mid, omid := items[i:ni], olds[i:no]
+	mid, omid := kids.Slice(i, ni), oldKids.Slice(i, no)
 	if len(mid) == 0 && len(omid) == 0 {
 		return 0
 	}
@@ -659,7 +659,7 @@ func (x *Index) position(t *outline.Tree, it *outline.Item) (int, bool) {
 	items, w := t.Roots, x.walk(0)
 	for i := len(path) - 1; i >= 0; i-- {
 		found := false
-		for _, s := range items {
+		for s := range items.Items() {
 			r := w.at()
 			if r == nil || r.it != s {
 				return 0, false
@@ -1052,29 +1052,29 @@ func (x *Index) walkTree(t *outline.Tree, q Query, m *matcher, fp string, after 
 		}
 		stack = append(stack, it)
 		defer func() { stack = stack[:len(stack)-1] }()
-		for _, c := range it.Children {
+		for c := range it.Children.Items() {
 			if !visit(c) {
 				return false
 			}
 		}
 		return true
 	}
-	all := func(items []*outline.Item) bool {
-		for _, it := range items {
+	all := func(items outline.Kids, from int) bool {
+		for _, it := range items.From(from) {
 			if !visit(it) {
 				return false
 			}
 		}
 		return true
 	}
-	var resume func(items []*outline.Item, path []step) bool
-	resume = func(items []*outline.Item, path []step) bool {
+	var resume func(items outline.Kids, path []step) bool
+	resume = func(items outline.Kids, path []step) bool {
 		if len(path) == 0 {
-			return all(items)
+			return all(items, 0)
 		}
-		i, found := slices.BinarySearchFunc(items, path[0], cmp)
+		i, found := items.SearchFunc(func(it *outline.Item) int { return cmp(it, path[0]) })
 		if found {
-			it := items[i]
+			it := items.At(i)
 			stack = append(stack, it)
 			ok := resume(it.Children, path[1:])
 			stack = stack[:len(stack)-1]
@@ -1083,7 +1083,7 @@ func (x *Index) walkTree(t *outline.Tree, q Query, m *matcher, fp string, after 
 			}
 			i++
 		}
-		return all(items[i:])
+		return all(items, i)
 	}
 	top := t.Roots
 	if q.Under != nil {
@@ -1091,7 +1091,7 @@ func (x *Index) walkTree(t *outline.Tree, q Query, m *matcher, fp string, after 
 			stack = append([]*outline.Item{p}, stack...)
 		}
 		base = len(stack)
-		top = []*outline.Item{q.Under}
+		top = outline.KidsOf([]*outline.Item{q.Under})
 	}
 	resume(top, after)
 	if full && last != nil {
@@ -1126,15 +1126,15 @@ func (x *Index) scan(t *outline.Tree, q Query, m *matcher, fp string, after []st
 	if len(after) > 0 {
 		items := t.Roots // a cursor's path starts at the top, or at Under
 		if q.Under != nil {
-			items = []*outline.Item{q.Under}
+			items = outline.KidsOf([]*outline.Item{q.Under})
 		}
 		var last *outline.Item
 		for _, s := range after {
-			i, found := slices.BinarySearchFunc(items, s, cmp)
+			i, found := items.SearchFunc(func(it *outline.Item) int { return cmp(it, s) })
 			if !found {
 				return nil, false
 			}
-			last = items[i]
+			last = items.At(i)
 			items = last.Children
 		}
 		i, ok := x.position(t, last)
@@ -1367,7 +1367,7 @@ func (bl *block) scanText(m *matcher, a, b, base, limit int, out []found) []foun
 const Window = 40
 
 func hit(t *outline.Tree, it *outline.Item, stack []*outline.Item, at, n int, inNote bool) Hit {
-	h := Hit{RKey: it.Key(), URI: t.NodeURI(it.Key()), Layout: it.Str("layout"), ChildCount: len(it.Children), Breadcrumb: []string{}, InNote: inNote}
+	h := Hit{RKey: it.Key(), URI: t.NodeURI(it.Key()), Layout: it.Str("layout"), ChildCount: it.Children.Len(), Breadcrumb: []string{}, InNote: inNote}
 	h.Done = h.Layout == "todo" && it.Str("completedAt") != ""
 	if par := t.Parent(it); par != nil {
 		h.Parent = par.Key()

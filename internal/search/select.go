@@ -28,7 +28,7 @@ func Select(t *outline.Tree, q Query, fn func(it *outline.Item) bool) error {
 		if q.Depth > 0 && level == q.Depth {
 			return true // its children are below depth
 		}
-		for _, c := range it.Children {
+		for c := range it.Children.Items() {
 			if !visit(c, level+1) {
 				return false
 			}
@@ -37,9 +37,9 @@ func Select(t *outline.Tree, q Query, fn func(it *outline.Item) bool) error {
 	}
 	top := t.Roots
 	if q.Under != nil {
-		top = []*outline.Item{q.Under}
+		top = outline.KidsOf([]*outline.Item{q.Under})
 	}
-	for _, it := range top {
+	for it := range top.Items() {
 		if !visit(it, 0) {
 			return nil
 		}

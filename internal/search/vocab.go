@@ -39,9 +39,9 @@ func (x *Index) layoutNotice(t *outline.Tree, layout string) string {
 	count := map[string]int{}
 	if !x.builtFor(t) {
 		// a cold index (its first searches walk the tree): counted there
-		var walk func(items []*outline.Item)
-		walk = func(items []*outline.Item) {
-			for _, it := range items {
+		var walk func(items outline.Kids)
+		walk = func(items outline.Kids) {
+			for it := range items.Items() {
 				if !it.Mirror {
 					l := it.Str("layout")
 					if l == "" {

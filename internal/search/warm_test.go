@@ -17,7 +17,7 @@ func TestWarmKeepsANewerIndex(t *testing.T) {
 	t.Parallel()
 	recs := outlinegen.Generate(300, 1)
 	t1 := outline.Build(&store.Snapshot{DID: outlinegen.DID, Commit: "c1", Rev: "r000000001", Records: recs})
-	r := t1.Roots[1].Rec
+	r := t1.Roots.At(1).Rec
 	v := r.Value.Map()
 	v["text"] = "changed"
 	t2 := t1.Next("c2", "r000000002", []store.Record{{Collection: r.Collection, RKey: r.RKey, CID: "changed", Value: store.MustValue(v)}})
@@ -50,7 +50,7 @@ func TestColdSearchWalks(t *testing.T) {
 	built := New()
 	built.Update(tr)
 	queries := []Query{{Text: "budget", State: "open"}, {Text: "review", Limit: 7}, {Tags: []string{"plan"}}, {Text: "zzzz nothing"},
-		{Layout: "heading"}, {Text: "a", Under: tr.Roots[1], Limit: 5}}
+		{Layout: "heading"}, {Text: "a", Under: tr.Roots.At(1), Limit: 5}}
 	cold := NewCache(0).For(outlinegen.DID)
 	cold.mu.Lock() // a build under way that the cold searches must not wait for
 	for _, q := range queries {

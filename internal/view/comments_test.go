@@ -116,12 +116,12 @@ func TestBuildLargeFlagsInvalid(t *testing.T) {
 	}
 	tr := outline.Build(&store.Snapshot{DID: owner, Records: recs})
 	var bad []string
-	for _, it := range tr.Roots {
+	for it := range tr.Roots.Items() {
 		if tr.Invalid(it) != "" {
 			bad = append(bad, it.Key())
 		}
 	}
-	if len(bad) != 3 || len(tr.Roots) != 1500 {
-		t.Fatalf("%d invalid (want 3) of %d: %.200v", len(bad), len(tr.Roots), bad)
+	if len(bad) != 3 || tr.Roots.Len() != 1500 {
+		t.Fatalf("%d invalid (want 3) of %d: %.200v", len(bad), tr.Roots.Len(), bad)
 	}
 }

@@ -61,7 +61,7 @@ func (v *View) Enrich(t *outline.Tree, other Trees) []string {
 			return
 		}
 		r.Mirror.Text = n.Str("text")
-		r.Mirror.ChildCount = len(n.Children)
+		r.Mirror.ChildCount = n.Children.Len()
 		for _, c := range chain {
 			if c == r.Mirror.Original {
 				r.Mirror.Cut = "cycle: this mirror shows a bullet it is itself inside"
@@ -73,10 +73,10 @@ func (v *View) Enrich(t *outline.Tree, other Trees) []string {
 			return
 		}
 		chain = append(chain, r.Mirror.Original)
-		var walk func(items []*outline.Item, d int) []*Row
-		walk = func(items []*outline.Item, d int) []*Row {
+		var walk func(items outline.Kids, d int) []*Row
+		walk = func(items outline.Kids, d int) []*Row {
 			var out []*Row
-			for _, it := range items {
+			for it := range items.Items() {
 				if *budget <= 0 {
 					r.Mirror.Cut = fmt.Sprintf("size: at most %d mirrored rows are shown; read the original with repo=%s node=%s", MirrorRows, ot.DID, n.Key())
 					return out
@@ -91,7 +91,7 @@ func (v *View) Enrich(t *outline.Tree, other Trees) []string {
 				if c.Mirror != nil {
 					mirror(c, chain, budget)
 				}
-				if len(it.Children) > 0 && d < v.depth {
+				if it.Children.Len() > 0 && d < v.depth {
 					c.Children = walk(it.Children, d+1)
 				}
 			}

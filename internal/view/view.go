@@ -156,13 +156,13 @@ type walker struct {
 
 func (w *walker) children(e entry) []entry {
 	var out []entry
-	var kids []*outline.Item
+	var kids outline.Kids
 	if e.it == nil {
 		kids = w.t.Roots
 	} else {
 		kids = e.it.Children
 	}
-	for _, k := range kids {
+	for k := range kids.Items() {
 		out = append(out, entry{k, e.t})
 	}
 	if e.it != nil && e.t == w.t && w.o.Contributions != nil {
@@ -353,10 +353,10 @@ func (v *View) FlatView() *View {
 // parent is in another repository may be a contribution to a shared
 // outline there, which this read cannot tell, and the reason says so.
 func (v *View) detachedRows(t *outline.Tree, fields bool) {
-	var walk func(items []*outline.Item, d int) []*Row
-	walk = func(items []*outline.Item, d int) []*Row {
+	var walk func(items outline.Kids, d int) []*Row
+	walk = func(items outline.Kids, d int) []*Row {
 		var out []*Row
-		for _, it := range items {
+		for it := range items.Items() {
 			r := rowOf(t, it, fields)
 			r.Depth = d
 			if d == 1 && strings.HasPrefix(r.Detached, "parent is in another repository") {
@@ -404,7 +404,7 @@ func rowOf(t *outline.Tree, it *outline.Item, fields bool) *Row {
 	}
 	r := &Row{URI: "at://" + t.DID.String() + "/" + coll + "/" + it.Key(), CID: it.Rec.CID, RKey: it.Key(), DID: t.DID.String(), Parent: it.Str("parent"),
 		SortKey: it.SortKey(), Text: it.Str("text"), Facets: it.Rec.Value.Get("facets"), Layout: it.Str("layout"), Display: it.Str("display"),
-		CreatedAt: it.Str("createdAt"), CompletedAt: it.Str("completedAt"), ChildCount: len(it.Children), Detached: it.Detached,
+		CreatedAt: it.Str("createdAt"), CompletedAt: it.Str("completedAt"), ChildCount: it.Children.Len(), Detached: it.Detached,
 		Invalid: t.Invalid(it)}
 	if it.Note != nil {
 		r.Note, _ = it.Note.Value.Text("text")

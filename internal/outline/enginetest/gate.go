@@ -387,7 +387,7 @@ func gateProperty(t *testing.T, open Open, steps int) {
 			switch kind {
 			case "good":
 				kids := p.Children(a)
-				keys, err := p.Place(kids, rng.IntN(len(kids)+1), 1)
+				keys, err := p.Place(kids, rng.IntN(kids.Len()+1), 1)
 				if err != nil {
 					return err
 				}
@@ -400,9 +400,9 @@ func gateProperty(t *testing.T, open Open, steps int) {
 				v["parent"] = p.NodeURI(d.Key())
 				p.Update(a.Rec, v, "")
 			case "orphan":
-				if len(a.Children) == 0 {
+				if a.Children.Len() == 0 {
 					kind = "good" // nothing to orphan: a child made instead
-					keys, err := p.Place(nil, 0, 1)
+					keys, err := p.Place(outline.Kids{}, 0, 1)
 					if err != nil {
 						return err
 					}
@@ -421,7 +421,7 @@ func gateProperty(t *testing.T, open Open, steps int) {
 				p.CreateAt(lexicon.Note, k, map[string]any{"$type": lexicon.Note, "text": "n", "subject": p.NodeURI(k), "createdAt": p.Stamp()}, "")
 			case "tie":
 				kids := p.Children(a)
-				if len(kids) == 0 {
+				if kids.Len() == 0 {
 					kids = p.Children(nil)
 					a = nil
 				}
@@ -429,7 +429,7 @@ func gateProperty(t *testing.T, open Open, steps int) {
 				if a != nil {
 					parent = p.NodeURI(a.Key())
 				}
-				p.Create(lexicon.Node, node(parent, kids[rng.IntN(len(kids))].SortKey()), "")
+				p.Create(lexicon.Node, node(parent, kids.At(rng.IntN(kids.Len())).SortKey()), "")
 			case "foreign root":
 				p.Create(lexicon.CommentPolicy, map[string]any{"$type": lexicon.CommentPolicy, "allow": []any{"mentioned"}, "root": "at://did:plc:someoneelse/app.bulleted.node/3abc", "createdAt": p.Stamp()}, "")
 			case "missing parent":

@@ -28,7 +28,7 @@ func everyIntentAndItsInverse(t *testing.T, open Open) {
 		{"insert", intent.Insert{Pos: outline.Position{Parent: top[1]}, Nodes: []intent.NewNode{{Text: "granny smith"}}},
 			func(tr *outline.Tree) bool {
 				c := node(tr, top[1]).Children
-				return len(c) == 1 && c[0].Str("text") == "granny smith"
+				return c.Len() == 1 && c.At(0).Str("text") == "granny smith"
 			}},
 		{"move", intent.Move{Nodes: []string{kids[1]}, Pos: outline.Position{Parent: top[2], Where: "first"}},
 			func(tr *outline.Tree) bool { return tr.Parent(node(tr, kids[1])) == node(tr, top[2]) }},
@@ -49,7 +49,7 @@ func everyIntentAndItsInverse(t *testing.T, open Open) {
 		{"policy", intent.Policy{Allow: []string{"mentioned"}},
 			func(tr *outline.Tree) bool { return tr.Policies.Len() == 1 }},
 		{"mirror", intent.Mirror{Original: top[2], Pos: outline.Position{Parent: top[1]}},
-			func(tr *outline.Tree) bool { c := node(tr, top[1]).Children; return len(c) == 1 && c[0].Mirror }},
+			func(tr *outline.Tree) bool { c := node(tr, top[1]).Children; return c.Len() == 1 && c.At(0).Mirror }},
 		{"comment", intent.Comment{Subject: top[2], Text: "lovely"},
 			func(tr *outline.Tree) bool { return countColl(tr, "app.bulleted.comment") == 1 }},
 		{"outline", intent.Outline{Title: str("Fruit")},
@@ -58,11 +58,11 @@ func everyIntentAndItsInverse(t *testing.T, open Open) {
 				return ok && r.Value.Get("title") == "Fruit"
 			}},
 		{"sort", intent.Sort{By: intent.SortText},
-			func(tr *outline.Tree) bool { return tr.Roots[0].Key() == top[1] && tr.Roots[2].Key() == top[2] }},
+			func(tr *outline.Tree) bool { return tr.Roots.At(0).Key() == top[1] && tr.Roots.At(2).Key() == top[2] }},
 		{"batch", intent.Batch{
 			{Tool: "insert_after", Intent: intent.Insert{Nodes: []intent.NewNode{{Text: "d dates"}}}},
 			{Tool: "sort_children", Intent: intent.Sort{By: intent.SortReverse}}},
-			func(tr *outline.Tree) bool { return len(tr.Roots) == 4 && tr.Roots[0].Str("text") == "d dates" }},
+			func(tr *outline.Tree) bool { return tr.Roots.Len() == 4 && tr.Roots.At(0).Str("text") == "d dates" }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -79,7 +79,7 @@ func resumeAfterForeignAppends(t *testing.T, open Open) {
 	tr := outline.Build(s)
 	var texts []string
 	seen := map[string]bool{}
-	for _, r := range tr.Roots {
+	for r := range tr.Roots.Items() {
 		texts = append(texts, r.Str("text"))
 		if seen[r.SortKey()] {
 			t.Errorf("sortKey %q tied after resume", r.SortKey())
@@ -103,7 +103,7 @@ func resumeAfterForeignAppends(t *testing.T, open Open) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := len(outline.Build(s).Roots); got != 5 {
+	if got := outline.Build(s).Roots.Len(); got != 5 {
 		t.Fatalf("after undo: %d top-level bullets, want the other client's 5", got)
 	}
 }

@@ -62,7 +62,7 @@ func Texts(t testing.TB, e *outline.Engine, parent string) []string {
 		it, _ = tr.Resolve(parent)
 	}
 	var out []string
-	for _, c := range tr.ChildrenOf(it) {
+	for c := range tr.ChildrenOf(it).Items() {
 		out = append(out, c.Str("text"))
 	}
 	return out
@@ -308,8 +308,8 @@ func randomIntents(t *testing.T, open Open, steps int) {
 func checkInvariants(t *testing.T, e *outline.Engine) {
 	t.Helper()
 	tr, _ := e.Tree(context.Background())
-	if len(tr.Detached) > 0 {
-		t.Fatalf("engine detached %s: %s", tr.Detached[0].Key(), tr.Detached[0].Detached)
+	if tr.Detached.Len() > 0 {
+		t.Fatalf("engine detached %s: %s", tr.Detached.At(0).Key(), tr.Detached.At(0).Detached)
 	}
 	// the engine keeps its tree current from each commit's changes: it
 	// must be the tree of the repository's records as read back
@@ -320,10 +320,10 @@ func checkInvariants(t *testing.T, e *outline.Engine) {
 	if got, want := tr.Describe(), outline.Build(s).Describe(); got != want {
 		t.Fatalf("the engine's tree differs from the repository's records:\n%s", firstDiff(got, want))
 	}
-	var walk func(items []*outline.Item)
-	walk = func(items []*outline.Item) {
+	var walk func(items outline.Kids)
+	walk = func(items outline.Kids) {
 		var keys []string
-		for _, it := range items {
+		for it := range items.Items() {
 			keys = append(keys, it.SortKey())
 			if tr.Invalid(it) != "" {
 				t.Fatalf("invalid record %s: %s", it.Key(), tr.Invalid(it))
@@ -364,7 +364,7 @@ func reattachDetached(t *testing.T, open Open) {
 		t.Fatal(err)
 	}
 	tr, _ := e.Tree(ctx)
-	if len(tr.Detached) != 1 || tr.Detached[0].Key() != orphan {
+	if tr.Detached.Len() != 1 || tr.Detached.At(0).Key() != orphan {
 		t.Fatalf("detached: %v", tr.Detached)
 	}
 	_, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
@@ -383,8 +383,8 @@ func reattachDetached(t *testing.T, open Open) {
 		t.Fatalf("diagnostics: %v", out.Plan.Diagnostics)
 	}
 	tr, _ = e.Tree(ctx)
-	if len(tr.Detached) != 0 || !reflect.DeepEqual(Texts(t, e, home), []string{"orphan"}) {
-		t.Fatalf("after re-attach: detached %d, children %v", len(tr.Detached), Texts(t, e, home))
+	if tr.Detached.Len() != 0 || !reflect.DeepEqual(Texts(t, e, home), []string{"orphan"}) {
+		t.Fatalf("after re-attach: detached %d, children %v", tr.Detached.Len(), Texts(t, e, home))
 	}
 }
 

@@ -156,7 +156,7 @@ func (d DeleteWhere) Plan(p *outline.Planner) error {
 	}
 	for i := len(items) - 1; i >= 0; i-- {
 		it := items[i]
-		if len(it.Children) > 0 {
+		if it.Children.Len() > 0 {
 			p.Tree() // its children as the deletes before left them
 		}
 		if err := (Delete{Node: it.Key(), Children: d.Children}).Plan(p); err != nil {

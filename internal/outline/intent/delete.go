@@ -30,8 +30,8 @@ func (d Delete) Plan(p *outline.Planner) error {
 	kids := it.Children
 	switch d.Children {
 	case "", "refuse":
-		if len(kids) > 0 {
-			return outline.Fail(outline.ErrHasChildren, "pass children=lift to move them up into its place, or children=subtree to delete them too", "%s has %d child(ren); nothing cascades", it.Key(), len(kids))
+		if kids.Len() > 0 {
+			return outline.Fail(outline.ErrHasChildren, "pass children=lift to move them up into its place, or children=subtree to delete them too", "%s has %d child(ren); nothing cascades", it.Key(), kids.Len())
 		}
 	case "lift":
 		if err := lift(p, t, it); err != nil {
@@ -65,22 +65,22 @@ func (d Delete) Plan(p *outline.Planner) error {
 
 // lift moves it's children up into its place among its siblings.
 func lift(p *outline.Planner, t *outline.Tree, it *outline.Item) error {
-	if len(it.Children) == 0 {
+	if it.Children.Len() == 0 {
 		return nil
 	}
 	parent := t.Parent(it)
 	sibs := t.ChildrenOf(parent)
 	at, ok := siblingIndex(sibs, it)
 	if ok {
-		sibs = slices.Delete(slices.Clone(sibs), at, at+1)
+		sibs = sibs.Delete(at, at+1)
 	} else {
 		at = 0 // detached: its children go first at the top level
 	}
-	keys, err := p.Place(sibs, at, len(it.Children))
+	keys, err := p.Place(sibs, at, it.Children.Len())
 	if err != nil {
 		return err
 	}
-	for i, k := range it.Children {
+	for i, k := range it.Children.All() {
 		p.Reparent(k, parent, keys[i], "")
 	}
 	return nil

@@ -11,9 +11,9 @@ import (
 	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
 )
 
-func texts(items []*outline.Item) string {
+func texts(items outline.Kids) string {
 	var out []string
-	for _, it := range items {
+	for it := range items.Items() {
 		out = append(out, it.Str("text"))
 	}
 	return strings.Join(out, ", ")
@@ -63,13 +63,13 @@ func (s shout) Plan(p *outline.Planner) error {
 		return err
 	}
 	kids := p.Children(par)
-	for _, it := range kids {
+	for it := range kids.Items() {
 		v := it.Rec.Value.Map()
 		v["text"] = strings.ToUpper(it.Str("text"))
 		p.Update(it.Rec, v, "")
 	}
 	p.Touch(par.Key())
-	p.Summary("shout the %d children of %s", len(kids), outline.Name(par))
+	p.Summary("shout the %d children of %s", kids.Len(), outline.Name(par))
 	return nil
 }
 
@@ -90,7 +90,7 @@ func Example_newIntent() {
 		panic(err)
 	}
 	t, _ := e.Tree(ctx)
-	key := t.Roots[0].Key()
+	key := t.Roots.At(0).Key()
 
 	dry, err := e.Do(ctx, shout{key}, true)
 	if err != nil {
@@ -101,12 +101,12 @@ func Example_newIntent() {
 		panic(err)
 	}
 	t, _ = e.Tree(ctx)
-	fmt.Println(texts(t.Roots[0].Children))
+	fmt.Println(texts(t.Roots.At(0).Children))
 	if _, err := e.Undo(ctx, 1, "", false); err != nil {
 		panic(err)
 	}
 	t, _ = e.Tree(ctx)
-	fmt.Println("after undo:", texts(t.Roots[0].Children))
+	fmt.Println("after undo:", texts(t.Roots.At(0).Children))
 	// Output:
 	// dry run: 2 writes, 4 points
 	// MILK, BREAD

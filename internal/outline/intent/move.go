@@ -188,13 +188,13 @@ func (m Move) shared(p *outline.Planner, sh *outline.Shared, items []*outline.It
 // alreadyAt reports whether items stand, in order and together, at index
 // at of the sibling list that excludes them (so a move there changes
 // nothing).
-func alreadyAt(all []*outline.Item, items []*outline.Item, at int) bool {
+func alreadyAt(all outline.Kids, items []*outline.Item, at int) bool {
 	i, ok := siblingIndex(all, items[0])
-	if !ok || i != at || i+len(items) > len(all) {
+	if !ok || i != at || i+len(items) > all.Len() {
 		return false
 	}
 	for j, it := range items {
-		if all[i+j] != it {
+		if all.At(i+j) != it {
 			return false
 		}
 	}
@@ -229,9 +229,9 @@ func compareSiblings(a, b *outline.Item) int {
 
 // siblingIndex finds it in sibs (a list in sibling order) by binary
 // search.
-func siblingIndex(sibs []*outline.Item, it *outline.Item) (int, bool) {
-	i, _ := slices.BinarySearchFunc(sibs, it, compareSiblings)
-	if i < len(sibs) && sibs[i] == it {
+func siblingIndex(sibs outline.Kids, it *outline.Item) (int, bool) {
+	i, _ := sibs.SearchFunc(func(s *outline.Item) int { return compareSiblings(s, it) })
+	if i < sibs.Len() && sibs.At(i) == it {
 		return i, true
 	}
 	return 0, false

@@ -27,7 +27,7 @@ type MoveRun struct {
 func (r MoveRun) Plan(p *outline.Planner) error {
 	t := p.Tree()
 	var par *outline.Item
-	var sibs []*outline.Item
+	var sibs outline.Kids
 	i, j := 0, 0
 	if r.Level != "" {
 		lv, err := t.Resolve(r.Level)
@@ -35,10 +35,10 @@ func (r MoveRun) Plan(p *outline.Planner) error {
 			return err
 		}
 		par, sibs = lv, t.ChildrenOf(lv)
-		if len(sibs) == 0 {
+		if sibs.Len() == 0 {
 			return outline.Fail(outline.ErrInvalidInput, "name a bullet that has children", "%s has no children to split", lv.Key())
 		}
-		i, j = 0, len(sibs)-1
+		i, j = 0, sibs.Len()-1
 	} else {
 		a, err := t.Resolve(r.From)
 		if err != nil {
@@ -61,7 +61,7 @@ func (r MoveRun) Plan(p *outline.Planner) error {
 			return outline.Fail(outline.ErrInvalidInput, "swap from and to", "from %s comes after to %s in display order", a.Key(), b.Key())
 		}
 	}
-	run := sibs[i : j+1]
+	run := sibs.Slice(i, j+1)
 	keys := make([]string, len(run))
 	for k, it := range run {
 		keys[k] = it.Key()
@@ -85,8 +85,7 @@ func (r MoveRun) Plan(p *outline.Planner) error {
 		return outline.Fail(outline.ErrInvalidInput, "give at most one heading per bullet", "split: %d headings for a run of %d bullet(s)", n, len(run))
 	}
 	// the headings take the run's place
-	rest := make([]*outline.Item, 0, len(sibs)-len(run))
-	rest = append(append(rest, sibs[:i]...), sibs[j+1:]...)
+	rest := sibs.Delete(i, j+1)
 	sks, err := p.Place(rest, i, n)
 	if err != nil {
 		return err
@@ -119,7 +118,7 @@ func (r MoveRun) Plan(p *outline.Planner) error {
 		sizes = fmt.Sprintf("%d–%d", size, size+1)
 	}
 	// the new headings are the result's created bullets
-	if len(run) == len(sibs) {
+	if len(run) == sibs.Len() {
 		p.Summary("split the %d children of %s into %d headed run(s) of %s", len(run), outline.Name(par), n, sizes)
 	} else {
 		p.Summary("split the %d bullet(s) %s … %s under %s into %d headed run(s) of %s", len(run), outline.Name(run[0]), outline.Name(run[len(run)-1]), outline.Name(par), n, sizes)
@@ -128,8 +127,8 @@ func (r MoveRun) Plan(p *outline.Planner) error {
 }
 
 // index is it's place in sibs (-1: not there).
-func index(sibs []*outline.Item, it *outline.Item) int {
-	for k, s := range sibs {
+func index(sibs outline.Kids, it *outline.Item) int {
+	for k, s := range sibs.All() {
 		if s == it {
 			return k
 		}

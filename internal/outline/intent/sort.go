@@ -43,7 +43,7 @@ func (s Sort) Plan(p *outline.Planner) error {
 		}
 		par = it
 	}
-	kids := p.Children(par)
+	kids := p.Children(par).AppendTo(nil)
 	less, err := sortOrder(s.By, kids)
 	if err != nil {
 		return err

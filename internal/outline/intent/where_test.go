@@ -30,9 +30,9 @@ func whereEngine(t *testing.T, nodes []intent.NewNode) (*outline.Engine, *outlin
 	return e, tr
 }
 
-func treeTexts(items []*outline.Item) []string {
+func treeTexts(items outline.Kids) []string {
 	var out []string
-	for _, it := range items {
+	for it := range items.Items() {
 		out = append(out, it.Str("text"))
 	}
 	return out
@@ -86,14 +86,14 @@ func TestMoveWhereInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr2, _ := e.Tree(ctx)
-	a, b := tr2.Nodes.Get(tr.Roots[0].Key()), tr2.Nodes.Get(tr.Roots[1].Key())
+	a, b := tr2.Nodes.Get(tr.Roots.At(0).Key()), tr2.Nodes.Get(tr.Roots.At(1).Key())
 	if got := treeTexts(a.Children); !slices.Equal(got, []string{"a2 #up", "a4 #up", "a1", "a3"}) {
 		t.Fatalf("A: %q", got)
 	}
 	if got := treeTexts(b.Children); !slices.Equal(got, []string{"b2 #up", "b1"}) {
 		t.Fatalf("B: %q", got)
 	}
-	c := tr.Roots[2].Key()
+	c := tr.Roots.At(2).Key()
 	if _, err := e.Do(ctx, intent.MoveWhere{Where: intent.Where{Tags: []string{"up"}}, Pos: outline.Position{Parent: c}}, false); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestDeleteWhereDepth(t *testing.T) {
 	ctx := context.Background()
 	nodes := []intent.NewNode{{Text: "L", Children: []intent.NewNode{{Text: "x child"}, {Text: "keep", Children: []intent.NewNode{{Text: "x grandchild"}}}}}}
 	e, tr := whereEngine(t, nodes)
-	L := tr.Roots[0].Key()
+	L := tr.Roots.At(0).Key()
 	for _, w := range []intent.Where{{Text: "x ", Under: L, Depth: -1}, {Text: "x ", Depth: 1}} {
 		if _, err := e.Do(ctx, intent.DeleteWhere{Where: w}, false); err == nil || !strings.Contains(err.Error(), "where.depth") {
 			t.Fatalf("depth %d under %q: %v", w.Depth, w.Under, err)
@@ -143,11 +143,11 @@ func TestDeleteWhereDepth(t *testing.T) {
 		t.Fatalf("%d writes, want the child's delete", len(out.Plan.Writes))
 	}
 	tr, _ = e.Tree(ctx)
-	keep := tr.ChildrenOf(tr.Roots[0])
+	keep := tr.ChildrenOf(tr.Roots.At(0))
 	if got := treeTexts(keep); !slices.Equal(got, []string{"keep"}) {
 		t.Fatalf("L keeps %q", got)
 	}
-	if got := treeTexts(tr.ChildrenOf(keep[0])); !slices.Equal(got, []string{"x grandchild"}) {
+	if got := treeTexts(tr.ChildrenOf(keep.At(0))); !slices.Equal(got, []string{"x grandchild"}) {
 		t.Fatalf("the grandchild: %q", got)
 	}
 }
