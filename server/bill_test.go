@@ -1239,7 +1239,7 @@ func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
 	}
 	res = do("import_outline", map[string]any{"content": doc.String()})
 	root := ""
-	for _, it := range tree().Roots {
+	for it := range tree().Roots.Items() {
 		if it.Str("text") == "Two thousand lines" {
 			root = it.Key()
 		}
