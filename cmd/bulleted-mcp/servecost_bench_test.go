@@ -75,7 +75,7 @@ func BenchmarkServeCost(b *testing.B) {
 				twin, _ = seedPDS(b, srv, 50_000)
 			case "list=50k,middle":
 				a, twin = seedList(b, srv, 50_000), seedList(b, srv, 50_000)
-				place = map[string]any{"after": fmt.Sprintf("3l%011d", 25_000)}
+				place = map[string]any{"parent": "p", "after": fmt.Sprintf("3l%011d", 25_000)}
 			default:
 				a, twin = seedList(b, srv, 50_000), seedList(b, srv, 50_000)
 			}
