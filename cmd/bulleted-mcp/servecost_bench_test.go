@@ -41,8 +41,10 @@ import (
 //   - records=10k, records=50k: the generated outline of about 10,000
 //     (50,000) records, inserting first under its first section;
 //   - list=50k: one parent with 50,000 children, inserting first among them;
-//   - list=50k,middle: the same list, inserting after its 25,000th child
-//     (each insert lands between that child and the one inserted before);
+//   - list=50k,middle: the same list, each insert after another child in
+//     its middle (the 25,000th, the 25,002nd, …: a fresh gap each time, as
+//     inserts spread over a list land; repeated inserts at one place also
+//     respace a neighbour now and then to keep the keys short);
 //   - then as many inserts "after another writer": the account's app
 //     creates a record just before each (the nobody-else inserts come
 //     first: a writer active in the last 30 s makes a write ask first).
@@ -65,7 +67,7 @@ func BenchmarkServeCost(b *testing.B) {
 	for _, shape := range []string{"records=10k", "records=50k", "list=50k", "list=50k,middle"} {
 		b.Run(shape, func(b *testing.B) {
 			var a, twin *pdstest.Account
-			var place map[string]any // nil: first under the first root
+			var place func(i int) map[string]any // nil: first under the first root
 			switch shape {
 			case "records=10k":
 				a, _ = seedPDS(b, srv, 10_000)
@@ -75,7 +77,9 @@ func BenchmarkServeCost(b *testing.B) {
 				twin, _ = seedPDS(b, srv, 50_000)
 			case "list=50k,middle":
 				a, twin = seedList(b, srv, 50_000), seedList(b, srv, 50_000)
-				place = map[string]any{"parent": "p", "after": fmt.Sprintf("3l%011d", 25_000)}
+				place = func(i int) map[string]any {
+					return map[string]any{"parent": "p", "after": fmt.Sprintf("3l%011d", 25_000+2*i)}
+				}
 			default:
 				a, twin = seedList(b, srv, 50_000), seedList(b, srv, 50_000)
 			}
@@ -115,7 +119,7 @@ func seedList(b *testing.B, srv *pdstest.Server, n int) *pdstest.Account {
 	return a
 }
 
-func serveCost(b *testing.B, srv *pdstest.Server, a, twin *pdstest.Account, place map[string]any) {
+func serveCost(b *testing.B, srv *pdstest.Server, a, twin *pdstest.Account, place func(i int) map[string]any) {
 	ctx := context.Background()
 	dir := b.TempDir()
 	// the ledger holds 1,000 writes of the hour (another process's)
@@ -220,14 +224,16 @@ func serveCost(b *testing.B, srv *pdstest.Server, a, twin *pdstest.Account, plac
 		*into = append(*into, float64(time.Since(start).Microseconds())/1000)
 		return processCPU() - c0
 	}
+	inserts := 0
 	insert := func(into *[]float64, text string) time.Duration {
 		args := map[string]any{"parent": parent, "position": "first", "text": text}
 		if place != nil {
 			args = map[string]any{"text": text}
-			for k, v := range place {
+			for k, v := range place(inserts) {
 				args[k] = v
 			}
 		}
+		inserts++
 		return timed(into, func() { call("insert_after", args) })
 	}
 	if f := os.Getenv("BULLETED_SERVECOST_PROFILE"); f != "" {
