@@ -1237,7 +1237,7 @@ func (h *billHarness) bulk(tb testing.TB) []*bulkTask {
 	for i := 1; i < 2000; i++ {
 		fmt.Fprintf(&doc, "%s- line %d of the import\n", strings.Repeat("  ", 1+i%3/2), i)
 	}
-	res = do("import_outline", map[string]any{"content": doc.String()})
+	do("import_outline", map[string]any{"content": doc.String()})
 	root := ""
 	for it := range tree().Roots.Items() {
 		if it.Str("text") == "Two thousand lines" {
