@@ -297,25 +297,8 @@ func TestHostedInstancesTellCommits(t *testing.T) {
 		time.Sleep(200 * time.Millisecond) // the late delivery (not a wait for anything)
 		heard <- note{did, rev}
 	})
-	acct := newAccount(t, p, fmt.Sprintf("tell%d", time.Now().UnixNano()%1e6))
-	tok, _ := signIn(t, a, registerClient(t, a), acct, "")
-	ca, cb := mcpClient(t, a, tok), mcpClient(t, b, tok)
 	ctx := context.Background()
-	for _, c := range []*client.Client{ca, cb} {
-		if res, err := call(ctx, c, "read_outline", nil); err != nil || res.IsError {
-			t.Fatalf("read: %v %s", err, resultText(res))
-		}
-	}
-	ua, err := a.user(ctx, acct.DID.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ub, err := b.user(ctx, acct.DID.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitLive(t, ua)
-	waitLive(t, ub)
+	acct, ca, cb, ub := onBoth(t, p, a, b, "tell")
 	writes := ub.repo.Stats.Writes.Load()
 	res, err := call(ctx, ca, "insert_after", map[string]any{"text": "Written through instance A"})
 	if err != nil || res.IsError {
@@ -380,25 +363,8 @@ func TestHostedSyncMissedAsksThePDS(t *testing.T) {
 		<-release // B's listener stuck on A's notice until the test ends
 	})
 	t.Cleanup(func() { once.Do(func() { close(release) }) }) // (runs before followed's cleanup)
-	acct := newAccount(t, p, fmt.Sprintf("miss%d", time.Now().UnixNano()%1e6))
-	tok, _ := signIn(t, a, registerClient(t, a), acct, "")
-	ca, cb := mcpClient(t, a, tok), mcpClient(t, b, tok)
 	ctx := context.Background()
-	for _, c := range []*client.Client{ca, cb} {
-		if res, err := call(ctx, c, "read_outline", nil); err != nil || res.IsError {
-			t.Fatalf("read: %v %s", err, resultText(res))
-		}
-	}
-	ua, err := a.user(ctx, acct.DID.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ub, err := b.user(ctx, acct.DID.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitLive(t, ua)
-	waitLive(t, ub)
+	_, ca, cb, ub := onBoth(t, p, a, b, "miss")
 	res, err := call(ctx, ca, "insert_after", map[string]any{"text": "Written through instance A"})
 	if err != nil || res.IsError {
 		t.Fatalf("insert on A: %v %s", err, resultText(res))
@@ -478,4 +444,30 @@ func TestHostedFollowedAlternating(t *testing.T) {
 		t.Error(err)
 	}
 	t.Logf("refused for their swapCommit: %d on A, %d on B; syncs missed: %d, %d", a.refused.Load(), b.refused.Load(), a.syncMissed.Load(), b.syncMissed.Load())
+}
+
+// onBoth signs a new account of p in on instances a and b (each with its
+// own MCP client, each having read the outline), and waits until both
+// follow it live; it returns the account, the clients and b's user.
+func onBoth(t *testing.T, p *pdstest.Server, a, b *instance, name string) (acct *pdstest.Account, ca, cb *client.Client, ub *user) {
+	t.Helper()
+	ctx := context.Background()
+	acct = newAccount(t, p, fmt.Sprintf("%s%d", name, time.Now().UnixNano()%1e6))
+	tok, _ := signIn(t, a, registerClient(t, a), acct, "")
+	ca, cb = mcpClient(t, a, tok), mcpClient(t, b, tok)
+	for _, c := range []*client.Client{ca, cb} {
+		if res, err := call(ctx, c, "read_outline", nil); err != nil || res.IsError {
+			t.Fatalf("read: %v %s", err, resultText(res))
+		}
+	}
+	ua, err := a.user(ctx, acct.DID.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ub, err = b.user(ctx, acct.DID.String()); err != nil {
+		t.Fatal(err)
+	}
+	waitLive(t, ua)
+	waitLive(t, ub)
+	return acct, ca, cb, ub
 }
