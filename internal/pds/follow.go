@@ -536,29 +536,7 @@ func (r *Repo) listen(ctx context.Context, addr string, replaying bool, changed 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer con.Close()
-	con.SetReadLimit(followLimit)
-	alive := func() {
-		r.stream.life.Store(time.Now().UnixNano())
-		_ = con.SetReadDeadline(time.Now().Add(deadAfter))
-	}
-	alive()
-	con.SetPongHandler(func(string) error { alive(); return nil })
-	go func() {
-		t := time.NewTicker(pingEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				con.Close() // unblocks the reader
-				return
-			case <-t.C:
-				if err := con.WriteControl(websocket.PingMessage, nil, time.Now().Add(pingEvery)); err != nil {
-					con.Close()
-					return
-				}
-			}
-		}
-	}()
+	alive := keepAlive(ctx, con, &r.stream.life)
 	if err := r.catchUp(ctx, replaying, errs); err != nil {
 		return err
 	}
@@ -974,6 +952,38 @@ func (r *Repo) finalSave() {
 	if due {
 		r.saveCache(0, true)
 	}
+}
+
+// keepAlive bounds a stream connection (its messages to followLimit) and
+// keeps it alive: a ping every pingEvery, and the connection closed (which
+// unblocks its reader) when ctx ends, a ping fails, or nothing (no
+// message, no pong) came for deadAfter. alive, called on each message
+// read, stores the time in life.
+func keepAlive(ctx context.Context, con *websocket.Conn, life *atomic.Int64) (alive func()) {
+	con.SetReadLimit(followLimit)
+	alive = func() {
+		life.Store(time.Now().UnixNano())
+		_ = con.SetReadDeadline(time.Now().Add(deadAfter))
+	}
+	alive()
+	con.SetPongHandler(func(string) error { alive(); return nil })
+	go func() {
+		t := time.NewTicker(pingEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				con.Close() // unblocks the reader
+				return
+			case <-t.C:
+				if err := con.WriteControl(websocket.PingMessage, nil, time.Now().Add(pingEvery)); err != nil {
+					con.Close()
+					return
+				}
+			}
+		}
+	}()
+	return alive
 }
 
 // subscribeURL is the PDS's commit stream as a websocket URL.

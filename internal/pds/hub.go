@@ -377,29 +377,7 @@ func (h *Hub) once(ctx context.Context, addr string) error {
 	conn, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer con.Close()
-	con.SetReadLimit(followLimit)
-	alive := func() {
-		h.life.Store(time.Now().UnixNano())
-		_ = con.SetReadDeadline(time.Now().Add(deadAfter))
-	}
-	alive()
-	con.SetPongHandler(func(string) error { alive(); return nil })
-	go func() {
-		t := time.NewTicker(pingEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-conn.Done():
-				con.Close() // unblocks the reader
-				return
-			case <-t.C:
-				if err := con.WriteControl(websocket.PingMessage, nil, time.Now().Add(pingEvery)); err != nil {
-					con.Close()
-					return
-				}
-			}
-		}
-	}()
+	alive := keepAlive(conn, con, &h.life)
 	h.mu.Lock()
 	h.conn = conn
 	members := make([]*hubMember, 0, len(h.members))
