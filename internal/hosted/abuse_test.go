@@ -592,3 +592,25 @@ func TestClientAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestFormsFromAnotherOrigin: the consent form and the /view sign-in form
+// posted from another origin are refused (403, a page saying why) before
+// their fields are read.
+func TestFormsFromAnotherOrigin(t *testing.T) {
+	in := newEnv(t).start(t, nil)
+	c := clientFrom("127.0.0.1")
+	for _, path := range []string{"/authorize", "/view/signin"} {
+		req, _ := http.NewRequest("POST", in.URL+path, strings.NewReader("request=x&csrf=y"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", "https://evil.example")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "cross-origin form submission refused") {
+			t.Errorf("POST %s from another origin: %d %.200s, want 403 saying why", path, resp.StatusCode, body)
+		}
+	}
+}

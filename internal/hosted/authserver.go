@@ -553,15 +553,25 @@ func csrfOK(r *http.Request, formValue string, hash []byte) bool {
 	return subtle.ConstantTimeCompare(hashToken(formValue), hash) == 1
 }
 
-func (s *Server) authorizePost(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
+// sameOriginForm parses a form posted to one of this server's pages,
+// refusing (with a page saying why) one posted from another origin or one
+// that cannot be read.
+func (s *Server) sameOriginForm(w http.ResponseWriter, r *http.Request) bool {
 	if o := r.Header.Get("Origin"); o != "" && o != "null" && strings.ToLower(o) != s.origin {
 		s.pageError(w, 403, "cross-origin form submission refused")
-		return
+		return false
 	}
 	if err := r.ParseForm(); err != nil {
 		oe := bodyError(err, "bad form")
 		s.pageError(w, oe.status, oe.Desc)
+		return false
+	}
+	return true
+}
+
+func (s *Server) authorizePost(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if !s.sameOriginForm(w, r) {
 		return
 	}
 	p, err := s.loadRequest(ctx, "id = $1", r.PostForm.Get("request"), false)

@@ -357,13 +357,7 @@ func (s *Server) viewSignIn(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/view", http.StatusSeeOther)
 		return
 	}
-	if o := r.Header.Get("Origin"); o != "" && o != "null" && strings.ToLower(o) != s.origin {
-		s.pageError(w, 403, "cross-origin form submission refused")
-		return
-	}
-	if err := r.ParseForm(); err != nil {
-		oe := bodyError(err, "bad form")
-		s.pageError(w, oe.status, oe.Desc)
+	if !s.sameOriginForm(w, r) {
 		return
 	}
 	ident := strings.TrimSpace(r.PostForm.Get("identifier"))
