@@ -516,16 +516,9 @@ func (r *Repo) followOnce(ctx context.Context, u string, changed func(), errs fu
 // and a read deadline that each message and pong moves on; the stream is
 // not live once it returns.
 func (r *Repo) listen(ctx context.Context, addr string, replaying bool, changed func(), errs func(error), handle func(mt int, rd io.Reader) (func(), error)) error {
-	d := websocket.Dialer{HandshakeTimeout: 10 * time.Second, Proxy: http.ProxyFromEnvironment}
-	con, resp, err := d.DialContext(ctx, addr, http.Header{"User-Agent": []string{"bulleted-mcp"}})
-	if resp != nil && resp.Body != nil {
-		resp.Body.Close()
-	}
+	con, err := dialStream(ctx, addr)
 	if err != nil {
-		if i := strings.IndexByte(addr, '?'); i >= 0 {
-			addr = addr[:i]
-		}
-		return fmt.Errorf("connecting to %s: %w", addr, err)
+		return err
 	}
 	// not live once it returns, the connection's context ended first
 	// (liveIn)
@@ -952,6 +945,23 @@ func (r *Repo) finalSave() {
 	if due {
 		r.saveCache(0, true)
 	}
+}
+
+// dialStream opens a stream connection (a 10 s handshake); its error
+// names the address without its query (a cursor, filters).
+func dialStream(ctx context.Context, addr string) (*websocket.Conn, error) {
+	d := websocket.Dialer{HandshakeTimeout: 10 * time.Second, Proxy: http.ProxyFromEnvironment}
+	con, resp, err := d.DialContext(ctx, addr, http.Header{"User-Agent": []string{"bulleted-mcp"}})
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close()
+	}
+	if err != nil {
+		if i := strings.IndexByte(addr, '?'); i >= 0 {
+			addr = addr[:i]
+		}
+		return nil, fmt.Errorf("connecting to %s: %w", addr, err)
+	}
+	return con, nil
 }
 
 // keepAlive bounds a stream connection (its messages to followLimit) and

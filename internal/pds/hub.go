@@ -3,8 +3,6 @@ package pds
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -362,16 +360,9 @@ func (h *Hub) Run(ctx context.Context) {
 // once is one connection: every member catches up, then each message is
 // handed to the member whose repository it is.
 func (h *Hub) once(ctx context.Context, addr string) error {
-	d := websocket.Dialer{HandshakeTimeout: 10 * time.Second, Proxy: http.ProxyFromEnvironment}
-	con, resp, err := d.DialContext(ctx, addr, http.Header{"User-Agent": []string{"bulleted-mcp"}})
-	if resp != nil && resp.Body != nil {
-		resp.Body.Close()
-	}
+	con, err := dialStream(ctx, addr)
 	if err != nil {
-		if i := strings.IndexByte(addr, '?'); i >= 0 {
-			addr = addr[:i]
-		}
-		return fmt.Errorf("connecting to %s: %w", addr, err)
+		return err
 	}
 	h.Connections.Add(1)
 	conn, cancel := context.WithCancel(ctx)
