@@ -470,83 +470,6 @@ const loadVerifier = "load-verifier-0123456789012345678901234567890123456789"
 
 var loadNoRedirect = &http.Client{Timeout: 60 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
-type loadBrowser struct {
-	cookies map[string]string
-	issuer  string
-	page    string
-}
-
-func (bw *loadBrowser) keep(resp *http.Response) {
-	for _, c := range resp.Cookies() {
-		if c.MaxAge < 0 || c.Value == "" {
-			delete(bw.cookies, c.Name)
-			continue
-		}
-		bw.cookies[c.Name] = c.Value
-	}
-}
-
-func (bw *loadBrowser) cookieHeader() string {
-	var parts []string
-	for k, v := range bw.cookies {
-		parts = append(parts, k+"="+v)
-	}
-	return strings.Join(parts, "; ")
-}
-
-func (bw *loadBrowser) navigate(ctx context.Context, u, site string) (*http.Response, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	req.Header.Set("Sec-Fetch-Mode", "navigate")
-	req.Header.Set("Sec-Fetch-Dest", "document")
-	req.Header.Set("Sec-Fetch-Site", site)
-	req.Header.Set("Accept", "text/html")
-	if site == "same-origin" {
-		req.Header.Set("Referer", bw.page)
-	}
-	if len(bw.cookies) > 0 {
-		req.Header.Set("Cookie", bw.cookieHeader())
-	}
-	resp, err := loadNoRedirect.Do(req)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	bw.keep(resp)
-	return resp, body, err
-}
-
-func (bw *loadBrowser) api(ctx context.Context, endpoint string, in, out any) error {
-	raw, _ := json.Marshal(in)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, bw.issuer+"/@atproto/oauth-provider/~api"+endpoint, bytes.NewReader(raw))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Sec-Fetch-Mode", "same-origin")
-	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	req.Header.Set("Sec-Fetch-Dest", "empty")
-	req.Header.Set("Origin", bw.issuer)
-	req.Header.Set("Referer", bw.page)
-	req.Header.Set("x-csrf-token", bw.cookies["csrf-token"])
-	req.Header.Set("Cookie", bw.cookieHeader())
-	resp, err := loadNoRedirect.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	bw.keep(resp)
-	if resp.StatusCode != 200 {
-		return fmt.Errorf("%s: HTTP %d: %s", endpoint, resp.StatusCode, body)
-	}
-	return json.Unmarshal(body, out)
-}
-
 // signInUser does what the person and their MCP client do: our consent
 // page (allow, naming the identity), the PDS's sign-in and consent, our
 // callback, then the code exchanged at our token endpoint.
@@ -588,33 +511,9 @@ func (lt *loadTest) signInUser(ctx context.Context, cid string, a *pdstest.Accou
 	if resp.StatusCode != 303 {
 		return "", fmt.Errorf("consent: %d %s", resp.StatusCode, body)
 	}
-	pdsURL := resp.Header.Get("Location")
-	pu, _ := url.Parse(pdsURL)
-	bw := &loadBrowser{cookies: map[string]string{}, issuer: pu.Scheme + "://" + pu.Host, page: pdsURL}
-	presp, pbody, err := bw.navigate(ctx, pdsURL, "cross-site")
+	cb, err := pdstest.ConsentAt(ctx, resp.Header.Get("Location"), a)
 	if err != nil {
 		return "", err
-	}
-	if presp.StatusCode != 200 {
-		return "", fmt.Errorf("PDS authorization page: %d %.300s", presp.StatusCode, pbody)
-	}
-	var signed struct{}
-	if err := bw.api(ctx, "/sign-in", map[string]any{"locale": "en", "username": a.Handle, "password": a.Password, "remember": true}, &signed); err != nil {
-		return "", err
-	}
-	var consent struct {
-		URL string `json:"url"`
-	}
-	if err := bw.api(ctx, "/consent", map[string]any{"did": a.DID.String()}, &consent); err != nil {
-		return "", err
-	}
-	presp, pbody, err = bw.navigate(ctx, consent.URL, "same-origin")
-	if err != nil {
-		return "", err
-	}
-	cb := presp.Header.Get("Location")
-	if cb == "" {
-		return "", fmt.Errorf("PDS redirect: %d %.300s", presp.StatusCode, pbody)
 	}
 	req, _ = http.NewRequestWithContext(ctx, "GET", cb, nil)
 	resp, body, err = do(req)

@@ -26,86 +26,6 @@ import (
 
 // ---- the user's browser ----
 
-// pdsBrowser plays the browser on the reference PDS's authorization page
-// (as pdstest does: the provider's cookies are secure, so kept by hand).
-type pdsBrowser struct {
-	hc      *http.Client
-	cookies map[string]string
-	issuer  string
-	page    string
-}
-
-func (b *pdsBrowser) keep(resp *http.Response) {
-	for _, c := range resp.Cookies() {
-		if c.MaxAge < 0 || c.Value == "" {
-			delete(b.cookies, c.Name)
-			continue
-		}
-		b.cookies[c.Name] = c.Value
-	}
-}
-
-func (b *pdsBrowser) cookieHeader() string {
-	var parts []string
-	for k, v := range b.cookies {
-		parts = append(parts, k+"="+v)
-	}
-	return strings.Join(parts, "; ")
-}
-
-func (b *pdsBrowser) navigate(ctx context.Context, u, site string) (*http.Response, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	req.Header.Set("Sec-Fetch-Mode", "navigate")
-	req.Header.Set("Sec-Fetch-Dest", "document")
-	req.Header.Set("Sec-Fetch-Site", site)
-	req.Header.Set("Accept", "text/html")
-	if site == "same-origin" {
-		req.Header.Set("Referer", b.page)
-	}
-	if len(b.cookies) > 0 {
-		req.Header.Set("Cookie", b.cookieHeader())
-	}
-	resp, err := b.hc.Do(req)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	b.keep(resp)
-	return resp, body, err
-}
-
-func (b *pdsBrowser) api(ctx context.Context, endpoint string, in, out any) error {
-	raw, _ := json.Marshal(in)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.issuer+"/@atproto/oauth-provider/~api"+endpoint, bytes.NewReader(raw))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Sec-Fetch-Mode", "same-origin")
-	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	req.Header.Set("Sec-Fetch-Dest", "empty")
-	req.Header.Set("Origin", b.issuer)
-	req.Header.Set("Referer", b.page)
-	req.Header.Set("x-csrf-token", b.cookies["csrf-token"])
-	req.Header.Set("Cookie", b.cookieHeader())
-	resp, err := b.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	b.keep(resp)
-	if resp.StatusCode != 200 {
-		return fmt.Errorf("%s: HTTP %d: %s", endpoint, resp.StatusCode, body)
-	}
-	return json.Unmarshal(body, out)
-}
-
 // authorizeInBrowser does what the user does: opens our authorization URL,
 // allows the client on our consent page naming their identity, signs in
 // and consents at the PDS, and follows the redirects back through our
@@ -148,7 +68,7 @@ func authorizeInBrowser(ctx context.Context, authURL string, a *pdstest.Account)
 	if resp.StatusCode != 303 {
 		return nil, fmt.Errorf("consent: %d %s", resp.StatusCode, body)
 	}
-	cb, err := consentAtPDS(ctx, resp.Header.Get("Location"), a)
+	cb, err := pdstest.ConsentAt(ctx, resp.Header.Get("Location"), a)
 	if err != nil {
 		return nil, err
 	}
@@ -161,40 +81,6 @@ func authorizeInBrowser(ctx context.Context, authURL string, a *pdstest.Account)
 		return nil, fmt.Errorf("our callback: %d %s", resp.StatusCode, body)
 	}
 	return url.Parse(resp.Header.Get("Location"))
-}
-
-// consentAtPDS does what the user does at the PDS the browser was sent to
-// (pdsURL): signs in as a and consents; it returns where the PDS sends the
-// browser back (our callback).
-func consentAtPDS(ctx context.Context, pdsURL string, a *pdstest.Account) (string, error) {
-	pu, _ := url.Parse(pdsURL)
-	b := &pdsBrowser{hc: noRedirect, cookies: map[string]string{}, issuer: pu.Scheme + "://" + pu.Host, page: pdsURL}
-	presp, pbody, err := b.navigate(ctx, pdsURL, "cross-site")
-	if err != nil {
-		return "", err
-	}
-	if presp.StatusCode != 200 {
-		return "", fmt.Errorf("PDS authorization page: %d %.300s", presp.StatusCode, pbody)
-	}
-	var signIn struct{}
-	if err := b.api(ctx, "/sign-in", map[string]any{"locale": "en", "username": a.Handle, "password": a.Password, "remember": true}, &signIn); err != nil {
-		return "", err
-	}
-	var consent struct {
-		URL string `json:"url"`
-	}
-	if err := b.api(ctx, "/consent", map[string]any{"did": a.DID.String()}, &consent); err != nil {
-		return "", err
-	}
-	presp, pbody, err = b.navigate(ctx, consent.URL, "same-origin")
-	if err != nil {
-		return "", err
-	}
-	cb := presp.Header.Get("Location")
-	if cb == "" {
-		return "", fmt.Errorf("PDS redirect: %d %.300s", presp.StatusCode, pbody)
-	}
-	return cb, nil
 }
 
 // signIn runs the whole authorization for account a through in (as an MCP

@@ -83,7 +83,7 @@ func (b *browser) startSignIn(a *pdstest.Account) string {
 func signInView(t testing.TB, in *instance, a *pdstest.Account) *http.Cookie {
 	t.Helper()
 	b := newBrowser(t, in)
-	cb, err := consentAtPDS(context.Background(), b.startSignIn(a), a)
+	cb, err := pdstest.ConsentAt(context.Background(), b.startSignIn(a), a)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -130,65 +130,15 @@ func (b *browser) api(ctx context.Context, endpoint string, in, out any) error {
 // consents, and follows the redirect to the client's redirect_uri (the
 // loopback callback), returning once the callback answered.
 func (s *Server) Authorize(ctx context.Context, authURL string, a *Account) error {
-	u, err := url.Parse(authURL)
+	loc, err := ConsentAt(ctx, authURL, a)
 	if err != nil {
 		return err
-	}
-	b := &browser{
-		hc: &http.Client{
-			Timeout:       30 * time.Second,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-		cookies: map[string]string{},
-		issuer:  u.Scheme + "://" + u.Host,
-		page:    authURL,
-	}
-	resp, body, err := b.navigate(ctx, authURL, "cross-site")
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("authorization page: HTTP %d: %.500s", resp.StatusCode, body)
-	}
-	if b.cookies["csrf-token"] == "" {
-		return fmt.Errorf("authorization page set no csrf-token cookie (cookies: %v)", resp.Header.Values("Set-Cookie"))
-	}
-	var signIn struct {
-		Account struct {
-			DID string `json:"did"`
-		} `json:"account"`
-	}
-	if err := b.api(ctx, "/sign-in", map[string]any{
-		"locale": "en", "username": a.Handle, "password": a.Password, "remember": true}, &signIn); err != nil {
-		return err
-	}
-	if signIn.Account.DID != a.DID.String() {
-		return fmt.Errorf("signed in as %q, want %s", signIn.Account.DID, a.DID)
-	}
-	var consent struct {
-		URL string `json:"url"`
-	}
-	if err := b.api(ctx, "/consent", map[string]any{"did": a.DID.String()}, &consent); err != nil {
-		return err
-	}
-	if consent.URL == "" {
-		return fmt.Errorf("consent returned no redirect URL")
-	}
-	// the page navigates to the redirect endpoint, which sends the browser
-	// on to the client
-	resp, body, err = b.navigate(ctx, consent.URL, "same-origin")
-	if err != nil {
-		return err
-	}
-	loc := resp.Header.Get("Location")
-	if resp.StatusCode < 300 || resp.StatusCode > 399 || loc == "" {
-		return fmt.Errorf("redirect endpoint: HTTP %d without a Location: %.500s", resp.StatusCode, body)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, loc, nil)
 	if err != nil {
 		return err
 	}
-	cb, err := b.hc.Do(req)
+	cb, err := noRedirect.Do(req)
 	if err != nil {
 		return fmt.Errorf("callback %s: %w", loc, err)
 	}
@@ -198,4 +148,64 @@ func (s *Server) Authorize(ctx context.Context, authURL string, a *Account) erro
 		return fmt.Errorf("callback %s: HTTP %d: %s", loc, cb.StatusCode, cbBody)
 	}
 	return nil
+}
+
+// noRedirect is the browser's client: it stops at each redirect.
+var noRedirect = &http.Client{
+	Timeout:       30 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// ConsentAt does at the reference PDS's authorization page authURL what
+// the user does in the browser: signs in as a with its account password
+// and consents. It returns where the PDS then sends the browser (the
+// client's redirect_uri with the code), without going there.
+func ConsentAt(ctx context.Context, authURL string, a *Account) (string, error) {
+	u, err := url.Parse(authURL)
+	if err != nil {
+		return "", err
+	}
+	b := &browser{hc: noRedirect, cookies: map[string]string{}, issuer: u.Scheme + "://" + u.Host, page: authURL}
+	resp, body, err := b.navigate(ctx, authURL, "cross-site")
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("authorization page: HTTP %d: %.500s", resp.StatusCode, body)
+	}
+	if b.cookies["csrf-token"] == "" {
+		return "", fmt.Errorf("authorization page set no csrf-token cookie (cookies: %v)", resp.Header.Values("Set-Cookie"))
+	}
+	var signIn struct {
+		Account struct {
+			DID string `json:"did"`
+		} `json:"account"`
+	}
+	if err := b.api(ctx, "/sign-in", map[string]any{
+		"locale": "en", "username": a.Handle, "password": a.Password, "remember": true}, &signIn); err != nil {
+		return "", err
+	}
+	if signIn.Account.DID != a.DID.String() {
+		return "", fmt.Errorf("signed in as %q, want %s", signIn.Account.DID, a.DID)
+	}
+	var consent struct {
+		URL string `json:"url"`
+	}
+	if err := b.api(ctx, "/consent", map[string]any{"did": a.DID.String()}, &consent); err != nil {
+		return "", err
+	}
+	if consent.URL == "" {
+		return "", fmt.Errorf("consent returned no redirect URL")
+	}
+	// the page navigates to the redirect endpoint, which sends the browser
+	// on to the client
+	resp, body, err = b.navigate(ctx, consent.URL, "same-origin")
+	if err != nil {
+		return "", err
+	}
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode < 300 || resp.StatusCode > 399 || loc == "" {
+		return "", fmt.Errorf("redirect endpoint: HTTP %d without a Location: %.500s", resp.StatusCode, body)
+	}
+	return loc, nil
 }
