@@ -393,7 +393,7 @@ func (s *Server) openPDS(ctx context.Context, did string) (*user, error) {
 		}
 		return outline.Rebuild(snap, nil), nil
 	}
-	eng, err := outline.Open(&userRepo{inner: r, ledger: s.ledger, journal: j, refused: &s.refused, budgetRefused: s.metrics.budgetRefused, committed: s.committed}, outline.Options{Resolver: resolver, Others: read, Journal: j})
+	eng, err := outline.Open(&userRepo{inner: r, ledger: s.ledger, journal: j, refused: &s.refused, budgetRefused: s.metrics.budgetRefused, committed: s.committed, logf: s.logf}, outline.Options{Resolver: resolver, Others: read, Journal: j})
 	if err != nil {
 		return nil, err
 	}

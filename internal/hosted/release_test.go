@@ -12,9 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
+	"github.com/bulleted-mcp/bulleted-mcp/internal/store"
+	"github.com/bulleted-mcp/bulleted-mcp/lexicon"
 )
 
 // cutProxy forwards TCP connections to addr until cut: then it closes the
@@ -172,5 +176,35 @@ func TestJournalErrorsNameNoDatabase(t *testing.T) {
 	}
 	if len(logged) != 6 || !strings.Contains(strings.Join(logged, "\n"), "leakyuser") {
 		t.Errorf("the operator's log should have the 6 errors whole: %q", logged)
+	}
+}
+
+// TestBudgetErrorsNameNoDatabase: the write budget's errors, which tool
+// results quote, say with its database down that it did not answer, as the
+// journal's do, never pgx's text naming the database's user, name, host
+// and port, which goes to the operator's log; nothing is sent.
+func TestBudgetErrorsNameNoDatabase(t *testing.T) {
+	ctx := context.Background()
+	dead, err := pgxpool.New(ctx, "postgres://leakyuser:pw@127.0.0.1:1/leakydb?connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dead.Close)
+	var logged []string
+	r := &userRepo{inner: pds.New(nil, syntax.DID("did:plc:budgeterrors")), ledger: &Ledger{DB: dead},
+		logf: func(format string, args ...any) { logged = append(logged, fmt.Sprintf(format, args...)) }}
+	ws := []store.Write{{Op: store.Create, Collection: lexicon.Node, RKey: "3kbudgeterr22", Value: map[string]any{"$type": lexicon.Node, "text": "x", "sortKey": "a", "createdAt": "2026-12-06T00:00:00.000Z"}}}
+	_, errCheck := r.CheckBudget(ctx, 3)
+	_, _, errPlan := r.ReservePlan(ctx, 3)
+	_, errApply := r.Apply(ctx, "", ws)
+	for name, err := range map[string]error{"CheckBudget": errCheck, "ReservePlan": errPlan, "Apply": errApply} {
+		var oe *outline.Error
+		if !errors.As(err, &oe) || oe.Kind != outline.ErrUnavailable || !strings.Contains(err.Error(), "did not answer") ||
+			strings.Contains(err.Error(), "leaky") || strings.Contains(err.Error(), "127.0.0.1") {
+			t.Errorf("%s: %v (want unavailable, saying only that the database did not answer)", name, err)
+		}
+	}
+	if len(logged) != 3 || !strings.Contains(strings.Join(logged, "\n"), "leakyuser") {
+		t.Errorf("the operator's log should have the 3 errors whole: %q", logged)
 	}
 }

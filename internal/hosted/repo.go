@@ -39,6 +39,19 @@ type userRepo struct {
 	// committed, if set, hears each batch that landed (the other
 	// instances are told: follow.go)
 	committed func(did, rev string)
+	// logf is the operator's log (nil: none): the ledger's errors whole
+	logf func(format string, args ...any)
+}
+
+// budgetDown is what a client is told of the ledger's database failing
+// while doing: that it did not answer (as the journal says,
+// errDatabaseDown), never pgx's text, which can name the database's
+// user, name, host and port; that goes to the operator's log.
+func (r *userRepo) budgetDown(doing string, err error) error {
+	if r.logf != nil {
+		r.logf("write budget of %s, %s: %v", r.inner.DID(), doing, err)
+	}
+	return &outline.Error{Kind: outline.ErrUnavailable, Msg: doing + " failed: the write budget's database did not answer", Next: "retry in a moment"}
 }
 
 func (r *userRepo) refusedForBudget(err error) {
@@ -78,7 +91,7 @@ func (r *userRepo) CheckBudget(ctx context.Context, cost int) (int, error) {
 	left, err := r.ledger.Check(ctx, r.inner.DID().String(), cost)
 	r.refusedForBudget(err)
 	if err != nil && !errors.Is(err, budget.ErrBudget) {
-		return -1, &outline.Error{Kind: outline.ErrUnavailable, Msg: "reading the write budget failed: " + err.Error(), Next: "retry in a moment"}
+		return -1, r.budgetDown("reading the write budget", err)
 	}
 	return left, err
 }
@@ -97,7 +110,7 @@ func (r *userRepo) ReservePlan(ctx context.Context, cost int) (context.Context, 
 		if errors.Is(err, budget.ErrBudget) {
 			return ctx, nil, err
 		}
-		return ctx, nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "reserving write budget failed: " + err.Error(), Next: "retry in a moment"}
+		return ctx, nil, r.budgetDown("reserving write budget", err)
 	}
 	release := func() {
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
@@ -137,7 +150,7 @@ func (r *userRepo) Apply(ctx context.Context, swapCommit string, writes []store.
 		if errors.Is(err, budget.ErrBudget) {
 			return nil, err
 		}
-		return nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "reserving write budget failed: " + err.Error(), Next: "retry in a moment"}
+		return nil, r.budgetDown("reserving write budget", err)
 	}
 	// counted as spent before it is sent: a process killed while the batch
 	// is on its way leaves it counted, never landed and uncounted
@@ -146,7 +159,7 @@ func (r *userRepo) Apply(ctx context.Context, swapCommit string, writes []store.
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeeping)
 		defer cancel()
 		r.ledger.Release(bctx, id)
-		return nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "recording the write budget failed: " + err.Error(), Next: "retry in a moment"}
+		return nil, r.budgetDown("recording the write budget", err)
 	}
 	res, err := r.inner.Apply(ctx, swapCommit, writes)
 	if err != nil {
@@ -164,7 +177,7 @@ func (r *userRepo) Apply(ctx context.Context, swapCommit string, writes []store.
 func (r *userRepo) applyPlanned(ctx context.Context, did, plan, swapCommit string, writes []store.Write, cost int) (*store.Result, error) {
 	spent, err := r.ledger.ChargePart(ctx, did, plan, cost)
 	if err != nil {
-		return nil, &outline.Error{Kind: outline.ErrUnavailable, Msg: "recording the write budget failed: " + err.Error(), Next: "retry in a moment"}
+		return nil, r.budgetDown("recording the write budget", err)
 	}
 	res, err := r.inner.Apply(ctx, swapCommit, writes)
 	if err != nil {
