@@ -199,6 +199,10 @@ func serveCost(b *testing.B, srv *pdstest.Server, a, twin *pdstest.Account, plac
 	parent := t.Roots.At(0).Key()
 	t = nil
 	call("read_outline", map[string]any{"limit": 5})
+	// the steady state: the followed stream has caught up and settled
+	// (until then a read says it asked the PDS, and a write asks first)
+	for strings.Contains(call("read_outline", map[string]any{"limit": 1}), "has not caught up yet") {
+	}
 	tc, err := srv.Client(ctx, twin)
 	if err != nil {
 		b.Fatal(err)

@@ -90,3 +90,12 @@ func LastHeard(r *Repo) string {
 	defer r.mu.Unlock()
 	return r.stream.lastHeard
 }
+
+// OnDealing makes r's follower call fn with each commit of r's repository
+// about to be taken in, whether it was news when read off the connection,
+// and whether reads wait for it.
+func OnDealing(r *Repo, fn func(rev string, heard, waited bool)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stream.dealing = fn
+}

@@ -149,6 +149,10 @@ type streamState struct {
 	moved chan struct{}
 	// drop, tests: events (by sequence number) to lose
 	drop func(seq int64) bool
+	// dealing, tests: called with each commit of this repository about to
+	// be taken in, whether it was news when read off the connection
+	// (heard), and whether reads wait for it (incoming)
+	dealing func(rev string, heard, waited bool)
 }
 
 // fresh reports whether reads may answer from the kept repository without
@@ -586,13 +590,20 @@ func (r *Repo) heard(rev string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stream.lastHeard = max(r.stream.lastHeard, rev)
-	if r.car == nil || rev <= r.headRev {
+	if r.known(rev) || r.car == nil {
 		return false
 	}
 	r.stream.incoming++
 	r.stream.news++
 	r.stream.heardRev = max(r.stream.heardRev, rev)
 	return true
+}
+
+// known reports whether a commit of rev is no news to reads: the head
+// known is at it or past it (our own commit, known from its write's
+// answer), with blocks kept. r.mu is held.
+func (r *Repo) known(rev string) bool {
+	return r.car != nil && rev <= r.headRev
 }
 
 // dealtWith ends the wait for a commit counted by heard (taken in, or read
@@ -703,17 +714,25 @@ func (r *Repo) dealWith(ctx context.Context, ev *events.XRPCStreamEvent, h heard
 		// on its way to the kept head: reads wait for it (awaitStream),
 		// until it is taken in (or read after a gap). Counted as it was
 		// read off the connection, if it was newer than the head known
-		// then (heard).
+		// then (heard). One the head known has already (our own commit,
+		// known from its write's answer, arriving again) keeps nobody
+		// waiting: reads compose the head known without it, and taking
+		// its blocks in only brings the kept blocks up to it.
 		r.mu.Lock()
-		if !h.counted {
+		count := !h.counted && !r.known(e.Rev)
+		if count {
 			r.stream.incoming++
 		}
+		dealing := r.stream.dealing
 		r.mu.Unlock()
+		if dealing != nil {
+			dealing(e.Rev, h.counted, count || h.counted)
+		}
 		arrived := func() {
 			r.mu.Lock()
 			if h.counted {
 				r.dealtWith()
-			} else {
+			} else if count {
 				r.stream.incoming--
 				r.wake()
 			}

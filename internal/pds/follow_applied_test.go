@@ -278,6 +278,71 @@ func TestFollowChangesWithoutRequest(t *testing.T) {
 	}
 }
 
+// TestFollowOwnCommitKeepsNobodyWaiting: our own commit, known from its
+// write's answer, arriving again on the stream is no news: nobody waits
+// for it to be taken in, and a write planned meanwhile trusts the head
+// known (before, the next write of a quick series asked the PDS, or
+// waited for the stream, half the time).
+func TestFollowOwnCommitKeepsNobodyWaiting(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := newFollowRig(t, ctx)
+	r := g.login()
+	type dealt struct {
+		rev                  string
+		heard, waited, known bool
+	}
+	seen := make(chan dealt, 64)
+	var since atomic.Value // the commit before ours
+	since.Store("")
+	pds.OnDealing(r, func(rev string, heard, waited bool) {
+		// a write planned now: does it trust what is known?
+		_, _, _, ok := r.KnownChanges(since.Load().(string))
+		seen <- dealt{rev, heard, waited, ok}
+	})
+	follow(t, ctx, r)
+	until(t, "live", r.Live)
+	checked := 0
+	for i := range 8 {
+		s, err := r.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		since.Store(s.Commit)
+		res, err := r.Apply(ctx, s.Commit, []store.Write{{Op: store.Create, Collection: "app.bulleted.node", RKey: fmt.Sprintf("3lown%07d", i),
+			Value: map[string]any{"$type": "app.bulleted.node", "text": fmt.Sprint("ours ", i), "sortKey": "a0", "createdAt": "2026-12-06T00:00:00.000Z"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for d := range seen {
+			if d.rev != res.Rev {
+				continue
+			}
+			if d.heard {
+				// read off the connection before the write's answer came
+				// back: news then, rightly waited for
+				t.Logf("write %d: its commit arrived before its answer", i)
+				break
+			}
+			if d.waited {
+				t.Fatalf("write %d: reads waited for our own commit %s, known from its answer, to be taken in again", i, res.Rev)
+			}
+			if !d.known {
+				t.Fatalf("write %d: while our own commit %s was taken in again, a write planned on the commit before it did not trust the head known", i, res.Rev)
+			}
+			checked++
+			break
+		}
+		until(t, "taken in", func() bool { return pds.KeptRev(r) >= res.Rev })
+	}
+	if checked == 0 {
+		t.Fatal("every commit arrived on the stream before its write's answer: nothing checked")
+	}
+	if !r.Live() {
+		t.Fatal("not live after our own commits")
+	}
+}
+
 // TestFollowGap: a commit lost from the stream makes the next one not
 // follow; the repository is then read (one request), and is right.
 func TestFollowGap(t *testing.T) {
