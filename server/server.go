@@ -267,6 +267,7 @@ func noteStore(env *tools.Env, res *mcp.CallToolResult, changed *outline.Changed
 		if n, ok := env.Engine.Repo.(store.Noticer); ok {
 			notes = append(notes, n.TakeNotices()...)
 		}
+		notes = append(notes, env.Engine.TakeNotices()...) // the operations journal's
 	}
 	if env.Notices != nil {
 		notes = append(notes, env.Notices.TakeNotices()...)

@@ -70,7 +70,7 @@ func openBackend(ctx context.Context, dir string, f remoteFlags) (*backend, erro
 			l.Close()
 			return nil, err
 		}
-		return &backend{env: &tools.Env{Engine: eng, WriteRefused: l.WriteRefused()}, repo: l, close: func() { l.Close() }, notices: l.Notices()}, nil
+		return &backend{env: &tools.Env{Engine: eng, WriteRefused: l.WriteRefused()}, repo: l, close: func() { l.Close() }, notices: append(l.Notices(), eng.Notices()...)}, nil
 	}
 	directory := pds.Directory(*f.plc)
 	c, did, _, err := pds.Login{PDS: *f.pds, Identifier: *f.identifier, Password: os.Getenv(pds.PasswordEnv), Dir: dir, Directory: directory}.OpenPreferOAuth(ctx)
@@ -109,7 +109,7 @@ func openBackend(ctx context.Context, dir string, f remoteFlags) (*backend, erro
 		return nil, err
 	}
 	env := &tools.Env{Engine: eng, Notices: notes}
-	return &backend{env: env, repo: r, close: func() {}, notices: notes.All()}, nil
+	return &backend{env: env, repo: r, close: func() {}, notices: append(notes.All(), eng.Notices()...)}, nil
 }
 
 // missingLedger says so when the budget ledger at path is missing while the

@@ -49,6 +49,11 @@ import (
 //     creates a record just before each (the nobody-else inserts come
 //     first: a writer active in the last 30 s makes a write ask first).
 //
+// The inserts start once serve's followed commit stream has caught up
+// and settled (2 s after it connects; until then a read says it asked the
+// PDS, and a write asks for the head first): a session past its first
+// seconds, as an agent's first write after its first read meets it.
+//
 // With BULLETED_SERVECOST_PROFILE=file, a CPU profile of the inserts.
 //
 // Reported: insert-ms, bare-ms, ratio (ours over bare), cpu-ms (this

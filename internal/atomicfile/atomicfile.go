@@ -17,20 +17,6 @@ func Write(path string, data []byte, mode os.FileMode) (err error) {
 	})
 }
 
-// WriteStaged is Write up to the rename: path holds data, whole, for
-// every process (and after a kill), and the file's data is on disk; the
-// rename itself is durable once the returned syncDir has run (Write runs
-// it at once), which a caller may do while it goes on.
-func WriteStaged(path string, data []byte, mode os.FileMode) (syncDir func(), err error) {
-	if err := writeFunc(path, mode, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	return func() { SyncDir(filepath.Dir(path)) }, nil
-}
-
 // WriteFunc is Write of what fill writes, streamed to the temporary file
 // (a large file is never held whole in memory); an error from fill leaves
 // path as it was.
@@ -84,4 +70,41 @@ func SyncDir(dir string) error {
 	defer d.Close()
 	d.Sync() // not supported on every system: best effort, like Write's
 	return nil
+}
+
+// WriteSynced is Write with the rename made before the syncs, and the
+// file's and the directory's syncs run at once (one journal commit where
+// the system can join them): path holds data for every process as soon
+// as it is renamed; when WriteSynced returns, both the data and the name
+// are on disk. A crash before it returns may leave path short or empty:
+// its reader must take such a file as never written whole.
+func WriteSynced(path string, data []byte, mode os.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	err = f.Chmod(mode)
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	dirDone := make(chan struct{})
+	go func() {
+		defer close(dirDone)
+		SyncDir(dir)
+	}()
+	err = f.Sync()
+	<-dirDone
+	return err
 }

@@ -97,3 +97,27 @@ func TestWriteFuncFailureLeavesFile(t *testing.T) {
 		t.Fatalf("file %q, want new", got)
 	}
 }
+
+// WriteSynced leaves the file whole, with its mode, under a parent it
+// made, and no temporary file beside it; a second write replaces it.
+func TestWriteSynced(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "ops", "3kaaaaaaaaa22.json")
+	for _, data := range []string{"{\"one\":1}\n", "{\"two\":2}\n"} {
+		if err := WriteSynced(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != data {
+			t.Fatalf("%q %v, want %q", got, err, data)
+		}
+	}
+	fi, _ := os.Stat(path)
+	di, _ := os.Stat(filepath.Dir(path))
+	if fi.Mode().Perm() != 0o600 || di.Mode().Perm() != 0o700 {
+		t.Fatalf("modes %v %v", fi.Mode().Perm(), di.Mode().Perm())
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "*.tmp")); len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+}

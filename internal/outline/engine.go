@@ -233,6 +233,28 @@ func (e *Engine) KeepOperations(dir string) error {
 	return err
 }
 
+// TakeNotices implements store.Noticer: what the operations journal found
+// and set aside (a record cut short by a crash of the machine) that was
+// not told yet, once.
+func (e *Engine) TakeNotices() []string {
+	if fj, ok := e.journal().(*fileJournal); ok {
+		return fj.notes.TakeNotices()
+	}
+	return nil
+}
+
+// Notices is everything the operations journal found and set aside, told
+// or not (the CLI prints them on stderr).
+func (e *Engine) Notices() []string {
+	if fj, ok := e.journal().(*fileJournal); ok {
+		return fj.notes.All()
+	}
+	return nil
+}
+
+// journal is the operations journal (set when the engine is opened).
+func (e *Engine) journal() Journal { return e.ops.j }
+
 // Tree returns the tree of the current commit. A repository that can tell
 // what a commit changed (store.Deltas) brings the kept tree forward by those
 // changes, at the cost of what changed; otherwise, and when it cannot tell,

@@ -3,7 +3,11 @@ package outline_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/bulleted-mcp/bulleted-mcp/internal/outline"
@@ -161,4 +165,77 @@ func TestEngineSuite(t *testing.T) {
 		t.Cleanup(func() { l.Close() })
 		return l
 	}, 150)
+}
+
+// A record cut short (a crash of the machine while an operation was being
+// recorded, before its first batch left) is set aside, and said once in a
+// result and on stderr (Notices): it does not keep the journal from
+// opening, nor hide the whole records beside it.
+func TestJournalSetsAsideTornRecords(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := dir + "/data"
+	l, err := store.OpenLocal(dir + "/repo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := outline.New(l)
+	if err := e.KeepOperations(path); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Insert(t, e, outline.Position{}, "one")
+	l.Close()
+	records, _ := filepath.Glob(path + "/ops/*.json")
+	if len(records) != 1 {
+		t.Fatalf("records: %v", records)
+	}
+	whole, err := os.ReadFile(records[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := map[string][]byte{
+		path + "/ops/3kzzzzzzzzy22.json": whole[:len(whole)/2],           // cut mid-plan
+		path + "/ops/3kzzzzzzzzz22.json": nil,                            // nothing written yet
+		path + "/ops/3kzzzzzzzzx22.json": append(make([]byte, 40), '\n'), // zeros where the plan was
+	}
+	for p, raw := range torn {
+		if err := os.WriteFile(p, raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l2, err := store.OpenLocal(dir + "/repo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	e2 := outline.New(l2)
+	if err := e2.KeepOperations(path); err != nil {
+		t.Fatalf("a torn record kept the journal from opening: %v", err)
+	}
+	ops, err := e2.Operations()
+	if err != nil || len(ops) != 1 {
+		t.Fatalf("operations after the crash: %v, %v (want the one whole record)", ops, err)
+	}
+	notes := e2.TakeNotices()
+	if len(notes) != len(torn) {
+		t.Fatalf("notices: %q, want one per torn record", notes)
+	}
+	for p := range torn {
+		if _, err := os.Stat(p + ".torn"); err != nil {
+			t.Fatalf("%s not set aside: %v", p, err)
+		}
+		if !slices.ContainsFunc(notes, func(n string) bool {
+			return strings.Contains(n, p) && strings.Contains(n, "sent nothing") && strings.Contains(n, "set aside")
+		}) {
+			t.Fatalf("no notice names %s: %q", p, notes)
+		}
+	}
+	if again := e2.TakeNotices(); len(again) != 0 {
+		t.Fatalf("told twice: %q", again)
+	}
+	if all := e2.Notices(); len(all) != len(torn) {
+		t.Fatalf("Notices (for stderr): %q", all)
+	}
+	// writes go on
+	enginetest.Insert(t, e2, outline.Position{}, "two")
 }

@@ -1,9 +1,12 @@
 package outline
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -145,6 +148,9 @@ type fileJournal struct {
 	Reads  int
 	// Parsed counts the files read and decoded for a listing (tests).
 	Parsed int
+	// notes: what the journal found and set aside (records cut short),
+	// told once in a tool result and on stderr
+	notes store.Notices
 }
 
 // genName is the journal directory's generation file: every change to an
@@ -243,27 +249,24 @@ func (s *fileJournal) Save(_ context.Context, op *Operation, whole bool) error {
 }
 
 // saveStaged is Save of an operation new to the journal (written whole),
-// returning once its file is in place for every process and its data on
-// disk: the directory's sync, which makes the file's name durable too, is
-// left to the returned syncDir (lifecycle.moveSoon runs it while the first
-// batch is on its way, and waits for it before the next).
-func (s *fileJournal) saveStaged(op *Operation) (syncDir func(), err error) {
+// returning once its file is in place for every process and, with its
+// name, on disk (atomicfile.WriteSynced: the file's and the directory's
+// syncs at once, before the first batch leaves). A crash of the machine
+// before it returns may leave the file cut short: List sets such a
+// record aside, its operation never sent (torn).
+func (s *fileJournal) saveStaged(op *Operation) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	raw, err := EncodeOperation(op)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		return nil, err
-	}
-	syncDir, err = atomicfile.WriteStaged(s.path(op.ID), raw, 0o600)
-	if err != nil {
-		return nil, err
+	if err := atomicfile.WriteSynced(s.path(op.ID), raw, 0o600); err != nil {
+		return err
 	}
 	s.written[op.ID] = slices.Clone(op.Batches)
 	s.keep(op.ID+".json", lightCopy(op))
-	return syncDir, nil
+	return nil
 }
 
 // readFull is light operation op's record read whole, with op's progress
@@ -466,11 +469,43 @@ func (s *fileJournal) refresh(name string) error {
 	}
 	s.Parsed++
 	op, err := decodeOpLight(raw)
+	if err != nil && torn(raw) {
+		delete(s.files, name)
+		s.setAside(name)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("operation record %s: %w", name, err)
 	}
 	s.files[name] = cachedOp{info: info, op: op}
 	return nil
+}
+
+// torn reports whether raw, a record that could not be decoded, is one
+// cut short: its first line (the plan, written whole before its first
+// batch leaves) ends before its JSON value does, or holds zeros. A crash
+// of the machine while the record was written leaves one
+// (atomicfile.WriteSynced): its operation sent nothing. Any other damage
+// is not taken for it.
+func torn(raw []byte) bool {
+	line, _, _ := bytes.Cut(raw, []byte{'\n'})
+	if bytes.IndexByte(line, 0) >= 0 {
+		return true
+	}
+	var v json.RawMessage
+	err := json.NewDecoder(bytes.NewReader(line)).Decode(&v)
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// setAside moves torn record name out of the journal (name.torn) and says
+// so (caller holds mu).
+func (s *fileJournal) setAside(name string) {
+	path := filepath.Join(s.dir, name)
+	if err := os.Rename(path, path+".torn"); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.notes.Add(fmt.Sprintf("The operations journal holds a record cut short, %s, that could not be set aside (%v): it is left out. A crash of the machine while an operation was being recorded leaves one; that operation sent nothing (its record is on disk, whole, before its first batch leaves).", path, err))
+		return
+	}
+	s.notes.Add(fmt.Sprintf("The operations journal held a record cut short, %s, as a crash of the machine leaves one while an operation is being recorded: that operation sent nothing (its record is on disk, whole, before its first batch leaves), so nothing of it is in the repository. The record was set aside as %s.torn.", path, path))
 }
 
 // listDir reads the directory and every file that changed.
@@ -500,6 +535,12 @@ func (s *fileJournal) listDir() ([]*Operation, error) {
 				continue // removed meanwhile
 			}
 			op, err := decodeOpLight(raw)
+			if err != nil && torn(raw) {
+				s.mu.Lock()
+				s.setAside(name)
+				s.mu.Unlock()
+				continue
+			}
 			if err != nil {
 				return nil, fmt.Errorf("operation record %s: %w", name, err)
 			}

@@ -120,19 +120,18 @@ func (l *lifecycle) move(ctx context.Context, op *Operation, to phase, s step) e
 }
 
 // moveSoon is move of an operation planned just now to running, its
-// record written meanwhile: op is moved at once; sendable gives the
-// record's error once it is written, recorded once it is also durable
-// (each the same error every time it is called). The caller sends none of
-// op's batches before sendable returns nil (store.WithSendGate), and
-// calls recorded before it reads or changes op again or sends another.
+// record written meanwhile (while the batch's points are charged): op is
+// moved at once; sendable gives the record's error once it is written and
+// durable, recorded once the writing is over too (each the same error
+// every time it is called). The caller sends none of op's batches before
+// sendable returns nil (store.WithSendGate), and calls recorded before it
+// reads or changes op again or sends another.
 //
 // A file journal's record is sendable once its file is in place, whole,
-// with its data on disk (a kill, or another process, finds it), and
-// recorded once the directory is synced too (the file's name durable
-// through a crash of the machine), which overlaps the first batch's
-// request: a crash in that millisecond may lose the record of a batch
-// that landed, never send a batch twice (what is not recorded is not
-// resumed).
+// for every process (a kill, or another process, finds it) and on disk
+// with its name (a crash of the machine finds it too): the file's and the
+// directory's syncs run at once, before the first batch leaves, so none
+// is left to slow the repository's own commit.
 func (l *lifecycle) moveSoon(ctx context.Context, op *Operation) (sendable, recorded func() error) {
 	from, err := l.advance(op, phaseRunning, step{})
 	if err != nil {
@@ -148,16 +147,12 @@ func (l *lifecycle) moveSoon(ctx context.Context, op *Operation) (sendable, reco
 			close(visible)
 			return
 		}
-		syncDir, serr := fj.saveStaged(op)
-		if serr != nil {
+		if serr := fj.saveStaged(op); serr != nil {
 			err = fmt.Errorf("recording operation %s: %w", op.ID, serr)
 		} else {
 			op.dirty = false
 		}
 		close(visible)
-		if syncDir != nil {
-			syncDir()
-		}
 	}()
 	sendable = func() error {
 		<-visible
