@@ -78,15 +78,7 @@ func TestContributorsOnPDS(t *testing.T) {
 		}
 		return res
 	}
-	text := func(res *mcp.CallToolResult) string {
-		var b strings.Builder
-		for _, c := range res.Content {
-			if tc, ok := c.(mcp.TextContent); ok {
-				b.WriteString(tc.Text)
-			}
-		}
-		return b.String()
-	}
+	text := resultText
 	ok := func(env *tools.Env, name, args string, out any) string {
 		t.Helper()
 		res := call(env, name, args)

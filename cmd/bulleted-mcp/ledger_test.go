@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mark3labs/mcp-go/mcp"
-
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds"
 	"github.com/bulleted-mcp/bulleted-mcp/internal/pds/pdstest"
 )
@@ -30,15 +28,7 @@ func TestMissingLedgerNotice(t *testing.T) {
 	dir := t.TempDir()
 	pdsURL, ident, plc := srv.URL, a.Handle, srv.PLCURL
 	rf := remoteFlags{pds: &pdsURL, identifier: &ident, plc: &plc}
-	text := func(res *mcp.CallToolResult) string {
-		var b strings.Builder
-		for _, c := range res.Content {
-			if tc, ok := c.(mcp.TextContent); ok {
-				b.WriteString(tc.Text)
-			}
-		}
-		return b.String()
-	}
+	text := resultText
 	b, err := openBackend(ctx, dir, rf)
 	if err != nil {
 		t.Fatal(err)

@@ -18,15 +18,7 @@ func TestTornRecordNotice(t *testing.T) {
 	dir := t.TempDir()
 	empty := ""
 	rf := remoteFlags{pds: &empty, identifier: &empty, plc: &empty}
-	text := func(res *mcp.CallToolResult) string {
-		var b strings.Builder
-		for _, c := range res.Content {
-			if tc, ok := c.(mcp.TextContent); ok {
-				b.WriteString(tc.Text)
-			}
-		}
-		return b.String()
-	}
+	text := resultText
 	b, err := openBackend(ctx, dir, rf)
 	if err != nil {
 		t.Fatal(err)
@@ -65,4 +57,15 @@ func TestTornRecordNotice(t *testing.T) {
 	if err != nil || res.IsError || strings.Contains(text(res), "cut short") {
 		t.Fatalf("the next call: %v %.300s", err, text(res))
 	}
+}
+
+// resultText is a tool result's text content, its parts joined.
+func resultText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
 }

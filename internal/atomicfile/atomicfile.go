@@ -31,11 +31,7 @@ func WriteFunc(path string, mode os.FileMode, fill func(io.Writer) error) (err e
 
 // writeFunc is WriteFunc without the directory's sync.
 func writeFunc(path string, mode os.FileMode, fill func(io.Writer) error) (err error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".*.tmp")
+	f, err := tempBeside(path, mode)
 	if err != nil {
 		return err
 	}
@@ -45,9 +41,6 @@ func writeFunc(path string, mode os.FileMode, fill func(io.Writer) error) (err e
 			os.Remove(f.Name())
 		}
 	}()
-	if err := f.Chmod(mode); err != nil {
-		return err
-	}
 	if err := fill(f); err != nil {
 		return err
 	}
@@ -58,6 +51,25 @@ func writeFunc(path string, mode os.FileMode, fill func(io.Writer) error) (err e
 		return err
 	}
 	return os.Rename(f.Name(), path)
+}
+
+// tempBeside creates the temporary file a write of path fills, beside it
+// (the directory made if needed), with mode.
+func tempBeside(path string, mode os.FileMode) (*os.File, error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.CreateTemp(dir, filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
+	return f, nil
 }
 
 // SyncDir makes renames in dir durable (where the system can; elsewhere a
@@ -79,19 +91,12 @@ func SyncDir(dir string) error {
 // are on disk. A crash before it returns may leave path short or empty:
 // its reader must take such a file as never written whole.
 func WriteSynced(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".*.tmp")
+	f, err := tempBeside(path, mode)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	err = f.Chmod(mode)
-	if err == nil {
-		_, err = f.Write(data)
-	}
+	_, err = f.Write(data)
 	if err == nil {
 		err = os.Rename(f.Name(), path)
 	}
@@ -102,7 +107,7 @@ func WriteSynced(path string, data []byte, mode os.FileMode) error {
 	dirDone := make(chan struct{})
 	go func() {
 		defer close(dirDone)
-		SyncDir(dir)
+		SyncDir(filepath.Dir(path))
 	}()
 	err = f.Sync()
 	<-dirDone

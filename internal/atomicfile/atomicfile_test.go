@@ -23,14 +23,7 @@ func TestWrite(t *testing.T) {
 	if err != nil || string(got) != "two" {
 		t.Fatalf("%q %v", got, err)
 	}
-	fi, _ := os.Stat(path)
-	di, _ := os.Stat(filepath.Dir(path))
-	if fi.Mode().Perm() != 0o600 || di.Mode().Perm() != 0o700 {
-		t.Fatalf("modes %v %v", fi.Mode().Perm(), di.Mode().Perm())
-	}
-	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "*.tmp")); len(left) != 0 {
-		t.Fatalf("temporary files left: %v", left)
-	}
+	checkWritten(t, path)
 }
 
 // Concurrent writers of one file: whatever the order, the file is one of
@@ -112,6 +105,13 @@ func TestWriteSynced(t *testing.T) {
 			t.Fatalf("%q %v, want %q", got, err, data)
 		}
 	}
+	checkWritten(t, path)
+}
+
+// checkWritten checks path's mode (0600) and its directory's (0700), and
+// that no temporary file is left beside it.
+func checkWritten(t *testing.T, path string) {
+	t.Helper()
 	fi, _ := os.Stat(path)
 	di, _ := os.Stat(filepath.Dir(path))
 	if fi.Mode().Perm() != 0o600 || di.Mode().Perm() != 0o700 {

@@ -91,14 +91,7 @@ func TestJournalKeptAcrossRestart(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := dir + "/data"
-	l, err := store.OpenLocal(dir + "/repo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := outline.New(l)
-	if err := e.KeepOperations(path); err != nil {
-		t.Fatal(err)
-	}
+	l, e := openJournaled(t, dir+"/repo", path)
 	keys := enginetest.Insert(t, e, outline.Position{}, "one", "two")
 	if _, err := e.DoFunc(ctx, false, func(p *outline.Planner) error {
 		return intent.Edit{Node: keys[0], Text: ptr("ONE"), Note: ptr("a note")}.Plan(p)
@@ -175,14 +168,7 @@ func TestJournalSetsAsideTornRecords(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	path := dir + "/data"
-	l, err := store.OpenLocal(dir + "/repo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := outline.New(l)
-	if err := e.KeepOperations(path); err != nil {
-		t.Fatal(err)
-	}
+	l, e := openJournaled(t, dir+"/repo", path)
 	enginetest.Insert(t, e, outline.Position{}, "one")
 	l.Close()
 	records, _ := filepath.Glob(path + "/ops/*.json")
@@ -238,4 +224,19 @@ func TestJournalSetsAsideTornRecords(t *testing.T) {
 	}
 	// writes go on
 	enginetest.Insert(t, e2, outline.Position{}, "two")
+}
+
+// openJournaled is an engine over the embedded store in repo, its
+// operations journal kept in data/ops.
+func openJournaled(t *testing.T, repo, data string) (*store.Local, *outline.Engine) {
+	t.Helper()
+	l, err := store.OpenLocal(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := outline.New(l)
+	if err := e.KeepOperations(data); err != nil {
+		t.Fatal(err)
+	}
+	return l, e
 }
