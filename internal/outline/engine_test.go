@@ -101,15 +101,8 @@ func TestJournalKeptAcrossRestart(t *testing.T) {
 	before, _ := l.Snapshot(ctx)
 	l.Close()
 
-	l2, err := store.OpenLocal(dir + "/repo")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l2, e2 := openJournaled(t, dir+"/repo", path)
 	defer l2.Close()
-	e2 := outline.New(l2)
-	if err := e2.KeepOperations(path); err != nil {
-		t.Fatal(err)
-	}
 	if got := enginetest.Texts(t, e2, ""); !reflect.DeepEqual(got, []string{"ONE", "two"}) {
 		t.Fatalf("reopened outline: %v (snapshot had %d records)", got, len(before.Records))
 	}
@@ -189,15 +182,8 @@ func TestJournalSetsAsideTornRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	l2, err := store.OpenLocal(dir + "/repo")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l2, e2 := openJournaled(t, dir+"/repo", path) // fails if a torn record keeps the journal from opening
 	defer l2.Close()
-	e2 := outline.New(l2)
-	if err := e2.KeepOperations(path); err != nil {
-		t.Fatalf("a torn record kept the journal from opening: %v", err)
-	}
 	ops, err := e2.Operations()
 	if err != nil || len(ops) != 1 {
 		t.Fatalf("operations after the crash: %v, %v (want the one whole record)", ops, err)
