@@ -206,7 +206,10 @@ func serveCost(b *testing.B, srv *pdstest.Server, a, twin *pdstest.Account, plac
 	call("read_outline", map[string]any{"limit": 5})
 	// the steady state: the followed stream has caught up and settled
 	// (until then a read says it asked the PDS, and a write asks first)
-	for strings.Contains(call("read_outline", map[string]any{"limit": 1}), "has not caught up yet") {
+	for settle := time.Now(); strings.Contains(call("read_outline", map[string]any{"limit": 1}), "has not caught up yet"); {
+		if time.Since(settle) > time.Minute {
+			b.Fatalf("the followed stream did not settle within a minute; stderr:\n%s", stderr)
+		}
 	}
 	tc, err := srv.Client(ctx, twin)
 	if err != nil {

@@ -84,19 +84,25 @@ func SyncDir(dir string) error {
 	return nil
 }
 
-// WriteSynced is Write with the rename made before the syncs, and the
-// file's and the directory's syncs run at once (one journal commit where
-// the system can join them): path holds data for every process as soon
-// as it is renamed; when WriteSynced returns, both the data and the name
-// are on disk. A crash before it returns may leave path short or empty:
-// its reader must take such a file as never written whole.
+// WriteSynced writes data to path, a new file, with the rename made
+// before the syncs, and the file's and the directory's syncs run at once
+// (one journal commit where the system can join them): path holds data
+// for every process as soon as it is renamed; when WriteSynced returns,
+// both the data and the name are on disk (the name where the system syncs
+// directories: SyncDir). A crash before it returns may leave path short
+// or empty: its reader must take such a file as never written whole. On
+// an error path is removed again.
 func WriteSynced(path string, data []byte, mode os.FileMode) error {
 	f, err := tempBeside(path, mode)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
 	_, err = f.Write(data)
+	// closed before the rename: a file still open cannot be renamed on
+	// every system (Windows)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
 	if err == nil {
 		err = os.Rename(f.Name(), path)
 	}
@@ -109,7 +115,28 @@ func WriteSynced(path string, data []byte, mode os.FileMode) error {
 		defer close(dirDone)
 		SyncDir(filepath.Dir(path))
 	}()
-	err = f.Sync()
+	err = syncData(path)
 	<-dirDone
+	if err != nil {
+		// not on disk: taken back, so that nobody takes it for written
+		os.Remove(path)
+		SyncDir(filepath.Dir(path))
+	}
+	return err
+}
+
+// syncData is syncFile (tests make it fail).
+var syncData = syncFile
+
+// syncFile flushes path's data to disk.
+func syncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
 	return err
 }

@@ -91,12 +91,13 @@ func TestWriteFuncFailureLeavesFile(t *testing.T) {
 	}
 }
 
-// WriteSynced leaves the file whole, with its mode, under a parent it
-// made, and no temporary file beside it; a second write replaces it.
+// WriteSynced leaves a new file whole, with its mode, under a parent it
+// made, and no temporary file beside it.
 func TestWriteSynced(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "ops", "3kaaaaaaaaa22.json")
-	for _, data := range []string{"{\"one\":1}\n", "{\"two\":2}\n"} {
+	dir := filepath.Join(t.TempDir(), "ops")
+	for i, data := range []string{"{\"one\":1}\n", "{\"two\":2}\n"} {
+		path := filepath.Join(dir, fmt.Sprintf("3kaaaaaaaa%d22.json", i))
 		if err := WriteSynced(path, []byte(data), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -104,8 +105,22 @@ func TestWriteSynced(t *testing.T) {
 		if err != nil || string(got) != data {
 			t.Fatalf("%q %v, want %q", got, err, data)
 		}
+		checkWritten(t, path)
 	}
-	checkWritten(t, path)
+}
+
+// A WriteSynced whose data could not be synced takes the file back: it is
+// not left in place for a reader to take as written.
+func TestWriteSyncedTakesBackUnsynced(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ops", "3kaaaaaaaaa22.json")
+	syncData = func(string) error { return fmt.Errorf("an I/O error") }
+	defer func() { syncData = syncFile }()
+	if err := WriteSynced(path, []byte("{}\n"), 0o600); err == nil {
+		t.Fatal("no error")
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("left in place: %v", err)
+	}
 }
 
 // checkWritten checks path's mode (0600) and its directory's (0700), and

@@ -149,8 +149,9 @@ type fileJournal struct {
 	// Parsed counts the files read and decoded for a listing (tests).
 	Parsed int
 	// notes: what the journal found and set aside (records cut short),
-	// told once in a tool result and on stderr
+	// told once in a tool result and on stderr; aside: the names told
 	notes store.Notices
+	aside map[string]bool
 }
 
 // genName is the journal directory's generation file: every change to an
@@ -176,7 +177,7 @@ func (c cachedOp) same(info os.FileInfo) bool {
 
 // newFileJournal returns the file journal of did's operations in dir.
 func newFileJournal(did, dir string) *fileJournal {
-	return &fileJournal{did: did, dir: dir, files: map[string]cachedOp{}, held: map[string]*os.File{}, written: map[string][]int{}, dirty: map[string]bool{}}
+	return &fileJournal{did: did, dir: dir, files: map[string]cachedOp{}, held: map[string]*os.File{}, written: map[string][]int{}, dirty: map[string]bool{}, aside: map[string]bool{}}
 }
 
 func (s *fileJournal) path(id string) string { return filepath.Join(s.dir, id+".json") }
@@ -488,9 +489,14 @@ func (s *fileJournal) refresh(name string) error {
 // (atomicfile.WriteSynced): its operation sent nothing. Any other damage
 // is not taken for it.
 func torn(raw []byte) bool {
-	line, _, _ := bytes.Cut(raw, []byte{'\n'})
+	line, _, whole := bytes.Cut(raw, []byte{'\n'})
 	if bytes.IndexByte(line, 0) >= 0 {
 		return true
+	}
+	if whole {
+		// the plan's line ended: written whole (progress lines are
+		// appended only after it is on disk), damaged otherwise
+		return false
 	}
 	var v json.RawMessage
 	err := json.NewDecoder(bytes.NewReader(line)).Decode(&v)
@@ -498,14 +504,29 @@ func torn(raw []byte) bool {
 }
 
 // setAside moves torn record name out of the journal (name.torn) and says
-// so (caller holds mu).
+// so, once (caller holds mu). Another process that set it aside first
+// says it.
 func (s *fileJournal) setAside(name string) {
 	path := filepath.Join(s.dir, name)
-	if err := os.Rename(path, path+".torn"); err != nil && !errors.Is(err, os.ErrNotExist) {
-		s.notes.Add(fmt.Sprintf("The operations journal holds a record cut short, %s, that could not be set aside (%v): it is left out. A crash of the machine while an operation was being recorded leaves one; that operation sent nothing (its record is on disk, whole, before its first batch leaves).", path, err))
+	err := os.Rename(path, path+".torn")
+	if s.aside[name] || errors.Is(err, os.ErrNotExist) {
 		return
 	}
-	s.notes.Add(fmt.Sprintf("The operations journal held a record cut short, %s, as a crash of the machine leaves one while an operation is being recorded: that operation sent nothing (its record is on disk, whole, before its first batch leaves), so nothing of it is in the repository. The record was set aside as %s.torn.", path, path))
+	s.aside[name] = true
+	const why = "a crash of the machine leaves one while an operation is being recorded: that operation sent nothing (its record is on disk, whole, before its first batch leaves), so nothing of it is in the repository; any points its first batch was charged stay counted in the write budget until they leave its rolling hour and day"
+	if err != nil {
+		s.notes.Add(fmt.Sprintf("The operations journal holds a record cut short, %s, that could not be set aside (%v): it is left out. %s.", path, err, upperFirst(why)))
+		return
+	}
+	s.notes.Add(fmt.Sprintf("The operations journal held a record cut short, %s, as %s. The record was set aside as %s.torn.", path, why, path))
+}
+
+// upperFirst is s with its first letter upper case.
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // listDir reads the directory and every file that changed.

@@ -314,7 +314,15 @@ func TestFollowOwnCommitKeepsNobodyWaiting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for d := range seen {
+		deadline := time.After(30 * time.Second) // a bound for a stuck stream, not a speed check
+	dealt:
+		for {
+			var d dealt
+			select {
+			case d = <-seen:
+			case <-deadline:
+				t.Fatalf("write %d: its commit %s did not come on the stream within 30 s", i, res.Rev)
+			}
 			if d.rev != res.Rev {
 				continue
 			}
@@ -322,7 +330,7 @@ func TestFollowOwnCommitKeepsNobodyWaiting(t *testing.T) {
 				// read off the connection before the write's answer came
 				// back: news then, rightly waited for
 				t.Logf("write %d: its commit arrived before its answer", i)
-				break
+				break dealt
 			}
 			if d.waited {
 				t.Fatalf("write %d: reads waited for our own commit %s, known from its answer, to be taken in again", i, res.Rev)
@@ -331,7 +339,7 @@ func TestFollowOwnCommitKeepsNobodyWaiting(t *testing.T) {
 				t.Fatalf("write %d: while our own commit %s was taken in again, a write planned on the commit before it did not trust the head known", i, res.Rev)
 			}
 			checked++
-			break
+			break dealt
 		}
 		until(t, "taken in", func() bool { return pds.KeptRev(r) >= res.Rev })
 	}
