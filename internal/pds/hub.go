@@ -41,7 +41,9 @@ const hubCatchUps = 8
 
 // NewHub returns the hub of the PDS at host (Run follows it).
 func NewHub(host string) *Hub {
-	return &Hub{Host: host, members: map[string]*hubMember{}, sem: make(chan struct{}, hubCatchUps)}
+	h := &Hub{Host: host, members: map[string]*hubMember{}, sem: make(chan struct{}, hubCatchUps)}
+	h.idle = sync.NewCond(&h.drainMu)
+	return h
 }
 
 // Hub follows one PDS host's commit stream for many repositories (NewHub).
@@ -63,6 +65,12 @@ type Hub struct {
 	members map[string]*hubMember // by DID
 	conn    context.Context       // the connection's (nil: not connected)
 	sem     chan struct{}
+	// drains: members' queues being worked through (drain), which Run
+	// waits for before it returns, so that nothing of a member (a commit
+	// taken in, its read cache written) runs after it
+	drainMu sync.Mutex // not mu: Join enqueues holding mu
+	drains  int
+	idle    *sync.Cond // on drainMu: drains reached 0
 }
 
 // hubMember is one repository followed through a Hub.
@@ -231,7 +239,19 @@ func (m *hubMember) enqueue(s hubStep) {
 		m.uncount(dropped)
 	}
 	if start {
-		go m.drain()
+		m.h.drainMu.Lock()
+		m.h.drains++
+		m.h.drainMu.Unlock()
+		go func() {
+			defer func() {
+				m.h.drainMu.Lock()
+				if m.h.drains--; m.h.drains == 0 {
+					m.h.idle.Broadcast()
+				}
+				m.h.drainMu.Unlock()
+			}()
+			m.drain()
+		}()
 	}
 }
 
@@ -332,6 +352,15 @@ func (h *Hub) catchUpOnce(conn context.Context, m *hubMember) error {
 // Run follows the host's stream until ctx ends, reconnecting with backoff
 // (1 s to 1 min).
 func (h *Hub) Run(ctx context.Context) {
+	defer func() {
+		// the members' steps under way end with the connection's
+		// context: wait for them
+		h.drainMu.Lock()
+		for h.drains > 0 {
+			h.idle.Wait()
+		}
+		h.drainMu.Unlock()
+	}()
 	u, err := subscribeURL(h.Host)
 	if err != nil {
 		h.errs(err)
