@@ -156,11 +156,7 @@ func TestClaimReleasedWhileDatabaseDown(t *testing.T) {
 // name, host and port, which goes to the operator's log.
 func TestJournalErrorsNameNoDatabase(t *testing.T) {
 	ctx := context.Background()
-	dead, err := pgxpool.New(ctx, "postgres://leakyuser:pw@127.0.0.1:1/leakydb?connect_timeout=2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(dead.Close)
+	dead := deadPool(t)
 	var logged []string
 	j := newJournal(dead, "did:plc:journalerrors")
 	j.logf = func(format string, args ...any) { logged = append(logged, fmt.Sprintf(format, args...)) }
@@ -185,11 +181,7 @@ func TestJournalErrorsNameNoDatabase(t *testing.T) {
 // and port, which goes to the operator's log; nothing is sent.
 func TestBudgetErrorsNameNoDatabase(t *testing.T) {
 	ctx := context.Background()
-	dead, err := pgxpool.New(ctx, "postgres://leakyuser:pw@127.0.0.1:1/leakydb?connect_timeout=2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(dead.Close)
+	dead := deadPool(t)
 	var logged []string
 	r := &userRepo{inner: pds.New(nil, syntax.DID("did:plc:budgeterrors")), ledger: &Ledger{DB: dead},
 		logf: func(format string, args ...any) { logged = append(logged, fmt.Sprintf(format, args...)) }}
@@ -207,4 +199,16 @@ func TestBudgetErrorsNameNoDatabase(t *testing.T) {
 	if len(logged) != 3 || !strings.Contains(strings.Join(logged, "\n"), "leakyuser") {
 		t.Errorf("the operator's log should have the 3 errors whole: %q", logged)
 	}
+}
+
+// deadPool is a pool of a database that never answers, whose connection
+// string names a user, database, host and port an error must not quote.
+func deadPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	dead, err := pgxpool.New(context.Background(), "postgres://leakyuser:pw@127.0.0.1:1/leakydb?connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dead.Close)
+	return dead
 }
